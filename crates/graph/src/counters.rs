@@ -1,0 +1,68 @@
+//! Counters written by one worker and read by the control thread without locks: a relaxed load
+//! and store per update (no read-modify-write), so the fast path pays a plain add.
+//! It never aggregates across workers; the control plane sums snapshots.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A single-writer counter readable from other threads.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Add `n` (only the owning worker calls this).
+    #[inline(always)]
+    pub fn add(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Current value.
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Runtime counters of one node on one worker.
+#[derive(Debug, Default)]
+pub struct NodeStats {
+    /// Times the node's function ran (input nodes: every poll, also empty ones).
+    pub calls: Counter,
+    /// Calls that carried at least one packet.
+    pub vectors: Counter,
+    /// Packets processed.
+    pub packets: Counter,
+    /// TSC ticks spent in the node, including enqueueing to next nodes.
+    pub clocks: Counter,
+}
+
+/// The counters of one graph (one worker): per node, and per drop reason.
+#[derive(Debug)]
+pub struct GraphStats {
+    /// Node names, by node id.
+    pub node_names: Vec<String>,
+    /// Whether each node is an input node.
+    pub node_is_input: Vec<bool>,
+    /// Runtime counters, by node id.
+    pub nodes: Vec<NodeStats>,
+    /// (node name, reason) of each graph-wide error id.
+    pub error_names: Vec<(String, String)>,
+    /// Packets dropped, by error id.
+    pub errors: Vec<Counter>,
+}
+
+impl GraphStats {
+    /// Error id of `reason` of node `node`, if both exist.
+    pub fn error_id(&self, node: &str, reason: &str) -> Option<usize> {
+        self.error_names
+            .iter()
+            .position(|(n, r)| n == node && r == reason)
+    }
+
+    /// Total packets dropped for all reasons.
+    pub fn total_drops(&self) -> u64 {
+        self.errors.iter().map(Counter::get).sum()
+    }
+}

@@ -1,0 +1,98 @@
+//! The `Node` and `InputNode` traits and what a node sees while it runs (`NodeContext`).
+//! A node transforms packets and names where each goes next; it never enqueues by itself and
+//! never keeps references to buffers after it returns (except a port that takes ownership).
+
+use crate::counters::Counter;
+use packet::BufferPool;
+
+/// Where the packets of a processed frame go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dispatch {
+    /// `nexts[i]` holds the next index of packet `i`.
+    PerPacket,
+    /// Every packet goes to this next index (`nexts` is not read).
+    AllTo(u16),
+    /// The node took ownership of every packet (freed, transmitted or queued by it).
+    Consumed,
+}
+
+/// What a node sees while processing one frame.
+pub struct NodeContext<'a> {
+    /// The worker's buffer pool.
+    pub pool: &'a mut BufferPool,
+    /// TSC at the start of this dispatch round.
+    pub now_tsc: u64,
+    /// TSC ticks per second.
+    pub tsc_hz: u64,
+    /// Worker number.
+    pub worker: usize,
+    /// Graph-wide error id of this node's reason 0.
+    pub error_base: u16,
+    /// Graph-wide drop counters, by error id (counted by `error-drop`).
+    pub errors: &'a [Counter],
+    /// Graph-wide (node name, reason) by error id, for traces and error-drop.
+    pub error_names: &'a [(String, String)],
+}
+
+impl NodeContext<'_> {
+    /// The graph-wide error id of this node's drop reason `reason` (its index in `error_reasons`).
+    #[inline(always)]
+    pub fn error_id(&self, reason: u16) -> u16 {
+        self.error_base + reason
+    }
+}
+
+/// A node that processes frames handed to it.
+pub trait Node: Send {
+    /// The node's name, e.g. `ip4-lookup`.
+    fn name(&self) -> &str;
+    /// Names of the nodes it may send packets to; next index `i` is entry `i`.
+    fn next_nodes(&self) -> Vec<String>;
+    /// Names of its drop reasons; reason `i` is entry `i`.
+    fn error_reasons(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Process `frame` (1..=256 buffers). Write a next index per packet into `nexts` when
+    /// returning `Dispatch::PerPacket`.
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch;
+    /// One line saying what this node did to a traced packet (cold path).
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!(
+            "buffer {buffer}: length {} rx_port {} tx_port {}",
+            m.length, m.rx_port, m.tx_port
+        )
+    }
+}
+
+/// A node that brings packets into the graph (a port's receive side or a generator).
+pub trait InputNode: Send {
+    /// The node's name, e.g. `eth0-rx`.
+    fn name(&self) -> &str;
+    /// Names of the nodes it may send packets to.
+    fn next_nodes(&self) -> Vec<String>;
+    /// Names of its drop reasons.
+    fn error_reasons(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Receive up to `out.len()` packets into `out`, a next index per packet into `nexts` (when
+    /// returning `Dispatch::PerPacket`); returns the count and where they go.
+    fn poll(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        out: &mut [u32],
+        nexts: &mut [u16],
+    ) -> (usize, Dispatch);
+    /// True once the input can never produce another packet (e.g. a consumed pcap file).
+    fn is_finished(&self) -> bool {
+        false
+    }
+    /// One line describing a received packet for the trace (cold path).
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!(
+            "buffer {buffer}: received {} bytes on port {}",
+            m.length, m.rx_port
+        )
+    }
+}

@@ -1,0 +1,493 @@
+//! The buffer pool: one memory region of fixed-size buffer slots plus a metadata array, handed out
+//! as `u32` indices in batches. It owns buffer memory and the free list; it never blocks, never
+//! allocates after construction and never panics on exhaustion (a short batch is the answer).
+
+use crate::meta::BufferMeta;
+use thiserror::Error;
+
+/// Size of a huge page the pool tries first.
+pub const HUGE_PAGE_SIZE: usize = 2 * 1024 * 1024;
+
+/// How a pool is sized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Number of buffers.
+    pub buffers: u32,
+    /// Bytes reserved before the packet for encapsulation (at least 128).
+    pub headroom: u16,
+    /// Bytes available for packet data.
+    pub data_size: u16,
+    /// Try 2 MiB hugepages first (falls back to normal pages when none are reserved).
+    pub try_hugepages: bool,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            buffers: 16384,
+            headroom: 128,
+            data_size: 2048,
+            try_hugepages: true,
+        }
+    }
+}
+
+/// Errors building a pool.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum PoolError {
+    /// The configuration is out of range.
+    #[error("buffer pool: {0}")]
+    Invalid(String),
+    /// The operating system refused the memory.
+    #[error("buffer pool: cannot map {bytes} bytes: {reason}")]
+    Map {
+        /// Bytes asked for.
+        bytes: usize,
+        /// What the OS said.
+        reason: String,
+    },
+}
+
+/// What memory backs the pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Reserved 2 MiB hugepages (MAP_HUGETLB).
+    HugePages,
+    /// Normal pages (transparent huge pages advised).
+    NormalPages,
+}
+
+impl std::fmt::Display for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backing::HugePages => "2 MiB hugepages",
+            Backing::NormalPages => "normal pages",
+        })
+    }
+}
+
+/// Counters of a pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers asked for but not given because the pool was empty.
+    pub alloc_failures: u64,
+}
+
+/// A pool of packet buffers owned by one worker.
+pub struct BufferPool {
+    metas: Vec<BufferMeta>,
+    region: *mut u8,
+    region_len: usize,
+    stride: usize,
+    headroom: u16,
+    data_size: u16,
+    free: Vec<u32>,
+    backing: Backing,
+    stats: PoolStats,
+    #[cfg(debug_assertions)]
+    in_use: Vec<bool>,
+}
+
+// SAFETY: the pool exclusively owns its mapped region; moving it to another thread moves that
+// ownership. It is not Sync: all access goes through `&self`/`&mut self` of one owner.
+unsafe impl Send for BufferPool {}
+
+impl BufferPool {
+    /// Build a pool: map its memory (hugepages if reserved, else normal pages) and fill the free list.
+    pub fn new(config: PoolConfig) -> Result<BufferPool, PoolError> {
+        if config.buffers == 0 || config.buffers > (1 << 24) {
+            return Err(PoolError::Invalid(format!(
+                "buffers = {} is out of range; accepted: 1..={}",
+                config.buffers,
+                1 << 24
+            )));
+        }
+        if config.headroom < 128 {
+            return Err(PoolError::Invalid(format!(
+                "headroom = {} is too small; accepted: at least 128 bytes",
+                config.headroom
+            )));
+        }
+        if config.data_size < 64 {
+            return Err(PoolError::Invalid(format!(
+                "data size = {} is too small; accepted: 64..=65535 bytes",
+                config.data_size
+            )));
+        }
+        let stride = (config.headroom as usize + config.data_size as usize).div_ceil(64) * 64;
+        let bytes = stride * config.buffers as usize;
+        let (region, region_len, backing) = map_region(bytes, config.try_hugepages)?;
+        let n = config.buffers as usize;
+        let mut free = Vec::with_capacity(n);
+        // Lowest indices on top of the stack: they are handed out first.
+        free.extend((0..config.buffers).rev());
+        Ok(BufferPool {
+            metas: vec![BufferMeta::default(); n],
+            region,
+            region_len,
+            stride,
+            headroom: config.headroom,
+            data_size: config.data_size,
+            free,
+            backing,
+            stats: PoolStats::default(),
+            #[cfg(debug_assertions)]
+            in_use: vec![false; n],
+        })
+    }
+
+    /// Number of buffers in the pool.
+    pub fn capacity(&self) -> usize {
+        self.metas.len()
+    }
+
+    /// Number of buffers currently free.
+    pub fn available(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Memory that backs the buffers.
+    pub fn backing(&self) -> Backing {
+        self.backing
+    }
+
+    /// Bytes of data a buffer holds.
+    pub fn data_size(&self) -> usize {
+        self.data_size as usize
+    }
+
+    /// Bytes of headroom before the data of a fresh buffer.
+    pub fn headroom(&self) -> usize {
+        self.headroom as usize
+    }
+
+    /// Distance between two buffer slots in the region.
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// Bytes mapped for buffer data.
+    pub fn region_bytes(&self) -> usize {
+        self.region_len
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PoolStats {
+        self.stats
+    }
+
+    /// Allocate up to `out.len()` buffers; returns how many were written to `out`. Each buffer's
+    /// metadata is reset (data at the headroom, length 0). A short count means the pool ran dry,
+    /// and the shortfall is counted in `alloc_failures`.
+    #[inline]
+    pub fn alloc_batch(&mut self, out: &mut [u32]) -> usize {
+        let n = out.len().min(self.free.len());
+        let start = self.free.len() - n;
+        let template = BufferMeta {
+            data_offset: self.headroom,
+            ..BufferMeta::default()
+        };
+        for (dst, &idx) in out[..n].iter_mut().zip(&self.free[start..]) {
+            *dst = idx;
+            self.metas[idx as usize] = template;
+            #[cfg(debug_assertions)]
+            {
+                debug_assert!(!self.in_use[idx as usize], "buffer {idx} allocated twice");
+                self.in_use[idx as usize] = true;
+            }
+        }
+        self.free.truncate(start);
+        self.stats.alloc_failures += (out.len() - n) as u64;
+        n
+    }
+
+    /// Allocate one buffer, or `None` when the pool is empty (counted).
+    #[inline]
+    pub fn alloc(&mut self) -> Option<u32> {
+        let mut one = [0u32; 1];
+        (self.alloc_batch(&mut one) == 1).then_some(one[0])
+    }
+
+    /// Return buffers to the pool.
+    #[inline]
+    pub fn free_batch(&mut self, buffers: &[u32]) {
+        for &idx in buffers {
+            #[cfg(debug_assertions)]
+            {
+                debug_assert!(self.in_use[idx as usize], "buffer {idx} freed twice");
+                self.in_use[idx as usize] = false;
+            }
+            debug_assert!(self.free.len() < self.free.capacity());
+            self.free.push(idx);
+        }
+    }
+
+    /// Return one buffer to the pool.
+    #[inline]
+    pub fn free(&mut self, buffer: u32) {
+        self.free_batch(&[buffer]);
+    }
+
+    /// Metadata of a buffer.
+    #[inline(always)]
+    pub fn meta(&self, buffer: u32) -> &BufferMeta {
+        &self.metas[buffer as usize]
+    }
+
+    /// Mutable metadata of a buffer.
+    #[inline(always)]
+    pub fn meta_mut(&mut self, buffer: u32) -> &mut BufferMeta {
+        &mut self.metas[buffer as usize]
+    }
+
+    #[inline(always)]
+    fn slot_ptr(&self, buffer: u32) -> *mut u8 {
+        assert!(
+            (buffer as usize) < self.metas.len(),
+            "buffer index {buffer} out of pool"
+        );
+        // SAFETY: buffer < count, so the offset stays inside the mapped region.
+        unsafe { self.region.add(buffer as usize * self.stride) }
+    }
+
+    /// The whole slot of a buffer (headroom and data), read-only.
+    #[inline(always)]
+    pub fn slot(&self, buffer: u32) -> &[u8] {
+        let ptr = self.slot_ptr(buffer);
+        // SAFETY: the slot is `stride` bytes inside the region owned by `self`; the shared borrow
+        // of `self` keeps any `&mut` to it from existing.
+        unsafe { core::slice::from_raw_parts(ptr, self.stride) }
+    }
+
+    /// The packet bytes of a buffer.
+    #[inline(always)]
+    pub fn data(&self, buffer: u32) -> &[u8] {
+        let m = &self.metas[buffer as usize];
+        let (start, len) = (m.data_offset as usize, m.length as usize);
+        &self.slot(buffer)[start..start + len]
+    }
+
+    /// Metadata and the packet bytes of a buffer, both mutable.
+    #[inline(always)]
+    pub fn packet_mut(&mut self, buffer: u32) -> (&mut BufferMeta, &mut [u8]) {
+        let (meta, slot) = self.slot_mut(buffer);
+        let (start, len) = (meta.data_offset as usize, meta.length as usize);
+        (meta, &mut slot[start..start + len])
+    }
+
+    /// Metadata and the whole slot of a buffer (headroom and room to grow), both mutable.
+    #[inline(always)]
+    pub fn slot_mut(&mut self, buffer: u32) -> (&mut BufferMeta, &mut [u8]) {
+        let ptr = self.slot_ptr(buffer);
+        // SAFETY: the slot is `stride` bytes inside the region owned by `self`, disjoint from
+        // `metas`; the exclusive borrow of `self` makes this the only reference to it.
+        let slot = unsafe { core::slice::from_raw_parts_mut(ptr, self.stride) };
+        (&mut self.metas[buffer as usize], slot)
+    }
+
+    /// Copy `bytes` into a buffer as its whole packet (at the headroom). Returns false, changing
+    /// nothing, when they do not fit.
+    #[inline]
+    pub fn write_packet(&mut self, buffer: u32, bytes: &[u8]) -> bool {
+        let headroom = self.headroom as usize;
+        if bytes.len() > self.data_size as usize {
+            return false;
+        }
+        let (meta, slot) = self.slot_mut(buffer);
+        slot[headroom..headroom + bytes.len()].copy_from_slice(bytes);
+        meta.data_offset = headroom as u16;
+        meta.length = bytes.len() as u16;
+        true
+    }
+
+    /// Grow the packet at the front by `bytes` (for a new header). Returns false when the
+    /// headroom is too small.
+    #[inline]
+    pub fn push_front(&mut self, buffer: u32, bytes: u16) -> bool {
+        let m = &mut self.metas[buffer as usize];
+        if m.data_offset < bytes {
+            return false;
+        }
+        m.data_offset -= bytes;
+        m.length += bytes;
+        true
+    }
+
+    /// Shrink the packet at the front by `bytes`. Returns false when it is shorter than that.
+    #[inline]
+    pub fn pull_front(&mut self, buffer: u32, bytes: u16) -> bool {
+        let m = &mut self.metas[buffer as usize];
+        if m.length < bytes {
+            return false;
+        }
+        m.data_offset += bytes;
+        m.length -= bytes;
+        true
+    }
+
+    /// Hint the CPU to load a buffer's metadata and first data line.
+    #[inline(always)]
+    pub fn prefetch(&self, buffer: u32) {
+        #[cfg(target_arch = "x86_64")]
+        if (buffer as usize) < self.metas.len() {
+            let meta = &self.metas[buffer as usize] as *const BufferMeta as *const i8;
+            // SAFETY: prefetch never faults; both addresses are inside memory owned by `self`.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch(meta, _MM_HINT_T0);
+                let data = self
+                    .region
+                    .add(buffer as usize * self.stride + self.headroom as usize);
+                _mm_prefetch(data as *const i8, _MM_HINT_T0);
+            }
+        }
+    }
+}
+
+impl Drop for BufferPool {
+    fn drop(&mut self) {
+        // SAFETY: `region`/`region_len` are exactly what mmap returned in `new`, unmapped once.
+        unsafe {
+            libc::munmap(self.region as *mut libc::c_void, self.region_len);
+        }
+    }
+}
+
+impl std::fmt::Debug for BufferPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BufferPool")
+            .field("buffers", &self.metas.len())
+            .field("available", &self.free.len())
+            .field("stride", &self.stride)
+            .field("backing", &self.backing)
+            .finish()
+    }
+}
+
+fn map_region(bytes: usize, try_huge: bool) -> Result<(*mut u8, usize, Backing), PoolError> {
+    if try_huge {
+        let len = bytes.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
+        // SAFETY: anonymous private mapping with no address hint; the result is checked.
+        let ptr = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE
+                    | libc::MAP_ANONYMOUS
+                    | libc::MAP_HUGETLB
+                    | libc::MAP_POPULATE
+                    | (21 << libc::MAP_HUGE_SHIFT),
+                -1,
+                0,
+            )
+        };
+        if ptr != libc::MAP_FAILED {
+            return Ok((ptr as *mut u8, len, Backing::HugePages));
+        }
+    }
+    let len = bytes.div_ceil(4096) * 4096;
+    // SAFETY: anonymous private mapping with no address hint; the result is checked.
+    let ptr = unsafe {
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(PoolError::Map {
+            bytes: len,
+            reason: std::io::Error::last_os_error().to_string(),
+        });
+    }
+    // SAFETY: `ptr..ptr+len` is the mapping just made. Advice failures are harmless. Touching
+    // every page now keeps page faults off the fast path.
+    unsafe {
+        libc::madvise(ptr, len, libc::MADV_HUGEPAGE);
+        libc::madvise(ptr, len, libc::MADV_POPULATE_WRITE);
+    }
+    Ok((ptr as *mut u8, len, Backing::NormalPages))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> BufferPool {
+        BufferPool::new(PoolConfig {
+            buffers: 8,
+            try_hugepages: false,
+            ..PoolConfig::default()
+        })
+        .expect("pool")
+    }
+
+    #[test]
+    fn alloc_free_roundtrip_and_exhaustion() {
+        let mut p = small();
+        let mut out = [0u32; 10];
+        assert_eq!(p.alloc_batch(&mut out), 8);
+        assert_eq!(p.available(), 0);
+        assert_eq!(p.stats().alloc_failures, 2);
+        assert!(p.alloc().is_none());
+        p.free_batch(&out[..8]);
+        assert_eq!(p.available(), 8);
+    }
+
+    #[test]
+    fn metadata_is_reset_on_alloc() {
+        let mut p = small();
+        let b = p.alloc().expect("one");
+        p.meta_mut(b).length = 99;
+        p.meta_mut(b).flags = 7;
+        p.free(b);
+        let b2 = p.alloc().expect("one");
+        assert_eq!(b, b2);
+        assert_eq!(p.meta(b2).length, 0);
+        assert_eq!(p.meta(b2).flags, 0);
+        assert_eq!(p.meta(b2).data_offset as usize, p.headroom());
+    }
+
+    #[test]
+    fn write_push_pull() {
+        let mut p = small();
+        let b = p.alloc().expect("one");
+        assert!(p.write_packet(b, &[1, 2, 3, 4]));
+        assert_eq!(p.data(b), &[1, 2, 3, 4]);
+        assert!(p.push_front(b, 2));
+        assert_eq!(p.data(b).len(), 6);
+        assert!(p.pull_front(b, 4));
+        assert_eq!(p.data(b), &[3, 4]);
+        assert!(!p.pull_front(b, 3));
+        assert!(!p.write_packet(b, &vec![0u8; 4096]));
+        let (_, bytes) = p.packet_mut(b);
+        bytes[0] = 9;
+        assert_eq!(p.data(b), &[9, 4]);
+    }
+
+    #[test]
+    fn slots_do_not_overlap() {
+        let mut p = small();
+        let mut out = [0u32; 8];
+        p.alloc_batch(&mut out);
+        for &b in &out {
+            assert!(p.write_packet(b, &[b as u8; 2048]));
+        }
+        for &b in &out {
+            assert!(p.data(b).iter().all(|&x| x == b as u8));
+        }
+    }
+
+    #[test]
+    fn rejects_bad_config() {
+        let bad = PoolConfig {
+            headroom: 64,
+            ..PoolConfig::default()
+        };
+        assert!(matches!(BufferPool::new(bad), Err(PoolError::Invalid(_))));
+    }
+}
