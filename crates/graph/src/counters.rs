@@ -66,3 +66,20 @@ impl GraphStats {
         self.errors.iter().map(Counter::get).sum()
     }
 }
+
+/// Counters of one port on one worker.
+#[derive(Debug, Default)]
+pub struct PortStats {
+    /// Packets received and handed to the graph.
+    pub rx_packets: Counter,
+    /// Bytes of those packets.
+    pub rx_bytes: Counter,
+    /// Frames the port could not receive (no free buffer, frame larger than a buffer, bad record).
+    pub rx_drops: Counter,
+    /// Packets transmitted.
+    pub tx_packets: Counter,
+    /// Bytes of those packets.
+    pub tx_bytes: Counter,
+    /// Packets the port could not transmit (ring full, write error).
+    pub tx_drops: Counter,
+}

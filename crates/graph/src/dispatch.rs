@@ -270,6 +270,15 @@ impl Graph {
         })
     }
 
+    /// Tell every internal node the run is over (flushes output files).
+    pub fn finish(&mut self) {
+        for s in &mut self.slots {
+            if let NodeImpl::Internal(n) = &mut s.imp {
+                n.finish();
+            }
+        }
+    }
+
     /// Poll every input once and carry what arrived through the graph; returns packets received.
     pub fn run_once(&mut self, pool: &mut BufferPool) -> usize {
         let mut received = 0;

@@ -8,7 +8,7 @@ pub mod dispatch;
 pub mod node;
 pub mod trace;
 
-pub use counters::{Counter, GraphStats, NodeStats};
+pub use counters::{Counter, GraphStats, NodeStats, PortStats};
 pub use dispatch::{Graph, GraphBuilder, GraphError};
 pub use node::{Dispatch, InputNode, Node, NodeContext};
 pub use trace::{TraceControl, TraceRecord};

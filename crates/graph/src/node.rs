@@ -55,6 +55,8 @@ pub trait Node: Send {
     /// Process `frame` (1..=256 buffers). Write a next index per packet into `nexts` when
     /// returning `Dispatch::PerPacket`.
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch;
+    /// Called once when the run ends (flush files, release resources). Cold path.
+    fn finish(&mut self) {}
     /// One line saying what this node did to a traced packet (cold path).
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);

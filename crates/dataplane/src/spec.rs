@@ -1,0 +1,173 @@
+//! The validated description of a data plane: what `control` produces from a config file or the
+//! API, and what `dataplane` builds graphs from. Plain data with no parsing and no I/O: every
+//! value here has already been checked (names resolve, prefixes are canonical, MACs parse).
+
+use packet::headers::Mac;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+
+/// The whole data plane.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataplaneSpec {
+    /// Buffer pool of the worker.
+    pub buffers: u32,
+    /// Bytes of packet data per buffer (default 2048).
+    pub data_size: u16,
+    /// CPU the worker thread is pinned to (None: not pinned).
+    pub worker_cpu: Option<usize>,
+    /// Ports, in port-id order (port id = index).
+    pub ports: Vec<PortSpec>,
+    /// IPv4 routes.
+    pub routes4: Vec<RouteSpec<Ipv4Addr>>,
+    /// IPv6 routes.
+    pub routes6: Vec<RouteSpec<Ipv6Addr>>,
+    /// Static neighbours (IPv4 and IPv6).
+    pub neighbours: Vec<NeighbourSpec>,
+    /// Port-to-port cross-connects (their `from` ports bypass IP processing).
+    pub xconnects: Vec<XconnectSpec>,
+    /// IP-level policies.
+    pub ip: IpPolicy,
+}
+
+impl Default for DataplaneSpec {
+    fn default() -> Self {
+        DataplaneSpec {
+            buffers: 16384,
+            data_size: 2048,
+            worker_cpu: None,
+            ports: Vec::new(),
+            routes4: Vec::new(),
+            routes6: Vec::new(),
+            neighbours: Vec::new(),
+            xconnects: Vec::new(),
+            ip: IpPolicy::default(),
+        }
+    }
+}
+
+/// Policies of the IP nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IpPolicy {
+    /// What `ip4-input` does with packets carrying IPv4 options.
+    pub ip4_options: OptionsPolicy,
+    /// ICMP/ICMPv6 errors generated per second per worker (token bucket rate); 0 disables them.
+    pub icmp_errors_per_second: u32,
+    /// Token bucket depth for ICMP errors.
+    pub icmp_errors_burst: u32,
+}
+
+impl Default for IpPolicy {
+    fn default() -> Self {
+        IpPolicy {
+            ip4_options: OptionsPolicy::Forward,
+            icmp_errors_per_second: 1000,
+            icmp_errors_burst: 100,
+        }
+    }
+}
+
+/// What to do with IPv4 packets that carry options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptionsPolicy {
+    /// Forward them unchanged (options are not processed).
+    Forward,
+    /// Drop them, counted as `options`.
+    Drop,
+}
+
+/// One port.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PortSpec {
+    /// Unique name, e.g. `eth0`; its nodes are `<name>-rx` and `<name>-tx`.
+    pub name: String,
+    /// The port's own MAC address (source MAC of what it sends).
+    pub mac: Mac,
+    /// Largest IP packet it sends (default 1500); longer forwarded packets are dropped as `mtu-exceeded`.
+    pub mtu: u16,
+    /// Own IPv4 addresses with their prefix lengths (the prefix is a connected route).
+    pub ip4: Vec<(Ipv4Addr, u8)>,
+    /// Own IPv6 addresses with their prefix lengths.
+    pub ip6: Vec<(Ipv6Addr, u8)>,
+    /// The driver and its settings.
+    pub driver: PortDriver,
+}
+
+/// How a port moves packets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PortDriver {
+    /// Synthetic traffic for benchmarks: rx writes frames from templates, tx copies out and frees.
+    Memory(MemoryPortSpec),
+    /// pcap files: rx reads `rx` (if any), tx writes `tx` (if any).
+    Pcap {
+        /// File to read frames from.
+        rx: Option<PathBuf>,
+        /// File to write frames to (nanosecond pcap).
+        tx: Option<PathBuf>,
+    },
+}
+
+/// What a memory port generates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryPortSpec {
+    /// Frame size on the wire including FCS (64..=9000); the port writes `frame_size - 4` bytes.
+    pub frame_size: usize,
+    /// Number of distinct flows (varying destination address and source port).
+    pub flows: u32,
+    /// Destination MAC of generated frames (normally the receiving port's MAC).
+    pub dst_mac: Mac,
+    /// Source MAC of generated frames.
+    pub src_mac: Mac,
+    /// 802.1Q tag, if any.
+    pub vlan: Option<u16>,
+    /// Source address of generated packets (its family sets IPv4 or IPv6).
+    pub src_ip: IpAddr,
+    /// Destination addresses: flow `i` goes to `destinations[i % len]` (must be non-empty, same
+    /// family as `src_ip`).
+    pub destinations: Vec<IpAddr>,
+    /// Stop after this many packets (None: never stop).
+    pub limit: Option<u64>,
+    /// Whether rx generates at all (a tx-only memory port is a sink).
+    pub generate: bool,
+}
+
+/// A route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteSpec<A> {
+    /// Network address (host bits zero).
+    pub prefix: A,
+    /// Prefix length.
+    pub len: u8,
+    /// Where matching packets go.
+    pub target: RouteTarget<A>,
+}
+
+/// Where a route sends packets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteTarget<A> {
+    /// Via one next hop, or several (ECMP by flow hash); each must be a static neighbour.
+    Via(Vec<A>),
+    /// Drop (blackhole), counted as `blackhole`.
+    Drop,
+}
+
+/// A static neighbour (IPv4 or IPv6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeighbourSpec {
+    /// Its address.
+    pub ip: IpAddr,
+    /// Its MAC.
+    pub mac: Mac,
+    /// Port it is reached through (index into `ports`).
+    pub port: usize,
+}
+
+/// A cross-connect: everything received on `from` leaves on `to`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XconnectSpec {
+    /// Receiving port (index into `ports`).
+    pub from: usize,
+    /// Transmitting port (index into `ports`).
+    pub to: usize,
+    /// Destination MAC written into each frame (None: unchanged); the source MAC becomes `to`'s MAC.
+    pub dst_mac: Option<Mac>,
+}

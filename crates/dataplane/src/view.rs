@@ -1,0 +1,47 @@
+//! What the control plane may see of a running data plane: shared, read-only counters and the
+//! trace switches. The control plane reads these; it never touches packets or worker state.
+
+use graph::{GraphStats, PortStats, TraceControl};
+use packet::headers::Mac;
+use std::sync::Arc;
+
+/// Everything `show` commands read.
+#[derive(Clone, Debug)]
+pub struct RuntimeView {
+    /// Ports in port-id order.
+    pub ports: Vec<PortView>,
+    /// Workers in worker order.
+    pub workers: Vec<WorkerView>,
+    /// What backs the buffer pool ("2 MiB hugepages" or "normal pages").
+    pub pool_backing: String,
+    /// Buffers in each worker's pool.
+    pub pool_buffers: usize,
+    /// TSC ticks per second (measured at start).
+    pub tsc_hz: u64,
+}
+
+/// One port.
+#[derive(Clone, Debug)]
+pub struct PortView {
+    /// Port name.
+    pub name: String,
+    /// Driver name: `memory` or `pcap`.
+    pub driver: String,
+    /// Its MAC.
+    pub mac: Mac,
+    /// Its counters, one per worker (sum them).
+    pub stats: Vec<Arc<PortStats>>,
+}
+
+/// One worker.
+#[derive(Clone, Debug)]
+pub struct WorkerView {
+    /// Worker number.
+    pub index: usize,
+    /// CPU it is pinned to.
+    pub cpu: Option<usize>,
+    /// Its graph's counters.
+    pub graph: Arc<GraphStats>,
+    /// Its trace switches and records.
+    pub trace: Arc<TraceControl>,
+}

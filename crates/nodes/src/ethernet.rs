@@ -1,0 +1,171 @@
+//! `ethernet-input`: reads the Ethernet II header and up to two 802.1Q/802.1ad tags, and sends
+//! the frame to its port's function (cross-connect) or by ethertype to IPv4/IPv6. It records
+//! offsets and the VLAN in metadata; it never changes packet bytes.
+
+use crate::names;
+use graph::{Dispatch, Node, NodeContext};
+use packet::headers::{be16, eth, format_mac, Mac};
+use packet::meta::FLAG_IP6;
+use packet::BufferPool;
+
+/// What a port does with what it receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortMode {
+    /// IP routing: frames must be addressed to the port's MAC (or be multicast/broadcast).
+    L3,
+    /// Every frame goes to `l2-xconnect`.
+    Xconnect,
+}
+
+/// Per-port settings `ethernet-input` needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortL2 {
+    /// The port's MAC.
+    pub mac: Mac,
+    /// Its mode.
+    pub mode: PortMode,
+}
+
+const NEXT_DROP: u16 = 0;
+const NEXT_IP4: u16 = 1;
+const NEXT_IP6: u16 = 2;
+const NEXT_XCONNECT: u16 = 3;
+
+/// Drop reasons, by index.
+pub const ERRORS: [&str; 7] = [
+    "runt",
+    "vlan-truncated",
+    "too-many-vlan-tags",
+    "unknown-ethertype",
+    "arp-unsupported",
+    "not-for-us",
+    "unknown-port",
+];
+const E_RUNT: u16 = 0;
+const E_VLAN_TRUNCATED: u16 = 1;
+const E_TOO_MANY_TAGS: u16 = 2;
+const E_UNKNOWN_ETHERTYPE: u16 = 3;
+const E_ARP: u16 = 4;
+const E_NOT_FOR_US: u16 = 5;
+const E_UNKNOWN_PORT: u16 = 6;
+
+/// The `ethernet-input` node.
+pub struct EthernetInput {
+    ports: Vec<PortL2>,
+}
+
+impl EthernetInput {
+    /// A node for ports `ports` (index = port id).
+    pub fn new(ports: Vec<PortL2>) -> EthernetInput {
+        EthernetInput { ports }
+    }
+}
+
+#[inline(always)]
+fn is_tag(t: u16) -> bool {
+    t == eth::TYPE_VLAN || t == eth::TYPE_QINQ
+}
+
+impl Node for EthernetInput {
+    fn name(&self) -> &str {
+        names::ETHERNET_INPUT
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        [
+            names::ERROR_DROP,
+            names::IP4_INPUT,
+            names::IP6_INPUT,
+            names::L2_XCONNECT,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let base = cx.error_base;
+        for (i, &b) in frame.iter().enumerate() {
+            if let Some(&next) = frame.get(i + 4) {
+                cx.pool.prefetch(next);
+            }
+            let (meta, data) = cx.pool.packet_mut(b);
+            let mut fail = |reason: u16| {
+                meta.error = base + reason;
+                NEXT_DROP
+            };
+            nexts[i] = 'classify: {
+                let Some(port) = self.ports.get(meta.rx_port as usize) else {
+                    break 'classify fail(E_UNKNOWN_PORT);
+                };
+                if data.len() < eth::HEADER_LEN {
+                    break 'classify fail(E_RUNT);
+                }
+                if port.mode == PortMode::Xconnect {
+                    break 'classify NEXT_XCONNECT;
+                }
+                // Unicast frames must be for us; multicast and broadcast have the I/G bit set.
+                if data[0] & 1 == 0 && data[0..6] != port.mac {
+                    break 'classify fail(E_NOT_FOR_US);
+                }
+                let mut t = be16(data, eth::TYPE);
+                let mut l3 = eth::HEADER_LEN;
+                let mut vlan = 0u16;
+                if is_tag(t) {
+                    if data.len() < l3 + eth::TAG_LEN {
+                        break 'classify fail(E_VLAN_TRUNCATED);
+                    }
+                    vlan = be16(data, l3) & 0x0fff;
+                    t = be16(data, l3 + 2);
+                    l3 += eth::TAG_LEN;
+                    if is_tag(t) {
+                        if data.len() < l3 + eth::TAG_LEN {
+                            break 'classify fail(E_VLAN_TRUNCATED);
+                        }
+                        t = be16(data, l3 + 2);
+                        l3 += eth::TAG_LEN;
+                        if is_tag(t) {
+                            break 'classify fail(E_TOO_MANY_TAGS);
+                        }
+                    }
+                }
+                meta.vlan = vlan;
+                meta.ethertype = t;
+                meta.l3_offset = l3 as u16;
+                match t {
+                    eth::TYPE_IPV4 => NEXT_IP4,
+                    eth::TYPE_IPV6 => {
+                        meta.flags |= FLAG_IP6;
+                        NEXT_IP6
+                    }
+                    eth::TYPE_ARP => fail(E_ARP),
+                    _ => fail(E_UNKNOWN_ETHERTYPE),
+                }
+            };
+        }
+        Dispatch::PerPacket
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        let d = pool.data(buffer);
+        if d.len() < eth::HEADER_LEN {
+            return format!("runt frame of {} bytes", d.len());
+        }
+        let mut dst: Mac = [0; 6];
+        let mut src: Mac = [0; 6];
+        dst.copy_from_slice(&d[0..6]);
+        src.copy_from_slice(&d[6..12]);
+        format!(
+            "{} -> {} type 0x{:04x} vlan {} l3 at {}",
+            format_mac(&src),
+            format_mac(&dst),
+            m.ethertype,
+            m.vlan,
+            m.l3_offset
+        )
+    }
+}

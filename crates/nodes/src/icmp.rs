@@ -1,0 +1,296 @@
+//! `ip4-icmp-error` and `ip6-icmp-error`: turn a packet that cannot be forwarded (TTL/hop limit
+//! expired, too big for the next link) into the ICMP/ICMPv6 error for its sender, in the same
+//! buffer, rate-limited by a per-worker token bucket, and send it back to lookup. They never
+//! answer errors about errors, multicast or non-first fragments (RFC 1812, RFC 4443).
+
+use crate::{names, FLAG_LOCAL_ORIGIN};
+use graph::{Dispatch, Node, NodeContext};
+use packet::checksum;
+use packet::headers::{be128, be16, be32, ip4, ip6, proto, put16};
+use packet::meta::FLAG_FLOW_HASH;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+/// A token bucket counted in TSC ticks: a token costs `hz / rate` ticks of credit.
+#[derive(Clone, Copy, Debug)]
+pub struct RateLimiter {
+    per_second: u64,
+    burst: u64,
+    credit: u64,
+    last_tsc: u64,
+}
+
+impl RateLimiter {
+    /// `per_second` tokens a second, at most `burst` saved up (0 per second: never).
+    pub fn new(per_second: u32, burst: u32) -> RateLimiter {
+        RateLimiter {
+            per_second: per_second as u64,
+            burst: burst.max(1) as u64,
+            credit: 0,
+            last_tsc: 0,
+        }
+    }
+
+    /// Take one token at time `now` (TSC) with `hz` ticks a second.
+    #[inline]
+    pub fn take(&mut self, now: u64, hz: u64) -> bool {
+        if self.per_second == 0 {
+            return false;
+        }
+        let cost = (hz / self.per_second).max(1);
+        let cap = cost.saturating_mul(self.burst);
+        let elapsed = now.wrapping_sub(self.last_tsc);
+        self.last_tsc = now;
+        self.credit = self.credit.saturating_add(elapsed).min(cap);
+        if self.credit >= cost {
+            self.credit -= cost;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+const NEXT_DROP: u16 = 0;
+const NEXT_LOOKUP: u16 = 1;
+
+/// Drop reasons of both ICMP error nodes, by index.
+pub const ERRORS: [&str; 4] = [
+    "rate-limited",
+    "no-source-address",
+    "not-allowed",
+    "no-room",
+];
+const E_RATE: u16 = 0;
+const E_NO_SOURCE: u16 = 1;
+const E_NOT_ALLOWED: u16 = 2;
+const E_NO_ROOM: u16 = 3;
+
+/// Most bytes of an ICMPv4 error (RFC 1812 4.3.2.3: at most 576).
+pub const ICMP4_MAX: usize = 576;
+/// Most bytes of an ICMPv6 error (RFC 4443 2.4(c): the minimum MTU).
+pub const ICMP6_MAX: usize = 1280;
+const ICMP4_HEADERS: usize = ip4::MIN_HEADER_LEN + 8;
+const ICMP6_HEADERS: usize = ip6::HEADER_LEN + 8;
+
+/// The `ip4-icmp-error` node.
+pub struct Ip4IcmpError {
+    sources: Vec<Option<Ipv4Addr>>,
+    limiter: RateLimiter,
+}
+
+impl Ip4IcmpError {
+    /// `sources[p]`: the address errors about packets received on port `p` come from.
+    pub fn new(sources: Vec<Option<Ipv4Addr>>, limiter: RateLimiter) -> Ip4IcmpError {
+        Ip4IcmpError { sources, limiter }
+    }
+}
+
+/// Whether an ICMP error may be sent about this IPv4 packet.
+fn ip4_error_allowed(h: &[u8]) -> bool {
+    let src = be32(h, ip4::SRC);
+    let top = src >> 24;
+    if top == 0 || top == 127 || top >= 224 {
+        return false;
+    }
+    if be16(h, ip4::FRAG) & ip4::OFFSET_MASK != 0 {
+        return false;
+    }
+    let ihl = ((h[0] & 0x0f) as usize) * 4;
+    if h[ip4::PROTOCOL] == proto::ICMP {
+        // Errors are types 3, 4, 5, 11 and 12; never answer them.
+        match h.get(ihl) {
+            Some(3 | 4 | 5 | 11 | 12) | None => return false,
+            _ => {}
+        }
+    }
+    true
+}
+
+impl Node for Ip4IcmpError {
+    fn name(&self) -> &str {
+        names::IP4_ICMP_ERROR
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        vec![names::ERROR_DROP.into(), names::IP4_LOOKUP.into()]
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        for (i, &b) in frame.iter().enumerate() {
+            let (now, hz, base) = (cx.now_tsc, cx.tsc_hz, cx.error_base);
+            let (meta, slot) = cx.pool.slot_mut(b);
+            let start = meta.data_offset as usize + meta.l3_offset as usize;
+            let avail = (meta.length as usize).saturating_sub(meta.l3_offset as usize);
+            let request = meta.next_scratch;
+            let outcome = 'build: {
+                let Some(src) = self.sources.get(meta.rx_port as usize).copied().flatten() else {
+                    break 'build Err(E_NO_SOURCE);
+                };
+                let h = &slot[start..start + avail];
+                if avail < ip4::MIN_HEADER_LEN || !ip4_error_allowed(h) {
+                    break 'build Err(E_NOT_ALLOWED);
+                }
+                if !self.limiter.take(now, hz) {
+                    break 'build Err(E_RATE);
+                }
+                let original = (be16(h, ip4::TOTAL_LEN) as usize).min(avail);
+                let quote = original.min(ICMP4_MAX - ICMP4_HEADERS);
+                let total = ICMP4_HEADERS + quote;
+                if start + total > slot.len() {
+                    break 'build Err(E_NO_ROOM);
+                }
+                let dst = [h[12], h[13], h[14], h[15]];
+                slot.copy_within(start..start + quote, start + ICMP4_HEADERS);
+                let p = &mut slot[start..start + total];
+                p[..ICMP4_HEADERS].fill(0);
+                p[0] = 0x45;
+                p[ip4::TOS] = 0xc0; // internetwork control
+                put16(p, ip4::TOTAL_LEN, total as u16);
+                p[ip4::TTL] = 64;
+                p[ip4::PROTOCOL] = proto::ICMP;
+                p[ip4::SRC..ip4::SRC + 4].copy_from_slice(&src.octets());
+                p[ip4::DST..ip4::DST + 4].copy_from_slice(&dst);
+                let c = checksum::checksum(&p[..ip4::MIN_HEADER_LEN]);
+                put16(p, ip4::CHECKSUM, c);
+                let icmp = &mut p[ip4::MIN_HEADER_LEN..];
+                icmp[0] = (request >> 24) as u8;
+                icmp[1] = (request >> 16) as u8;
+                put16(icmp, 6, request as u16); // next-hop MTU for "fragmentation needed"
+                let c = checksum::checksum(icmp);
+                put16(icmp, 2, c);
+                Ok(total)
+            };
+            nexts[i] = match outcome {
+                Ok(total) => {
+                    meta.length = meta.l3_offset + total as u16;
+                    meta.l4_offset = meta.l3_offset + ip4::MIN_HEADER_LEN as u16;
+                    meta.flags = (meta.flags | FLAG_LOCAL_ORIGIN) & !FLAG_FLOW_HASH;
+                    NEXT_LOOKUP
+                }
+                Err(reason) => {
+                    meta.error = base + reason;
+                    NEXT_DROP
+                }
+            };
+        }
+        Dispatch::PerPacket
+    }
+
+    fn trace(&self, pool: &packet::BufferPool, buffer: u32) -> String {
+        format!("icmp error: {}", crate::ip4::describe_ip4(pool, buffer))
+    }
+}
+
+/// The `ip6-icmp-error` node.
+pub struct Ip6IcmpError {
+    sources: Vec<Option<Ipv6Addr>>,
+    limiter: RateLimiter,
+}
+
+impl Ip6IcmpError {
+    /// `sources[p]`: the address errors about packets received on port `p` come from.
+    pub fn new(sources: Vec<Option<Ipv6Addr>>, limiter: RateLimiter) -> Ip6IcmpError {
+        Ip6IcmpError { sources, limiter }
+    }
+}
+
+/// Whether an ICMPv6 error may be sent about this IPv6 packet.
+fn ip6_error_allowed(h: &[u8]) -> bool {
+    let src = be128(h, ip6::SRC);
+    if src == 0 || src >> 120 == 0xff || be128(h, ip6::DST) >> 120 == 0xff {
+        return false;
+    }
+    if h[ip6::NEXT_HEADER] == proto::ICMP6 {
+        // Types below 128 are errors; never answer them.
+        match h.get(ip6::HEADER_LEN) {
+            Some(&t) if t >= 128 => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+impl Node for Ip6IcmpError {
+    fn name(&self) -> &str {
+        names::IP6_ICMP_ERROR
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        vec![names::ERROR_DROP.into(), names::IP6_LOOKUP.into()]
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        for (i, &b) in frame.iter().enumerate() {
+            let (now, hz, base) = (cx.now_tsc, cx.tsc_hz, cx.error_base);
+            let (meta, slot) = cx.pool.slot_mut(b);
+            let start = meta.data_offset as usize + meta.l3_offset as usize;
+            let avail = (meta.length as usize).saturating_sub(meta.l3_offset as usize);
+            let request = meta.next_scratch;
+            let outcome = 'build: {
+                let Some(src) = self.sources.get(meta.rx_port as usize).copied().flatten() else {
+                    break 'build Err(E_NO_SOURCE);
+                };
+                let h = &slot[start..start + avail];
+                if avail < ip6::HEADER_LEN || !ip6_error_allowed(h) {
+                    break 'build Err(E_NOT_ALLOWED);
+                }
+                if !self.limiter.take(now, hz) {
+                    break 'build Err(E_RATE);
+                }
+                let original = (be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN).min(avail);
+                let quote = original.min(ICMP6_MAX - ICMP6_HEADERS);
+                let total = ICMP6_HEADERS + quote;
+                if start + total > slot.len() {
+                    break 'build Err(E_NO_ROOM);
+                }
+                let mut dst = [0u8; 16];
+                dst.copy_from_slice(&h[ip6::SRC..ip6::SRC + 16]);
+                slot.copy_within(start..start + quote, start + ICMP6_HEADERS);
+                let p = &mut slot[start..start + total];
+                p[..ICMP6_HEADERS].fill(0);
+                p[0] = 0x60;
+                let payload = (8 + quote) as u16;
+                put16(p, ip6::PAYLOAD_LEN, payload);
+                p[ip6::NEXT_HEADER] = proto::ICMP6;
+                p[ip6::HOP_LIMIT] = 64;
+                p[ip6::SRC..ip6::SRC + 16].copy_from_slice(&src.octets());
+                p[ip6::DST..ip6::DST + 16].copy_from_slice(&dst);
+                let icmp = &mut p[ip6::HEADER_LEN..];
+                icmp[0] = (request >> 24) as u8;
+                icmp[1] = (request >> 16) as u8;
+                // "Packet too big" carries the MTU as a 32-bit field.
+                put16(icmp, 6, request as u16);
+                let pseudo =
+                    checksum::pseudo_header_v6(src.octets(), dst, proto::ICMP6, payload as u32);
+                let c = !checksum::fold(checksum::sum(pseudo, icmp));
+                put16(icmp, 2, c);
+                Ok(total)
+            };
+            nexts[i] = match outcome {
+                Ok(total) => {
+                    meta.length = meta.l3_offset + total as u16;
+                    meta.l4_offset = meta.l3_offset + ip6::HEADER_LEN as u16;
+                    meta.flags = (meta.flags | FLAG_LOCAL_ORIGIN) & !FLAG_FLOW_HASH;
+                    NEXT_LOOKUP
+                }
+                Err(reason) => {
+                    meta.error = base + reason;
+                    NEXT_DROP
+                }
+            };
+        }
+        Dispatch::PerPacket
+    }
+
+    fn trace(&self, pool: &packet::BufferPool, buffer: u32) -> String {
+        format!("icmp6 error: {}", crate::ip6::describe_ip6(pool, buffer))
+    }
+}

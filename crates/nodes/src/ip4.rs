@@ -1,0 +1,386 @@
+//! IPv4 forwarding nodes: `ip4-input` (header checks), `ip4-lookup` (longest-prefix match and
+//! ECMP) and `ip4-rewrite` (MTU, TTL with incremental checksum, Ethernet header). They share the
+//! FIB and next-hop table read-only; they never allocate or keep per-packet state.
+
+use crate::adjacency::{NextHop, NextHopTable};
+use crate::flow_hash::ip4_flow_hash;
+use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
+use fib::Ip4Fib;
+use graph::{Dispatch, Node, NodeContext};
+use packet::checksum;
+use packet::headers::{be16, be32, eth, ip4, put16};
+use packet::meta::FLAG_FLOW_HASH;
+use packet::{BufferPool, VECTOR_SIZE};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+/// What `ip4-input` does with packets carrying options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ip4Options {
+    /// Forward unchanged.
+    Forward,
+    /// Drop as `options`.
+    Drop,
+}
+
+/// ICMP type "time exceeded".
+pub const ICMP_TIME_EXCEEDED: u8 = 11;
+/// ICMP type "destination unreachable" (code 4: fragmentation needed and DF set).
+pub const ICMP_UNREACHABLE: u8 = 3;
+
+/// Sum of a header for checksum verification; the 20-byte case is unrolled.
+#[inline(always)]
+fn header_checksum_ok(h: &[u8]) -> bool {
+    checksum::fold(checksum::sum(0, h)) == 0xffff
+}
+
+/// True for addresses never valid as a source: 0/8, 127/8, multicast, class E and broadcast.
+#[inline(always)]
+fn bad_source(a: u32) -> bool {
+    let top = a >> 24;
+    top == 0 || top == 127 || top >= 224
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The `ip4-input` node.
+pub struct Ip4Input {
+    options: Ip4Options,
+}
+
+impl Ip4Input {
+    /// A node with an options policy.
+    pub fn new(options: Ip4Options) -> Ip4Input {
+        Ip4Input { options }
+    }
+}
+
+const IN_NEXT_DROP: u16 = 0;
+const IN_NEXT_LOOKUP: u16 = 1;
+const IN_NEXT_ICMP: u16 = 2;
+
+/// `ip4-input` drop reasons, by index.
+pub const INPUT_ERRORS: [&str; 8] = [
+    "too-short",
+    "bad-version",
+    "bad-ihl",
+    "bad-length",
+    "bad-checksum",
+    "options",
+    "bad-source",
+    "multicast-destination",
+];
+const E_TOO_SHORT: u16 = 0;
+const E_BAD_VERSION: u16 = 1;
+const E_BAD_IHL: u16 = 2;
+const E_BAD_LENGTH: u16 = 3;
+const E_BAD_CHECKSUM: u16 = 4;
+const E_OPTIONS: u16 = 5;
+const E_BAD_SOURCE: u16 = 6;
+const E_MULTICAST: u16 = 7;
+
+impl Node for Ip4Input {
+    fn name(&self) -> &str {
+        names::IP4_INPUT
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        [names::ERROR_DROP, names::IP4_LOOKUP, names::IP4_ICMP_ERROR]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        INPUT_ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let base = cx.error_base;
+        let drop_options = self.options == Ip4Options::Drop;
+        let mut all_lookup = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let (meta, data) = cx.pool.packet_mut(b);
+            let l3 = meta.l3_offset as usize;
+            let mut fail = |reason: u16| {
+                meta.error = base + reason;
+                IN_NEXT_DROP
+            };
+            let next = 'check: {
+                let Some(h) = data.get(l3..) else {
+                    break 'check fail(E_TOO_SHORT);
+                };
+                if h.len() < ip4::MIN_HEADER_LEN {
+                    break 'check fail(E_TOO_SHORT);
+                }
+                if h[0] >> 4 != 4 {
+                    break 'check fail(E_BAD_VERSION);
+                }
+                let ihl = ((h[0] & 0x0f) as usize) * 4;
+                let total = be16(h, ip4::TOTAL_LEN) as usize;
+                if ihl < ip4::MIN_HEADER_LEN || ihl > total {
+                    break 'check fail(E_BAD_IHL);
+                }
+                if total > h.len() {
+                    break 'check fail(E_BAD_LENGTH);
+                }
+                if !header_checksum_ok(&h[..ihl]) {
+                    break 'check fail(E_BAD_CHECKSUM);
+                }
+                if ihl > ip4::MIN_HEADER_LEN && drop_options {
+                    break 'check fail(E_OPTIONS);
+                }
+                if bad_source(be32(h, ip4::SRC)) {
+                    break 'check fail(E_BAD_SOURCE);
+                }
+                if be32(h, ip4::DST) >> 28 >= 0xe {
+                    break 'check fail(E_MULTICAST);
+                }
+                meta.l4_offset = (l3 + ihl) as u16;
+                if h[ip4::TTL] <= 1 {
+                    meta.next_scratch = icmp_request(ICMP_TIME_EXCEEDED, 0, 0);
+                    IN_NEXT_ICMP
+                } else {
+                    IN_NEXT_LOOKUP
+                }
+            };
+            all_lookup &= next == IN_NEXT_LOOKUP;
+            nexts[i] = next;
+        }
+        if all_lookup {
+            Dispatch::AllTo(IN_NEXT_LOOKUP)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        describe_ip4(pool, buffer)
+    }
+}
+
+/// One line about the IPv4 header of a buffer (for traces).
+pub fn describe_ip4(pool: &BufferPool, buffer: u32) -> String {
+    let m = pool.meta(buffer);
+    let d = pool.data(buffer);
+    match d.get(m.l3_offset as usize..) {
+        Some(h) if h.len() >= ip4::MIN_HEADER_LEN => format!(
+            "{} -> {} proto {} ttl {} len {} checksum 0x{:04x}",
+            Ipv4Addr::from(be32(h, ip4::SRC)),
+            Ipv4Addr::from(be32(h, ip4::DST)),
+            h[ip4::PROTOCOL],
+            h[ip4::TTL],
+            be16(h, ip4::TOTAL_LEN),
+            be16(h, ip4::CHECKSUM)
+        ),
+        _ => format!("not an IPv4 header ({} bytes)", d.len()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The `ip4-lookup` node.
+pub struct Ip4Lookup {
+    fib: Arc<Ip4Fib>,
+    next_hops: Arc<NextHopTable>,
+    addrs: Box<[u32; VECTOR_SIZE]>,
+    ids: Box<[u32; VECTOR_SIZE]>,
+}
+
+impl Ip4Lookup {
+    /// A lookup node over `fib`, whose next-hop ids index `next_hops`.
+    pub fn new(fib: Arc<Ip4Fib>, next_hops: Arc<NextHopTable>) -> Ip4Lookup {
+        Ip4Lookup {
+            fib,
+            next_hops,
+            addrs: Box::new([0; VECTOR_SIZE]),
+            ids: Box::new([0; VECTOR_SIZE]),
+        }
+    }
+}
+
+const LK_NEXT_DROP: u16 = 0;
+const LK_NEXT_REWRITE: u16 = 1;
+
+/// `ip4-lookup` drop reasons, by index.
+pub const LOOKUP_ERRORS: [&str; 4] = ["no-route", "blackhole", "to-us", "neighbour-unresolved"];
+
+/// Turn a next-hop entry into (next, scratch or error) for one packet. Shared by both families.
+#[inline(always)]
+pub(crate) fn resolve_next_hop(
+    entry: NextHop,
+    table: &NextHopTable,
+    hash: impl FnOnce() -> u32,
+) -> Result<u32, u16> {
+    match entry {
+        NextHop::Adjacency(a) => Ok(a),
+        NextHop::Ecmp { first, count } => Ok(table.ecmp_member(first, count, hash())),
+        NextHop::NoRoute => Err(0),
+        NextHop::Drop => Err(1),
+        NextHop::Local => Err(2),
+        NextHop::Unresolved => Err(3),
+    }
+}
+
+impl Node for Ip4Lookup {
+    fn name(&self) -> &str {
+        names::IP4_LOOKUP
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        [names::ERROR_DROP, names::IP4_REWRITE]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        LOOKUP_ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let n = frame.len();
+        for (a, &b) in self.addrs[..n].iter_mut().zip(frame) {
+            // ip4-input (or the ICMP error node) checked the header is present.
+            let off = cx.pool.meta(b).l3_offset as usize + ip4::DST;
+            let d = cx.pool.data(b);
+            *a = d.get(off..off + 4).map_or(0, |s| be32(s, 0));
+        }
+        self.fib.lookup_batch(&self.addrs[..n], &mut self.ids[..n]);
+        let mut all_ok = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let entry = self.next_hops.entry(self.ids[i]);
+            let (meta, data) = cx.pool.packet_mut(b);
+            let l3 = meta.l3_offset as usize;
+            let r = resolve_next_hop(entry, &self.next_hops, || {
+                if meta.flags & FLAG_FLOW_HASH == 0 {
+                    meta.flow_hash = ip4_flow_hash(&data[l3..]);
+                    meta.flags |= FLAG_FLOW_HASH;
+                }
+                meta.flow_hash
+            });
+            nexts[i] = match r {
+                Ok(adj) => {
+                    meta.next_scratch = adj;
+                    LK_NEXT_REWRITE
+                }
+                Err(reason) => {
+                    meta.error = cx.error_base + reason;
+                    all_ok = false;
+                    LK_NEXT_DROP
+                }
+            };
+        }
+        if all_ok {
+            Dispatch::AllTo(LK_NEXT_REWRITE)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!(
+            "{} adjacency {}",
+            describe_ip4(pool, buffer),
+            m.next_scratch
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The `ip4-rewrite` node.
+pub struct Ip4Rewrite {
+    next_hops: Arc<NextHopTable>,
+}
+
+impl Ip4Rewrite {
+    /// A rewrite node using adjacencies of `next_hops`.
+    pub fn new(next_hops: Arc<NextHopTable>) -> Ip4Rewrite {
+        Ip4Rewrite { next_hops }
+    }
+}
+
+const RW_NEXT_DROP: u16 = 0;
+const RW_NEXT_OUTPUT: u16 = 1;
+const RW_NEXT_ICMP: u16 = 2;
+
+/// `ip4-rewrite` drop reasons, by index.
+pub const REWRITE_ERRORS: [&str; 2] = ["bad-adjacency", "mtu-exceeded"];
+
+impl Node for Ip4Rewrite {
+    fn name(&self) -> &str {
+        names::IP4_REWRITE
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        [
+            names::ERROR_DROP,
+            names::INTERFACE_OUTPUT,
+            names::IP4_ICMP_ERROR,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        REWRITE_ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let mut all_out = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let (meta, data) = cx.pool.packet_mut(b);
+            let l3 = meta.l3_offset as usize;
+            let next = 'rw: {
+                let Some(adj) = self.next_hops.adjacency(meta.next_scratch) else {
+                    meta.error = cx.error_base;
+                    break 'rw RW_NEXT_DROP;
+                };
+                if l3 < eth::HEADER_LEN || data.len() < l3 + ip4::MIN_HEADER_LEN {
+                    meta.error = cx.error_base;
+                    break 'rw RW_NEXT_DROP;
+                }
+                let (l2, h) = data.split_at_mut(l3);
+                let total = be16(h, ip4::TOTAL_LEN);
+                if total > adj.mtu {
+                    if be16(h, ip4::FRAG) & 0x4000 != 0 {
+                        meta.next_scratch = icmp_request(ICMP_UNREACHABLE, 4, adj.mtu);
+                        break 'rw RW_NEXT_ICMP;
+                    }
+                    meta.error = cx.error_base + 1;
+                    break 'rw RW_NEXT_DROP;
+                }
+                if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
+                    let ttl = h[ip4::TTL];
+                    let old = u16::from_be_bytes([ttl, h[ip4::PROTOCOL]]);
+                    h[ip4::TTL] = ttl.wrapping_sub(1);
+                    let new = u16::from_be_bytes([h[ip4::TTL], h[ip4::PROTOCOL]]);
+                    let c = checksum::update16(be16(h, ip4::CHECKSUM), old, new);
+                    put16(h, ip4::CHECKSUM, c);
+                }
+                let e = &mut l2[l3 - eth::HEADER_LEN..];
+                e[..12].copy_from_slice(&adj.macs);
+                put16(e, eth::TYPE, eth::TYPE_IPV4);
+                let shift = (l3 - eth::HEADER_LEN) as u16;
+                meta.data_offset += shift;
+                meta.length -= shift;
+                meta.l3_offset = eth::HEADER_LEN as u16;
+                meta.l4_offset = meta.l4_offset.saturating_sub(shift);
+                meta.tx_port = adj.port;
+                RW_NEXT_OUTPUT
+            };
+            all_out &= next == RW_NEXT_OUTPUT;
+            nexts[i] = next;
+        }
+        if all_out {
+            Dispatch::AllTo(RW_NEXT_OUTPUT)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!("tx port {}: {}", m.tx_port, describe_ip4(pool, buffer))
+    }
+}

@@ -1,0 +1,309 @@
+//! IPv6 forwarding nodes: `ip6-input` (header checks), `ip6-lookup` (longest-prefix match over
+//! /0../128 and ECMP) and `ip6-rewrite` (MTU, hop limit, Ethernet header). They share the FIB and
+//! next-hop table read-only; they never allocate or keep per-packet state.
+
+use crate::adjacency::NextHopTable;
+use crate::flow_hash::ip6_flow_hash;
+use crate::ip4::resolve_next_hop;
+use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
+use fib::Ip6Fib;
+use graph::{Dispatch, Node, NodeContext};
+use packet::headers::{be128, be16, eth, ip6, put16};
+use packet::meta::FLAG_FLOW_HASH;
+use packet::{BufferPool, VECTOR_SIZE};
+use std::net::Ipv6Addr;
+use std::sync::Arc;
+
+/// ICMPv6 "packet too big".
+pub const ICMP6_PACKET_TOO_BIG: u8 = 2;
+/// ICMPv6 "time exceeded".
+pub const ICMP6_TIME_EXCEEDED: u8 = 3;
+
+#[inline(always)]
+fn is_multicast(a: u128) -> bool {
+    a >> 120 == 0xff
+}
+
+#[inline(always)]
+fn is_link_local(a: u128) -> bool {
+    a >> 118 == 0xfe80 >> 6
+}
+
+/// The `ip6-input` node.
+#[derive(Default)]
+pub struct Ip6Input;
+
+const IN_NEXT_DROP: u16 = 0;
+const IN_NEXT_LOOKUP: u16 = 1;
+const IN_NEXT_ICMP: u16 = 2;
+
+/// `ip6-input` drop reasons, by index.
+pub const INPUT_ERRORS: [&str; 6] = [
+    "too-short",
+    "bad-version",
+    "bad-length",
+    "bad-source",
+    "multicast-destination",
+    "link-local",
+];
+
+impl Node for Ip6Input {
+    fn name(&self) -> &str {
+        names::IP6_INPUT
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        [names::ERROR_DROP, names::IP6_LOOKUP, names::IP6_ICMP_ERROR]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        INPUT_ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let base = cx.error_base;
+        let mut all_lookup = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let (meta, data) = cx.pool.packet_mut(b);
+            let l3 = meta.l3_offset as usize;
+            let mut fail = |reason: u16| {
+                meta.error = base + reason;
+                IN_NEXT_DROP
+            };
+            let next = 'check: {
+                let Some(h) = data.get(l3..) else {
+                    break 'check fail(0);
+                };
+                if h.len() < ip6::HEADER_LEN {
+                    break 'check fail(0);
+                }
+                if h[0] >> 4 != 6 {
+                    break 'check fail(1);
+                }
+                if be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN > h.len() {
+                    break 'check fail(2);
+                }
+                let src = be128(h, ip6::SRC);
+                let dst = be128(h, ip6::DST);
+                if is_multicast(src) || src == 0 || src == 1 || dst == 0 || dst == 1 {
+                    break 'check fail(3);
+                }
+                if is_multicast(dst) {
+                    break 'check fail(4);
+                }
+                if is_link_local(src) || is_link_local(dst) {
+                    break 'check fail(5);
+                }
+                meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
+                if h[ip6::HOP_LIMIT] <= 1 {
+                    meta.next_scratch = icmp_request(ICMP6_TIME_EXCEEDED, 0, 0);
+                    IN_NEXT_ICMP
+                } else {
+                    IN_NEXT_LOOKUP
+                }
+            };
+            all_lookup &= next == IN_NEXT_LOOKUP;
+            nexts[i] = next;
+        }
+        if all_lookup {
+            Dispatch::AllTo(IN_NEXT_LOOKUP)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        describe_ip6(pool, buffer)
+    }
+}
+
+/// One line about the IPv6 header of a buffer (for traces).
+pub fn describe_ip6(pool: &BufferPool, buffer: u32) -> String {
+    let m = pool.meta(buffer);
+    let d = pool.data(buffer);
+    match d.get(m.l3_offset as usize..) {
+        Some(h) if h.len() >= ip6::HEADER_LEN => format!(
+            "{} -> {} next-header {} hop-limit {} payload {}",
+            Ipv6Addr::from(be128(h, ip6::SRC)),
+            Ipv6Addr::from(be128(h, ip6::DST)),
+            h[ip6::NEXT_HEADER],
+            h[ip6::HOP_LIMIT],
+            be16(h, ip6::PAYLOAD_LEN)
+        ),
+        _ => format!("not an IPv6 header ({} bytes)", d.len()),
+    }
+}
+
+/// The `ip6-lookup` node.
+pub struct Ip6Lookup {
+    fib: Arc<Ip6Fib>,
+    next_hops: Arc<NextHopTable>,
+    addrs: Box<[u128; VECTOR_SIZE]>,
+    ids: Box<[u32; VECTOR_SIZE]>,
+}
+
+impl Ip6Lookup {
+    /// A lookup node over `fib`, whose next-hop ids index `next_hops`.
+    pub fn new(fib: Arc<Ip6Fib>, next_hops: Arc<NextHopTable>) -> Ip6Lookup {
+        Ip6Lookup {
+            fib,
+            next_hops,
+            addrs: Box::new([0; VECTOR_SIZE]),
+            ids: Box::new([0; VECTOR_SIZE]),
+        }
+    }
+}
+
+const LK_NEXT_DROP: u16 = 0;
+const LK_NEXT_REWRITE: u16 = 1;
+
+impl Node for Ip6Lookup {
+    fn name(&self) -> &str {
+        names::IP6_LOOKUP
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        [names::ERROR_DROP, names::IP6_REWRITE]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        crate::ip4::LOOKUP_ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let n = frame.len();
+        for (a, &b) in self.addrs[..n].iter_mut().zip(frame) {
+            let off = cx.pool.meta(b).l3_offset as usize + ip6::DST;
+            let d = cx.pool.data(b);
+            *a = d.get(off..off + 16).map_or(0, |s| be128(s, 0));
+        }
+        self.fib.lookup_batch(&self.addrs[..n], &mut self.ids[..n]);
+        let mut all_ok = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let entry = self.next_hops.entry(self.ids[i]);
+            let (meta, data) = cx.pool.packet_mut(b);
+            let l3 = meta.l3_offset as usize;
+            let r = resolve_next_hop(entry, &self.next_hops, || {
+                if meta.flags & FLAG_FLOW_HASH == 0 {
+                    meta.flow_hash = ip6_flow_hash(&data[l3..]);
+                    meta.flags |= FLAG_FLOW_HASH;
+                }
+                meta.flow_hash
+            });
+            nexts[i] = match r {
+                Ok(adj) => {
+                    meta.next_scratch = adj;
+                    LK_NEXT_REWRITE
+                }
+                Err(reason) => {
+                    meta.error = cx.error_base + reason;
+                    all_ok = false;
+                    LK_NEXT_DROP
+                }
+            };
+        }
+        if all_ok {
+            Dispatch::AllTo(LK_NEXT_REWRITE)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!(
+            "{} adjacency {}",
+            describe_ip6(pool, buffer),
+            m.next_scratch
+        )
+    }
+}
+
+/// The `ip6-rewrite` node.
+pub struct Ip6Rewrite {
+    next_hops: Arc<NextHopTable>,
+}
+
+impl Ip6Rewrite {
+    /// A rewrite node using adjacencies of `next_hops`.
+    pub fn new(next_hops: Arc<NextHopTable>) -> Ip6Rewrite {
+        Ip6Rewrite { next_hops }
+    }
+}
+
+const RW_NEXT_DROP: u16 = 0;
+const RW_NEXT_OUTPUT: u16 = 1;
+const RW_NEXT_ICMP: u16 = 2;
+
+impl Node for Ip6Rewrite {
+    fn name(&self) -> &str {
+        names::IP6_REWRITE
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        [
+            names::ERROR_DROP,
+            names::INTERFACE_OUTPUT,
+            names::IP6_ICMP_ERROR,
+        ]
+        .map(String::from)
+        .to_vec()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        vec!["bad-adjacency".into()]
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let mut all_out = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let (meta, data) = cx.pool.packet_mut(b);
+            let l3 = meta.l3_offset as usize;
+            let next = 'rw: {
+                let Some(adj) = self.next_hops.adjacency(meta.next_scratch) else {
+                    meta.error = cx.error_base;
+                    break 'rw RW_NEXT_DROP;
+                };
+                if l3 < eth::HEADER_LEN || data.len() < l3 + ip6::HEADER_LEN {
+                    meta.error = cx.error_base;
+                    break 'rw RW_NEXT_DROP;
+                }
+                let (l2, h) = data.split_at_mut(l3);
+                let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
+                if total > adj.mtu as usize {
+                    meta.next_scratch = icmp_request(ICMP6_PACKET_TOO_BIG, 0, adj.mtu);
+                    break 'rw RW_NEXT_ICMP;
+                }
+                if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
+                    h[ip6::HOP_LIMIT] = h[ip6::HOP_LIMIT].wrapping_sub(1);
+                }
+                let e = &mut l2[l3 - eth::HEADER_LEN..];
+                e[..12].copy_from_slice(&adj.macs);
+                put16(e, eth::TYPE, eth::TYPE_IPV6);
+                let shift = (l3 - eth::HEADER_LEN) as u16;
+                meta.data_offset += shift;
+                meta.length -= shift;
+                meta.l3_offset = eth::HEADER_LEN as u16;
+                meta.l4_offset = meta.l4_offset.saturating_sub(shift);
+                meta.tx_port = adj.port;
+                RW_NEXT_OUTPUT
+            };
+            all_out &= next == RW_NEXT_OUTPUT;
+            nexts[i] = next;
+        }
+        if all_out {
+            Dispatch::AllTo(RW_NEXT_OUTPUT)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!("tx port {}: {}", m.tx_port, describe_ip6(pool, buffer))
+    }
+}

@@ -1,0 +1,56 @@
+//! Protocol nodes of the vecplane graph: `ethernet-input`, `l2-xconnect`, `ip4-input`,
+//! `ip4-lookup`, `ip4-rewrite`, `ip4-icmp-error`, their IPv6 twins, `interface-output` and
+//! `error-drop`. Each node owns only its read-only tables (shared through `Arc`) and per-worker
+//! scratch; none keeps global mutable state, allocates, locks or makes a syscall per packet.
+#![deny(missing_docs)]
+
+pub mod adjacency;
+pub mod drop;
+pub mod ethernet;
+pub mod flow_hash;
+pub mod icmp;
+pub mod ip4;
+pub mod ip6;
+pub mod output;
+pub mod xconnect;
+
+#[cfg(test)]
+mod tests;
+
+/// Node names, as other nodes refer to them.
+pub mod names {
+    /// Counts drops by reason and frees buffers.
+    pub const ERROR_DROP: &str = "error-drop";
+    /// Classifies frames by port mode and ethertype.
+    pub const ETHERNET_INPUT: &str = "ethernet-input";
+    /// Port-to-port forwarding.
+    pub const L2_XCONNECT: &str = "l2-xconnect";
+    /// IPv4 header checks.
+    pub const IP4_INPUT: &str = "ip4-input";
+    /// IPv4 FIB lookup.
+    pub const IP4_LOOKUP: &str = "ip4-lookup";
+    /// IPv4 TTL decrement and MAC rewrite.
+    pub const IP4_REWRITE: &str = "ip4-rewrite";
+    /// ICMPv4 error generation.
+    pub const IP4_ICMP_ERROR: &str = "ip4-icmp-error";
+    /// IPv6 header checks.
+    pub const IP6_INPUT: &str = "ip6-input";
+    /// IPv6 FIB lookup.
+    pub const IP6_LOOKUP: &str = "ip6-lookup";
+    /// IPv6 hop-limit decrement and MAC rewrite.
+    pub const IP6_REWRITE: &str = "ip6-rewrite";
+    /// ICMPv6 error generation.
+    pub const IP6_ICMP_ERROR: &str = "ip6-icmp-error";
+    /// Hands packets to the transmit node of `meta.tx_port`.
+    pub const INTERFACE_OUTPUT: &str = "interface-output";
+}
+
+/// Metadata flag: the packet was originated by vecplane (an ICMP error), so rewrite does not
+/// decrement its TTL.
+pub const FLAG_LOCAL_ORIGIN: u16 = 1 << 8;
+
+/// `next_scratch` encoding for packets sent to an ICMP error node: type, code and an MTU.
+#[inline(always)]
+pub fn icmp_request(icmp_type: u8, code: u8, mtu: u16) -> u32 {
+    (icmp_type as u32) << 24 | (code as u32) << 16 | mtu as u32
+}

@@ -1,0 +1,68 @@
+//! `interface-output`: hands each packet to the transmit node of `meta.tx_port`. It owns the
+//! port-to-node map; it never changes packet bytes.
+
+use crate::names;
+use graph::{Dispatch, Node, NodeContext};
+
+/// The `interface-output` node.
+pub struct InterfaceOutput {
+    /// Transmit node name per port id (None: the port cannot send).
+    tx_nodes: Vec<Option<String>>,
+}
+
+impl InterfaceOutput {
+    /// A node for ports whose transmit nodes are `tx_nodes` (index = port id).
+    pub fn new(tx_nodes: Vec<Option<String>>) -> InterfaceOutput {
+        InterfaceOutput { tx_nodes }
+    }
+}
+
+const NEXT_DROP: u16 = 0;
+const E_UNKNOWN_PORT: u16 = 0;
+const E_NO_TX: u16 = 1;
+
+impl Node for InterfaceOutput {
+    fn name(&self) -> &str {
+        names::INTERFACE_OUTPUT
+    }
+
+    /// Next 0 is `error-drop`; next `p + 1` is port `p`'s transmit node.
+    fn next_nodes(&self) -> Vec<String> {
+        std::iter::once(names::ERROR_DROP.to_string())
+            .chain(
+                self.tx_nodes
+                    .iter()
+                    .map(|t| t.clone().unwrap_or_else(|| names::ERROR_DROP.to_string())),
+            )
+            .collect()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        vec!["unknown-port".into(), "port-has-no-tx".into()]
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let ports = self.tx_nodes.len();
+        let first = cx.pool.meta(frame[0]).tx_port;
+        let mut same = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let meta = cx.pool.meta_mut(b);
+            let p = meta.tx_port as usize;
+            same &= meta.tx_port == first;
+            nexts[i] = if p >= ports {
+                meta.error = cx.error_base + E_UNKNOWN_PORT;
+                NEXT_DROP
+            } else if self.tx_nodes[p].is_none() {
+                meta.error = cx.error_base + E_NO_TX;
+                NEXT_DROP
+            } else {
+                p as u16 + 1
+            };
+        }
+        if same {
+            Dispatch::AllTo(nexts[0])
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+}
