@@ -1,0 +1,708 @@
+//! The command language of `vecplane ctl`: parsing, and answering each command as text and JSON
+//! from the `RuntimeView` and the kept `DataplaneSpec`. It only reads counters and arms/clears
+//! traces (`clear` keeps baselines here, never resets a data-plane counter); it never touches packets.
+
+use crate::fibview::FibView;
+use crate::stats::{
+    minus_nodes, port_counts, sum_errors, sum_nodes, worker_errors, worker_nodes, ErrorCount,
+    NodeCounts, PortCounts,
+};
+use crate::table::{render, Align};
+use dataplane::{DataplaneSpec, RuntimeView};
+use graph::trace::MAX_TRACE_RECORDS;
+use packet::headers::format_mac;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use thiserror::Error;
+
+/// A request on the control socket: one JSON object per line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Request {
+    /// The command words, e.g. `show runtime`.
+    pub command: String,
+    /// Whether the reply should carry `data` (JSON) besides `text`.
+    #[serde(default)]
+    pub json: bool,
+}
+
+/// A reply: `{"ok":true,"text":"...","data":{...}}` or `{"ok":false,"error":"..."}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// Whether the command succeeded.
+    pub ok: bool,
+    /// Human-readable output (on success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// Machine-readable output (on success, when JSON was asked for).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// What went wrong (on failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Reply {
+    /// A success.
+    pub fn success(text: String, data: Option<Value>) -> Reply {
+        Reply {
+            ok: true,
+            text: Some(text),
+            data,
+            error: None,
+        }
+    }
+
+    /// A failure.
+    pub fn failure(error: impl Into<String>) -> Reply {
+        Reply {
+            ok: false,
+            text: None,
+            data: None,
+            error: Some(error.into()),
+        }
+    }
+}
+
+/// A parsed command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// `help`
+    Help,
+    /// `show runtime [all]`
+    ShowRuntime {
+        /// Also nodes with 0 calls.
+        all: bool,
+    },
+    /// `show interfaces`
+    ShowInterfaces,
+    /// `show errors`
+    ShowErrors,
+    /// `show ip fib [ARG]` / `show ip6 fib [ARG]`
+    ShowFib {
+        /// IPv6 (`ip6`) rather than IPv4 (`ip`).
+        v6: bool,
+        /// A prefix or address to look up.
+        query: Option<String>,
+    },
+    /// `show trace`
+    ShowTrace,
+    /// `trace add NODE N`
+    TraceAdd {
+        /// Input node name.
+        node: String,
+        /// Packets to trace.
+        count: u32,
+    },
+    /// `clear trace`
+    ClearTrace,
+    /// `clear runtime`
+    ClearRuntime,
+    /// `clear interfaces`
+    ClearInterfaces,
+    /// `clear errors`
+    ClearErrors,
+}
+
+/// The commands and what they do (also the text of `help`).
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("help", "list these commands"),
+    (
+        "show runtime [all]",
+        "per node and worker: calls, vectors, packets, clocks/packet, vectors/call (`all`: also \
+         nodes never called)",
+    ),
+    (
+        "show interfaces",
+        "per port: driver, MAC, rx/tx packets and bytes, rx/tx drops",
+    ),
+    ("show errors", "non-zero drop counters per node and reason"),
+    (
+        "show ip fib [PREFIX|ADDRESS]",
+        "IPv4 routes; with an argument, the longest matching route",
+    ),
+    (
+        "show ip6 fib [PREFIX|ADDRESS]",
+        "IPv6 routes; with an argument, the longest matching route",
+    ),
+    (
+        "trace add NODE N",
+        "trace the next N packets (1..=4096) received by input node NODE, e.g. in0-rx",
+    ),
+    ("show trace", "the traced packets, one line per node"),
+    ("clear trace", "forget traced packets and stop tracing"),
+    ("clear runtime", "restart the runtime counters from zero"),
+    (
+        "clear interfaces",
+        "restart the interface counters from zero",
+    ),
+    ("clear errors", "restart the error counters from zero"),
+];
+
+/// A command that could not be parsed or executed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error("{0}")]
+pub struct CommandError(pub String);
+
+fn accepted_commands() -> String {
+    COMMANDS
+        .iter()
+        .map(|(c, _)| *c)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Match `word` against `options`: exact, else a unique prefix (VPP style: `sh int`).
+fn pick<'o>(word: &str, options: &[&'o str]) -> Result<&'o str, String> {
+    let w = word.to_ascii_lowercase();
+    if let Some(o) = options.iter().find(|o| **o == w) {
+        return Ok(o);
+    }
+    let m: Vec<&&str> = options.iter().filter(|o| o.starts_with(&w)).collect();
+    match m.as_slice() {
+        [one] => Ok(one),
+        [] => Err(format!("`{word}` is not one of: {}", options.join(", "))),
+        many => Err(format!(
+            "`{word}` is ambiguous: {}",
+            many.iter().map(|s| **s).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
+/// Parse a command line (words separated by blanks; unique prefixes of keywords are accepted).
+pub fn parse_command(line: &str) -> Result<Command, CommandError> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let bad = |detail: String| {
+        CommandError(format!(
+            "unknown command `{}`: {detail}; accepted commands: {}",
+            words.join(" "),
+            accepted_commands()
+        ))
+    };
+    let extra = |at: usize, cmd: &str| -> Result<(), CommandError> {
+        match words.get(at) {
+            None => Ok(()),
+            Some(w) => Err(CommandError(format!(
+                "unexpected `{w}` after `{cmd}`; accepted commands: {}",
+                accepted_commands()
+            ))),
+        }
+    };
+    let Some(first) = words.first() else {
+        return Err(CommandError(format!(
+            "empty command; accepted commands: {}",
+            accepted_commands()
+        )));
+    };
+    match pick(first, &["help", "show", "trace", "clear"]).map_err(bad)? {
+        "help" => {
+            extra(1, "help")?;
+            Ok(Command::Help)
+        }
+        "show" => {
+            let Some(w) = words.get(1) else {
+                return Err(bad("`show` needs what to show".into()));
+            };
+            match pick(
+                w,
+                &["runtime", "interfaces", "errors", "ip", "ip6", "trace"],
+            )
+            .map_err(bad)?
+            {
+                "runtime" => match words.get(2) {
+                    None => Ok(Command::ShowRuntime { all: false }),
+                    Some(a) => {
+                        pick(a, &["all"]).map_err(bad)?;
+                        extra(3, "show runtime all")?;
+                        Ok(Command::ShowRuntime { all: true })
+                    }
+                },
+                "interfaces" => {
+                    extra(2, "show interfaces")?;
+                    Ok(Command::ShowInterfaces)
+                }
+                "errors" => {
+                    extra(2, "show errors")?;
+                    Ok(Command::ShowErrors)
+                }
+                "trace" => {
+                    extra(2, "show trace")?;
+                    Ok(Command::ShowTrace)
+                }
+                fam => {
+                    let v6 = fam == "ip6";
+                    let Some(f) = words.get(2) else {
+                        return Err(bad(format!("`show {fam}` needs `fib`")));
+                    };
+                    pick(f, &["fib"]).map_err(bad)?;
+                    let query = words.get(3).map(|s| s.to_string());
+                    extra(
+                        4,
+                        &format!("show {fam} fib {}", query.as_deref().unwrap_or("")),
+                    )?;
+                    Ok(Command::ShowFib { v6, query })
+                }
+            }
+        }
+        "trace" => {
+            let Some(w) = words.get(1) else {
+                return Err(bad("`trace` needs `add NODE N`".into()));
+            };
+            pick(w, &["add"]).map_err(bad)?;
+            let (Some(node), Some(n)) = (words.get(2), words.get(3)) else {
+                return Err(CommandError(
+                    "`trace add` needs NODE and N, e.g. `trace add in0-rx 10`".into(),
+                ));
+            };
+            let count = match n.parse::<u32>() {
+                Ok(c) if (1..=MAX_TRACE_RECORDS as u32).contains(&c) => c,
+                _ => {
+                    return Err(CommandError(format!(
+                        "`trace add {node} {n}`: N `{n}` is not a packet count; accepted: \
+                         1..={MAX_TRACE_RECORDS}"
+                    )))
+                }
+            };
+            extra(4, &format!("trace add {node} {n}"))?;
+            Ok(Command::TraceAdd {
+                node: node.to_string(),
+                count,
+            })
+        }
+        _ => {
+            let Some(w) = words.get(1) else {
+                return Err(bad("`clear` needs what to clear".into()));
+            };
+            let what = pick(w, &["runtime", "interfaces", "errors", "trace"]).map_err(bad)?;
+            extra(2, &format!("clear {what}"))?;
+            Ok(match what {
+                "runtime" => Command::ClearRuntime,
+                "interfaces" => Command::ClearInterfaces,
+                "errors" => Command::ClearErrors,
+                _ => Command::ClearTrace,
+            })
+        }
+    }
+}
+
+/// Counter values at the last `clear`, subtracted from what the data plane reports.
+struct Baselines {
+    runtime: Vec<Vec<NodeCounts>>,
+    runtime_at: Instant,
+    ports: Vec<PortCounts>,
+    ports_at: Instant,
+    errors: Vec<Vec<ErrorCount>>,
+    errors_at: Instant,
+}
+
+/// What the control socket serves: the data plane's view, the spec it was built from, and the
+/// `clear` baselines. Shared by the connection threads (`Arc<Control>`).
+///
+/// JSON shapes (the `data` field of a reply when the request has `"json": true`):
+/// * `help` → `{"commands":[{"command","help"}]}`
+/// * `show runtime [all]` → `{"time_since_start","time_since_clear","tsc_hz",
+///   "workers":[{"worker","cpu","nodes":[NODE]}],"total":[NODE]}` with NODE =
+///   `{"name","calls","vectors","packets","clocks","clocks_per_packet","vectors_per_call"}`
+///   (`clocks_per_packet` = clocks/packets, `vectors_per_call` = packets/calls, both 0 when the
+///   denominator is 0; nodes with 0 calls are left out unless `all`, as in the text)
+/// * `show interfaces` → `{"time_since_clear","interfaces":[{"index","name","driver","mac","mtu",
+///   "ip4":[..],"ip6":[..],"rx_packets","rx_bytes","rx_drops","tx_packets","tx_bytes","tx_drops"}]}`
+/// * `show errors` → `{"time_since_clear","errors":[{"node","reason","count"}],"total"}` (non-zero only)
+/// * `show ip fib` / `show ip6 fib` → `{"family":"ip4"|"ip6","total","entries":[ENTRY]}`, with an
+///   argument `{"family","query","entries":[ENTRY]}` (0 or 1 entry); ENTRY = `{"prefix","type":
+///   "via"|"drop"|"connected","next_hops":[{"ip","port","mac"}],"port"(connected only)}`
+/// * `trace add NODE N` → `{"node","count","workers"}`
+/// * `show trace` → `{"workers":[{"worker","packets":[{"packet","steps":[{"node","text","next"}]}]}]}`
+/// * `clear runtime|interfaces|errors|trace` → `{"cleared":"runtime"|...}`
+pub struct Control {
+    view: RuntimeView,
+    spec: Arc<DataplaneSpec>,
+    fib: FibView,
+    started: Instant,
+    base: Mutex<Baselines>,
+}
+
+impl Control {
+    /// Serve `view` of a data plane built from `spec`; "time since start" counts from now.
+    pub fn new(view: RuntimeView, spec: Arc<DataplaneSpec>) -> Control {
+        let now = Instant::now();
+        Control {
+            fib: FibView::new(&spec),
+            view,
+            spec,
+            started: now,
+            base: Mutex::new(Baselines {
+                runtime: Vec::new(),
+                runtime_at: now,
+                ports: Vec::new(),
+                ports_at: now,
+                errors: Vec::new(),
+                errors_at: now,
+            }),
+        }
+    }
+
+    /// The view served.
+    pub fn view(&self) -> &RuntimeView {
+        &self.view
+    }
+
+    fn baselines(&self) -> std::sync::MutexGuard<'_, Baselines> {
+        self.base.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Parse and run one command line; `json` adds the `data` field.
+    pub fn execute(&self, line: &str, json: bool) -> Reply {
+        match parse_command(line).and_then(|c| self.run(&c, json)) {
+            Ok((text, data)) => Reply::success(text, json.then_some(data)),
+            Err(e) => Reply::failure(e.0),
+        }
+    }
+
+    /// Run a parsed command: its text and its JSON data (`json` false may leave out costly data,
+    /// e.g. the full FIB listing, as `Value::Null`).
+    pub fn run(&self, cmd: &Command, json: bool) -> Result<(String, Value), CommandError> {
+        match cmd {
+            Command::Help => Ok(self.help()),
+            Command::ShowRuntime { all } => Ok(self.show_runtime(*all)),
+            Command::ShowInterfaces => Ok(self.show_interfaces()),
+            Command::ShowErrors => Ok(self.show_errors()),
+            Command::ShowFib { v6, query } => self
+                .fib
+                .show(&self.spec, *v6, query.as_deref(), json)
+                .map_err(CommandError),
+            Command::ShowTrace => Ok(self.show_trace()),
+            Command::TraceAdd { node, count } => self.trace_add(node, *count),
+            Command::ClearTrace => {
+                for w in &self.view.workers {
+                    w.trace.clear();
+                }
+                Ok(cleared("trace", "trace records cleared, tracing stopped"))
+            }
+            Command::ClearRuntime => {
+                let snap = self.runtime_now();
+                let mut b = self.baselines();
+                b.runtime = snap;
+                b.runtime_at = Instant::now();
+                Ok(cleared("runtime", "runtime counters cleared"))
+            }
+            Command::ClearInterfaces => {
+                let snap: Vec<PortCounts> = self.view.ports.iter().map(port_counts).collect();
+                let mut b = self.baselines();
+                b.ports = snap;
+                b.ports_at = Instant::now();
+                Ok(cleared("interfaces", "interface counters cleared"))
+            }
+            Command::ClearErrors => {
+                let snap = self.errors_now();
+                let mut b = self.baselines();
+                b.errors = snap;
+                b.errors_at = Instant::now();
+                Ok(cleared("errors", "error counters cleared"))
+            }
+        }
+    }
+
+    fn help(&self) -> (String, Value) {
+        let rows: Vec<Vec<String>> = COMMANDS
+            .iter()
+            .map(|(c, h)| vec![c.to_string(), h.to_string()])
+            .collect();
+        let text = render(
+            &[("Command", Align::Left), ("What it does", Align::Left)],
+            &rows,
+        );
+        let data = json!({
+            "commands": COMMANDS.iter().map(|(c, h)| json!({"command": c, "help": h})).collect::<Vec<_>>()
+        });
+        (text, data)
+    }
+
+    fn runtime_now(&self) -> Vec<Vec<NodeCounts>> {
+        self.view
+            .workers
+            .iter()
+            .map(|w| worker_nodes(&w.graph))
+            .collect()
+    }
+
+    fn errors_now(&self) -> Vec<Vec<ErrorCount>> {
+        self.view
+            .workers
+            .iter()
+            .map(|w| worker_errors(&w.graph))
+            .collect()
+    }
+
+    fn show_runtime(&self, all: bool) -> (String, Value) {
+        let now = self.runtime_now();
+        let (per_worker, since_clear) = {
+            let b = self.baselines();
+            let per: Vec<Vec<NodeCounts>> = now
+                .iter()
+                .enumerate()
+                .map(|(i, w)| minus_nodes(w, b.runtime.get(i)))
+                .collect();
+            (per, b.runtime_at.elapsed().as_secs_f64())
+        };
+        let total = sum_nodes(&per_worker);
+        let since_start = self.started.elapsed().as_secs_f64();
+        let keep = |n: &&NodeCounts| all || n.calls > 0;
+
+        let mut text =
+            format!("Time {since_start:.1} s since start, {since_clear:.1} s since last clear\n");
+        let table = |nodes: &[NodeCounts]| -> String {
+            let rows: Vec<Vec<String>> = nodes
+                .iter()
+                .filter(keep)
+                .map(|n| {
+                    vec![
+                        n.name.clone(),
+                        n.calls.to_string(),
+                        n.vectors.to_string(),
+                        n.packets.to_string(),
+                        if n.packets == 0 {
+                            "-".to_string()
+                        } else {
+                            format!("{:.2}", n.clocks_per_packet())
+                        },
+                        format!("{:.2}", n.vectors_per_call()),
+                    ]
+                })
+                .collect();
+            if rows.is_empty() {
+                return "  (no node has run yet; `show runtime all` lists every node)\n".into();
+            }
+            render(
+                &[
+                    ("Name", Align::Left),
+                    ("Calls", Align::Right),
+                    ("Vectors", Align::Right),
+                    ("Packets", Align::Right),
+                    ("Clocks/Pkt", Align::Right),
+                    ("Vectors/Call", Align::Right),
+                ],
+                &rows,
+            )
+        };
+        for (w, nodes) in self.view.workers.iter().zip(per_worker.iter()) {
+            let cpu = w
+                .cpu
+                .map(|c| format!("cpu {c}"))
+                .unwrap_or_else(|| "not pinned".into());
+            text.push_str(&format!("Worker {} ({cpu}):\n", w.index));
+            text.push_str(&table(nodes));
+        }
+        if self.view.workers.len() > 1 {
+            text.push_str(&format!("Total ({} workers):\n", self.view.workers.len()));
+            text.push_str(&table(&total));
+        }
+        let data = json!({
+            "time_since_start": since_start,
+            "time_since_clear": since_clear,
+            "tsc_hz": self.view.tsc_hz,
+            "workers": self.view.workers.iter().zip(per_worker.iter()).map(|(w, nodes)| json!({
+                "worker": w.index,
+                "cpu": w.cpu,
+                "nodes": nodes.iter().filter(keep).map(|n| n.json(true)).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+            "total": total.iter().filter(keep).map(|n| n.json(true)).collect::<Vec<_>>(),
+        });
+        (text, data)
+    }
+
+    fn show_interfaces(&self) -> (String, Value) {
+        let (base, since) = {
+            let b = self.baselines();
+            (b.ports.clone(), b.ports_at.elapsed().as_secs_f64())
+        };
+        let mut rows = Vec::new();
+        let mut items = Vec::new();
+        for (i, p) in self.view.ports.iter().enumerate() {
+            let now = port_counts(p);
+            let c = base.get(i).map(|b| now.minus(b)).unwrap_or(now);
+            let mac = format_mac(&p.mac);
+            rows.push(vec![
+                p.name.clone(),
+                p.driver.clone(),
+                mac.clone(),
+                c.rx_packets.to_string(),
+                c.rx_bytes.to_string(),
+                c.tx_packets.to_string(),
+                c.tx_bytes.to_string(),
+                c.rx_drops.to_string(),
+                c.tx_drops.to_string(),
+            ]);
+            let ps = self.spec.ports.iter().find(|s| s.name == p.name);
+            items.push(json!({
+                "index": i,
+                "name": p.name,
+                "driver": p.driver,
+                "mac": mac,
+                "mtu": ps.map(|s| s.mtu),
+                "ip4": ps.map(|s| s.ip4.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>()).unwrap_or_default(),
+                "ip6": ps.map(|s| s.ip6.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>()).unwrap_or_default(),
+                "rx_packets": c.rx_packets,
+                "rx_bytes": c.rx_bytes,
+                "rx_drops": c.rx_drops,
+                "tx_packets": c.tx_packets,
+                "tx_bytes": c.tx_bytes,
+                "tx_drops": c.tx_drops,
+            }));
+        }
+        let text = render(
+            &[
+                ("Name", Align::Left),
+                ("Driver", Align::Left),
+                ("MAC", Align::Left),
+                ("Rx packets", Align::Right),
+                ("Rx bytes", Align::Right),
+                ("Tx packets", Align::Right),
+                ("Tx bytes", Align::Right),
+                ("Rx drops", Align::Right),
+                ("Tx drops", Align::Right),
+            ],
+            &rows,
+        );
+        (
+            text,
+            json!({"time_since_clear": since, "interfaces": items}),
+        )
+    }
+
+    fn show_errors(&self) -> (String, Value) {
+        let now = self.errors_now();
+        let (errors, since) = {
+            let b = self.baselines();
+            (
+                sum_errors(&now, Some(&b.errors)),
+                b.errors_at.elapsed().as_secs_f64(),
+            )
+        };
+        let nonzero: Vec<&ErrorCount> = errors.iter().filter(|e| e.count > 0).collect();
+        let total: u64 = nonzero.iter().map(|e| e.count).sum();
+        let text = if nonzero.is_empty() {
+            "No errors.\n".to_string()
+        } else {
+            let rows: Vec<Vec<String>> = nonzero
+                .iter()
+                .map(|e| vec![e.count.to_string(), e.node.clone(), e.reason.clone()])
+                .collect();
+            render(
+                &[
+                    ("Count", Align::Right),
+                    ("Node", Align::Left),
+                    ("Reason", Align::Left),
+                ],
+                &rows,
+            )
+        };
+        let data = json!({
+            "time_since_clear": since,
+            "errors": nonzero.iter().map(|e| json!({"node": e.node, "reason": e.reason, "count": e.count})).collect::<Vec<_>>(),
+            "total": total,
+        });
+        (text, data)
+    }
+
+    fn input_nodes(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for w in &self.view.workers {
+            for (i, n) in w.graph.node_names.iter().enumerate() {
+                if w.graph.node_is_input.get(i).copied().unwrap_or(false) && !v.contains(n) {
+                    v.push(n.clone());
+                }
+            }
+        }
+        v
+    }
+
+    fn trace_add(&self, node: &str, count: u32) -> Result<(String, Value), CommandError> {
+        let mut armed = 0;
+        for w in &self.view.workers {
+            let g = &w.graph;
+            let id =
+                g.node_names.iter().enumerate().position(|(i, n)| {
+                    n == node && g.node_is_input.get(i).copied().unwrap_or(false)
+                });
+            if let Some(id) = id {
+                w.trace.arm(id, count);
+                armed += 1;
+            }
+        }
+        if armed == 0 {
+            let inputs = self.input_nodes();
+            return Err(CommandError(format!(
+                "`trace add {node} {count}`: `{node}` is not an input node; accepted: {}",
+                if inputs.is_empty() {
+                    "(this data plane has no input node)".to_string()
+                } else {
+                    inputs.join(", ")
+                }
+            )));
+        }
+        Ok((
+            format!(
+                "tracing the next {count} packets received by {node} (on {armed} worker{})\n",
+                if armed == 1 { "" } else { "s" }
+            ),
+            json!({"node": node, "count": count, "workers": armed}),
+        ))
+    }
+
+    fn show_trace(&self) -> (String, Value) {
+        let mut text = String::new();
+        let mut workers = Vec::new();
+        let mut any = false;
+        for w in &self.view.workers {
+            let records = w.trace.snapshot();
+            // Group by packet number, in packet order, keeping each packet's step order.
+            let mut numbers: Vec<u32> = records.iter().map(|r| r.packet).collect();
+            numbers.sort_unstable();
+            numbers.dedup();
+            let width = records.iter().map(|r| r.node.len()).max().unwrap_or(0);
+            let mut packets = Vec::new();
+            if !records.is_empty() {
+                any = true;
+                text.push_str(&format!("Worker {}:\n", w.index));
+            }
+            for p in numbers {
+                let steps: Vec<_> = records.iter().filter(|r| r.packet == p).collect();
+                text.push_str(&format!("Packet {p}\n"));
+                for s in &steps {
+                    let mut line = format!("  {:<width$}  {}", s.node, s.text);
+                    if !s.next.is_empty() {
+                        line.push_str(&format!(" -> {}", s.next));
+                    }
+                    text.push_str(line.trim_end());
+                    text.push('\n');
+                }
+                packets.push(json!({
+                    "packet": p,
+                    "steps": steps.iter().map(|s| json!({"node": s.node, "text": s.text, "next": s.next})).collect::<Vec<_>>(),
+                }));
+            }
+            if records.len() >= MAX_TRACE_RECORDS {
+                text.push_str(&format!(
+                    "(trace buffer full: {MAX_TRACE_RECORDS} records; later steps were not \
+                     recorded)\n"
+                ));
+            }
+            workers.push(json!({"worker": w.index, "packets": packets}));
+        }
+        if !any {
+            text = "No packets traced. Use `trace add NODE N` first, e.g. `trace add in0-rx 10`.\n"
+                .to_string();
+        }
+        (text, json!({"workers": workers}))
+    }
+}
+
+fn cleared(what: &str, text: &str) -> (String, Value) {
+    (format!("{text}\n"), json!({"cleared": what}))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,1185 @@
+//! Config tests: one per rule, good and bad, asserting the line and the field of each error.
+
+use super::*;
+use crate::testutil::TempDir;
+use dataplane::IpPolicy;
+
+const FILE: &str = "test.toml";
+
+fn parse(text: &str) -> Result<DataplaneSpec, ConfigError> {
+    parse_config(text, FILE, Path::new("/base"))
+}
+
+fn ok(text: &str) -> DataplaneSpec {
+    match parse(text) {
+        Ok(s) => s,
+        Err(e) => panic!("expected a valid config, got:\n{e}\n--- config ---\n{text}"),
+    }
+}
+
+fn issues(text: &str) -> Vec<Issue> {
+    match parse(text) {
+        Err(ConfigError::Invalid(v)) => v,
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(s) => panic!("expected errors, got a valid spec {s:?}\n--- config ---\n{text}"),
+    }
+}
+
+/// Assert that `text` has exactly one error, at `line`, about `field`, whose rendering contains
+/// `needle`; return its rendering.
+#[track_caller]
+fn one_error(text: &str, line: usize, field: Option<&str>, needle: &str) -> String {
+    let v = issues(text);
+    assert_eq!(v.len(), 1, "expected one error, got {v:#?}");
+    check(&v[0], line, field, needle)
+}
+
+#[track_caller]
+fn check(i: &Issue, line: usize, field: Option<&str>, needle: &str) -> String {
+    let shown = i.to_string();
+    assert_eq!(i.line, line, "wrong line in {shown}");
+    assert_eq!(i.field.as_deref(), field, "wrong field in {shown}");
+    assert!(
+        shown.starts_with(&format!("{FILE}:{line}: ")),
+        "no FILE:LINE in {shown}"
+    );
+    if let Some(f) = field {
+        assert!(
+            shown.contains(&format!("field `{f}`")),
+            "field not named in {shown}"
+        );
+    }
+    assert!(shown.contains(needle), "`{needle}` not in {shown}");
+    shown
+}
+
+/// Two pcap ports and three neighbours; 30 lines, so appended text starts at line 31.
+const BASE: &str = r#"[[port]]
+name = "in0"
+driver = "pcap"
+mac = "02:00:00:00:01:01"
+ip4 = ["198.18.1.1/24"]
+ip6 = ["2001:db8:1::1/64"]
+rx = "in.pcap"
+
+[[port]]
+name = "out0"
+driver = "pcap"
+mac = "02:00:00:00:01:02"
+ip4 = ["198.18.3.1/24"]
+ip6 = ["2001:db8:3::1/64"]
+tx = "out.pcap"
+
+[[neighbour]]
+ip = "198.18.1.2"
+mac = "02:00:00:00:02:02"
+port = "in0"
+
+[[neighbour]]
+ip = "198.18.3.2"
+mac = "02:00:00:00:03:02"
+port = "out0"
+
+[[neighbour]]
+ip = "2001:db8:3::2"
+mac = "02:00:00:00:03:03"
+port = "out0"
+"#;
+const B: usize = 30;
+
+fn with(extra: &str) -> String {
+    assert_eq!(BASE.lines().count(), B);
+    format!("{BASE}{extra}")
+}
+
+/// One pcap port whose extra lines start at line 5.
+fn pcap_port(extra: &str) -> String {
+    format!("[[port]]\nname = \"p0\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:01\"\n{extra}")
+}
+
+/// One memory port whose extra lines start at line 7.
+fn memory_port(extra: &str) -> String {
+    format!(
+        "[[port]]\nname = \"m0\"\ndriver = \"memory\"\nmac = \"02:00:00:00:01:01\"\n\
+         src-ip = \"198.18.0.1\"\ndestinations = [\"198.18.2.10\"]\n{extra}"
+    )
+}
+
+fn mac(s: &str) -> Mac {
+    parse_mac(s).unwrap()
+}
+
+// --- the file --------------------------------------------------------------------------------
+
+#[test]
+fn base_is_valid() {
+    let s = ok(BASE);
+    assert_eq!(s.ports.len(), 2);
+    assert_eq!(s.neighbours.len(), 3);
+    assert_eq!(s.buffers, 16384);
+}
+
+#[test]
+fn empty_file_is_an_empty_dataplane() {
+    assert_eq!(ok(""), DataplaneSpec::default());
+}
+
+#[test]
+fn syntax_error_has_file_and_line() {
+    let v = issues("[dataplane]\nbuffers = 64\ndata-size = = 3\n");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].line, 3);
+    assert!(
+        v[0].to_string()
+            .starts_with("test.toml:3: TOML syntax error"),
+        "{}",
+        v[0]
+    );
+}
+
+#[test]
+fn duplicate_key_is_a_syntax_error_with_line() {
+    let v = issues("[[port]]\nname = \"a\"\nname = \"b\"\n");
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].line, 3, "{}", v[0]);
+}
+
+#[test]
+fn datetime_is_rejected_with_line() {
+    let v = issues("[dataplane]\nbuffers = 1979-05-27T07:32:00Z\n");
+    assert_eq!(v[0].line, 2);
+    assert!(v[0].message.contains("date/time"), "{}", v[0]);
+}
+
+#[test]
+fn unknown_top_level_key() {
+    let s = one_error(
+        &with("[[neighbor]]\nip = \"198.18.1.3\"\n"),
+        B + 1,
+        None,
+        "unknown key `neighbor` (did you mean `neighbour`?); accepted: dataplane, port, route, neighbour, xconnect",
+    );
+    assert!(s.contains("test.toml:31:"));
+}
+
+#[test]
+fn single_port_table_is_rejected() {
+    one_error(
+        "[port]\nname = \"x\"\n",
+        1,
+        Some("port"),
+        "expected an array of tables",
+    );
+}
+
+#[test]
+fn all_errors_are_collected_in_line_order() {
+    let text = with(
+        "[[route]]\nprefix = \"198.18.9.1/24\"\nvia = \"198.18.1.2\"\n\
+         [dataplane]\nbuffers = 1\ndata-size = 1\n",
+    );
+    let v = issues(&text);
+    assert_eq!(v.len(), 3, "{v:#?}");
+    check(&v[0], B + 2, Some("prefix"), "did you mean 198.18.9.0/24?");
+    check(&v[1], B + 5, Some("buffers"), "64..=16777216");
+    check(&v[2], B + 6, Some("data-size"), "256..=9216");
+    let e = ConfigError::Invalid(v);
+    assert_eq!(e.to_string().lines().count(), 3);
+}
+
+#[test]
+fn read_error_names_the_path() {
+    let e = load_config(Path::new("/nonexistent/vecplane.toml")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("/nonexistent/vecplane.toml: cannot read"),
+        "{e}"
+    );
+}
+
+// --- [dataplane] -----------------------------------------------------------------------------
+
+#[test]
+fn dataplane_good() {
+    let s = ok(
+        "[dataplane]\nbuffers = 64\ndata-size = 9216\nworker-cpu = 0\n\
+                ip4-options = \"drop\"\nicmp-errors-per-second = 0\nicmp-errors-burst = 7\n",
+    );
+    assert_eq!(s.buffers, 64);
+    assert_eq!(s.data_size, 9216);
+    assert_eq!(s.worker_cpu, Some(0));
+    assert_eq!(s.ip.ip4_options, OptionsPolicy::Drop);
+    assert_eq!(s.ip.icmp_errors_per_second, 0);
+    assert_eq!(s.ip.icmp_errors_burst, 7);
+    let s = ok("[dataplane]\nbuffers = 16777216\ndata-size = 256\nip4-options = \"forward\"\n");
+    assert_eq!(s.buffers, 16_777_216);
+    assert_eq!(s.worker_cpu, None);
+    assert_eq!(s.ip.ip4_options, OptionsPolicy::Forward);
+}
+
+#[test]
+fn dataplane_buffers_range() {
+    one_error(
+        "[dataplane]\nbuffers = 63\n",
+        2,
+        Some("buffers"),
+        "`63` is out of range; accepted: 64..=16777216",
+    );
+    one_error(
+        "[dataplane]\n\nbuffers = 16777217\n",
+        3,
+        Some("buffers"),
+        "64..=16777216",
+    );
+    one_error(
+        "[dataplane]\nbuffers = \"many\"\n",
+        2,
+        Some("buffers"),
+        "expected an integer, found a string",
+    );
+}
+
+#[test]
+fn dataplane_data_size_range() {
+    one_error(
+        "[dataplane]\ndata-size = 255\n",
+        2,
+        Some("data-size"),
+        "256..=9216",
+    );
+    one_error(
+        "[dataplane]\ndata-size = 9217\n",
+        2,
+        Some("data-size"),
+        "256..=9216",
+    );
+}
+
+#[test]
+fn dataplane_worker_cpu_must_exist() {
+    one_error(
+        "[dataplane]\nworker-cpu = 100000\n",
+        2,
+        Some("worker-cpu"),
+        "CPU 100000 does not exist",
+    );
+    one_error(
+        "[dataplane]\nworker-cpu = -1\n",
+        2,
+        Some("worker-cpu"),
+        "out of range",
+    );
+}
+
+#[test]
+fn dataplane_ip4_options_policy() {
+    one_error(
+        "[dataplane]\nip4-options = \"strip\"\n",
+        2,
+        Some("ip4-options"),
+        "`strip` is not a policy; accepted: \"forward\", \"drop\"",
+    );
+}
+
+#[test]
+fn dataplane_icmp_rates() {
+    one_error(
+        "[dataplane]\nicmp-errors-per-second = -5\n",
+        2,
+        Some("icmp-errors-per-second"),
+        "out of range",
+    );
+    one_error(
+        "[dataplane]\nicmp-errors-burst = true\n",
+        2,
+        Some("icmp-errors-burst"),
+        "expected an integer, found a boolean",
+    );
+}
+
+#[test]
+fn dataplane_unknown_key_suggests() {
+    one_error(
+        "[dataplane]\ndata_size = 2048\n",
+        2,
+        None,
+        "[dataplane]: unknown key `data_size` (did you mean `data-size`?); accepted: buffers, data-size",
+    );
+}
+
+// --- [[port]] --------------------------------------------------------------------------------
+
+#[test]
+fn port_good_pcap() {
+    let s = ok(BASE);
+    let p = &s.ports[0];
+    assert_eq!(p.name, "in0");
+    assert_eq!(p.mac, mac("02:00:00:00:01:01"));
+    assert_eq!(p.mtu, 1500);
+    assert_eq!(p.ip4, vec![("198.18.1.1".parse().unwrap(), 24)]);
+    assert_eq!(p.ip6, vec![("2001:db8:1::1".parse().unwrap(), 64)]);
+    assert_eq!(
+        p.driver,
+        PortDriver::Pcap {
+            rx: Some(PathBuf::from("/base/in.pcap")),
+            tx: None
+        }
+    );
+    assert_eq!(
+        s.ports[1].driver,
+        PortDriver::Pcap {
+            rx: None,
+            tx: Some(PathBuf::from("/base/out.pcap"))
+        }
+    );
+}
+
+#[test]
+fn port_absolute_paths_stay() {
+    let s = ok(&pcap_port("rx = \"/captures/a.pcap\"\n"));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::Pcap {
+            rx: Some(PathBuf::from("/captures/a.pcap")),
+            tx: None
+        }
+    );
+}
+
+#[test]
+fn port_name_rules() {
+    ok(&pcap_port("").replace("p0", "A-b_c.9"));
+    one_error(
+        &pcap_port("").replace("\"p0\"", "\"bad name\""),
+        2,
+        Some("name"),
+        "`bad name` is not a valid port name; accepted: 1 to 32 characters",
+    );
+    let long = "x".repeat(33);
+    one_error(
+        &pcap_port("").replace("p0", &long),
+        2,
+        Some("name"),
+        "not a valid port name",
+    );
+    one_error(
+        &pcap_port("").replace("\"p0\"", "\"\""),
+        2,
+        Some("name"),
+        "not a valid port name",
+    );
+    one_error(
+        "[[port]]\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:01\"\n",
+        1,
+        Some("name"),
+        "missing required field",
+    );
+}
+
+#[test]
+fn port_names_are_unique() {
+    let text = format!(
+        "{}\n{}",
+        pcap_port(""),
+        pcap_port("").replace("01:01", "01:02")
+    );
+    one_error(
+        &text,
+        7,
+        Some("name"),
+        "duplicate port name `p0`: also the name of [[port]] #1 at line 2",
+    );
+}
+
+#[test]
+fn port_driver() {
+    one_error(
+        &pcap_port("").replace("\"pcap\"", "\"af_xdp\""),
+        3,
+        Some("driver"),
+        "`af_xdp` is not a driver; accepted: \"pcap\", \"memory\"",
+    );
+    one_error(
+        "[[port]]\nname = \"p0\"\nmac = \"02:00:00:00:01:01\"\n",
+        1,
+        Some("driver"),
+        "missing required field; accepted: \"pcap\", \"memory\"",
+    );
+}
+
+#[test]
+fn port_mac() {
+    let text = format!(
+        "{}\n{}",
+        pcap_port(""),
+        pcap_port("")
+            .replace("p0", "p1")
+            .replace("02:00:00:00:01:01", "zz:00")
+    );
+    let s = one_error(&text, 9, Some("mac"), "");
+    assert_eq!(
+        s,
+        "test.toml:9: [[port]] #2 field `mac`: `zz:00` is not a MAC address; accepted: six hex \
+         octets like 02:00:00:00:00:01"
+    );
+    one_error(
+        &pcap_port("").replace("02:00:00:00:01:01", "01:00:5e:00:00:01"),
+        4,
+        Some("mac"),
+        "not a unicast MAC address",
+    );
+    one_error(
+        &pcap_port("").replace("02:00:00:00:01:01", "00:00:00:00:00:00"),
+        4,
+        Some("mac"),
+        "not a unicast MAC address",
+    );
+    one_error(
+        "[[port]]\nname = \"p0\"\ndriver = \"pcap\"\n",
+        1,
+        Some("mac"),
+        "missing required field",
+    );
+}
+
+#[test]
+fn port_mtu() {
+    assert_eq!(ok(&pcap_port("mtu = 68\n")).ports[0].mtu, 68);
+    assert_eq!(ok(&pcap_port("mtu = 9000\n")).ports[0].mtu, 9000);
+    one_error(&pcap_port("mtu = 67\n"), 5, Some("mtu"), "68..=9000");
+    one_error(&pcap_port("mtu = 9001\n"), 5, Some("mtu"), "68..=9000");
+}
+
+#[test]
+fn port_addresses() {
+    let s = ok(&pcap_port(
+        "ip4 = [\"198.18.1.1/24\", \"198.18.5.1/30\"]\nip6 = [\"2001:db8::1/128\"]\n",
+    ));
+    assert_eq!(s.ports[0].ip4.len(), 2);
+    assert_eq!(s.ports[0].ip6, vec![("2001:db8::1".parse().unwrap(), 128)]);
+    one_error(
+        &pcap_port("ip4 = [\"198.18.1.1\"]\n"),
+        5,
+        Some("ip4"),
+        "has no prefix length; accepted: ADDRESS/LENGTH",
+    );
+    one_error(
+        &pcap_port("ip4 = [\"198.18.1.1/33\"]\n"),
+        5,
+        Some("ip4"),
+        "invalid prefix length",
+    );
+    one_error(
+        &pcap_port("ip4 = [\"2001:db8::1/64\"]\n"),
+        5,
+        Some("ip4"),
+        "put it in `ip6`",
+    );
+    one_error(
+        &pcap_port("ip6 = [\"198.18.1.1/24\"]\n"),
+        5,
+        Some("ip6"),
+        "put it in `ip4`",
+    );
+    one_error(
+        &pcap_port("ip4 = \"198.18.1.1/24\"\n"),
+        5,
+        Some("ip4"),
+        "expected an array of strings",
+    );
+    one_error(
+        &pcap_port("ip4 = [\"198.18.1.1/0\"]\n"),
+        5,
+        Some("ip4"),
+        "prefix length 0",
+    );
+    one_error(
+        &pcap_port("ip6 = [\n  \"2001:db8::1/64\",\n  \"nope/64\",\n]\n"),
+        7,
+        Some("ip6"),
+        "does not start with an IP address",
+    );
+}
+
+#[test]
+fn port_addresses_are_unique() {
+    let text = with("\n[[port]]\nname = \"x\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:09\"\nip4 = [\"198.18.1.1/24\"]\n");
+    one_error(
+        &text,
+        B + 6,
+        Some("ip4"),
+        "address 198.18.1.1 is already assigned to port `in0` at line 5",
+    );
+}
+
+#[test]
+fn pcap_only_and_memory_only_keys() {
+    one_error(
+        &pcap_port("flows = 10\n"),
+        5,
+        Some("flows"),
+        "`flows` applies only to driver = \"memory\"",
+    );
+    one_error(
+        &memory_port("rx = \"in.pcap\"\n"),
+        7,
+        Some("rx"),
+        "`rx` applies only to driver = \"pcap\"",
+    );
+}
+
+#[test]
+fn pcap_paths() {
+    one_error(&pcap_port("rx = \"\"\n"), 5, Some("rx"), "empty path");
+    one_error(
+        &pcap_port("rx = \"a.pcap\"\ntx = \"a.pcap\"\n"),
+        6,
+        Some("tx"),
+        "same file as `rx`",
+    );
+    one_error(
+        &pcap_port("rx = 5\n"),
+        5,
+        Some("rx"),
+        "expected a string, found an integer",
+    );
+    let text = with("\n[[port]]\nname = \"x\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:09\"\ntx = \"out.pcap\"\n");
+    one_error(
+        &text,
+        B + 6,
+        Some("tx"),
+        "also the `tx` file of port `out0` at line 15",
+    );
+}
+
+#[test]
+fn memory_port_defaults() {
+    let s = ok(&memory_port(""));
+    let PortDriver::Memory(m) = &s.ports[0].driver else {
+        panic!("not a memory port")
+    };
+    assert_eq!(
+        *m,
+        MemoryPortSpec {
+            frame_size: 64,
+            flows: 1024,
+            dst_mac: mac("02:00:00:00:01:01"),
+            src_mac: DEFAULT_SRC_MAC,
+            vlan: None,
+            src_ip: "198.18.0.1".parse().unwrap(),
+            destinations: vec!["198.18.2.10".parse().unwrap()],
+            limit: None,
+            generate: true,
+        }
+    );
+}
+
+#[test]
+fn memory_port_all_fields() {
+    let s = ok(&memory_port(
+        "frame-size = 128\nflows = 16777216\nsrc-mac = \"02:00:00:00:00:bb\"\n\
+         dst-mac = \"ff:ff:ff:ff:ff:ff\"\nvlan = 4094\nlimit = 1000000\ngenerate = true\n",
+    ));
+    let PortDriver::Memory(m) = &s.ports[0].driver else {
+        panic!("not a memory port")
+    };
+    assert_eq!(m.frame_size, 128);
+    assert_eq!(m.flows, 16_777_216);
+    assert_eq!(m.src_mac, mac("02:00:00:00:00:bb"));
+    assert_eq!(m.dst_mac, [0xff; 6]);
+    assert_eq!(m.vlan, Some(4094));
+    assert_eq!(m.limit, Some(1_000_000));
+}
+
+#[test]
+fn memory_port_ranges() {
+    one_error(
+        &memory_port("frame-size = 63\n"),
+        7,
+        Some("frame-size"),
+        "64..=9000",
+    );
+    one_error(
+        &memory_port("frame-size = 9001\n"),
+        7,
+        Some("frame-size"),
+        "64..=9000",
+    );
+    one_error(
+        &memory_port("flows = 0\n"),
+        7,
+        Some("flows"),
+        "1..=16777216",
+    );
+    one_error(
+        &memory_port("flows = 16777217\n"),
+        7,
+        Some("flows"),
+        "1..=16777216",
+    );
+    one_error(&memory_port("vlan = 0\n"), 7, Some("vlan"), "1..=4094");
+    one_error(&memory_port("vlan = 4095\n"), 7, Some("vlan"), "1..=4094");
+    one_error(
+        &memory_port("limit = 0\n"),
+        7,
+        Some("limit"),
+        "out of range",
+    );
+    one_error(
+        &memory_port("generate = \"yes\"\n"),
+        7,
+        Some("generate"),
+        "accepted: true, false",
+    );
+    one_error(
+        &memory_port("src-mac = \"03:00:00:00:00:01\"\n"),
+        7,
+        Some("src-mac"),
+        "not a unicast MAC",
+    );
+    one_error(
+        &memory_port("dst-mac = \"nope\"\n"),
+        7,
+        Some("dst-mac"),
+        "not a MAC address",
+    );
+}
+
+#[test]
+fn memory_port_addresses() {
+    one_error(
+        &memory_port("").replace("\"198.18.0.1\"", "\"198.18.0\""),
+        5,
+        Some("src-ip"),
+        "`198.18.0` is not an IP address",
+    );
+    one_error(
+        &memory_port("").replace("[\"198.18.2.10\"]", "[]"),
+        6,
+        Some("destinations"),
+        "empty list",
+    );
+    one_error(
+        &memory_port("").replace("[\"198.18.2.10\"]", "[\"198.18.2.10\", \"2001:db8::1\"]"),
+        6,
+        Some("destinations"),
+        "`2001:db8::1` is not of the same family as src-ip 198.18.0.1",
+    );
+    one_error(
+        "[[port]]\nname = \"m0\"\ndriver = \"memory\"\nmac = \"02:00:00:00:01:01\"\ndestinations = [\"198.18.2.10\"]\n",
+        1,
+        Some("src-ip"),
+        "missing required field",
+    );
+    one_error(
+        "[[port]]\nname = \"m0\"\ndriver = \"memory\"\nmac = \"02:00:00:00:01:01\"\nsrc-ip = \"198.18.0.1\"\n",
+        1,
+        Some("destinations"),
+        "missing required field",
+    );
+    // A sink needs no addresses.
+    let s = ok("[[port]]\nname = \"sink\"\ndriver = \"memory\"\nmac = \"02:00:00:00:01:01\"\ngenerate = false\n");
+    let PortDriver::Memory(m) = &s.ports[0].driver else {
+        panic!("not a memory port")
+    };
+    assert!(!m.generate);
+    assert!(!m.destinations.is_empty());
+}
+
+#[test]
+fn memory_port_frame_must_hold_headers_and_fit_a_buffer() {
+    let v6 = memory_port("")
+        .replace("\"198.18.0.1\"", "\"2001:db8::1\"")
+        .replace("\"198.18.2.10\"", "\"2001:db8:2::10\"");
+    one_error(
+        &v6,
+        1,
+        Some("frame-size"),
+        "cannot hold the Ethernet, IPv6 and UDP headers",
+    );
+    ok(&format!("{v6}frame-size = 66\n"));
+    one_error(
+        &format!("{v6}frame-size = 66\nvlan = 5\n"),
+        7,
+        Some("frame-size"),
+        "accepted: 70..=9000",
+    );
+    one_error(
+        &format!(
+            "[dataplane]\ndata-size = 2048\n{}",
+            memory_port("frame-size = 2053\n")
+        ),
+        9,
+        Some("frame-size"),
+        "do not fit a 2048-byte buffer",
+    );
+    ok(&format!(
+        "[dataplane]\ndata-size = 2048\n{}",
+        memory_port("frame-size = 2052\n")
+    ));
+}
+
+#[test]
+fn port_unknown_key() {
+    one_error(
+        &pcap_port("mtuu = 1500\n"),
+        5,
+        None,
+        "[[port]] #1: unknown key `mtuu` (did you mean `mtu`?)",
+    );
+}
+
+// --- [[neighbour]] ---------------------------------------------------------------------------
+
+#[test]
+fn neighbour_good() {
+    let s = ok(BASE);
+    assert_eq!(
+        s.neighbours[2],
+        NeighbourSpec {
+            ip: "2001:db8:3::2".parse().unwrap(),
+            mac: mac("02:00:00:00:03:03"),
+            port: 1
+        }
+    );
+}
+
+#[test]
+fn neighbour_port_must_exist() {
+    one_error(
+        &with(
+            "\n[[neighbour]]\nip = \"198.18.1.3\"\nmac = \"02:00:00:00:02:03\"\nport = \"in9\"\n",
+        ),
+        B + 5,
+        Some("port"),
+        "no port is named `in9`; accepted: the name of a [[port]]: `in0`, `out0`",
+    );
+}
+
+#[test]
+fn neighbour_must_be_on_a_port_subnet() {
+    one_error(
+        &with(
+            "\n[[neighbour]]\nip = \"198.18.9.3\"\nmac = \"02:00:00:00:02:03\"\nport = \"in0\"\n",
+        ),
+        B + 3,
+        Some("ip"),
+        "198.18.9.3 is not on a subnet of port `in0`; accepted: an address inside 198.18.1.0/24",
+    );
+    one_error(
+        &with("\n[[neighbour]]\nip = \"2001:db8:9::3\"\nmac = \"02:00:00:00:02:03\"\nport = \"in0\"\n"),
+        B + 3,
+        Some("ip"),
+        "inside 2001:db8:1::/64",
+    );
+    one_error(
+        &with(
+            "\n[[neighbour]]\nip = \"198.18.1.1\"\nmac = \"02:00:00:00:02:03\"\nport = \"in0\"\n",
+        ),
+        B + 3,
+        Some("ip"),
+        "port `in0`'s own address",
+    );
+}
+
+#[test]
+fn neighbours_are_unique() {
+    one_error(
+        &with(
+            "\n[[neighbour]]\nip = \"198.18.1.2\"\nmac = \"02:00:00:00:02:03\"\nport = \"in0\"\n",
+        ),
+        B + 3,
+        Some("ip"),
+        "duplicate neighbour 198.18.1.2: also defined at line 18",
+    );
+}
+
+#[test]
+fn neighbour_fields() {
+    one_error(
+        &with(
+            "\n[[neighbour]]\nip = \"198.18.1.3\"\nmac = \"ff:ff:ff:ff:ff:ff\"\nport = \"in0\"\n",
+        ),
+        B + 4,
+        Some("mac"),
+        "not a unicast MAC",
+    );
+    one_error(
+        &with("\n[[neighbour]]\nmac = \"02:00:00:00:02:03\"\nport = \"in0\"\n"),
+        B + 2,
+        Some("ip"),
+        "missing required field",
+    );
+    one_error(
+        &with(
+            "\n[[neighbour]]\nip = \"198.18.1.300\"\nmac = \"02:00:00:00:02:03\"\nport = \"in0\"\n",
+        ),
+        B + 3,
+        Some("ip"),
+        "is not an IP address",
+    );
+}
+
+// --- [[route]] -------------------------------------------------------------------------------
+
+#[test]
+fn route_good() {
+    let s = ok(&with(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.1.2\"\n\
+         [[route]]\nprefix = \"0.0.0.0/0\"\nvia = [\"198.18.1.2\", \"198.18.3.2\"]\n\
+         [[route]]\nprefix = \"198.19.0.0/16\"\naction = \"drop\"\n\
+         [[route]]\nprefix = \"2001:db8:2::/48\"\nvia = [\"2001:db8:3::2\"]\n",
+    ));
+    assert_eq!(
+        s.routes4,
+        vec![
+            RouteSpec {
+                prefix: "198.18.2.0".parse().unwrap(),
+                len: 24,
+                target: RouteTarget::Via(vec!["198.18.1.2".parse().unwrap()])
+            },
+            RouteSpec {
+                prefix: "0.0.0.0".parse().unwrap(),
+                len: 0,
+                target: RouteTarget::Via(vec![
+                    "198.18.1.2".parse().unwrap(),
+                    "198.18.3.2".parse().unwrap()
+                ])
+            },
+            RouteSpec {
+                prefix: "198.19.0.0".parse().unwrap(),
+                len: 16,
+                target: RouteTarget::Drop
+            },
+        ]
+    );
+    assert_eq!(
+        s.routes6,
+        vec![RouteSpec {
+            prefix: "2001:db8:2::".parse().unwrap(),
+            len: 48,
+            target: RouteTarget::Via(vec!["2001:db8:3::2".parse().unwrap()])
+        }]
+    );
+}
+
+#[test]
+fn route_host_bits() {
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.1/24\"\nvia = \"198.18.1.2\"\n"),
+        B + 2,
+        Some("prefix"),
+        "`198.18.2.1/24` has host bits set (did you mean 198.18.2.0/24?)",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"2001:db8:2::1/48\"\naction = \"drop\"\n"),
+        B + 2,
+        Some("prefix"),
+        "did you mean 2001:db8:2::/48?",
+    );
+}
+
+#[test]
+fn route_prefix_syntax() {
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0\"\naction = \"drop\"\n"),
+        B + 2,
+        Some("prefix"),
+        "has no prefix length",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/40\"\naction = \"drop\"\n"),
+        B + 2,
+        Some("prefix"),
+        "invalid prefix length `40`",
+    );
+    one_error(
+        &with("[[route]]\naction = \"drop\"\n"),
+        B + 1,
+        Some("prefix"),
+        "missing required field",
+    );
+}
+
+#[test]
+fn route_prefixes_are_unique() {
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\naction = \"drop\"\n\n[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.1.2\"\n"),
+        B + 6,
+        Some("prefix"),
+        "duplicate route 198.18.2.0/24: also defined at line 32",
+    );
+}
+
+#[test]
+fn route_via_must_be_a_neighbour_of_the_family() {
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.1.9\"\n"),
+        B + 3,
+        Some("via"),
+        "next hop 198.18.1.9 is not a [[neighbour]]; accepted: the ip of a [[neighbour]]: 198.18.1.2, 198.18.3.2",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = [\"198.18.1.2\", \"2001:db8:3::2\"]\n"),
+        B + 3,
+        Some("via"),
+        "next hop 2001:db8:3::2 is IPv6 but the route is IPv4",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = []\n"),
+        B + 3,
+        Some("via"),
+        "empty list",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = [\"198.18.1.2\", \"198.18.1.2\"]\n"),
+        B + 3,
+        Some("via"),
+        "listed twice",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = 5\n"),
+        B + 3,
+        Some("via"),
+        "expected a string or an array of strings",
+    );
+}
+
+#[test]
+fn route_via_or_action() {
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.1.2\"\naction = \"drop\"\n"),
+        B + 4,
+        Some("action"),
+        "either `via` or `action`, not both",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\n"),
+        B + 1,
+        Some("via"),
+        "missing required field; accepted: via = ",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\naction = \"reject\"\n"),
+        B + 3,
+        Some("action"),
+        "`reject` is not a route action; accepted: \"drop\"",
+    );
+}
+
+// --- [[xconnect]] ----------------------------------------------------------------------------
+
+#[test]
+fn xconnect_good() {
+    let s = ok(&with("[[xconnect]]\nfrom = \"in0\"\nto = \"out0\"\ndst-mac = \"02:00:00:00:02:02\"\n[[xconnect]]\nfrom = \"out0\"\nto = \"in0\"\n"));
+    assert_eq!(
+        s.xconnects,
+        vec![
+            XconnectSpec {
+                from: 0,
+                to: 1,
+                dst_mac: Some(mac("02:00:00:00:02:02"))
+            },
+            XconnectSpec {
+                from: 1,
+                to: 0,
+                dst_mac: None
+            }
+        ]
+    );
+}
+
+#[test]
+fn xconnect_ports_must_exist() {
+    one_error(
+        &with("[[xconnect]]\nfrom = \"in0\"\nto = \"eth9\"\n"),
+        B + 3,
+        Some("to"),
+        "no port is named `eth9`",
+    );
+    one_error(
+        &with("[[xconnect]]\nfrom = \"in0\"\n"),
+        B + 1,
+        Some("to"),
+        "missing required field",
+    );
+}
+
+#[test]
+fn xconnect_from_at_most_once() {
+    one_error(
+        &with("[[xconnect]]\nfrom = \"in0\"\nto = \"out0\"\n[[xconnect]]\nfrom = \"in0\"\nto = \"in0\"\n"),
+        B + 5,
+        Some("from"),
+        "port `in0` is already the `from` of the [[xconnect]] at line 32",
+    );
+}
+
+#[test]
+fn xconnect_dst_mac() {
+    one_error(
+        &with("[[xconnect]]\nfrom = \"in0\"\nto = \"out0\"\ndst-mac = \"02:00\"\n"),
+        B + 4,
+        Some("dst-mac"),
+        "`02:00` is not a MAC address",
+    );
+}
+
+// --- check_files and the examples ------------------------------------------------------------
+
+#[test]
+fn check_files_reports_missing_rx_and_tx_dir() {
+    let d = TempDir::new();
+    let text = pcap_port("rx = \"in.pcap\"\ntx = \"nodir/out.pcap\"\n");
+    let c = Config::parse(&text, FILE, &d.0).unwrap();
+    let e = c.check_files().unwrap_err();
+    let v = e.issues();
+    assert_eq!(v.len(), 2, "{e}");
+    check(&v[0], 5, Some("rx"), "cannot open");
+    check(&v[1], 6, Some("tx"), "does not exist");
+    std::fs::write(d.0.join("in.pcap"), b"").unwrap();
+    std::fs::create_dir(d.0.join("nodir")).unwrap();
+    c.check_files().unwrap();
+}
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+#[test]
+fn router_example_round_trips() {
+    let dir = examples_dir();
+    let spec = load_config(&dir.join("router.toml")).unwrap();
+    let v4 = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+    let v6 = |s: &str| s.parse::<Ipv6Addr>().unwrap();
+    let expected = DataplaneSpec {
+        buffers: 16384,
+        data_size: 2048,
+        worker_cpu: None,
+        ports: vec![
+            PortSpec {
+                name: "in0".into(),
+                mac: mac("02:00:00:00:01:01"),
+                mtu: 1500,
+                ip4: vec![(v4("198.18.1.1"), 24)],
+                ip6: vec![(v6("2001:db8:1::1"), 64)],
+                driver: PortDriver::Pcap {
+                    rx: Some(dir.join("router-in.pcap")),
+                    tx: Some(dir.join("router-in-tx.pcap")),
+                },
+            },
+            PortSpec {
+                name: "out0".into(),
+                mac: mac("02:00:00:00:02:01"),
+                mtu: 1500,
+                ip4: vec![(v4("198.18.2.1"), 24)],
+                ip6: vec![(v6("2001:db8:2::1"), 64)],
+                driver: PortDriver::Pcap {
+                    rx: None,
+                    tx: Some(dir.join("router-out.pcap")),
+                },
+            },
+        ],
+        routes4: vec![
+            RouteSpec {
+                prefix: v4("198.18.100.0"),
+                len: 24,
+                target: RouteTarget::Via(vec![v4("198.18.2.2")]),
+            },
+            RouteSpec {
+                prefix: v4("198.18.200.0"),
+                len: 24,
+                target: RouteTarget::Via(vec![v4("198.18.1.2"), v4("198.18.2.2")]),
+            },
+            RouteSpec {
+                prefix: v4("198.19.0.0"),
+                len: 16,
+                target: RouteTarget::Drop,
+            },
+        ],
+        routes6: vec![
+            RouteSpec {
+                prefix: v6("2001:db8:100::"),
+                len: 48,
+                target: RouteTarget::Via(vec![v6("2001:db8:2::2")]),
+            },
+            RouteSpec {
+                prefix: v6("2001:db8:200::"),
+                len: 48,
+                target: RouteTarget::Via(vec![v6("2001:db8:1::2"), v6("2001:db8:2::2")]),
+            },
+        ],
+        neighbours: vec![
+            NeighbourSpec {
+                ip: "198.18.1.2".parse().unwrap(),
+                mac: mac("02:00:00:00:01:02"),
+                port: 0,
+            },
+            NeighbourSpec {
+                ip: "198.18.2.2".parse().unwrap(),
+                mac: mac("02:00:00:00:02:02"),
+                port: 1,
+            },
+            NeighbourSpec {
+                ip: "2001:db8:1::2".parse().unwrap(),
+                mac: mac("02:00:00:00:01:02"),
+                port: 0,
+            },
+            NeighbourSpec {
+                ip: "2001:db8:2::2".parse().unwrap(),
+                mac: mac("02:00:00:00:02:02"),
+                port: 1,
+            },
+        ],
+        xconnects: vec![],
+        ip: IpPolicy {
+            ip4_options: OptionsPolicy::Forward,
+            icmp_errors_per_second: 1000,
+            icmp_errors_burst: 100,
+        },
+    };
+    assert_eq!(spec, expected);
+}
+
+#[test]
+fn l2xc_example_loads() {
+    let dir = examples_dir();
+    let spec = load_config(&dir.join("l2xc.toml")).unwrap();
+    assert_eq!(spec.ports.len(), 2);
+    assert_eq!(
+        spec.xconnects,
+        vec![XconnectSpec {
+            from: 0,
+            to: 1,
+            dst_mac: Some(mac("02:00:00:00:02:02"))
+        }]
+    );
+}
+
+#[test]
+fn examples_pass_check_files_once_their_captures_exist() {
+    // Copy each example next to the capture files it names, in a temp dir.
+    for name in ["router.toml", "l2xc.toml"] {
+        let d = TempDir::new();
+        let text = std::fs::read_to_string(examples_dir().join(name)).unwrap();
+        std::fs::write(d.0.join(name), &text).unwrap();
+        let c = Config::load(&d.0.join(name)).unwrap();
+        assert!(
+            c.check_files().is_err(),
+            "{name}: rx capture should be missing"
+        );
+        for p in &c.spec.ports {
+            if let PortDriver::Pcap { rx: Some(rx), .. } = &p.driver {
+                std::fs::write(rx, b"").unwrap();
+            }
+        }
+        c.check_files().unwrap();
+    }
+}
+
+#[test]
+fn suggestions() {
+    assert_eq!(suggest("neighbor", TOP_KEYS), Some("neighbour"));
+    assert_eq!(suggest("src_mac", PORT_KEYS), Some("src-mac"));
+    assert_eq!(suggest("zzzzzz", PORT_KEYS), None);
+}

@@ -1,0 +1,20 @@
+//! The control plane of vecplane: the config file (TOML -> validated `DataplaneSpec`), the control
+//! socket (server and client), the command language of `vecplane ctl` and the stats exports.
+//! It reads the data plane's counters and arms traces through `RuntimeView`; it never touches packets.
+#![deny(missing_docs)]
+
+pub mod client;
+pub mod commands;
+pub mod config;
+mod fibview;
+pub mod server;
+pub mod stats;
+mod table;
+#[cfg(test)]
+mod testutil;
+
+pub use client::{request, ClientError};
+pub use commands::{parse_command, Command, CommandError, Control, Reply};
+pub use config::{check_files, load_config, parse_config, Config, ConfigError, Issue};
+pub use server::{ControlSocket, ServerError, ServerHandle, DEFAULT_SOCKET};
+pub use stats::final_stats_json;

@@ -1,0 +1,39 @@
+//! The `vecplane` binary: parses the command line and dispatches to one module per subcommand.
+//! It holds no logic of its own; errors reach it as `anyhow` values and are printed once here.
+
+mod ctl;
+mod run;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// A user-space, poll-mode, vector packet-processing data plane.
+#[derive(Parser)]
+#[command(name = "vecplane", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the data plane described by a config file (the daemon).
+    Run(run::RunArgs),
+    /// Send a command to a running daemon (`vecplane ctl help` lists them).
+    Ctl(ctl::CtlArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (name, result) = match cli.command {
+        Cmd::Run(args) => ("run", run::main(args)),
+        Cmd::Ctl(args) => ("ctl", ctl::main(args)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("vecplane {name}: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

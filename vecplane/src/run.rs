@@ -1,0 +1,186 @@
+//! `vecplane run`: load and check the config, build and start the data plane, serve the control
+//! socket, and stop cleanly (inputs finished, SIGINT/SIGTERM, or `--seconds`). It never touches
+//! packets; a config error exits with status 2 before anything is started.
+
+use anyhow::Context;
+use control::{final_stats_json, Config, Control, ControlSocket, DEFAULT_SOCKET};
+use dataplane::{Dataplane, DataplaneSpec, PortDriver};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Arguments of `vecplane run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The config file (TOML); relative pcap paths resolve against its directory.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: PathBuf,
+    /// The control socket to serve.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    socket: PathBuf,
+    /// Write the final counters (ports, nodes, errors, pool) as JSON to PATH at exit.
+    #[arg(long, value_name = "PATH")]
+    stats_json: Option<PathBuf>,
+    /// Stop after N seconds (fractions allowed), if nothing stopped the run before.
+    #[arg(long, value_name = "N", value_parser = parse_seconds, allow_hyphen_values = true)]
+    seconds: Option<f64>,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(v),
+        _ => Err(format!(
+            "`{s}` is not a duration; accepted: a positive number of seconds, like 10 or 0.5"
+        )),
+    }
+}
+
+/// Set by SIGINT/SIGTERM.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    // A second signal while stopping ends the process at once (async-signal-safe calls only).
+    if STOP.swap(true, Ordering::SeqCst) {
+        // SAFETY: _exit is async-signal-safe.
+        unsafe { libc::_exit(130) };
+    }
+}
+
+fn install_signal_handlers() {
+    let handler: extern "C" fn(libc::c_int) = on_signal;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only touches an atomic and calls _exit.
+        unsafe {
+            libc::signal(sig, handler as libc::sighandler_t);
+        }
+    }
+}
+
+fn describe(spec: &DataplaneSpec) -> String {
+    let ports: Vec<String> = spec
+        .ports
+        .iter()
+        .map(|p| {
+            let d = match p.driver {
+                PortDriver::Memory(_) => "memory",
+                PortDriver::Pcap { .. } => "pcap",
+            };
+            format!("{} {d}", p.name)
+        })
+        .collect();
+    let mut s = format!(
+        "{} ({}), {} IPv4 + {} IPv6 routes, {}",
+        plural(spec.ports.len(), "port"),
+        ports.join(", "),
+        spec.routes4.len(),
+        spec.routes6.len(),
+        plural(spec.neighbours.len(), "neighbour")
+    );
+    if !spec.xconnects.is_empty() {
+        s.push_str(&format!(
+            ", {}",
+            plural(spec.xconnects.len(), "cross-connect")
+        ));
+    }
+    s
+}
+
+/// Print a status line; a closed stdout must not stop the daemon.
+fn say(line: String) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+}
+
+fn plural(n: usize, what: &str) -> String {
+    format!("{n} {what}{}", if n == 1 { "" } else { "s" })
+}
+
+/// Run the daemon; `Ok(2)` when the config is invalid.
+pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let shown = args.config.display().to_string();
+    let config = match Config::load(&args.config).and_then(|c| c.check_files().map(|()| c)) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            match e.issues().len() {
+                0 => eprintln!("vecplane run: nothing was started"),
+                n => eprintln!(
+                    "vecplane run: {n} problem{} in {shown}; nothing was started",
+                    if n == 1 { "" } else { "s" }
+                ),
+            }
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let spec = Arc::new(config.spec);
+    install_signal_handlers();
+
+    // Bind first: a socket in use must not cost a data plane start.
+    let socket = ControlSocket::bind(&args.socket)?;
+    let dp = Dataplane::new(&spec)
+        .with_context(|| format!("cannot build the data plane described by {shown}"))?;
+    let view = dp.view().clone();
+    say(format!(
+        "vecplane: running {shown}: {} buffers x {} B on {}, {}, worker {}; control socket {}",
+        view.pool_buffers,
+        spec.data_size,
+        view.pool_backing,
+        describe(&spec),
+        spec.worker_cpu
+            .map(|c| format!("on cpu {c}"))
+            .unwrap_or_else(|| "not pinned".to_string()),
+        socket.path().display()
+    ));
+
+    let started = Instant::now();
+    let running = dp.start();
+    let control = Arc::new(Control::new(running.view().clone(), spec.clone()));
+    let server = match socket.serve(control) {
+        Ok(s) => s,
+        Err(e) => {
+            running.stop();
+            return Err(e.into());
+        }
+    };
+
+    let deadline = args.seconds.map(|s| started + Duration::from_secs_f64(s));
+    let reason = loop {
+        if STOP.load(Ordering::SeqCst) {
+            break "signal";
+        }
+        if running.is_finished() {
+            break "all inputs finished";
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break "time limit";
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    running.stop();
+    server.shutdown();
+
+    let stats = final_stats_json(&view, &spec);
+    let sum = |key: &str| -> u64 {
+        stats["ports"]
+            .as_array()
+            .map(|ports| ports.iter().filter_map(|p| p[key].as_u64()).sum())
+            .unwrap_or(0)
+    };
+    say(format!(
+        "vecplane: stopped ({reason}) after {:.1} s: rx {} packets, tx {} packets, {} dropped",
+        started.elapsed().as_secs_f64(),
+        sum("rx_packets"),
+        sum("tx_packets"),
+        stats["drops_total"].as_u64().unwrap_or(0)
+    ));
+    if let Some(path) = &args.stats_json {
+        let mut text = serde_json::to_string_pretty(&stats)?;
+        text.push('\n');
+        std::fs::write(path, text)
+            .with_context(|| format!("cannot write --stats-json {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

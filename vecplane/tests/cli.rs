@@ -1,0 +1,645 @@
+//! End-to-end tests of the `vecplane` binary: config errors, `ctl` against a live daemon (memory
+//! ports), pcap runs that end by themselves, and signals. Each test uses its own temp dir and socket.
+//! Addresses come from 198.18.0.0/15 and 2001:db8::/32 only.
+
+use packet::headers::{build_udp_frame, UdpFrameSpec};
+use serde_json::Value;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "vecplane-cli-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.path(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+// --- pcap files (classic format, little endian) ----------------------------------------------
+
+fn write_pcap(path: &Path, frames: &[Vec<u8>]) {
+    let mut b = Vec::new();
+    b.extend_from_slice(&0xa1b2_c3d4u32.to_le_bytes());
+    b.extend_from_slice(&2u16.to_le_bytes());
+    b.extend_from_slice(&4u16.to_le_bytes());
+    b.extend_from_slice(&0i32.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&65535u32.to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    for (i, f) in frames.iter().enumerate() {
+        b.extend_from_slice(&(1_700_000_000u32 + i as u32).to_le_bytes());
+        b.extend_from_slice(&(i as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        b.extend_from_slice(f);
+    }
+    std::fs::write(path, b).unwrap();
+}
+
+fn read_pcap(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap();
+    assert!(b.len() >= 24, "{} has no pcap header", path.display());
+    let magic = u32::from_le_bytes(b[0..4].try_into().unwrap());
+    assert!(
+        magic == 0xa1b2_c3d4 || magic == 0xa1b2_3c4d,
+        "{}: unexpected magic {magic:#x}",
+        path.display()
+    );
+    let mut out = Vec::new();
+    let mut at = 24;
+    while at + 16 <= b.len() {
+        let incl = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        out.push(b[at + 16..at + 16 + incl].to_vec());
+        at += 16 + incl;
+    }
+    out
+}
+
+fn mac(s: &str) -> [u8; 6] {
+    packet::headers::parse_mac(s).unwrap()
+}
+
+fn udp(dst_mac: &str, src_mac: &str, src: &str, dst: &str, sport: u16) -> Vec<u8> {
+    build_udp_frame(&UdpFrameSpec {
+        dst_mac: mac(dst_mac),
+        src_mac: mac(src_mac),
+        vlan: None,
+        src_ip: src.parse::<IpAddr>().unwrap(),
+        dst_ip: dst.parse::<IpAddr>().unwrap(),
+        src_port: sport,
+        dst_port: 4789,
+        ttl: 64,
+        frame_size: 128,
+    })
+}
+
+// --- a daemon under test ---------------------------------------------------------------------
+
+struct Daemon {
+    child: Option<Child>,
+    socket: PathBuf,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Daemon {
+    fn start(dir: &TempDir, config: &Path, extra: &[&str]) -> Daemon {
+        let socket = dir.path("ctl/vecplane.sock");
+        let out = dir.path("daemon.out");
+        let err = dir.path("daemon.err");
+        let child = Command::new(BIN)
+            .arg("run")
+            .arg("--config")
+            .arg(config)
+            .arg("--socket")
+            .arg(&socket)
+            .args(extra)
+            .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
+            .stderr(Stdio::from(std::fs::File::create(&err).unwrap()))
+            .spawn()
+            .unwrap();
+        Daemon {
+            child: Some(child),
+            socket,
+            out,
+            err,
+        }
+    }
+
+    fn logs(&self) -> String {
+        format!(
+            "--- stdout ---\n{}\n--- stderr ---\n{}",
+            std::fs::read_to_string(&self.out).unwrap_or_default(),
+            std::fs::read_to_string(&self.err).unwrap_or_default()
+        )
+    }
+
+    /// Wait until the daemon answers on its socket.
+    fn wait_ready(&mut self) {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("daemon exited early ({st}):\n{}", self.logs());
+            }
+            if self.socket.exists() && self.ctl(&["help"]).status.success() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("daemon not ready after 20 s:\n{}", self.logs());
+    }
+
+    fn ctl(&self, words: &[&str]) -> Output {
+        Command::new(BIN)
+            .arg("ctl")
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(words)
+            .output()
+            .unwrap()
+    }
+
+    fn ctl_ok(&self, words: &[&str]) -> String {
+        let o = self.ctl(words);
+        assert!(o.status.success(), "ctl {words:?} failed: {}", stderr(&o));
+        stdout(&o)
+    }
+
+    fn ctl_json(&self, words: &[&str]) -> Value {
+        let mut w = vec!["--json"];
+        w.extend_from_slice(words);
+        serde_json::from_str(&self.ctl_ok(&w)).unwrap()
+    }
+
+    /// Wait for the daemon to exit by itself; its exit code.
+    fn wait_exit(&mut self, limit: Duration) -> i32 {
+        let t0 = Instant::now();
+        let child = self.child.as_mut().unwrap();
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                self.child = None;
+                return st.code().unwrap_or(-1);
+            }
+            if t0.elapsed() > limit {
+                panic!("daemon still running after {limit:?}:\n{}", self.logs());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = self.child.as_ref().unwrap().id() as i32;
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+// --- config errors (no data plane needed) ----------------------------------------------------
+
+#[test]
+fn bad_config_exits_2_with_file_and_line() {
+    let d = TempDir::new();
+    let cfg = d.write(
+        "bad.toml",
+        "[dataplane]\nbuffers = 16384\n\n[[port]]\nname = \"in0\"\ndriver = \"pcap\"\nmac = \"zz:00\"\n\
+         [[route]]\nprefix = \"198.18.2.1/24\"\naction = \"drop\"\n",
+    );
+    let sock = d.path("s.sock");
+    let o = run(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--socket",
+        sock.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    let file = cfg.display().to_string();
+    assert!(
+        e.contains(&format!(
+            "{file}:7: [[port]] #1 field `mac`: `zz:00` is not a MAC address; accepted: six hex octets"
+        )),
+        "{e}"
+    );
+    assert!(
+        e.contains(&format!("{file}:9: [[route]] #1 field `prefix`"))
+            && e.contains("did you mean 198.18.2.0/24?"),
+        "{e}"
+    );
+    assert!(e.contains("2 problems"), "{e}");
+    assert!(!sock.exists(), "nothing may be started on a config error");
+    assert!(stdout(&o).is_empty());
+}
+
+#[test]
+fn syntax_error_exits_2_with_line() {
+    let d = TempDir::new();
+    let cfg = d.write("bad.toml", "[[port]]\nname = \"in0\"\ndriver = pcap\n");
+    let o = run(&["run", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(&format!("{}:3: TOML syntax error", cfg.display())),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn missing_rx_capture_exits_2_with_line() {
+    let d = TempDir::new();
+    let cfg = d.write(
+        "r.toml",
+        "[[port]]\nname = \"in0\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:01\"\nrx = \"nothere.pcap\"\n",
+    );
+    let o = run(&["run", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!(
+            "{}:5: [[port]] #1 field `rx`: cannot open",
+            cfg.display()
+        )),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_config_file_exits_2() {
+    let o = run(&["run", "--config", "/nonexistent/vecplane.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("/nonexistent/vecplane.toml: cannot read the config file"));
+}
+
+#[test]
+fn ctl_without_daemon_explains() {
+    let d = TempDir::new();
+    let sock = d.path("none.sock");
+    let o = run(&["ctl", "--socket", sock.to_str().unwrap(), "show", "runtime"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains(&format!(
+            "cannot connect to {}: is `vecplane run` running?",
+            sock.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn examples_parse() {
+    // The shipped examples are valid configs; only their captures are missing.
+    for name in ["router.toml", "l2xc.toml"] {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples")
+            .join(name);
+        let o = run(&["run", "--config", p.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2));
+        let e = stderr(&o);
+        assert!(
+            e.contains("field `rx`: cannot open") && e.contains("1 problem in"),
+            "{e}"
+        );
+    }
+}
+
+// --- with a running data plane ---------------------------------------------------------------
+
+const MEMORY: &str = r#"
+[dataplane]
+buffers = 4096
+
+[[port]]
+name = "in0"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+ip4 = ["198.18.1.1/24"]
+frame-size = 64
+flows = 16
+src-ip = "198.18.1.2"
+destinations = ["198.19.0.10", "198.19.0.11"]
+
+[[port]]
+name = "out0"
+driver = "memory"
+mac = "02:00:00:00:02:01"
+ip4 = ["198.18.2.1/24"]
+generate = false
+
+[[neighbour]]
+ip = "198.18.2.2"
+mac = "02:00:00:00:02:02"
+port = "out0"
+
+[[route]]
+prefix = "198.19.0.0/16"
+via = "198.18.2.2"
+"#;
+
+#[test]
+fn memory_run_answers_ctl() {
+    let d = TempDir::new();
+    let cfg = d.write("mem.toml", MEMORY);
+    let stats = d.path("stats.json");
+    // No --seconds: the test decides when the run ends (SIGINT), so a slow machine cannot make the
+    // daemon leave before the queries are done.
+    let mut dm = Daemon::start(&d, &cfg, &["--stats-json", stats.to_str().unwrap()]);
+    dm.wait_ready();
+
+    let rt = dm.ctl_ok(&["show", "runtime"]);
+    assert!(rt.starts_with("Time ") && rt.contains("in0-rx"), "{rt}");
+    let j = dm.ctl_json(&["show", "runtime"]);
+    assert!(j["workers"][0]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["name"] == "in0-rx"));
+
+    let ifs = dm.ctl_json(&["show", "interfaces"]);
+    assert_eq!(ifs["interfaces"][0]["name"], "in0");
+    assert_eq!(ifs["interfaces"][0]["driver"], "memory");
+    assert!(
+        ifs["interfaces"][0]["rx_packets"].as_u64().unwrap() > 0,
+        "{ifs}"
+    );
+    // `--json` also works after the words.
+    let o = dm.ctl(&["show", "interfaces", "--json"]);
+    assert!(o.status.success());
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["interfaces"][1]["name"], "out0");
+
+    let fib = dm.ctl_ok(&["show", "ip", "fib", "198.19.0.7"]);
+    assert!(
+        fib.contains("198.19.0.0/16") && fib.contains("02:00:00:00:02:02"),
+        "{fib}"
+    );
+
+    let t = dm.ctl_ok(&["trace", "add", "in0-rx", "3"]);
+    assert!(t.contains("tracing the next 3 packets"), "{t}");
+    let t0 = Instant::now();
+    let mut trace = String::new();
+    while t0.elapsed() < Duration::from_secs(3) {
+        trace = dm.ctl_ok(&["show", "trace"]);
+        if trace.contains("Packet ") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        trace.contains("Packet ") && trace.contains("in0-rx"),
+        "{trace}"
+    );
+    let tj = dm.ctl_json(&["show", "trace"]);
+    assert!(!tj["workers"][0]["packets"].as_array().unwrap().is_empty());
+
+    let e = dm.ctl(&["trace", "add", "ip4-lookup", "3"]);
+    assert_eq!(e.status.code(), Some(1));
+    assert!(
+        stderr(&e).contains("not an input node; accepted: in0-rx"),
+        "{}",
+        stderr(&e)
+    );
+    let e = dm.ctl(&["show", "bogus"]);
+    assert_eq!(e.status.code(), Some(1));
+    assert!(
+        stderr(&e).contains("accepted commands: help"),
+        "{}",
+        stderr(&e)
+    );
+
+    dm.ctl_ok(&["clear", "interfaces"]);
+    dm.ctl_ok(&["clear", "runtime"]);
+    dm.ctl_ok(&["clear", "errors"]);
+    dm.ctl_ok(&["clear", "trace"]);
+
+    // A second daemon on the same socket is refused.
+    let o = run(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--socket",
+        dm.socket.to_str().unwrap(),
+        "--seconds",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("already listening"), "{}", stderr(&o));
+
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+    assert!(!dm.socket.exists(), "socket removed at exit");
+    let logs = dm.logs();
+    assert!(
+        logs.contains("vecplane: running") && logs.contains("stopped (signal)"),
+        "{logs}"
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert!(s["ports"][1]["tx_packets"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["name"] == "in0-rx"));
+    assert!(s["pool"]["buffers"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn sigterm_stops_cleanly() {
+    let d = TempDir::new();
+    let cfg = d.write("mem.toml", MEMORY);
+    let stats = d.path("stats.json");
+    let mut dm = Daemon::start(&d, &cfg, &["--stats-json", stats.to_str().unwrap()]);
+    dm.wait_ready();
+    dm.signal(libc::SIGTERM);
+    assert_eq!(dm.wait_exit(Duration::from_secs(20)), 0, "{}", dm.logs());
+    assert!(!dm.socket.exists());
+    assert!(dm.logs().contains("stopped (signal)"));
+    assert!(stats.exists());
+}
+
+#[test]
+fn seconds_limit_ends_the_run() {
+    let d = TempDir::new();
+    let cfg = d.write("mem.toml", MEMORY);
+    let stats = d.path("stats.json");
+    let mut dm = Daemon::start(
+        &d,
+        &cfg,
+        &["--seconds", "1", "--stats-json", stats.to_str().unwrap()],
+    );
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+    assert!(dm.logs().contains("stopped (time limit)"), "{}", dm.logs());
+    assert!(!dm.socket.exists());
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert!(s["ports"][0]["rx_packets"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["pool"]["buffers"], 4096);
+}
+
+const IN0: &str = "02:00:00:00:01:01";
+const OUT0: &str = "02:00:00:00:02:01";
+const HOST: &str = "02:00:00:00:01:02";
+const NH: &str = "02:00:00:00:02:02";
+
+const PCAP_ROUTER: &str = r#"
+[[port]]
+name = "in0"
+driver = "pcap"
+mac = "02:00:00:00:01:01"
+ip4 = ["198.18.1.1/24"]
+ip6 = ["2001:db8:1::1/64"]
+rx = "in.pcap"
+
+[[port]]
+name = "out0"
+driver = "pcap"
+mac = "02:00:00:00:02:01"
+ip4 = ["198.18.2.1/24"]
+ip6 = ["2001:db8:2::1/64"]
+tx = "out.pcap"
+
+[[neighbour]]
+ip = "198.18.2.2"
+mac = "02:00:00:00:02:02"
+port = "out0"
+
+[[neighbour]]
+ip = "2001:db8:2::2"
+mac = "02:00:00:00:02:02"
+port = "out0"
+
+[[route]]
+prefix = "198.19.0.0/16"
+via = "198.18.2.2"
+
+[[route]]
+prefix = "2001:db8:100::/48"
+via = ["2001:db8:2::2"]
+"#;
+
+#[test]
+fn pcap_router_run_ends_by_itself() {
+    let d = TempDir::new();
+    let cfg = d.write("router.toml", PCAP_ROUTER);
+    let mut frames = Vec::new();
+    for i in 0..10u16 {
+        frames.push(udp(
+            IN0,
+            HOST,
+            "198.18.1.2",
+            &format!("198.19.0.{}", i + 1),
+            1000 + i,
+        ));
+    }
+    for i in 0..5u16 {
+        frames.push(udp(
+            IN0,
+            HOST,
+            "2001:db8:1::2",
+            &format!("2001:db8:100::{}", i + 1),
+            2000 + i,
+        ));
+    }
+    write_pcap(&d.path("in.pcap"), &frames);
+    let stats = d.path("stats.json");
+    let mut dm = Daemon::start(&d, &cfg, &["--stats-json", stats.to_str().unwrap()]);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+    assert!(
+        dm.logs().contains("stopped (all inputs finished)"),
+        "{}",
+        dm.logs()
+    );
+    assert!(!dm.socket.exists());
+
+    // Within one vector the IPv4 and IPv6 paths reach out0-tx separately, so match each output
+    // to its input by UDP source port rather than by position.
+    let out = read_pcap(&d.path("out.pcap"));
+    assert_eq!(out.len(), 15);
+    let sport = |f: &[u8]| -> u16 {
+        let l4 = if f[12..14] == [0x08, 0x00] { 34 } else { 54 };
+        u16::from_be_bytes([f[l4], f[l4 + 1]])
+    };
+    let mut seen = std::collections::HashSet::new();
+    for o in &out {
+        let f = frames
+            .iter()
+            .find(|f| sport(f) == sport(o) && f[12..14] == o[12..14])
+            .expect("an output frame matches no input frame");
+        assert!(
+            seen.insert(sport(o)),
+            "frame with port {} sent twice",
+            sport(o)
+        );
+        assert_eq!(o[0..6], mac(NH), "destination MAC");
+        assert_eq!(o[6..12], mac(OUT0), "source MAC");
+        assert_eq!(o.len(), f.len());
+        if o[12..14] == [0x08, 0x00] {
+            assert_eq!(o[14 + 8], 63, "TTL");
+            assert_eq!(o[14 + 12..14 + 20], f[14 + 12..14 + 20], "addresses");
+            assert_eq!(o[34..], f[34..], "UDP header and payload");
+        } else {
+            assert_eq!(o[14 + 7], 63, "hop limit");
+            assert_eq!(
+                o[14 + 8..],
+                f[14 + 8..],
+                "addresses, UDP header and payload"
+            );
+        }
+    }
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(s["ports"][0]["rx_packets"], 15, "{s}");
+    assert_eq!(s["ports"][1]["tx_packets"], 15, "{s}");
+    assert_eq!(s["drops_total"], 0, "{s}");
+}
+
+#[test]
+fn pcap_l2xc_run_rewrites_macs() {
+    let d = TempDir::new();
+    let cfg = d.write(
+        "l2xc.toml",
+        "[[port]]\nname = \"x0\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:0a:01\"\nrx = \"in.pcap\"\n\n\
+         [[port]]\nname = \"x1\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:0b:01\"\ntx = \"out.pcap\"\n\n\
+         [[xconnect]]\nfrom = \"x0\"\nto = \"x1\"\ndst-mac = \"02:00:00:00:0b:ee\"\n",
+    );
+    let frames: Vec<Vec<u8>> = (0..4u16)
+        .map(|i| udp("02:00:00:00:0a:01", HOST, "198.18.1.2", "198.19.0.1", i))
+        .collect();
+    write_pcap(&d.path("in.pcap"), &frames);
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+    let out = read_pcap(&d.path("out.pcap"));
+    assert_eq!(out.len(), 4);
+    for (o, f) in out.iter().zip(frames.iter()) {
+        assert_eq!(o[0..6], mac("02:00:00:00:0b:ee"));
+        assert_eq!(o[6..12], mac("02:00:00:00:0b:01"));
+        assert_eq!(o[12..], f[12..]);
+    }
+}
