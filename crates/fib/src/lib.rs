@@ -1,0 +1,57 @@
+//! Longest-prefix-match forwarding tables for the `ip4-lookup` and `ip6-lookup` nodes.
+//! Owns route validation, table construction (batch, from a full route list) and lock-free lookups;
+//! it must never allocate, lock or panic on the lookup path, and never mutate a built table.
+//!
+//! * [`Ip4Fib`]: DIR-24-8 (a 2^24-entry first level of `u16`, 256-entry second-level groups).
+//! * [`Ip6Fib`]: a 2^20-entry direct first level whose entries resolve to a next hop, a short
+//!   sorted range list searched in place, or (for dense regions) an 8-bit stride table or a
+//!   path-compression skip node.
+//!
+//! Both are built once by the control thread and shared read-only with workers through an `Arc`
+//! (they are `Send + Sync`); a route change builds a new table and swaps the `Arc`.
+
+#![deny(missing_docs)]
+
+mod error;
+mod gen;
+mod ip4;
+mod ip6;
+mod mem;
+
+pub use error::FibError;
+pub use gen::{ip4_address_in, ip6_address_in, random_ip4_routes, random_ip6_routes, SplitMix64};
+pub use ip4::Ip4Fib;
+pub use ip6::Ip6Fib;
+
+/// Next-hop identifier stored in the FIB. 0 means "no route".
+pub type NextHopId = u32;
+
+/// The next hop returned when no route matches.
+pub const NO_ROUTE: NextHopId = 0;
+
+/// Largest batch `lookup_batch` is designed for (one vector of packets). Longer slices are
+/// processed in chunks of this size.
+pub const BATCH: usize = 256;
+
+/// Network mask of an IPv4 prefix length (`len` must be <= 32).
+#[inline]
+pub(crate) fn mask4(len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(len))
+    }
+}
+
+/// Network mask of an IPv6 prefix length (`len` must be <= 128).
+#[inline]
+pub(crate) fn mask6(len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - u32::from(len))
+    }
+}
+
+#[cfg(test)]
+mod tests;
