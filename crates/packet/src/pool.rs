@@ -171,6 +171,27 @@ impl BufferPool {
         self.region_len
     }
 
+    /// Start of the mapped buffer region (page-aligned), e.g. to register it as an AF_XDP UMEM.
+    /// Slot `i` starts `slot_offset(i)` bytes after it. Reading or writing through the pointer
+    /// is the caller's `unsafe` business; the pool keeps the mapping alive until it is dropped.
+    pub fn region_ptr(&self) -> *mut u8 {
+        self.region
+    }
+
+    /// Byte offset of buffer `buffer`'s slot from the start of the region.
+    #[inline(always)]
+    pub fn slot_offset(&self, buffer: u32) -> usize {
+        buffer as usize * self.stride
+    }
+
+    /// The buffer whose slot holds byte `offset` of the region, and the offset inside that slot;
+    /// `None` when `offset` is past the last slot.
+    #[inline(always)]
+    pub fn index_of_offset(&self, offset: usize) -> Option<(u32, usize)> {
+        let index = offset / self.stride;
+        (index < self.metas.len()).then(|| (index as u32, offset - index * self.stride))
+    }
+
     /// Counters.
     pub fn stats(&self) -> PoolStats {
         self.stats
