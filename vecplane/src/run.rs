@@ -66,6 +66,8 @@ fn describe(spec: &DataplaneSpec) -> String {
             let d = match p.driver {
                 PortDriver::Memory(_) => "memory",
                 PortDriver::Pcap { .. } => "pcap",
+                PortDriver::AfPacket { .. } => "af-packet",
+                PortDriver::Tap { .. } => "tap",
             };
             format!("{} {d}", p.name)
         })

@@ -101,7 +101,7 @@ fn display_issues(issues: &[Issue]) -> String {
 ///
 /// [[port]]                          # port id = order of appearance
 /// name = "in0"                      # [a-zA-Z0-9_.-]{1,32}, unique
-/// driver = "pcap"                   # "pcap" | "memory"
+/// driver = "pcap"                   # "pcap" | "memory" | "af-packet" | "tap"
 /// mac = "02:00:00:00:01:01"         # required, unicast, not all zero
 /// mtu = 1500                        # 68..=9000, default 1500
 /// ip4 = ["198.18.1.1/24"]           # own addresses, prefix 1..=32, unique over all ports
@@ -119,6 +119,13 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   generate = false
 /// limit = 1000000                   # memory only: 1..=2^63-1, optional
 /// generate = true                   # memory only: default true
+/// interface = "eth0"                # af-packet, tap: kernel interface, 1..=15 bytes without '/',
+///                                   #   ':' or whitespace (default: the port's name); one port
+///                                   #   per interface. af-packet: must exist; tap: created if
+///                                   #   missing, attached to if it is a TAP
+/// fanout = 7                        # af-packet only: PACKET_FANOUT group 0..=65535, optional,
+///                                   #   unique over all ports
+/// vnet-hdr = false                  # tap only: virtio-net headers (offloads off); default false
 ///
 /// [[route]]
 /// prefix = "198.18.2.0/24"          # v4 or v6, no host bits ("did you mean ...?"), unique
@@ -418,6 +425,45 @@ struct Parsed {
     files: Vec<FileRef>,
 }
 
+/// Kernel resources claimed by ports so far: interface name / fanout group -> (line, port).
+#[derive(Default)]
+struct SeenKernel {
+    interfaces: HashMap<String, (usize, String)>,
+    fanouts: HashMap<u16, (usize, String)>,
+}
+
+/// A port driver as the config names it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drv {
+    Pcap,
+    Memory,
+    AfPacket,
+    Tap,
+}
+
+impl Drv {
+    const ALL: [Drv; 4] = [Drv::Pcap, Drv::Memory, Drv::AfPacket, Drv::Tap];
+
+    fn name(self) -> &'static str {
+        match self {
+            Drv::Pcap => "pcap",
+            Drv::Memory => "memory",
+            Drv::AfPacket => "af-packet",
+            Drv::Tap => "tap",
+        }
+    }
+
+    /// The keys only this driver's ports accept.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Drv::Pcap => PCAP_KEYS,
+            Drv::Memory => MEMORY_KEYS,
+            Drv::AfPacket => AF_PACKET_KEYS,
+            Drv::Tap => TAP_KEYS,
+        }
+    }
+}
+
 const TOP_KEYS: &[&str] = &["dataplane", "port", "route", "neighbour", "xconnect"];
 const DATAPLANE_KEYS: &[&str] = &[
     "buffers",
@@ -445,6 +491,9 @@ const PORT_KEYS: &[&str] = &[
     "destinations",
     "limit",
     "generate",
+    "interface",
+    "fanout",
+    "vnet-hdr",
 ];
 const PCAP_KEYS: &[&str] = &["rx", "tx"];
 const MEMORY_KEYS: &[&str] = &[
@@ -458,6 +507,11 @@ const MEMORY_KEYS: &[&str] = &[
     "limit",
     "generate",
 ];
+const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
+const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
+const DRIVERS_ACCEPTED: &str = "\"pcap\", \"memory\", \"af-packet\", \"tap\"";
+const IFNAME_ACCEPTED: &str = "a kernel interface name of 1 to 15 bytes without '/', ':' or \
+                               whitespace, not \".\" or \"..\"";
 const ROUTE_KEYS: &[&str] = &["prefix", "via", "action"];
 const NEIGHBOUR_KEYS: &[&str] = &["ip", "mac", "port"];
 const XCONNECT_KEYS: &[&str] = &["from", "to", "dst-mac"];
@@ -786,6 +840,7 @@ impl<'a> Ctx<'a> {
         let mut seen_names: HashMap<String, (usize, usize)> = HashMap::new();
         let mut seen_ips: HashMap<IpAddr, (usize, String)> = HashMap::new();
         let mut seen_tx: HashMap<PathBuf, (usize, String)> = HashMap::new();
+        let mut seen_kernel = SeenKernel::default();
         for (i, node) in ports.iter().enumerate() {
             let section = format!("[[port]] #{}", i + 1);
             let Some(f) = self.fields(section.clone(), None, node, PORT_KEYS) else {
@@ -800,6 +855,7 @@ impl<'a> Ctx<'a> {
                 &mut seen_names,
                 &mut seen_ips,
                 &mut seen_tx,
+                &mut seen_kernel,
             );
             port_names.push(name);
             port_specs.push(port);
@@ -933,6 +989,7 @@ impl<'a> Ctx<'a> {
         seen_names: &mut HashMap<String, (usize, usize)>,
         seen_ips: &mut HashMap<IpAddr, (usize, String)>,
         seen_tx: &mut HashMap<PathBuf, (usize, String)>,
+        seen_kernel: &mut SeenKernel,
     ) -> (Option<String>, Option<PortSpec>, Vec<FileRef>) {
         let section = f.section.clone();
         let errors_before = self.issues.len();
@@ -972,25 +1029,21 @@ impl<'a> Ctx<'a> {
         };
         let label = name.clone().unwrap_or_else(|| section.clone());
 
-        #[derive(PartialEq)]
-        enum Drv {
-            Pcap,
-            Memory,
-        }
         let driver = match self.string(f, "driver") {
-            Field::Ok("pcap", _) => Some(Drv::Pcap),
-            Field::Ok("memory", _) => Some(Drv::Memory),
             Field::Ok(s, span) => {
-                self.error(
-                    &span,
-                    &section,
-                    Some("driver"),
-                    format!("`{s}` is not a driver; accepted: \"pcap\", \"memory\""),
-                );
-                None
+                let d = Drv::ALL.into_iter().find(|d| d.name() == s);
+                if d.is_none() {
+                    self.error(
+                        &span,
+                        &section,
+                        Some("driver"),
+                        format!("`{s}` is not a driver; accepted: {DRIVERS_ACCEPTED}"),
+                    );
+                }
+                d
             }
             Field::Missing => {
-                self.missing(f, "driver", "\"pcap\", \"memory\"");
+                self.missing(f, "driver", DRIVERS_ACCEPTED);
                 None
             }
             Field::Bad => None,
@@ -1014,30 +1067,32 @@ impl<'a> Ctx<'a> {
         let ip6 = self.own_addresses(f, "ip6", true, &label, seen_ips);
 
         // Driver-specific keys.
-        if let Some(d) = &driver {
-            let (foreign, owner) = match d {
-                Drv::Pcap => (MEMORY_KEYS, "memory"),
-                Drv::Memory => (PCAP_KEYS, "pcap"),
-            };
+        if let Some(d) = driver {
+            let own = d.keys();
             for (k, n) in &f.entries {
-                if foreign.contains(k) {
-                    let this = if *d == Drv::Pcap { "pcap" } else { "memory" };
-                    let own = if *d == Drv::Pcap {
-                        PCAP_KEYS
-                    } else {
-                        MEMORY_KEYS
-                    };
-                    self.bad(
-                        f,
-                        k,
-                        n,
-                        format!(
-                            "`{k}` applies only to driver = \"{owner}\"; this port's driver is \
-                             \"{this}\", whose keys are: {}",
-                            own.join(", ")
-                        ),
-                    );
+                if own.contains(k) {
+                    continue;
                 }
+                let owners: Vec<String> = Drv::ALL
+                    .into_iter()
+                    .filter(|o| o.keys().contains(k))
+                    .map(|o| format!("\"{}\"", o.name()))
+                    .collect();
+                if owners.is_empty() {
+                    continue;
+                }
+                self.bad(
+                    f,
+                    k,
+                    n,
+                    format!(
+                        "`{k}` applies only to driver = {}; this port's driver is \"{}\", \
+                         whose keys are: {}",
+                        owners.join(" or "),
+                        d.name(),
+                        own.join(", ")
+                    ),
+                );
             }
         }
 
@@ -1099,6 +1154,47 @@ impl<'a> Ctx<'a> {
                 Some(PortDriver::Pcap { rx, tx })
             }
             Some(Drv::Memory) => self.memory_port(f, spec, mac).map(PortDriver::Memory),
+            Some(Drv::AfPacket) => {
+                let interface = self.interface(f, name.as_deref(), &label, seen_kernel);
+                let fanout = match self.int(f, "fanout", 0..=65535) {
+                    Field::Ok(v, span) => {
+                        let line = self.line_of(span.start);
+                        let group = v as u16;
+                        if let Some((first, other)) = seen_kernel.fanouts.get(&group) {
+                            let msg = format!(
+                                "fanout group {group} is also used by port `{other}` at line \
+                                 {first}; accepted: a group id used by one port only (a group \
+                                 belongs to one interface)"
+                            );
+                            self.error(&span, &section, Some("fanout"), msg);
+                            None
+                        } else {
+                            seen_kernel.fanouts.insert(group, (line, label.clone()));
+                            Some(Some(group))
+                        }
+                    }
+                    Field::Missing => Some(None),
+                    Field::Bad => None,
+                };
+                match (interface, fanout) {
+                    (Some(interface), Some(fanout)) => {
+                        Some(PortDriver::AfPacket { interface, fanout })
+                    }
+                    _ => None,
+                }
+            }
+            Some(Drv::Tap) => {
+                let interface = self.interface(f, name.as_deref(), &label, seen_kernel);
+                let vnet_hdr = match self.boolean(f, "vnet-hdr") {
+                    Field::Ok(b, _) => Some(b),
+                    Field::Missing => Some(false),
+                    Field::Bad => None,
+                };
+                match (interface, vnet_hdr) {
+                    (Some(name), Some(vnet_hdr)) => Some(PortDriver::Tap { name, vnet_hdr }),
+                    _ => None,
+                }
+            }
             None => None,
         };
 
@@ -1133,6 +1229,59 @@ impl<'a> Ctx<'a> {
             }
             _ => (name, None, refs),
         }
+    }
+
+    /// `interface` of an af-packet or tap port (default: the port's name): a name the kernel
+    /// accepts, used by one port only.
+    fn interface(
+        &mut self,
+        f: &Fields<'_>,
+        port_name: Option<&str>,
+        label: &str,
+        seen: &mut SeenKernel,
+    ) -> Option<String> {
+        let section = f.section.clone();
+        // Where a problem is reported: the `interface` key, else the `name` it defaults to.
+        let (value, key, span) = match self.string(f, "interface") {
+            Field::Ok(s, span) => (s.to_string(), "interface", span),
+            Field::Missing => {
+                let name = port_name?;
+                let span = f.get("name").map(|n| n.span())?;
+                (name.to_string(), "name", span)
+            }
+            Field::Bad => return None,
+        };
+        let valid = !value.is_empty()
+            && value.len() <= 15
+            && value != "."
+            && value != ".."
+            && !value.contains(['/', ':'])
+            && !value.contains(char::is_whitespace);
+        if !valid {
+            let msg = if key == "interface" {
+                format!("`{value}` is not a valid interface name; accepted: {IFNAME_ACCEPTED}")
+            } else {
+                format!(
+                    "port name `{value}` is also its interface name (there is no `interface` \
+                     key) and the kernel does not accept it; accepted: set `interface` to \
+                     {IFNAME_ACCEPTED}"
+                )
+            };
+            self.error(&span, &section, Some(key), msg);
+            return None;
+        }
+        let line = self.line_of(span.start);
+        if let Some((first, other)) = seen.interfaces.get(&value) {
+            let msg = format!(
+                "interface `{value}` is also used by port `{other}` at line {first}; accepted: \
+                 one port per kernel interface (several workers share a port)"
+            );
+            self.error(&span, &section, Some(key), msg);
+            return None;
+        }
+        seen.interfaces
+            .insert(value.clone(), (line, label.to_string()));
+        Some(value)
     }
 
     /// `ip4` / `ip6` of a port: own addresses with prefix lengths.

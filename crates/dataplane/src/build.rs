@@ -16,7 +16,9 @@ use nodes::output::InterfaceOutput;
 use nodes::xconnect::{L2Xconnect, XconnectPeer};
 use packet::headers::UdpFrameSpec;
 use packet::{BufferPool, PoolConfig};
-use ports::{FlowSet, MemoryRx, MemoryTx, PcapRx, PcapTx};
+use ports::{
+    AfPacketConfig, AfPacketPort, FlowSet, MemoryRx, MemoryTx, PcapRx, PcapTx, TapConfig, TapPort,
+};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -283,6 +285,42 @@ impl BuiltWorker {
                         tx_nodes.push(None);
                     }
                     "pcap"
+                }
+                PortDriver::AfPacket { interface, fanout } => {
+                    let mut config = AfPacketConfig::new(interface.clone());
+                    config.fanout = *fanout;
+                    let port = AfPacketPort::open(
+                        &config,
+                        id as u16,
+                        rx_name,
+                        tx_name.clone(),
+                        names::ETHERNET_INPUT.to_string(),
+                        stats.clone(),
+                    )
+                    .map_err(|e| port_err(e.to_string()))?;
+                    b.add_input(Box::new(port.rx));
+                    b.add_node(Box::new(port.tx));
+                    tx_nodes.push(Some(tx_name));
+                    ports::af_packet::DRIVER
+                }
+                PortDriver::Tap { name, vnet_hdr } => {
+                    let config = TapConfig {
+                        name: name.clone(),
+                        vnet_hdr: *vnet_hdr,
+                    };
+                    let port = TapPort::open(
+                        &config,
+                        id as u16,
+                        rx_name,
+                        tx_name.clone(),
+                        names::ETHERNET_INPUT.to_string(),
+                        stats.clone(),
+                    )
+                    .map_err(|e| port_err(e.to_string()))?;
+                    b.add_input(Box::new(port.rx));
+                    b.add_node(Box::new(port.tx));
+                    tx_nodes.push(Some(tx_name));
+                    ports::tap::DRIVER
                 }
             };
             views.push(PortView {

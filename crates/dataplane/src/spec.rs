@@ -104,6 +104,22 @@ pub enum PortDriver {
         /// File to write frames to (nanosecond pcap).
         tx: Option<PathBuf>,
     },
+    /// An AF_PACKET socket on an existing kernel interface (TPACKET_V3 receive ring, qdisc
+    /// bypass, promiscuous).
+    AfPacket {
+        /// Kernel interface name (1..=15 bytes).
+        interface: String,
+        /// PACKET_FANOUT (hash) group id, so several workers can share the interface; unique
+        /// per port.
+        fanout: Option<u16>,
+    },
+    /// A TAP device (created if missing, attached to if it exists).
+    Tap {
+        /// Kernel interface name (1..=15 bytes).
+        name: String,
+        /// Exchange virtio-net headers (offloads stay off).
+        vnet_hdr: bool,
+    },
 }
 
 /// What a memory port generates.

@@ -25,7 +25,7 @@ pub struct RuntimeView {
 pub struct PortView {
     /// Port name.
     pub name: String,
-    /// Driver name: `memory` or `pcap`.
+    /// Driver name: `memory`, `pcap`, `af-packet` or `tap`.
     pub driver: String,
     /// Its MAC.
     pub mac: Mac,

@@ -1,5 +1,6 @@
-//! The errors of the port drivers: opening, reading and writing pcap files and building flow sets.
-//! Every message names the file or port concerned and says what is accepted; never a panic.
+//! The errors of the port drivers: opening, reading and writing pcap files, building flow sets, and
+//! opening kernel ports (AF_PACKET sockets, TAP devices). Every message names the file or
+//! interface concerned and says what is accepted or what to do; never a panic.
 
 use std::path::Path;
 use thiserror::Error;
@@ -89,6 +90,51 @@ pub enum PortError {
     /// A flow set could not be built.
     #[error("memory port flows: {0}")]
     Flows(String),
+    /// The kernel interface a port names does not exist (in this network namespace).
+    #[error(
+        "{driver} port: interface `{interface}` does not exist; create it first or check `ip link`"
+    )]
+    NoSuchInterface {
+        /// The driver (`af-packet`, `tap`).
+        driver: &'static str,
+        /// The interface name.
+        interface: String,
+    },
+    /// The kernel refused an operation for lack of privilege.
+    #[error("{driver} port on interface `{interface}`: cannot {op}: permission denied; {needs}")]
+    NotPermitted {
+        /// The driver (`af-packet`, `tap`).
+        driver: &'static str,
+        /// The interface name.
+        interface: String,
+        /// What was attempted.
+        op: String,
+        /// What is needed, e.g. "AF_PACKET needs CAP_NET_RAW (run as root)".
+        needs: &'static str,
+    },
+    /// A system call on a kernel port failed.
+    #[error("{driver} port on interface `{interface}`: cannot {op}: {source}")]
+    Os {
+        /// The driver (`af-packet`, `tap`).
+        driver: &'static str,
+        /// The interface name.
+        interface: String,
+        /// What was attempted ("set PACKET_RX_RING", "mmap the rings", ...).
+        op: String,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A setting of a kernel port is out of range.
+    #[error("{driver} port on interface `{interface}`: {reason}")]
+    BadSetting {
+        /// The driver (`af-packet`, `tap`).
+        driver: &'static str,
+        /// The interface name.
+        interface: String,
+        /// What is wrong and what is accepted.
+        reason: String,
+    },
 }
 
 impl PortError {

@@ -105,6 +105,18 @@ fn memory_port(extra: &str) -> String {
     )
 }
 
+/// One af-packet port whose extra lines start at line 5.
+fn af_packet_port(extra: &str) -> String {
+    format!(
+        "[[port]]\nname = \"veth0\"\ndriver = \"af-packet\"\nmac = \"02:00:00:00:01:01\"\n{extra}"
+    )
+}
+
+/// One tap port whose extra lines start at line 5.
+fn tap_port(extra: &str) -> String {
+    format!("[[port]]\nname = \"tap0\"\ndriver = \"tap\"\nmac = \"02:00:00:00:01:01\"\n{extra}")
+}
+
 fn mac(s: &str) -> Mac {
     parse_mac(s).unwrap()
 }
@@ -398,6 +410,12 @@ fn port_driver() {
         3,
         Some("driver"),
         "`af_xdp` is not a driver; accepted: \"pcap\", \"memory\"",
+    );
+    one_error(
+        &pcap_port("").replace("\"pcap\"", "\"af_packet\""),
+        3,
+        Some("driver"),
+        "accepted: \"pcap\", \"memory\", \"af-packet\", \"tap\"",
     );
     one_error(
         "[[port]]\nname = \"p0\"\nmac = \"02:00:00:00:01:01\"\n",
@@ -717,6 +735,168 @@ fn memory_port_frame_must_hold_headers_and_fit_a_buffer() {
         "[dataplane]\ndata-size = 2048\n{}",
         memory_port("frame-size = 2052\n")
     ));
+}
+
+#[test]
+fn af_packet_port_good() {
+    let s = ok(&af_packet_port("interface = \"eth1\"\nfanout = 7\n"));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::AfPacket {
+            interface: "eth1".into(),
+            fanout: Some(7)
+        }
+    );
+    // The interface defaults to the port's name; fanout is optional.
+    let s = ok(&af_packet_port(""));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::AfPacket {
+            interface: "veth0".into(),
+            fanout: None
+        }
+    );
+}
+
+#[test]
+fn tap_port_good() {
+    let s = ok(&tap_port("vnet-hdr = true\n"));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::Tap {
+            name: "tap0".into(),
+            vnet_hdr: true
+        }
+    );
+    let s = ok(&tap_port("interface = \"vm1-tap\"\n"));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::Tap {
+            name: "vm1-tap".into(),
+            vnet_hdr: false
+        }
+    );
+}
+
+#[test]
+fn kernel_port_interface_names() {
+    one_error(
+        &af_packet_port("interface = \"a23456789012345x\"\n"),
+        5,
+        Some("interface"),
+        "`a23456789012345x` is not a valid interface name; accepted: a kernel interface name of \
+         1 to 15 bytes",
+    );
+    for bad in ["", "a/b", "a b", "a:0", ".."] {
+        one_error(
+            &tap_port(&format!("interface = \"{bad}\"\n")),
+            5,
+            Some("interface"),
+            "is not a valid interface name",
+        );
+    }
+    // Without `interface`, a port name the kernel refuses is reported on `name`.
+    one_error(
+        &af_packet_port("").replace("\"veth0\"", "\"a-very-long-port-name\""),
+        2,
+        Some("name"),
+        "port name `a-very-long-port-name` is also its interface name (there is no `interface` \
+         key) and the kernel does not accept it; accepted: set `interface`",
+    );
+}
+
+#[test]
+fn kernel_interfaces_and_fanout_groups_are_unique() {
+    let text = format!(
+        "{}\n{}",
+        af_packet_port("interface = \"eth1\"\nfanout = 3\n"),
+        tap_port("interface = \"eth1\"\n")
+    );
+    one_error(
+        &text,
+        12,
+        Some("interface"),
+        "interface `eth1` is also used by port `veth0` at line 5; accepted: one port per kernel \
+         interface",
+    );
+    let text = format!(
+        "{}\n{}",
+        af_packet_port("fanout = 3\n"),
+        af_packet_port("fanout = 3\n")
+            .replace("veth0", "veth1")
+            .replace("01:01", "01:02")
+    );
+    one_error(
+        &text,
+        11,
+        Some("fanout"),
+        "fanout group 3 is also used by port `veth0` at line 5",
+    );
+    // A defaulted interface collides with an explicit one too.
+    let text = format!(
+        "{}\n{}",
+        af_packet_port(""),
+        tap_port("interface = \"veth0\"\n")
+    );
+    one_error(
+        &text,
+        10,
+        Some("interface"),
+        "interface `veth0` is also used",
+    );
+}
+
+#[test]
+fn kernel_port_settings() {
+    one_error(
+        &af_packet_port("fanout = 65536\n"),
+        5,
+        Some("fanout"),
+        "0..=65535",
+    );
+    one_error(
+        &af_packet_port("fanout = -1\n"),
+        5,
+        Some("fanout"),
+        "0..=65535",
+    );
+    one_error(
+        &tap_port("vnet-hdr = \"yes\"\n"),
+        5,
+        Some("vnet-hdr"),
+        "accepted: true, false",
+    );
+}
+
+#[test]
+fn driver_specific_keys_name_their_drivers() {
+    one_error(
+        &tap_port("fanout = 1\n"),
+        5,
+        Some("fanout"),
+        "`fanout` applies only to driver = \"af-packet\"; this port's driver is \"tap\", whose \
+         keys are: interface, vnet-hdr",
+    );
+    one_error(
+        &pcap_port("interface = \"eth0\"\n"),
+        5,
+        Some("interface"),
+        "`interface` applies only to driver = \"af-packet\" or \"tap\"; this port's driver is \
+         \"pcap\"",
+    );
+    one_error(
+        &af_packet_port("rx = \"in.pcap\"\n"),
+        5,
+        Some("rx"),
+        "`rx` applies only to driver = \"pcap\"; this port's driver is \"af-packet\", whose \
+         keys are: interface, fanout",
+    );
+    one_error(
+        &memory_port("vnet-hdr = true\n"),
+        7,
+        Some("vnet-hdr"),
+        "`vnet-hdr` applies only to driver = \"tap\"",
+    );
 }
 
 #[test]
