@@ -10,6 +10,8 @@ pub fn sum(mut acc: u64, data: &[u8]) -> u64 {
         let (s, carry) = acc.overflowing_add(w);
         acc = s + carry as u64;
     }
+    // Fold to 33 bits (2^32 = 1 mod 0xffff) so the small additions below cannot overflow.
+    acc = (acc & 0xffff_ffff) + (acc >> 32);
     let rest = chunks.remainder();
     let mut pairs = rest.chunks_exact(2);
     for p in &mut pairs {
@@ -54,26 +56,48 @@ pub fn update32(check: u16, old: u32, new: u32) -> u16 {
     update16(c, old as u16, new as u16)
 }
 
-/// Sum of the IPv4 pseudo-header for an upper-layer checksum.
-#[inline]
-pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], protocol: u8, length: u16) -> u64 {
-    let acc = sum(0, &src);
-    let acc = sum(acc, &dst);
-    acc + protocol as u64 + length as u64
+/// Add two running sums without overflow (end-around carry).
+#[inline(always)]
+pub fn add(a: u64, b: u64) -> u64 {
+    let (s, carry) = a.overflowing_add(b);
+    s + carry as u64
 }
 
-/// Sum of the IPv6 pseudo-header for an upper-layer checksum.
+/// Sum of the IPv4 pseudo-header for an upper-layer checksum (folded to 16 bits, so callers may
+/// add small terms to it freely).
+#[inline]
+pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], protocol: u8, length: u16) -> u64 {
+    let acc = sum(sum(0, &src), &dst);
+    fold(acc) as u64 + protocol as u64 + length as u64
+}
+
+/// Sum of the IPv6 pseudo-header for an upper-layer checksum (folded to 16 bits, so callers may
+/// add small terms to it freely).
 #[inline]
 pub fn pseudo_header_v6(src: [u8; 16], dst: [u8; 16], next_header: u8, length: u32) -> u64 {
-    let acc = sum(0, &src);
-    let acc = sum(acc, &dst);
-    acc + (length >> 16) as u64 + (length & 0xffff) as u64 + next_header as u64
+    let acc = sum(sum(0, &src), &dst);
+    fold(acc) as u64 + (length >> 16) as u64 + (length & 0xffff) as u64 + next_header as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn sums_near_the_top_of_u64_do_not_overflow() {
+        let ff = [0xffu8; 16];
+        let acc = sum(sum(0, &ff), &ff);
+        assert_eq!(
+            fold(sum(acc, &[0xff, 0xff, 0xff])),
+            fold(sum(0, &[0xff; 35]))
+        );
+        assert_eq!(
+            fold(pseudo_header_v6(ff, ff, 17, 0xffff_ffff)),
+            fold(pseudo_header_v6(ff, ff, 17, 0xffff_ffff))
+        );
+        assert_eq!(fold(add(u64::MAX, u64::MAX)), fold(add(0xffff, 0xffff)));
+    }
 
     #[test]
     fn rfc1071_example() {

@@ -143,13 +143,16 @@ impl FlowSet {
         let addr_len = if base.src_ip.is_ipv4() { 4 } else { 16 };
         rest[dst_at..dst_at + addr_len].fill(0);
         let ip_check_at = l2 + ip4::CHECKSUM;
-        let udp_rest = checksum::sum(
-            checksum::sum(0, &rest[src_at..src_at + addr_len]) + proto::UDP as u64 + udp_len as u64,
+        // Every partial sum is folded to 16 bits before sums are combined, so no addition below
+        // can overflow (64-bit partial sums of IPv6 addresses come close to 2^64).
+        let src_sum = checksum::fold(checksum::sum(0, &rest[src_at..src_at + addr_len])) as u64;
+        let udp_rest = checksum::fold(checksum::sum(
+            src_sum + proto::UDP as u64 + udp_len as u64,
             &rest[udp_at..frame_len],
-        );
+        )) as u64;
         let ip_rest = if base.src_ip.is_ipv4() {
             rest[ip_check_at..ip_check_at + 2].fill(0);
-            checksum::sum(0, &rest[l2..l2 + l3_len])
+            checksum::fold(checksum::sum(0, &rest[l2..l2 + l3_len])) as u64
         } else {
             0
         };
@@ -158,7 +161,7 @@ impl FlowSet {
             .iter()
             .map(|d| {
                 let b = addr_bytes(d);
-                let s = checksum::sum(0, &b);
+                let s = checksum::fold(checksum::sum(0, &b)) as u64;
                 (b, s)
             })
             .collect();
