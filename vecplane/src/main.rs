@@ -21,6 +21,8 @@ enum Cmd {
     Run(run::RunArgs),
     /// Send a command to a running daemon (`vecplane ctl help` lists them).
     Ctl(ctl::CtlArgs),
+    /// Measure the real graph on memory ports (Mpps, Gbit/s, cycles/packet per node).
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
     let (name, result) = match cli.command {
         Cmd::Run(args) => ("run", run::main(args)),
         Cmd::Ctl(args) => ("ctl", ctl::main(args)),
+        Cmd::Bench(args) => ("bench", bench::run(&args).map(|()| ExitCode::SUCCESS)),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,233 @@
+//! `vecplane bench`: benchmark scenarios run through the real graph (`Dataplane` with memory
+//! ports, a pinned worker, `run_inline`), with cycles per packet from the TSC, per-node costs,
+//! drops by reason, FIB build figures, frame-size sweeps and side-by-side reference runs of
+//! `dpdk-testpmd`. It owns argument handling, scenario specs, measurement and reports; it never
+//! replaces a stage of the real path with a shortcut, and never edits the data plane it measures.
+#![deny(missing_docs)]
+
+pub mod measure;
+pub mod report;
+pub mod scenario;
+pub mod sys;
+pub mod testpmd;
+
+use anyhow::{bail, Context, Result};
+use report::Summary;
+use scenario::{Scenario, ScenarioSpec};
+use std::path::PathBuf;
+
+/// A reference data plane measured side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Reference {
+    /// `dpdk-testpmd --forward-mode=mac` on two `net_null` vdevs (copy=1), one forwarding core.
+    Testpmd,
+}
+
+/// Arguments of `vecplane bench`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct BenchArgs {
+    /// What to benchmark.
+    #[arg(long, value_enum)]
+    pub scenario: Scenario,
+    /// Random routes in the FIB [default: ip4 1000000, ip6 100000; l2xc has none].
+    #[arg(long)]
+    pub routes: Option<usize>,
+    /// Distinct flows generated [default: l2xc 1, ip4/ip6 65536].
+    #[arg(long)]
+    pub flows: Option<u32>,
+    /// Frame size in bytes including the FCS (ip6 raises sizes below 78 to 78).
+    #[arg(long, default_value_t = 64, conflicts_with = "sweep")]
+    pub frame_size: usize,
+    /// Run 64, 128, 256, 512, 768, 1024, 1280 and 1518-byte frames and print a table.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Runs per frame size (the median run by cycles/packet is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// CPU of the worker [default: the last CPU this process may use].
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// One JSON object per line per frame size on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Also run a reference data plane, interleaved with vecplane's runs, on the same CPU.
+    #[arg(long, value_enum)]
+    pub reference: Option<Reference>,
+    /// Seed of the random routes and flow destinations.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Warm-up seconds before each measured run, on the same data plane (its counters are
+    /// snapshotted after it and not reported); 0.5 s lets an idle core reach full speed.
+    #[arg(long, default_value_t = 0.5)]
+    pub warmup: f64,
+    /// Path of dpdk-testpmd.
+    #[arg(long, default_value = testpmd::DEFAULT_PATH)]
+    pub testpmd_path: PathBuf,
+    /// Do not print progress lines on stderr.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Frame sizes to run as (requested, used, note when they differ).
+fn frame_sizes(args: &BenchArgs) -> Result<Vec<(usize, usize, Option<String>)>> {
+    let requested: Vec<usize> = if args.sweep {
+        scenario::SWEEP_SIZES.to_vec()
+    } else {
+        vec![args.frame_size]
+    };
+    let mut out: Vec<(usize, usize, Option<String>)> = Vec::new();
+    for r in requested {
+        scenario::check_frame_size(r)?;
+        let (used, note) = scenario::effective_frame_size(args.scenario, r);
+        if !out.iter().any(|(_, u, _)| *u == used) {
+            out.push((r, used, note));
+        }
+    }
+    Ok(out)
+}
+
+/// Run the benchmark, calling `on_summary` as each frame size completes; returns every summary.
+pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Result<Vec<Summary>> {
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) {
+        bail!("--seconds must be a positive number");
+    }
+    if !(args.warmup >= 0.0 && args.warmup.is_finite()) {
+        bail!("--warmup must be zero or a positive number");
+    }
+    let cpu = match args.cpu {
+        Some(c) => c,
+        None => sys::last_cpu().context("cannot read this process's CPU affinity")?,
+    };
+    if !sys::allowed_cpus().contains(&cpu) {
+        bail!("CPU {cpu} is not available to this process");
+    }
+    if args.reference == Some(Reference::Testpmd) {
+        testpmd::check_installed(&args.testpmd_path)?;
+    }
+    let sizes = frame_sizes(args)?;
+    let progress = !args.no_progress;
+    let mut notes = Vec::new();
+    if args.scenario == Scenario::L2xc && args.routes.is_some_and(|r| r > 0) {
+        notes.push("l2xc installs no routes; --routes is ignored".to_string());
+    }
+    if args.reference.is_some() && args.scenario != Scenario::L2xc {
+        notes.push(
+            "the reference forwards by MAC without any lookup: it is DPDK's I/O floor, not an \
+             IP router"
+                .to_string(),
+        );
+    }
+    let routes = args
+        .routes
+        .unwrap_or_else(|| args.scenario.default_routes());
+    let flows = args.flows.unwrap_or_else(|| args.scenario.default_flows());
+    let tsc_hz = graph::measure_tsc_hz(250);
+    if progress {
+        eprintln!(
+            "{}: generating {} routes and {} flows (seed {})",
+            args.scenario.name(),
+            if args.scenario.has_fib() { routes } else { 0 },
+            flows,
+            args.seed
+        );
+    }
+    let base = ScenarioSpec::build(args.scenario, routes, flows, cpu, args.seed)?;
+    let mut summaries = Vec::new();
+    for (requested, frame_size, note) in sizes {
+        let spec = base.with_frame_size(frame_size)?;
+        let mut notes = notes.clone();
+        if let Some(n) = note {
+            eprintln!("note: {n}");
+            notes.push(n);
+        }
+        let mut runs = Vec::with_capacity(args.runs);
+        let mut refs = Vec::new();
+        for r in 0..args.runs {
+            let settings = measure::RunSettings {
+                seconds: args.seconds,
+                warmup: args.warmup,
+                cpu,
+                tsc_hz,
+                label: format!(
+                    "{} {frame_size} B run {}/{}",
+                    args.scenario.name(),
+                    r + 1,
+                    args.runs
+                ),
+                progress,
+            };
+            let result = measure::run_once(&spec, args.scenario, &settings)?;
+            if !result.accounted {
+                eprintln!(
+                    "warning: {}: received {} but sent {} and dropped {}",
+                    settings.label, result.packets, result.tx_packets, result.dropped
+                );
+            }
+            runs.push(result);
+            if args.reference == Some(Reference::Testpmd) {
+                let t = testpmd::TestpmdSettings {
+                    path: args.testpmd_path.clone(),
+                    frame_size,
+                    seconds: args.seconds,
+                    cpu,
+                    tsc_hz,
+                    label: format!("testpmd {frame_size} B run {}/{}", r + 1, args.runs),
+                    progress,
+                };
+                refs.push(testpmd::run(&t)?);
+            }
+        }
+        let input = report::SummaryInput {
+            scenario: args.scenario.name().to_string(),
+            has_fib: args.scenario.has_fib(),
+            frame_size,
+            frame_size_requested: requested,
+            flows: base.flows,
+            routes: base.routes,
+            seconds: args.seconds,
+            warmup_seconds: args.warmup,
+            cpu,
+            tsc_hz,
+            notes,
+        };
+        let s = report::summarize(input, runs, refs).context("no run completed")?;
+        on_summary(&s);
+        summaries.push(s);
+    }
+    Ok(summaries)
+}
+
+/// `vecplane bench`: run, print each frame size's report (text, or a JSON line with `--json`)
+/// on stdout, and with `--sweep` the Markdown table at the end (on stderr with `--json`, so
+/// stdout stays one JSON object per line).
+pub fn run(args: &BenchArgs) -> Result<()> {
+    let mut failed = None;
+    let summaries = run_with(args, &mut |s| {
+        if args.json {
+            match report::json_line(s) {
+                Ok(line) => println!("{line}"),
+                Err(e) => failed = Some(e),
+            }
+        } else {
+            println!("{}", report::human(s));
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e).context("cannot write the JSON report");
+    }
+    if args.sweep {
+        let table = report::sweep_table(&summaries);
+        if args.json {
+            eprintln!("{table}");
+        } else {
+            println!("{table}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,158 @@
+//! Thin wrappers over the few Linux calls the bench needs: CPU affinity of the calling thread,
+//! the calling thread's CPU time and involuntary context switches, the load average.
+//! It owns no state and never touches packets; every call is about the calling thread only.
+
+use std::time::Duration;
+
+/// CPUs the calling thread may run on, in ascending order (empty if the kernel refused).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity(0, ..) writes at most its size into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// The last CPU the process may run on (the default worker CPU), if any.
+pub fn last_cpu() -> Option<usize> {
+    allowed_cpus().last().copied()
+}
+
+/// Restrict the calling thread to `cpus`; returns false if the list is empty or the kernel
+/// refused.
+pub fn pin_current_thread_to(cpus: &[usize]) -> bool {
+    if cpus.is_empty() {
+        return false;
+    }
+    // SAFETY: as in `allowed_cpus`; CPU_SET writes inside the set for indices < CPU_SETSIZE and
+    // sched_setaffinity(0, ..) affects only the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        for &c in cpus {
+            if c < libc::CPU_SETSIZE as usize {
+                libc::CPU_SET(c, &mut set);
+            }
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+/// CPU time the calling thread has used so far.
+pub fn thread_cpu_time() -> Duration {
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        if libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) != 0 {
+            return Duration::ZERO;
+        }
+        Duration::new(
+            ts.tv_sec.max(0) as u64,
+            ts.tv_nsec.clamp(0, 999_999_999) as u32,
+        )
+    }
+}
+
+/// Involuntary context switches of the calling thread so far (the kernel took the CPU away).
+pub fn thread_involuntary_switches() -> u64 {
+    // SAFETY: getrusage writes one rusage we own.
+    unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_THREAD, &mut ru) != 0 {
+            return 0;
+        }
+        ru.ru_nivcsw.max(0) as u64
+    }
+}
+
+/// The 1-minute load average (None if /proc/loadavg is unreadable).
+pub fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+/// Busy and total jiffies of each CPU, from /proc/stat.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes(pub Vec<(usize, u64, u64)>);
+
+/// Parse the per-CPU lines of /proc/stat (`cpuN user nice system idle iowait irq softirq steal`).
+pub fn parse_cpu_times(text: &str) -> CpuTimes {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut f = line.split_whitespace();
+        let Some(cpu) = f
+            .next()
+            .and_then(|n| n.strip_prefix("cpu"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let v: Vec<u64> = f.take(8).filter_map(|x| x.parse().ok()).collect();
+        if v.len() < 5 {
+            continue;
+        }
+        let total: u64 = v.iter().sum();
+        let idle = v[3] + v[4];
+        out.push((cpu, total.saturating_sub(idle), total));
+    }
+    CpuTimes(out)
+}
+
+/// Per-CPU times now (empty if /proc/stat is unreadable).
+pub fn cpu_times() -> CpuTimes {
+    std::fs::read_to_string("/proc/stat")
+        .map(|t| parse_cpu_times(&t))
+        .unwrap_or_default()
+}
+
+/// Share of time the CPUs other than `cpu` were busy between two samples (None if unknown).
+pub fn others_busy(before: &CpuTimes, after: &CpuTimes, cpu: usize) -> Option<f64> {
+    let (mut busy, mut total) = (0u64, 0u64);
+    for (c, b1, t1) in &after.0 {
+        if *c == cpu {
+            continue;
+        }
+        if let Some((_, b0, t0)) = before.0.iter().find(|(c0, _, _)| c0 == c) {
+            busy += b1.saturating_sub(*b0);
+            total += t1.saturating_sub(*t0);
+        }
+    }
+    (total > 0).then(|| busy as f64 / total as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_thread_has_cpus_and_time() {
+        assert!(!allowed_cpus().is_empty());
+        assert!(last_cpu().is_some());
+        let t0 = thread_cpu_time();
+        let mut x = 0u64;
+        for i in 0..1_000_000u64 {
+            x = x.wrapping_add(std::hint::black_box(i));
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu_time() > t0);
+    }
+
+    #[test]
+    fn busy_share_of_the_other_cpus() {
+        let a = parse_cpu_times(
+            "cpu  9 9 9 9 9 9 9 9 0 0\ncpu0 10 0 10 80 0 0 0 0 0 0\ncpu1 0 0 0 100 0 0 0 0 0 0\n",
+        );
+        let b = parse_cpu_times("cpu0 40 0 20 140 0 0 0 0 0 0\ncpu1 100 0 0 100 0 0 0 0 0 0\n");
+        assert_eq!(a.0.len(), 2);
+        // CPU 0 went from 20 busy of 100 to 60 busy of 200: 40 of 100.
+        assert_eq!(others_busy(&a, &b, 1), Some(0.4));
+        assert_eq!(others_busy(&a, &b, 7), Some(140.0 / 200.0));
+        assert_eq!(others_busy(&CpuTimes::default(), &b, 1), None);
+        assert!(!cpu_times().0.is_empty());
+    }
+}

@@ -1,0 +1,151 @@
+//! One short real run of each scenario through the whole path (arguments, spec, `Dataplane`,
+//! pinned worker, counters, summary): quick (0.2 s, small FIBs), checking figures are coherent.
+
+use bench::BenchArgs;
+use clap::Parser;
+use std::sync::Mutex;
+
+/// The runs pin their worker to the same CPU: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn run(a: &BenchArgs) -> Vec<bench::report::Summary> {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    bench::run_with(a, &mut |_| {}).expect("run")
+}
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: BenchArgs,
+}
+
+fn args(extra: &[&str]) -> BenchArgs {
+    let mut v = vec![
+        "bench",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--runs",
+        "1",
+    ];
+    v.push("--no-progress");
+    v.extend_from_slice(extra);
+    Cli::try_parse_from(v).expect("arguments").args
+}
+
+fn check(s: &bench::report::Summary) {
+    assert!(s.packets > 0, "{s:?}");
+    assert!(s.accounted, "{s:?}");
+    assert!(s.drops.is_empty(), "{:?}", s.drops);
+    assert!(s.mpps > 0.0 && s.cycles_per_packet > 0.0);
+    assert_eq!(s.runs.len(), 1);
+    assert!(s.nodes.iter().any(|n| n.name == "rx0-rx"));
+    assert!(s
+        .nodes
+        .iter()
+        .any(|n| n.name == "tx0-tx" && n.packets == s.packets));
+    let v: serde_json::Value =
+        serde_json::from_str(&bench::report::json_line(s).expect("json")).expect("parse");
+    assert_eq!(v["packets"].as_u64(), Some(s.packets));
+}
+
+#[test]
+fn l2xc_runs() {
+    let s = run(&args(&["--scenario", "l2xc"]));
+    assert_eq!(s.len(), 1);
+    check(&s[0]);
+    assert!(
+        s[0].nodes.iter().any(|n| n.name == "l2-xconnect"),
+        "{:?}",
+        s[0].nodes
+    );
+    assert!(s[0].fib_build_seconds.is_none());
+}
+
+#[test]
+fn ip4_runs() {
+    let s = run(&args(&[
+        "--scenario",
+        "ip4",
+        "--routes",
+        "2000",
+        "--flows",
+        "256",
+    ]));
+    check(&s[0]);
+    assert_eq!(s[0].routes, 2000);
+    assert!(s[0].fib_memory_bytes.is_some_and(|b| b > 0));
+    assert!(
+        s[0].nodes.iter().any(|n| n.name == "ip4-lookup"),
+        "{:?}",
+        s[0].nodes
+    );
+}
+
+#[test]
+fn ip6_runs_with_raised_frame_size() {
+    // No random routes: flows go to the neighbour's host route (see the test below).
+    let s = run(&args(&[
+        "--scenario",
+        "ip6",
+        "--routes",
+        "0",
+        "--flows",
+        "16",
+    ]));
+    check(&s[0]);
+    assert_eq!(s[0].frame_size, 78);
+    assert_eq!(s[0].frame_size_requested, Some(64));
+    assert!(!s[0].notes.is_empty());
+    assert!(
+        s[0].nodes.iter().any(|n| n.name == "ip6-lookup"),
+        "{:?}",
+        s[0].nodes
+    );
+}
+
+/// Random IPv6 destinations once made `ports::FlowSet::new` overflow a u64 checksum sum; this
+/// run keeps that fixed (it panics in debug builds if it comes back).
+#[test]
+fn ip6_runs_with_random_routes() {
+    let s = run(&args(&[
+        "--scenario",
+        "ip6",
+        "--routes",
+        "2000",
+        "--flows",
+        "256",
+    ]));
+    check(&s[0]);
+    assert_eq!(s[0].routes, 2000);
+    assert!(s[0].fib_memory_bytes.is_some_and(|b| b > 0));
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    assert!(Cli::try_parse_from([
+        "bench",
+        "--scenario",
+        "ip4",
+        "--sweep",
+        "--frame-size",
+        "128"
+    ])
+    .is_err());
+    assert!(bench::run_with(
+        &args(&["--scenario", "l2xc", "--frame-size", "60"]),
+        &mut |_| {}
+    )
+    .is_err());
+    let missing = args(&[
+        "--scenario",
+        "l2xc",
+        "--reference",
+        "testpmd",
+        "--testpmd-path",
+        "/nonexistent/testpmd",
+    ]);
+    let e = bench::run_with(&missing, &mut |_| {}).expect_err("missing testpmd");
+    assert_eq!(e.to_string(), bench::testpmd::NOT_INSTALLED);
+}
