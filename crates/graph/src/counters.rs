@@ -34,6 +34,8 @@ pub struct NodeStats {
     pub vectors: Counter,
     /// Packets processed.
     pub packets: Counter,
+    /// Extra packets the node sent besides those it processed (flood copies, see `Emitter`).
+    pub emitted: Counter,
     /// TSC ticks spent in the node, including enqueueing to next nodes.
     pub clocks: Counter,
 }

@@ -1,9 +1,10 @@
 //! The dispatcher: builds the graph once (resolving next-node names to ids), then carries each
 //! input vector through every node until no frame is pending (run to completion). It owns the
 //! pending frames and the counters' updates; it never looks inside a packet except the trace flag.
+//! Packets a node emits besides its frame (see `Emitter`) are merged into the frame's order.
 
 use crate::counters::{Counter, GraphStats, NodeStats};
-use crate::node::{Dispatch, InputNode, Node, NodeContext};
+use crate::node::{Dispatch, Emitted, InputNode, Node, NodeContext};
 use crate::rdtsc;
 use crate::trace::{TraceControl, TraceRecord, MAX_TRACE_RECORDS};
 use packet::meta::FLAG_TRACE;
@@ -107,7 +108,8 @@ impl GraphBuilder {
         }
         let mut error_names = vec![(GRAPH_NODE.to_string(), "frame-overflow".to_string())];
         let mut slots = Vec::with_capacity(self.nodes.len());
-        for imp in self.nodes {
+        let mut emit_capacity = 0;
+        for mut imp in self.nodes {
             let name = imp.name();
             let next_names = imp.next_nodes();
             if next_names.len() >= u16::MAX as usize {
@@ -131,11 +133,17 @@ impl GraphBuilder {
             if error_names.len() >= u16::MAX as usize {
                 return Err(GraphError::TooLarge("too many drop reasons".into()));
             }
+            let emits = match &mut imp {
+                NodeImpl::Internal(n) => n.emitter().map(|e| e.capacity()),
+                NodeImpl::Input(_) => None,
+            };
+            emit_capacity = emit_capacity.max(emits.unwrap_or(0));
             slots.push(Slot {
                 imp,
                 next_ids,
                 next_names,
                 error_base: error_base as u16,
+                emits: emits.is_some(),
             });
         }
         let order = topological_order(&slots);
@@ -165,6 +173,7 @@ impl GraphBuilder {
             trace,
             cur: vec![0; VECTOR_SIZE].into_boxed_slice(),
             nexts: vec![0; VECTOR_SIZE].into_boxed_slice(),
+            emitted: vec![Emitted::default(); emit_capacity].into_boxed_slice(),
             traced: Vec::with_capacity(VECTOR_SIZE),
             trace_seq: 0,
             tsc_hz,
@@ -214,6 +223,8 @@ struct Slot {
     next_ids: Vec<u32>,
     next_names: Vec<String>,
     error_base: u16,
+    /// The node has an `Emitter` to empty after each call.
+    emits: bool,
 }
 
 struct Pending {
@@ -240,6 +251,8 @@ pub struct Graph {
     trace: Arc<TraceControl>,
     cur: Box<[u32]>,
     nexts: Box<[u16]>,
+    /// What the running node emitted (capacity: the largest emitter in the graph).
+    emitted: Box<[Emitted]>,
     traced: Vec<u32>,
     trace_seq: u32,
     tsc_hz: u64,
@@ -311,7 +324,7 @@ impl Graph {
         if n > 0 && self.trace.budget[id].load(Ordering::Relaxed) > 0 {
             self.mark_traced(pool, id, n);
         }
-        self.finish_call(pool, id, n, dispatch, t0);
+        self.finish_call(pool, id, n, dispatch, 0, t0);
         n
     }
 
@@ -366,13 +379,46 @@ impl Graph {
             error_names: &stats.error_names,
         };
         let dispatch = node.process(&mut cx, &self.cur[..n], &mut self.nexts[..n]);
-        self.finish_call(pool, id, n, dispatch, t0);
+        let mut extra = 0;
+        if slot.emits {
+            if let Some(e) = node.emitter() {
+                let items = e.items();
+                extra = items.len().min(self.emitted.len());
+                self.emitted[..extra].copy_from_slice(&items[..extra]);
+                // Only a node that swapped in a larger emitter after the build gets here.
+                let mut lost = 0;
+                for it in &items[extra..] {
+                    pool.free(it.buffer);
+                    lost += 1;
+                }
+                e.clear();
+                if lost > 0 {
+                    self.stats.errors[0].add(lost);
+                }
+            }
+        }
+        self.finish_call(pool, id, n, dispatch, extra, t0);
     }
 
-    /// Trace, enqueue to next nodes and count one call of node `id` over `cur[..n]`.
+    /// Trace, enqueue to next nodes and count one call of node `id` over `cur[..n]` and the
+    /// `extra` packets it emitted (`emitted[..extra]`).
     #[inline]
-    fn finish_call(&mut self, pool: &mut BufferPool, id: usize, n: usize, d: Dispatch, t0: u64) {
-        if n > 0 {
+    fn finish_call(
+        &mut self,
+        pool: &mut BufferPool,
+        id: usize,
+        n: usize,
+        d: Dispatch,
+        extra: usize,
+        t0: u64,
+    ) {
+        if extra > 0 {
+            if self.trace.active.load(Ordering::Relaxed) {
+                self.record_trace(pool, id, n, d);
+            }
+            self.merge_emitted(pool, id, n, d, extra);
+            self.stats.nodes[id].emitted.add(extra as u64);
+        } else if n > 0 {
             if self.trace.active.load(Ordering::Relaxed) {
                 self.record_trace(pool, id, n, d);
             }
@@ -406,6 +452,65 @@ impl Graph {
         if room < n {
             pool.free_batch(&self.cur[room..n]);
             self.stats.errors[0].add((n - room) as u64);
+        }
+    }
+
+    /// Enqueue the frame and the emitted packets, each emitted packet right after the frame
+    /// packet it follows (so no port sees a copy overtake or trail behind out of order).
+    #[inline(never)]
+    fn merge_emitted(
+        &mut self,
+        pool: &mut BufferPool,
+        id: usize,
+        n: usize,
+        d: Dispatch,
+        extra: usize,
+    ) {
+        let mut lost = 0u64;
+        let mut e = 0;
+        for i in 0..n {
+            let next = match d {
+                Dispatch::Consumed => None,
+                Dispatch::AllTo(k) => Some(k),
+                Dispatch::PerPacket => Some(self.nexts[i]),
+            };
+            if let Some(next) = next {
+                self.enqueue_one(pool, id, next, self.cur[i], &mut lost);
+            }
+            while e < extra && self.emitted[e].after as usize <= i {
+                let it = self.emitted[e];
+                self.enqueue_one(pool, id, it.next, it.buffer, &mut lost);
+                e += 1;
+            }
+        }
+        for k in e..extra {
+            let it = self.emitted[k];
+            self.enqueue_one(pool, id, it.next, it.buffer, &mut lost);
+        }
+        if lost > 0 {
+            self.stats.errors[0].add(lost);
+        }
+    }
+
+    /// Enqueue one packet of node `id` to its next index `next` (freed and counted in `lost`
+    /// when that next does not exist or its pending frame is full).
+    #[inline(always)]
+    fn enqueue_one(&mut self, pool: &mut BufferPool, id: usize, next: u16, b: u32, lost: &mut u64) {
+        match self.slots[id].next_ids.get(next as usize) {
+            Some(&dst) => {
+                let p = &mut self.pending[dst as usize];
+                if p.len < PENDING_CAPACITY {
+                    p.buf[p.len] = b;
+                    p.len += 1;
+                } else {
+                    pool.free(b);
+                    *lost += 1;
+                }
+            }
+            None => {
+                pool.free(b);
+                *lost += 1;
+            }
         }
     }
 
@@ -635,5 +740,145 @@ mod tests {
             .iter()
             .any(|r| r.node == "classify" && (r.next == "sink" || r.next == "drop")));
         assert_eq!(recs.iter().filter(|r| r.node == "source").count(), 3);
+    }
+
+    /// Sends every packet to `sink` and emits `copies` copies of each packet whose first byte
+    /// is a multiple of 4: copy `k` to `sink` when `k` is even, to `copies` when odd.
+    struct Dup {
+        emitter: crate::node::Emitter,
+        copies: usize,
+        refused: usize,
+    }
+    impl Node for Dup {
+        fn name(&self) -> &str {
+            "dup"
+        }
+        fn next_nodes(&self) -> Vec<String> {
+            vec!["sink".into(), "copies".into()]
+        }
+        fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
+            for (i, &b) in frame.iter().enumerate() {
+                let first = cx.pool.data(b)[0];
+                if !first.is_multiple_of(4) {
+                    continue;
+                }
+                for k in 0..self.copies {
+                    let c = cx.pool.alloc().expect("buffer");
+                    cx.pool.write_packet(c, &[first, k as u8 + 1]);
+                    if let Err(c) = self.emitter.emit(i, (k % 2) as u16, c) {
+                        cx.pool.free(c);
+                        self.refused += 1;
+                    }
+                }
+            }
+            Dispatch::AllTo(0)
+        }
+        fn emitter(&mut self) -> Option<&mut crate::node::Emitter> {
+            Some(&mut self.emitter)
+        }
+    }
+
+    type Log = Arc<std::sync::Mutex<Vec<(u8, u8)>>>;
+
+    /// Records (first byte, second byte) of every packet, then frees it.
+    struct Recorder(String, Log);
+    impl Node for Recorder {
+        fn name(&self) -> &str {
+            &self.0
+        }
+        fn next_nodes(&self) -> Vec<String> {
+            vec![]
+        }
+        fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
+            let mut log = self.1.lock().expect("lock");
+            for &b in frame {
+                let d = cx.pool.data(b);
+                log.push((d[0], d[1]));
+            }
+            cx.pool.free_batch(frame);
+            Dispatch::Consumed
+        }
+    }
+
+    fn dup_graph(total: usize, copies: usize, capacity: usize) -> (Graph, BufferPool, Log, Log) {
+        let (sink, side): (Log, Log) = (Arc::default(), Arc::default());
+        let mut b = GraphBuilder::new();
+        b.add_input(Box::new(Source {
+            remaining: total,
+            burst: 256,
+        }))
+        .add_node(Box::new(Recorder("sink".into(), sink.clone())))
+        .add_node(Box::new(Recorder("copies".into(), side.clone())))
+        .add_node(Box::new(PassTo("classify", "dup")))
+        .add_node(Box::new(Dup {
+            emitter: crate::node::Emitter::new(capacity),
+            copies,
+            refused: 0,
+        }));
+        let pool = BufferPool::new(PoolConfig {
+            buffers: 8192,
+            try_hugepages: false,
+            ..PoolConfig::default()
+        })
+        .expect("pool");
+        (b.build(0, 1).expect("graph"), pool, sink, side)
+    }
+
+    /// Forwards everything to one next node.
+    struct PassTo(&'static str, &'static str);
+    impl Node for PassTo {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn next_nodes(&self) -> Vec<String> {
+            vec![self.1.into()]
+        }
+        fn process(&mut self, _: &mut NodeContext<'_>, _: &[u32], _: &mut [u16]) -> Dispatch {
+            Dispatch::AllTo(0)
+        }
+    }
+
+    #[test]
+    fn emitted_packets_follow_their_original_in_order() {
+        // 40 packets with first bytes 40, 39, ..., 1: multiples of 4 get two copies each.
+        let (mut g, mut pool, sink, side) = dup_graph(40, 2, 64);
+        while !g.is_finished() {
+            g.run_once(&mut pool);
+        }
+        assert_eq!(pool.available(), pool.capacity(), "every buffer came back");
+        let mut want_sink = Vec::new();
+        let mut want_side = Vec::new();
+        for first in (1..=40u8).rev() {
+            want_sink.push((first, first));
+            if first % 4 == 0 {
+                want_sink.push((first, 1));
+                want_side.push((first, 2));
+            }
+        }
+        assert_eq!(*sink.lock().expect("lock"), want_sink);
+        assert_eq!(*side.lock().expect("lock"), want_side);
+        let s = g.stats();
+        let dup = g.node_id("dup").expect("dup");
+        assert_eq!(s.nodes[dup].packets.get(), 40);
+        assert_eq!(s.nodes[dup].emitted.get(), 20);
+        assert_eq!(s.total_drops(), 0);
+    }
+
+    #[test]
+    fn emitter_and_pending_overflow_free_and_count() {
+        // 256 packets; the 64 whose first byte is a multiple of 4 want 80 copies each.
+        let (mut g, mut pool, _sink, side) = dup_graph(256, 80, 4096);
+        while !g.is_finished() {
+            g.run_once(&mut pool);
+        }
+        assert_eq!(pool.available(), pool.capacity(), "every buffer came back");
+        let s = g.stats();
+        let dup = g.node_id("dup").expect("dup");
+        // 64 packets x 80 copies = 5120 wanted; the emitter holds 4096, so 1024 were refused.
+        assert_eq!(s.nodes[dup].emitted.get(), 4096);
+        // 2048 each way; each pending frame holds PENDING_CAPACITY (2048) packets: `copies`
+        // gets exactly 2048, `sink` gets 256 originals + 2048 copies, 256 over.
+        assert_eq!(side.lock().expect("lock").len(), 2048);
+        assert_eq!(s.errors[0].get(), 256, "frame-overflow counted");
     }
 }

@@ -10,7 +10,7 @@ pub mod trace;
 
 pub use counters::{Counter, GraphStats, NodeStats, PortStats};
 pub use dispatch::{Graph, GraphBuilder, GraphError};
-pub use node::{Dispatch, InputNode, Node, NodeContext};
+pub use node::{Dispatch, Emitted, Emitter, InputNode, Node, NodeContext};
 pub use trace::{TraceControl, TraceRecord};
 
 /// Read the CPU's time-stamp counter (TSC ticks; this is what "clocks" and "cycles" mean here).

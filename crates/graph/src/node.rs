@@ -1,6 +1,8 @@
 //! The `Node` and `InputNode` traits and what a node sees while it runs (`NodeContext`).
 //! A node transforms packets and names where each goes next; it never enqueues by itself and
 //! never keeps references to buffers after it returns (except a port that takes ownership).
+//! A node that sends more packets than it receives (flood copies) hands the extra ones to the
+//! dispatcher through its `Emitter`.
 
 use crate::counters::Counter;
 use packet::BufferPool;
@@ -42,6 +44,92 @@ impl NodeContext<'_> {
     }
 }
 
+/// One packet a node sends besides its frame: `buffer` goes to next index `next`, enqueued right
+/// after frame packet `after` (so a port sees copies and originals in the order they arrived).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Emitted {
+    /// Index in the frame of the packet this one follows.
+    pub after: u16,
+    /// Next index (as for `nexts`).
+    pub next: u16,
+    /// The buffer, owned by the dispatcher once emitted.
+    pub buffer: u32,
+}
+
+/// A bounded, preallocated queue of extra packets (e.g. flood copies) a node fills during
+/// `process`; the dispatcher empties it right after `process` returns, merging the packets
+/// into the frame's order. It never allocates after construction: when full, `emit` hands the
+/// buffer back and the node frees and counts it.
+#[derive(Debug)]
+pub struct Emitter {
+    items: Box<[Emitted]>,
+    len: usize,
+}
+
+impl Emitter {
+    /// An emitter holding up to `capacity` packets per `process` call.
+    pub fn new(capacity: usize) -> Emitter {
+        Emitter {
+            items: vec![Emitted::default(); capacity].into_boxed_slice(),
+            len: 0,
+        }
+    }
+
+    /// Packets it can hold per call.
+    #[inline(always)]
+    pub fn capacity(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Packets emitted since the dispatcher last emptied it.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is emitted.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True when `emit` would refuse.
+    #[inline(always)]
+    pub fn is_full(&self) -> bool {
+        self.len == self.items.len()
+    }
+
+    /// Send `buffer` to next index `next` after frame packet `after` (calls should come in
+    /// non-decreasing `after` order). `Err(buffer)` when full: the buffer is still the node's.
+    #[inline(always)]
+    pub fn emit(&mut self, after: usize, next: u16, buffer: u32) -> Result<(), u32> {
+        match self.items.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Emitted {
+                    after: after as u16,
+                    next,
+                    buffer,
+                };
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(buffer),
+        }
+    }
+
+    /// What was emitted (read by the dispatcher).
+    #[inline(always)]
+    pub fn items(&self) -> &[Emitted] {
+        &self.items[..self.len]
+    }
+
+    /// Forget what was emitted (the dispatcher calls this after taking the packets).
+    #[inline(always)]
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+}
+
 /// A node that processes frames handed to it.
 pub trait Node: Send {
     /// The node's name, e.g. `ip4-lookup`.
@@ -57,6 +145,13 @@ pub trait Node: Send {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch;
     /// Called once when the run ends (flush files, release resources). Cold path.
     fn finish(&mut self) {}
+    /// The node's emitter, for a node that sends more packets than it receives (see `Emitter`).
+    /// The graph asks once when it is built; a node answering `Some` then must answer `Some`
+    /// (the same emitter) every time. After each `process` the dispatcher enqueues what was
+    /// emitted, after the frame packet each follows, and clears it.
+    fn emitter(&mut self) -> Option<&mut Emitter> {
+        None
+    }
     /// One line saying what this node did to a traced packet (cold path).
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);

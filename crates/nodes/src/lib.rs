@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod adjacency;
+pub mod bridge;
 pub mod drop;
 pub mod ethernet;
 pub mod flow_hash;
