@@ -1,0 +1,784 @@
+//! The router graph in-process with a packet injector in place of port drivers, for fuzzing and
+//! property tests: `Harness::new(&spec)` builds one worker's pool and graph the way
+//! `dataplane::build` does (same nodes, same routing-table rules), but its only input node is
+//! `InjectRx` (frames handed to it by the test, on any port) and each port's transmit node is a
+//! `CaptureTx` (counts, optionally keeps the bytes, frees). After each `run`, the invariants are
+//! checked: every buffer is back in the pool, and rx = tx + drops.
+//!
+//! Shared by `fuzz/fuzz_targets/*.rs` (through the `vecplane_fuzz` crate) and
+//! `crates/dataplane/tests/pcap_replay.rs` (through `#[path]`), so it uses only the crates the
+//! data plane itself depends on.
+#![allow(dead_code)]
+
+use dataplane::{
+    DataplaneSpec, IpPolicy, NeighbourSpec, OptionsPolicy, PortDriver, PortSpec, RouteSpec,
+    RouteTarget, XconnectSpec,
+};
+use fib::{Ip4Fib, Ip6Fib};
+use graph::{Dispatch, Graph, GraphBuilder, GraphStats, InputNode, Node, NodeContext, PortStats};
+use nodes::adjacency::{Adjacency, NextHop, NextHopTable};
+use nodes::drop::ErrorDrop;
+use nodes::ethernet::{EthernetInput, PortL2, PortMode};
+use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
+use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
+use nodes::ip6::{Ip6Input, Ip6Lookup, Ip6Rewrite};
+use nodes::names;
+use nodes::output::InterfaceOutput;
+use nodes::xconnect::{L2Xconnect, XconnectPeer};
+use packet::{BufferPool, PoolConfig};
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::{Arc, Mutex};
+
+/// A TSC rate for the rate limiter (any value works: the harness spec's bucket never empties).
+pub const TSC_HZ: u64 = 2_000_000_000;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("address")
+}
+
+fn v4(s: &str) -> Ipv4Addr {
+    s.parse().expect("IPv4 address")
+}
+
+fn v6(s: &str) -> Ipv6Addr {
+    s.parse().expect("IPv6 address")
+}
+
+fn port(name: &str, last: u8, mtu: u16, ip4: &[&str], ip6: &[&str]) -> PortSpec {
+    let split = |s: &&str| {
+        let (a, l) = s.split_once('/').expect("prefix");
+        (a.to_string(), l.parse::<u8>().expect("length"))
+    };
+    PortSpec {
+        name: name.into(),
+        mac: [2, 0, 0, 0, last, 1],
+        mtu,
+        ip4: ip4.iter().map(split).map(|(a, l)| (v4(&a), l)).collect(),
+        ip6: ip6.iter().map(split).map(|(a, l)| (v6(&a), l)).collect(),
+        driver: PortDriver::Pcap { rx: None, tx: None },
+    }
+}
+
+fn neighbour(addr: &str, last: u8, port: usize) -> NeighbourSpec {
+    NeighbourSpec {
+        ip: ip(addr),
+        mac: [2, 0, 0, 0, port as u8, last],
+        port,
+    }
+}
+
+fn route4(prefix: &str, len: u8, via: &[&str]) -> RouteSpec<Ipv4Addr> {
+    RouteSpec {
+        prefix: v4(prefix),
+        len,
+        target: if via.is_empty() {
+            RouteTarget::Drop
+        } else {
+            RouteTarget::Via(via.iter().map(|a| v4(a)).collect())
+        },
+    }
+}
+
+fn route6(prefix: &str, len: u8, via: &[&str]) -> RouteSpec<Ipv6Addr> {
+    RouteSpec {
+        prefix: v6(prefix),
+        len,
+        target: if via.is_empty() {
+            RouteTarget::Drop
+        } else {
+            RouteTarget::Via(via.iter().map(|a| v6(a)).collect())
+        },
+    }
+}
+
+/// The fixed router the fuzz targets and property tests use. Ports (id: name):
+/// 0 `p0` 198.18.0.1/24 2001:db8::1/64; 1 `p1` 198.18.1.1/24 2001:db8:1::1/64;
+/// 2 `p2` 198.18.2.1/24 2001:db8:2::1/64, MTU 1000; 3 `p3` cross-connected to p1 (dst MAC
+/// rewritten); 4 `p4` 198.18.4.1/24 only, MTU 576, and no transmit side (`port-has-no-tx`).
+/// Routes: 198.19.0.0/16 ECMP over two p1 neighbours, 198.19.128.0/17 via p2, 198.19.64.0/18 via
+/// p4, 198.19.255.0/24 drop; 2001:db8:100::/40 ECMP on p1, 2001:db8:200::/40 via p2,
+/// 2001:db8:dead::/48 drop. ICMP errors are not rate-limited in practice (deterministic counts).
+pub fn router_spec() -> DataplaneSpec {
+    DataplaneSpec {
+        buffers: 1024,
+        data_size: 2048,
+        worker_cpu: None,
+        ports: vec![
+            port("p0", 0, 1500, &["198.18.0.1/24"], &["2001:db8::1/64"]),
+            port("p1", 1, 1500, &["198.18.1.1/24"], &["2001:db8:1::1/64"]),
+            port("p2", 2, 1000, &["198.18.2.1/24"], &["2001:db8:2::1/64"]),
+            port("p3", 3, 1500, &[], &[]),
+            port("p4", 4, 576, &["198.18.4.1/24"], &[]),
+        ],
+        neighbours: vec![
+            neighbour("198.18.0.2", 0xa0, 0),
+            neighbour("2001:db8::2", 0xa0, 0),
+            neighbour("198.18.1.2", 0xb0, 1),
+            neighbour("198.18.1.3", 0xb1, 1),
+            neighbour("2001:db8:1::2", 0xb0, 1),
+            neighbour("2001:db8:1::3", 0xb1, 1),
+            neighbour("198.18.2.2", 0xc0, 2),
+            neighbour("2001:db8:2::2", 0xc0, 2),
+            neighbour("198.18.4.2", 0xe0, 4),
+        ],
+        routes4: vec![
+            route4("198.19.0.0", 16, &["198.18.1.2", "198.18.1.3"]),
+            route4("198.19.128.0", 17, &["198.18.2.2"]),
+            route4("198.19.64.0", 18, &["198.18.4.2"]),
+            route4("198.19.255.0", 24, &[]),
+        ],
+        routes6: vec![
+            route6("2001:db8:100::", 40, &["2001:db8:1::2", "2001:db8:1::3"]),
+            route6("2001:db8:200::", 40, &["2001:db8:2::2"]),
+            route6("2001:db8:dead::", 48, &[]),
+        ],
+        xconnects: vec![XconnectSpec {
+            from: 3,
+            to: 1,
+            dst_mac: Some([2, 0, 0, 0, 1, 0xee]),
+        }],
+        ip: IpPolicy {
+            ip4_options: OptionsPolicy::Forward,
+            icmp_errors_per_second: 1_000_000_000,
+            icmp_errors_burst: 1_000_000,
+        },
+    }
+}
+
+/// Ports of `router_spec` that transmit (p4 has no transmit side).
+pub fn router_tx_ports() -> Vec<bool> {
+    vec![true, true, true, true, false]
+}
+
+// ----------------------------------------------------------------------------------------------
+// Nodes
+
+/// One frame waiting to be received.
+#[derive(Clone, Debug)]
+pub struct Injected {
+    pub port: u16,
+    pub ts: u64,
+    pub bytes: Vec<u8>,
+}
+
+type Queue = Arc<Mutex<VecDeque<Injected>>>;
+
+/// Input node: receives the frames the test queued, each on its own port.
+struct InjectRx {
+    queue: Queue,
+    stats: Vec<Arc<PortStats>>,
+}
+
+impl InputNode for InjectRx {
+    fn name(&self) -> &str {
+        "inject-rx"
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        vec![names::ETHERNET_INPUT.to_string()]
+    }
+
+    fn poll(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        out: &mut [u32],
+        _: &mut [u16],
+    ) -> (usize, Dispatch) {
+        let mut q = self.queue.lock().expect("queue");
+        let mut n = 0;
+        while n < out.len() {
+            let Some(f) = q.pop_front() else { break };
+            let stats = &self.stats[f.port as usize % self.stats.len()];
+            if f.bytes.is_empty() || f.bytes.len() > cx.pool.data_size() {
+                stats.rx_drops.add(1);
+                continue;
+            }
+            let Some(b) = cx.pool.alloc() else {
+                stats.rx_drops.add(1);
+                continue;
+            };
+            assert!(cx.pool.write_packet(b, &f.bytes));
+            let m = cx.pool.meta_mut(b);
+            m.rx_port = f.port;
+            m.timestamp_ns = f.ts;
+            stats.rx_packets.add(1);
+            stats.rx_bytes.add(f.bytes.len() as u64);
+            out[n] = b;
+            n += 1;
+        }
+        (n, Dispatch::AllTo(0))
+    }
+
+    fn is_finished(&self) -> bool {
+        self.queue.lock().map(|q| q.is_empty()).unwrap_or(true)
+    }
+}
+
+/// One transmitted frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    pub port: u16,
+    pub ts: u64,
+    pub bytes: Vec<u8>,
+}
+
+/// Transmit node of one port: counts, keeps the bytes when asked, frees.
+struct CaptureTx {
+    name: String,
+    port: u16,
+    stats: Arc<PortStats>,
+    sink: Arc<Mutex<Vec<Sent>>>,
+}
+
+impl Node for CaptureTx {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
+        let mut sink = self.sink.lock().expect("sink");
+        for &b in frame {
+            let m = cx.pool.meta(b);
+            assert_eq!(
+                m.tx_port, self.port,
+                "{}: packet for port {}",
+                self.name, m.tx_port
+            );
+            let data = cx.pool.data(b);
+            self.stats.tx_packets.add(1);
+            self.stats.tx_bytes.add(data.len() as u64);
+            sink.push(Sent {
+                port: self.port,
+                ts: m.timestamp_ns,
+                bytes: data.to_vec(),
+            });
+        }
+        cx.pool.free_batch(frame);
+        Dispatch::Consumed
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Building (mirrors dataplane::build; `pcap_replay.rs` checks the two agree)
+
+fn mask4(a: u32, len: u8) -> u32 {
+    if len == 0 {
+        0
+    } else {
+        a & (u32::MAX << (32 - len))
+    }
+}
+
+fn mask6(a: u128, len: u8) -> u128 {
+    if len == 0 {
+        0
+    } else {
+        a & (u128::MAX << (128 - len))
+    }
+}
+
+/// Routes and next hops of one family, the way the design and `dataplane::build` define them:
+/// connected subnets (unresolved), neighbour host routes, configured routes, own addresses
+/// (local); later entries win.
+fn routing<A: Copy + Eq + std::hash::Hash>(
+    spec: &DataplaneSpec,
+    own: impl Fn(&PortSpec) -> Vec<(A, u8)>,
+    neighbour_ip: impl Fn(IpAddr) -> Option<A>,
+    routes: &[(A, u8, Option<Vec<A>>)],
+    mask: impl Fn(A, u8) -> A,
+    host_len: u8,
+) -> (Vec<(A, u8, u32)>, NextHopTable) {
+    let mut table = NextHopTable::new();
+    let drop = table.add_entry(NextHop::Drop);
+    let local = table.add_entry(NextHop::Local);
+    let unresolved = table.add_entry(NextHop::Unresolved);
+    let mut groups: HashMap<Vec<u32>, u32> = HashMap::new();
+    let mut group = |table: &mut NextHopTable, adjs: Vec<u32>| {
+        *groups
+            .entry(adjs.clone())
+            .or_insert_with(|| table.add_group(&adjs))
+    };
+    let mut adjacency_of = HashMap::new();
+    for n in &spec.neighbours {
+        let Some(a) = neighbour_ip(n.ip) else {
+            continue;
+        };
+        let p = &spec.ports[n.port];
+        let adj = table.add_adjacency(Adjacency::new(n.port as u16, p.mtu, n.mac, p.mac));
+        adjacency_of.insert(a, adj);
+    }
+    let mut out = Vec::new();
+    for p in &spec.ports {
+        for (a, l) in own(p) {
+            if l < host_len {
+                out.push((mask(a, l), l, unresolved));
+            }
+        }
+    }
+    let hosts: Vec<(A, u32)> = adjacency_of.iter().map(|(a, j)| (*a, *j)).collect();
+    for (a, adj) in hosts {
+        let id = group(&mut table, vec![adj]);
+        out.push((a, host_len, id));
+    }
+    for (prefix, len, via) in routes {
+        let id = match via {
+            None => drop,
+            Some(hops) => {
+                let adjs = hops.iter().map(|h| adjacency_of[h]).collect();
+                group(&mut table, adjs)
+            }
+        };
+        out.push((*prefix, *len, id));
+    }
+    for p in &spec.ports {
+        for (a, _) in own(p) {
+            out.push((a, host_len, local));
+        }
+    }
+    (out, table)
+}
+
+fn int_routes<A: Copy, B>(
+    routes: &[RouteSpec<A>],
+    f: impl Fn(A) -> B,
+) -> Vec<(B, u8, Option<Vec<B>>)> {
+    routes
+        .iter()
+        .map(|r| {
+            let via = match &r.target {
+                RouteTarget::Drop => None,
+                RouteTarget::Via(v) => Some(v.iter().map(|a| f(*a)).collect()),
+            };
+            (f(r.prefix), r.len, via)
+        })
+        .collect()
+}
+
+/// The graph, its pool, the injector and the captured output.
+pub struct Harness {
+    pub spec: DataplaneSpec,
+    pub pool: BufferPool,
+    pub graph: Graph,
+    pub stats: Arc<GraphStats>,
+    pub ports: Vec<Arc<PortStats>>,
+    queue: Queue,
+    sink: Arc<Mutex<Vec<Sent>>>,
+    next_ts: u64,
+}
+
+/// Counters of one `run`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub rx: u64,
+    pub rx_drops: u64,
+    pub tx: u64,
+    pub drops: u64,
+}
+
+impl Harness {
+    /// Build from `spec`; `tx[p]` says whether port `p` has a transmit side.
+    pub fn new(spec: &DataplaneSpec, tx: &[bool]) -> Harness {
+        let pool = BufferPool::new(PoolConfig {
+            buffers: spec.buffers,
+            headroom: 128,
+            data_size: spec.data_size,
+            try_hugepages: false,
+        })
+        .expect("pool");
+        let queue: Queue = Arc::new(Mutex::new(VecDeque::new()));
+        let sink = Arc::new(Mutex::new(Vec::new()));
+        let ports: Vec<Arc<PortStats>> = spec
+            .ports
+            .iter()
+            .map(|_| Arc::new(PortStats::default()))
+            .collect();
+        let mut b = GraphBuilder::new();
+        b.add_input(Box::new(InjectRx {
+            queue: queue.clone(),
+            stats: ports.clone(),
+        }));
+        let mut tx_nodes = Vec::new();
+        for (id, p) in spec.ports.iter().enumerate() {
+            if tx.get(id).copied().unwrap_or(true) {
+                let name = format!("{}-tx", p.name);
+                b.add_node(Box::new(CaptureTx {
+                    name: name.clone(),
+                    port: id as u16,
+                    stats: ports[id].clone(),
+                    sink: sink.clone(),
+                }));
+                tx_nodes.push(Some(name));
+            } else {
+                tx_nodes.push(None);
+            }
+        }
+        let mut peers = vec![None; spec.ports.len()];
+        let mut modes: Vec<PortL2> = spec
+            .ports
+            .iter()
+            .map(|p| PortL2 {
+                mac: p.mac,
+                mode: PortMode::L3,
+            })
+            .collect();
+        for x in &spec.xconnects {
+            peers[x.from] = Some(XconnectPeer {
+                to: x.to as u16,
+                src_mac: spec.ports[x.to].mac,
+                dst_mac: x.dst_mac,
+            });
+            modes[x.from].mode = PortMode::Xconnect;
+        }
+        let (r4, nh4) = routing(
+            spec,
+            |p| p.ip4.iter().map(|(a, l)| (u32::from(*a), *l)).collect(),
+            |a| match a {
+                IpAddr::V4(a) => Some(u32::from(a)),
+                IpAddr::V6(_) => None,
+            },
+            &int_routes(&spec.routes4, u32::from),
+            mask4,
+            32,
+        );
+        let (r6, nh6) = routing(
+            spec,
+            |p| p.ip6.iter().map(|(a, l)| (u128::from(*a), *l)).collect(),
+            |a| match a {
+                IpAddr::V6(a) => Some(u128::from(a)),
+                IpAddr::V4(_) => None,
+            },
+            &int_routes(&spec.routes6, u128::from),
+            mask6,
+            128,
+        );
+        let fib4 = Arc::new(Ip4Fib::build(&r4).expect("ip4 fib"));
+        let fib6 = Arc::new(Ip6Fib::build(&r6).expect("ip6 fib"));
+        let (nh4, nh6) = (Arc::new(nh4), Arc::new(nh6));
+        let limiter = RateLimiter::new(spec.ip.icmp_errors_per_second, spec.ip.icmp_errors_burst);
+        let options = match spec.ip.ip4_options {
+            OptionsPolicy::Forward => Ip4Options::Forward,
+            OptionsPolicy::Drop => Ip4Options::Drop,
+        };
+        b.add_node(Box::new(EthernetInput::new(modes)))
+            .add_node(Box::new(L2Xconnect::new(peers)))
+            .add_node(Box::new(Ip4Input::new(options)))
+            .add_node(Box::new(Ip4Lookup::new(fib4, nh4.clone())))
+            .add_node(Box::new(Ip4Rewrite::new(nh4)))
+            .add_node(Box::new(Ip4IcmpError::new(
+                spec.ports
+                    .iter()
+                    .map(|p| p.ip4.first().map(|a| a.0))
+                    .collect(),
+                limiter,
+            )))
+            .add_node(Box::new(Ip6Input))
+            .add_node(Box::new(Ip6Lookup::new(fib6, nh6.clone())))
+            .add_node(Box::new(Ip6Rewrite::new(nh6)))
+            .add_node(Box::new(Ip6IcmpError::new(
+                spec.ports
+                    .iter()
+                    .map(|p| p.ip6.first().map(|a| a.0))
+                    .collect(),
+                limiter,
+            )))
+            .add_node(Box::new(InterfaceOutput::new(tx_nodes)))
+            .add_node(Box::new(ErrorDrop::new()));
+        let graph = b.build(0, TSC_HZ).expect("graph");
+        let stats = graph.stats();
+        Harness {
+            spec: spec.clone(),
+            pool,
+            graph,
+            stats,
+            ports,
+            queue,
+            sink,
+            next_ts: 1,
+        }
+    }
+
+    /// The router of `router_spec()`.
+    pub fn router() -> Harness {
+        Harness::new(&router_spec(), &router_tx_ports())
+    }
+
+    pub fn totals(&self) -> Totals {
+        Totals {
+            rx: self.ports.iter().map(|p| p.rx_packets.get()).sum(),
+            rx_drops: self.ports.iter().map(|p| p.rx_drops.get()).sum(),
+            tx: self.ports.iter().map(|p| p.tx_packets.get()).sum(),
+            drops: self.stats.total_drops(),
+        }
+    }
+
+    /// Drop counts by "node/reason" (non-zero only).
+    pub fn drops(&self) -> Vec<(String, u64)> {
+        self.stats
+            .error_names
+            .iter()
+            .zip(&self.stats.errors)
+            .filter(|(_, c)| c.get() > 0)
+            .map(|((n, r), c)| (format!("{n}/{r}"), c.get()))
+            .collect()
+    }
+
+    /// Receive `frames` (port, bytes), carry them through the graph, and return what was sent,
+    /// each with the timestamp its input got (inputs are numbered from 1 upwards across runs;
+    /// the `i`-th frame of this call has timestamp `first_ts + i`). Panics when a buffer leaked
+    /// or the counters do not add up.
+    pub fn run(&mut self, frames: &[(u16, &[u8])]) -> (u64, Vec<Sent>) {
+        let first_ts = self.next_ts;
+        {
+            let mut q = self.queue.lock().expect("queue");
+            for (i, (p, f)) in frames.iter().enumerate() {
+                q.push_back(Injected {
+                    port: *p,
+                    ts: first_ts + i as u64,
+                    bytes: f.to_vec(),
+                });
+            }
+        }
+        self.next_ts += frames.len() as u64;
+        let before = self.totals();
+        let mut rounds = 0;
+        loop {
+            let n = self.graph.run_once(&mut self.pool);
+            if n == 0 && self.graph.is_finished() {
+                break;
+            }
+            rounds += 1;
+            assert!(rounds < 1_000_000, "graph never finishes");
+        }
+        let after = self.totals();
+        assert_eq!(
+            self.pool.available(),
+            self.pool.capacity(),
+            "buffer leak: {} of {} buffers not returned to the pool",
+            self.pool.capacity() - self.pool.available(),
+            self.pool.capacity()
+        );
+        let (rx, tx, drops) = (
+            after.rx - before.rx,
+            after.tx - before.tx,
+            after.drops - before.drops,
+        );
+        assert_eq!(
+            rx,
+            tx + drops,
+            "rx {rx} != tx {tx} + drops {drops}; drops now {:?}",
+            self.drops()
+        );
+        assert_eq!(
+            rx + after.rx_drops - before.rx_drops,
+            frames.len() as u64,
+            "every injected frame is received or counted as an rx drop"
+        );
+        let sent = std::mem::take(&mut *self.sink.lock().expect("sink"));
+        (first_ts, sent)
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// An oracle for single outputs: is `out` (sent on `out_port`) a correct result of receiving
+// `input` on `rx_port`? It checks the shape, not the routing decision (the Python model in
+// scripts/vecmodel.py checks decisions).
+
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn fold_sum(data: &[u8], init: u64) -> u16 {
+    let mut s = init;
+    for c in data.chunks(2) {
+        s += (u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])) as u64;
+    }
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+fn l3_of(frame: &[u8]) -> Option<(usize, u16)> {
+    let mut off = 14;
+    let mut t = be16(frame, 12);
+    for _ in 0..2 {
+        if t == 0x8100 || t == 0x88a8 {
+            if frame.len() < off + 4 {
+                return None;
+            }
+            t = be16(frame, off + 2);
+            off += 4;
+        }
+    }
+    Some((off, t))
+}
+
+/// Check one output against the frame it came from.
+pub fn check_output(
+    spec: &DataplaneSpec,
+    rx_port: u16,
+    input: &[u8],
+    out_port: u16,
+    out: &[u8],
+) -> Result<(), String> {
+    let op = spec
+        .ports
+        .get(out_port as usize)
+        .ok_or(format!("output on unknown port {out_port}"))?;
+    if out.len() < 14 {
+        return Err(format!("output of {} bytes", out.len()));
+    }
+    if out[6..12] != op.mac {
+        return Err(format!(
+            "source MAC {:02x?} is not port {}'s",
+            &out[6..12],
+            op.name
+        ));
+    }
+    if let Some(x) = spec.xconnects.iter().find(|x| x.from == rx_port as usize) {
+        if out_port as usize != x.to {
+            return Err(format!(
+                "cross-connect output on port {out_port}, not {}",
+                x.to
+            ));
+        }
+        let dst = x
+            .dst_mac
+            .map(|m| m.to_vec())
+            .unwrap_or_else(|| input[0..6].to_vec());
+        if out[0..6] != dst[..] || out[12..] != input[12..] {
+            return Err("cross-connect changed more than the MACs".into());
+        }
+        return Ok(());
+    }
+    let neighbours: Vec<[u8; 6]> = spec
+        .neighbours
+        .iter()
+        .filter(|n| n.port == out_port as usize)
+        .map(|n| n.mac)
+        .collect();
+    if !neighbours.iter().any(|m| out[0..6] == m[..]) {
+        return Err(format!(
+            "destination MAC {:02x?} is no neighbour of the port",
+            &out[0..6]
+        ));
+    }
+    if input.len() < 14 {
+        return Err("output from an input shorter than an Ethernet header".into());
+    }
+    let (l3, t) = l3_of(input).ok_or("input has no L3")?;
+    let (inp, o) = (&input[l3..], &out[14..]);
+    let et = be16(out, 12);
+    if et != t {
+        return Err(format!("ethertype {et:#06x}, input had {t:#06x}"));
+    }
+    let rp = &spec.ports[rx_port as usize];
+    match et {
+        0x0800 => {
+            let ihl = ((o[0] & 15) as usize) * 4;
+            if o.len() < ihl || fold_sum(&o[..ihl], 0) != 0xffff {
+                return Err("IPv4 header checksum does not verify".into());
+            }
+            let forwarded = o.len() == inp.len()
+                && o[..8] == inp[..8]
+                && o[9] == inp[9]
+                && o[12..] == inp[12..];
+            if forwarded {
+                if o[8] != inp[8].wrapping_sub(1) || inp[8] <= 1 {
+                    return Err(format!("TTL {} -> {}", inp[8], o[8]));
+                }
+                return Ok(());
+            }
+            // Otherwise an ICMP error about the input.
+            let src = rp
+                .ip4
+                .first()
+                .ok_or("ICMP error from a port without IPv4")?
+                .0
+                .octets();
+            if o[9] != 1
+                || o[8] != 64
+                || o[1] != 0xc0
+                || ihl != 20
+                || o[12..16] != src
+                || o[16..20] != inp[12..16]
+            {
+                return Err("neither a forwarded packet nor a well-formed ICMP error".into());
+            }
+            let total = be16(o, 2) as usize;
+            if total != o.len() || total > 576 {
+                return Err(format!(
+                    "ICMP error total length {total}, frame has {}",
+                    o.len()
+                ));
+            }
+            let icmp = &o[20..];
+            if fold_sum(icmp, 0) != 0xffff {
+                return Err("ICMP checksum does not verify".into());
+            }
+            let ok_type = matches!((icmp[0], icmp[1]), (11, 0) | (3, 4));
+            let quote = &icmp[8..];
+            if !ok_type || inp.len() < quote.len() || quote != &inp[..quote.len()] {
+                return Err(format!(
+                    "ICMP type {} code {} or quote wrong",
+                    icmp[0], icmp[1]
+                ));
+            }
+            Ok(())
+        }
+        0x86dd => {
+            let forwarded = o.len() == inp.len() && o[..7] == inp[..7] && o[8..] == inp[8..];
+            if forwarded {
+                if o[7] != inp[7].wrapping_sub(1) || inp[7] <= 1 {
+                    return Err(format!("hop limit {} -> {}", inp[7], o[7]));
+                }
+                return Ok(());
+            }
+            let src = rp
+                .ip6
+                .first()
+                .ok_or("ICMPv6 error from a port without IPv6")?
+                .0
+                .octets();
+            if o.len() < 48
+                || o[6] != 58
+                || o[7] != 64
+                || o[8..24] != src
+                || o[24..40] != inp[8..24]
+            {
+                return Err("neither a forwarded packet nor a well-formed ICMPv6 error".into());
+            }
+            let plen = be16(o, 4) as usize;
+            if plen + 40 != o.len() || o.len() > 1280 {
+                return Err(format!(
+                    "ICMPv6 error payload length {plen}, frame has {}",
+                    o.len()
+                ));
+            }
+            let mut pseudo = 0u64;
+            for c in o[8..40].chunks(2) {
+                pseudo += be16(c, 0) as u64;
+            }
+            pseudo += plen as u64 + 58;
+            if fold_sum(&o[40..], pseudo) != 0xffff {
+                return Err("ICMPv6 checksum does not verify".into());
+            }
+            let icmp = &o[40..];
+            let ok_type = matches!((icmp[0], icmp[1]), (3, 0) | (2, 0));
+            let quote = &icmp[8..];
+            if !ok_type || inp.len() < quote.len() || quote != &inp[..quote.len()] {
+                return Err(format!(
+                    "ICMPv6 type {} code {} or quote wrong",
+                    icmp[0], icmp[1]
+                ));
+            }
+            Ok(())
+        }
+        _ => Err(format!("routed output with ethertype {et:#06x}")),
+    }
+}

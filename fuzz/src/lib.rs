@@ -1,0 +1,2 @@
+//! Support for vecplane's fuzz targets: the router graph with a frame injector (`harness`).
+pub mod harness;

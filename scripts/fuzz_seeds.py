@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Seeds the cargo-fuzz corpora from the golden pcaps (no scapy needed).
+
+    python3 scripts/fuzz_seeds.py [FUZZ_DIR]
+
+fuzz/corpus/graph_input/: one file per frame of tests/golden/input.pcap and l2xc_input.pcap, each
+prefixed with the selector byte of fuzz_targets/graph_input.rs (0 = port p0, 3 = the
+cross-connected port p3); fuzz/corpus/pcap_reader/: the golden pcap files themselves, plus
+variants in the other byte order and in microseconds. Existing files are kept (libFuzzer adds its
+own finds next to them).
+"""
+
+import hashlib
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+
+
+def records(blob):
+    magic = struct.unpack("<I", blob[:4])[0]
+    e = "<" if magic in (0xA1B2C3D4, 0xA1B23C4D) else ">"
+    off, out = 24, []
+    while off + 16 <= len(blob):
+        sec, frac, caplen, orig = struct.unpack(e + "IIII", blob[off:off + 16])
+        out.append((sec, frac, orig, blob[off + 16:off + 16 + caplen]))
+        off += 16 + caplen
+    return out
+
+
+def pcap(recs, e="<", nanos=True):
+    b = struct.pack(e + "IHHiIII", 0xA1B23C4D if nanos else 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1)
+    for sec, frac, orig, data in recs:
+        b += struct.pack(e + "IIII", sec, frac if nanos else frac // 1000, len(data), orig) + data
+    return b
+
+
+def put(d, data):
+    os.makedirs(d, exist_ok=True)
+    name = hashlib.sha1(data).hexdigest()
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def main():
+    fuzz = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "fuzz")
+    gi = os.path.join(fuzz, "corpus", "graph_input")
+    pr = os.path.join(fuzz, "corpus", "pcap_reader")
+    n = 0
+    for name, selector in (("input.pcap", 0), ("l2xc_input.pcap", 3)):
+        with open(os.path.join(GOLDEN, name), "rb") as f:
+            blob = f.read()
+        recs = records(blob)
+        for _, _, _, data in recs:
+            put(gi, bytes([selector]) + data)
+            n += 1
+        put(pr, blob)
+        put(pr, pcap(recs[:8], ">", True))
+        put(pr, pcap(recs[:8], "<", False))
+        put(pr, blob[:len(blob) // 2])  # truncated inside a record
+    print(f"seeded {n} frames into {gi} and pcap files into {pr}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,430 @@
+#!/usr/bin/python3
+"""Writes the golden input and expected output of vecplane's router and cross-connect.
+
+    /usr/bin/python3 tests/golden/make_golden.py [--out DIR] [--print]
+
+Router (router.toml): input.pcap is received on in0; the data plane must write exactly
+expected_out0.pcap, expected_out1.pcap and expected_in0.pcap (ICMP errors go back out of in0), and
+count the drops in expected_stats.json. Cross-connect (l2xc.toml): l2xc_input.pcap on x0,
+expected_x1.pcap and expected_l2xc_stats.json.
+
+Every case below says by hand what must happen to its frame ("fwd" to a port, an ICMP error, or a
+drop with its node and reason); the expected bytes are then built with scapy from first
+principles (new MACs, TTL-1 with the checksum recomputed by scapy, ICMP errors as
+IP()/ICMP()/quote). As a second, independent opinion, scripts/vecmodel.py (a reference model that
+reads router.toml) must agree with every hand-written expectation, or this script fails.
+
+Each expected record has its input's timestamp (vecplane keeps the receive timestamp), and the
+expected files are in input order. Deterministic: no randomness, fixed timestamps.
+Addresses: 198.18.0.0/15 and 2001:db8::/32 only.
+"""
+
+import argparse
+import collections
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+
+import vecmodel  # noqa: E402
+from vecmodel import be16, mac_bytes  # noqa: E402
+from scapy.all import (ARP, ICMP, IP, TCP, UDP, Dot1AD, Dot1Q, Ether, ICMPv6DestUnreach,  # noqa: E402
+                       ICMPv6EchoRequest, IPOption_NOP, IPOption_RR, IPv6,
+                       IPv6ExtHdrDestOpt, IPv6ExtHdrFragment, Raw)
+
+# Topology (must match router.toml; the model reads router.toml and cross-checks).
+IN0 = "02:00:00:00:00:01"
+OUT0 = "02:00:00:00:01:01"
+OUT1 = "02:00:00:00:02:01"
+HOST = "02:00:00:00:00:aa"   # the sender, neighbour 198.18.0.2 / 2001:db8::2 on in0
+NH1 = "02:00:00:00:01:bb"    # 198.18.1.2 / 2001:db8:1::2 on out0
+NH2 = "02:00:00:00:02:cc"    # 198.18.2.2 / 2001:db8:2::2 on out1
+PORT_MAC = {"in0": IN0, "out0": OUT0, "out1": OUT1}
+NEXT_HOP = {"in0": HOST, "out0": NH1, "out1": NH2}
+IN0_IP4, IN0_IP6 = "198.18.0.1", "2001:db8::1"
+HOST4, HOST6 = "198.18.0.2", "2001:db8::2"
+OUT1_MTU = 1000
+
+T0 = 1_700_000_000 * 1_000_000_000
+
+
+def ts_of(i):
+    # Distinct, with nanoseconds that a microsecond file could not hold.
+    return T0 + i * 1_000_000 + 7 * i + 1
+
+
+def payload(tag, size):
+    """`size` deterministic payload bytes starting with a readable tag."""
+    b = (tag.encode() + b"|" + bytes(range(256)) * 8)[:size]
+    assert len(b) == size
+    return Raw(b)
+
+
+def eth(dst=IN0, src=HOST, etype=None):
+    return Ether(dst=dst, src=src) if etype is None else Ether(dst=dst, src=src, type=etype)
+
+
+def v4(dst, l4, ttl=64, src=HOST4, **ip):
+    return eth() / IP(src=src, dst=dst, ttl=ttl, **ip) / l4
+
+
+def v6(dst, l4, hlim=64, src=HOST6, **ip):
+    return eth() / IPv6(src=src, dst=dst, hlim=hlim, **ip) / l4
+
+
+def udp(tag, size=32, sport=1024, dport=53):
+    return UDP(sport=sport, dport=dport) / payload(tag, size)
+
+
+def sized_udp4(dst, total, tag, **ip):
+    """IPv4/UDP whose IP total length is exactly `total`."""
+    return v4(dst, udp(tag, total - 28), **ip)
+
+
+def sized_udp6(dst, total, tag, **ip):
+    """IPv6/UDP whose IP packet (header included) is exactly `total` bytes."""
+    return v6(dst, udp(tag, total - 48), **ip)
+
+
+def corrupt(frame, at, value):
+    b = bytearray(bytes(frame))
+    b[at] = value
+    return bytes(b)
+
+
+def checksum_edge_ids(dst, want_out=None, want_in=None):
+    """The first IP id making the received (or forwarded) header checksum hit an edge value."""
+    base = bytearray(bytes(IP(src=HOST4, dst=dst, ttl=64, id=0) / UDP(sport=7, dport=7)))
+    for ident in range(1, 65536):
+        b = bytearray(base)
+        b[4:6] = ident.to_bytes(2, "big")
+        b[10:12] = b"\0\0"
+        cin = vecmodel.inet_checksum(bytes(b[:20]))
+        b[8] -= 1
+        cout = vecmodel.inet_checksum(bytes(b[:20]))
+        if (want_out is not None and cout == want_out) or (want_in is not None and cin == want_in):
+            return ident
+    raise AssertionError("no id found")
+
+
+# ------------------------------------------------------------------------------------------------
+# The router cases: (what, frame, expectation)
+#   ("fwd", port)                  routed out of `port`, to its neighbour's MAC
+#   ("icmp4", type, code, mtu)     an ICMP error from 198.18.0.1 back to the sender via in0
+#   ("icmp6", type, code, mtu)     an ICMPv6 error from 2001:db8::1 back to the sender via in0
+#   ("drop", node, reason)
+
+def router_cases():
+    c = []
+    add = lambda what, frame, exp: c.append((what, bytes(frame), exp))  # noqa: E731
+
+    # --- IPv4 forwarded ------------------------------------------------------------------------
+    add("udp4 to 198.19.1.1 (/16 -> out0)", v4("198.19.1.1", udp("udp4")), ("fwd", "out0"))
+    add("tcp4 syn to 198.19.2.3:80", v4("198.19.2.3", TCP(sport=40000, dport=80, flags="S",
+                                                        seq=1000, window=65535)), ("fwd", "out0"))
+    add("icmp echo request to 198.19.3.4", v4("198.19.3.4", ICMP(type=8, id=0x77, seq=1)
+                                              / payload("ping", 56)), ("fwd", "out0"))
+    add("udp4 ttl 2 -> leaves with ttl 1", v4("198.19.1.1", udp("ttl2"), ttl=2), ("fwd", "out0"))
+    add("udp4 ttl 255", v4("198.19.1.1", udp("ttl255"), ttl=255), ("fwd", "out0"))
+    add("udp4 dscp EF, id 0xffff", v4("198.19.1.5", udp("dscp"), tos=0xB8, id=0xFFFF),
+        ("fwd", "out0"))
+    ident = checksum_edge_ids("198.19.1.6", want_out=0x0000)
+    add(f"udp4 id {ident}: forwarded checksum is 0x0000",
+        v4("198.19.1.6", UDP(sport=7, dport=7), id=ident), ("fwd", "out0"))
+    ident = checksum_edge_ids("198.19.1.6", want_in=0x0000)
+    add(f"udp4 id {ident}: received checksum is 0x0000",
+        v4("198.19.1.6", UDP(sport=7, dport=7), id=ident), ("fwd", "out0"))
+    add("udp4 with IP options (RR + NOPs), policy forward",
+        v4("198.19.4.4", udp("options"),
+           options=[IPOption_NOP(), IPOption_RR(routers=["198.18.0.2", "198.18.0.3"])]),
+        ("fwd", "out0"))
+    add("first fragment (MF, offset 0)", v4("198.19.5.5", udp("frag1", 64), id=4242,
+                                            flags="MF"), ("fwd", "out0"))
+    add("last fragment (offset 9*8)", v4("198.19.5.5", payload("frag2", 40), id=4242, frag=9,
+                                         proto=17), ("fwd", "out0"))
+    add("udp4 DF 1400 bytes to out0 (mtu 1500)", sized_udp4("198.19.6.6", 1400, "df1400",
+                                                           flags="DF"), ("fwd", "out0"))
+    add("udp4 exactly 1500 bytes to out0 (mtu 1500)", sized_udp4("198.19.6.7", 1500, "mtu1500",
+                                                                flags="DF"), ("fwd", "out0"))
+    add("802.1Q vlan 10 udp4 -> untagged", eth() / Dot1Q(vlan=10) / IP(src=HOST4,
+        dst="198.19.7.7") / udp("vlan10"), ("fwd", "out0"))
+    add("802.1Q pcp 5 vlan 4094 tcp4", eth() / Dot1Q(prio=5, vlan=4094) / IP(src=HOST4,
+        dst="198.19.7.8") / TCP(sport=1, dport=2, flags="A"), ("fwd", "out0"))
+    add("QinQ 802.1ad 100 + 802.1Q 200 udp4 -> untagged",
+        eth() / Dot1AD(vlan=100) / Dot1Q(vlan=200) / IP(src=HOST4, dst="198.19.7.9")
+        / udp("qinq"), ("fwd", "out0"))
+    add("udp4 padded to 60 bytes: trailer after total length kept",
+        bytes(eth() / IP(src=HOST4, dst="198.19.8.8") / UDP(sport=9, dport=9) / Raw(b"pad!"))
+        + b"\xee" * 14, ("fwd", "out0"))
+    add("udp4 to 198.19.127.255 (/16 edge -> out0)", v4("198.19.127.255", udp("edge16")),
+        ("fwd", "out0"))
+    add("udp4 to 198.19.128.0 (/17 -> out1)", v4("198.19.128.0", udp("edge17")),
+        ("fwd", "out1"))
+    add("tcp4 to 198.19.200.1 (/17 -> out1)", v4("198.19.200.1", TCP(sport=5555, dport=443,
+                                                                     flags="PA") / payload("tcp", 100)),
+        ("fwd", "out1"))
+    add("udp4 to neighbour 198.18.2.2 (host route)", v4("198.18.2.2", udp("nbr")),
+        ("fwd", "out1"))
+    add("udp4 DF exactly 1000 bytes to out1 (mtu 1000)", sized_udp4("198.19.200.2", 1000,
+                                                                    "mtu1000", flags="DF"),
+        ("fwd", "out1"))
+    add("udp4 with 3 packets of one flow (1/3)", v4("198.19.9.9", udp("flow-a", 10, 3000, 3001)),
+        ("fwd", "out0"))
+    add("udp4 with 3 packets of one flow (2/3)", v4("198.19.9.9", udp("flow-b", 20, 3000, 3001)),
+        ("fwd", "out0"))
+    add("udp4 with 3 packets of one flow (3/3)", v4("198.19.9.9", udp("flow-c", 30, 3000, 3001)),
+        ("fwd", "out0"))
+
+    # --- IPv4 ICMP errors ----------------------------------------------------------------------
+    add("udp4 ttl 1 -> time exceeded", v4("198.19.1.1", udp("ttl1"), ttl=1), ("icmp4", 11, 0, 0))
+    add("icmp echo ttl 0 -> time exceeded", v4("198.19.1.2", ICMP(type=8) / payload("ttl0", 24),
+                                                ttl=0), ("icmp4", 11, 0, 0))
+    add("tcp4 ttl 1 with options -> quote keeps the options",
+        v4("198.19.1.3", TCP(sport=1234, dport=22, flags="S"), ttl=1,
+           options=[IPOption_RR(routers=["198.18.0.9"])]), ("icmp4", 11, 0, 0))
+    add("udp4 ttl 1, 1400 bytes -> quote cut so the error is 576 bytes",
+        sized_udp4("198.19.1.4", 1400, "bigttl1", ttl=1), ("icmp4", 11, 0, 0))
+    add("udp4 DF 1200 bytes to out1 (mtu 1000) -> frag needed, mtu 1000",
+        sized_udp4("198.19.200.3", 1200, "df1200", flags="DF"), ("icmp4", 3, 4, OUT1_MTU))
+    add("udp4 DF 1001 bytes to out1 (mtu 1000) -> frag needed",
+        sized_udp4("198.19.200.4", 1001, "df1001", flags="DF"), ("icmp4", 3, 4, OUT1_MTU))
+    add("vlan 10 udp4 ttl 1 -> time exceeded, sent untagged",
+        eth() / Dot1Q(vlan=10) / IP(src=HOST4, dst="198.19.1.1", ttl=1) / udp("vlanttl1"),
+        ("icmp4", 11, 0, 0))
+    add("ttl 1 ICMP time-exceeded (an error) -> no error about an error",
+        v4("198.19.1.1", ICMP(type=11, code=0) / IP(src="198.19.1.1", dst="198.18.0.2")
+           / UDP(), ttl=1), ("drop", "ip4-icmp-error", "not-allowed"))
+    add("ttl 1 non-first fragment -> no error", v4("198.19.1.1", payload("frag-ttl1", 16),
+                                                   ttl=1, frag=100, proto=17),
+        ("drop", "ip4-icmp-error", "not-allowed"))
+
+    # --- IPv4 drops ----------------------------------------------------------------------------
+    add("udp4 non-DF 1200 bytes to out1 (mtu 1000)", sized_udp4("198.19.200.5", 1200, "nodf"),
+        ("drop", "ip4-rewrite", "mtu-exceeded"))
+    add("udp4 to 198.18.200.1: no route", v4("198.18.200.1", udp("noroute")),
+        ("drop", "ip4-lookup", "no-route"))
+    add("udp4 to 198.19.255.7: blackhole route", v4("198.19.255.7", udp("blackhole")),
+        ("drop", "ip4-lookup", "blackhole"))
+    add("udp4 to 198.18.0.1 (in0's address)", v4("198.18.0.1", udp("tous")),
+        ("drop", "ip4-lookup", "to-us"))
+    add("udp4 to 198.18.1.1 (out0's address)", v4("198.18.1.1", udp("tous1")),
+        ("drop", "ip4-lookup", "to-us"))
+    add("udp4 to 198.18.1.77: connected, no neighbour", v4("198.18.1.77", udp("unres")),
+        ("drop", "ip4-lookup", "neighbour-unresolved"))
+    good = bytes(v4("198.19.1.1", udp("badsum")))
+    add("udp4 with a wrong header checksum", corrupt(good, 14 + 10, good[24] ^ 0x5A),
+        ("drop", "ip4-input", "bad-checksum"))
+    add("IHL 4", corrupt(good, 14, 0x44), ("drop", "ip4-input", "bad-ihl"))
+    add("IHL 15 (60 bytes) but total length 40", corrupt(bytes(sized_udp4("198.19.1.1", 40, "ihl15")), 14,
+                                              0x4F), ("drop", "ip4-input", "bad-ihl"))
+    b = bytearray(good)
+    b[16:18] = (200).to_bytes(2, "big")
+    add("total length 200 in a 60-byte packet", b, ("drop", "ip4-input", "bad-length"))
+    add("version 6 in an IPv4 ethertype", corrupt(good, 14, 0x65),
+        ("drop", "ip4-input", "bad-version"))
+    add("IPv4 ethertype, 10 bytes of header", eth(etype=0x0800) / Raw(good[14:24]),
+        ("drop", "ip4-input", "too-short"))
+
+    # --- Ethernet drops ------------------------------------------------------------------------
+    add("runt: 10 bytes", good[:10], ("drop", "ethernet-input", "runt"))
+    add("runt: 13 bytes", good[:13], ("drop", "ethernet-input", "runt"))
+    add("unknown ethertype 0x88b5", eth(etype=0x88B5) / payload("local-exp", 46),
+        ("drop", "ethernet-input", "unknown-ethertype"))
+    add("802.3 length field (LLC)", eth(etype=46) / payload("llc", 46),
+        ("drop", "ethernet-input", "unknown-ethertype"))
+    add("ARP request (broadcast)", Ether(dst="ff:ff:ff:ff:ff:ff", src=HOST)
+        / ARP(op=1, hwsrc=HOST, psrc=HOST4, hwdst="00:00:00:00:00:00", pdst=IN0_IP4),
+        ("drop", "ethernet-input", "arp-unsupported"))
+    add("unicast to another MAC", Ether(dst="02:00:00:00:99:99", src=HOST)
+        / IP(src=HOST4, dst="198.19.1.1") / udp("notforus"),
+        ("drop", "ethernet-input", "not-for-us"))
+    add("802.1Q tag cut short", eth(etype=0x8100) / Raw(b"\x00\x0a"),
+        ("drop", "ethernet-input", "vlan-truncated"))
+    add("three VLAN tags", eth() / Dot1AD(vlan=1) / Dot1Q(vlan=2) / Dot1Q(vlan=3)
+        / IP(src=HOST4, dst="198.19.1.1") / udp("3tags"),
+        ("drop", "ethernet-input", "too-many-vlan-tags"))
+
+    # --- IPv6 forwarded ------------------------------------------------------------------------
+    add("udp6 to 2001:db8:100::5 (-> out0)", v6("2001:db8:100::5", udp("udp6")), ("fwd", "out0"))
+    add("tcp6 to 2001:db8:200::5 (-> out1)", v6("2001:db8:200::5", TCP(sport=2000, dport=80,
+                                                                     flags="S")), ("fwd", "out1"))
+    add("udp6 with a destination-options header", v6("2001:db8:100::6", IPv6ExtHdrDestOpt()
+                                                      / udp("destopt")), ("fwd", "out0"))
+    add("ipv6 fragment header", v6("2001:db8:100::7", IPv6ExtHdrFragment(id=99, m=1)
+                                   / udp("frag6", 64)), ("fwd", "out0"))
+    add("udp6 hop limit 2 -> leaves with 1", v6("2001:db8:100::8", udp("hlim2"), hlim=2),
+        ("fwd", "out0"))
+    add("udp6 traffic class 0xb8, flow label 0x12345",
+        v6("2001:db8:100::9", udp("tcfl"), tc=0xB8, fl=0x12345), ("fwd", "out0"))
+    add("802.1Q vlan 20 udp6 -> untagged", eth() / Dot1Q(vlan=20) / IPv6(src=HOST6,
+        dst="2001:db8:100::a") / udp("vlan6"), ("fwd", "out0"))
+    add("icmpv6 echo request", v6("2001:db8:100::b", ICMPv6EchoRequest(id=5, seq=6,
+                                                                      data=b"ping6")), ("fwd", "out0"))
+    add("udp6 to neighbour 2001:db8:2::2", v6("2001:db8:2::2", udp("nbr6")), ("fwd", "out1"))
+    add("udp6 exactly 1000 bytes to out1 (mtu 1000)", sized_udp6("2001:db8:200::c", 1000,
+                                                                 "mtu6"), ("fwd", "out1"))
+
+    # --- IPv6 ICMP errors ----------------------------------------------------------------------
+    add("udp6 hop limit 1 -> time exceeded", v6("2001:db8:100::5", udp("hlim1"), hlim=1),
+        ("icmp6", 3, 0, 0))
+    add("icmpv6 echo hop limit 0 -> time exceeded", v6("2001:db8:100::5",
+                                                       ICMPv6EchoRequest(data=b"x" * 8), hlim=0),
+        ("icmp6", 3, 0, 0))
+    add("udp6 1100 bytes to out1 (mtu 1000) -> packet too big, mtu 1000",
+        sized_udp6("2001:db8:200::d", 1100, "ptb"), ("icmp6", 2, 0, OUT1_MTU))
+    add("udp6 hop limit 1, 1400 bytes -> quote cut so the error is 1280 bytes",
+        sized_udp6("2001:db8:100::e", 1400, "big6", hlim=1), ("icmp6", 3, 0, 0))
+    add("hop limit 1 ICMPv6 error -> no error about an error",
+        v6("2001:db8:100::5", ICMPv6DestUnreach(code=3) / payload("inner", 48), hlim=1),
+        ("drop", "ip6-icmp-error", "not-allowed"))
+
+    # --- IPv6 drops ----------------------------------------------------------------------------
+    add("udp6 to 2001:db8:9999::1: no route", v6("2001:db8:9999::1", udp("noroute6")),
+        ("drop", "ip6-lookup", "no-route"))
+    add("udp6 to 2001:db8:dead::1: blackhole", v6("2001:db8:dead::1", udp("bh6")),
+        ("drop", "ip6-lookup", "blackhole"))
+    add("udp6 to 2001:db8::1 (in0's address)", v6("2001:db8::1", udp("tous6")),
+        ("drop", "ip6-lookup", "to-us"))
+    add("udp6 to 2001:db8:1::77: connected, no neighbour", v6("2001:db8:1::77", udp("unres6")),
+        ("drop", "ip6-lookup", "neighbour-unresolved"))
+    good6 = bytes(v6("2001:db8:100::5", udp("badlen6")))
+    b = bytearray(good6)
+    b[18:20] = (500).to_bytes(2, "big")
+    add("ipv6 payload length 500 in a short packet", b, ("drop", "ip6-input", "bad-length"))
+    add("version 4 in an IPv6 ethertype", corrupt(good6, 14, 0x40),
+        ("drop", "ip6-input", "bad-version"))
+    add("IPv6 ethertype, 20 bytes of header", eth(etype=0x86DD) / Raw(good6[14:34]),
+        ("drop", "ip6-input", "too-short"))
+    return c
+
+
+def l2xc_cases():
+    """Cross-connect: every frame of at least 14 bytes leaves on x1 (dst rewritten, src = x1)."""
+    x0 = "02:00:00:00:0a:01"
+    c = []
+    add = lambda what, frame, exp: c.append((what, bytes(frame), exp))  # noqa: E731
+    add("udp4 to x0's MAC", Ether(dst=x0, src=HOST) / IP(src=HOST4, dst="198.19.0.1")
+        / udp("xc1"), ("xc",))
+    add("frame to another MAC (no MAC filter on a cross-connect)",
+        Ether(dst="02:00:00:00:77:77", src=HOST) / IP(src=HOST4, dst="198.19.0.2") / udp("xc2"),
+        ("xc",))
+    add("broadcast ARP", Ether(dst="ff:ff:ff:ff:ff:ff", src=HOST)
+        / ARP(hwsrc=HOST, psrc=HOST4, pdst="198.18.0.9"), ("xc",))
+    add("QinQ with a non-IP payload (not parsed)", Ether(dst=x0, src=HOST) / Dot1AD(vlan=5)
+        / Dot1Q(vlan=6) / Raw(b"\x45" + bytes(40)), ("xc",))
+    add("ipv4 ttl 1 (no TTL processing on L2)", Ether(dst=x0, src=HOST)
+        / IP(src=HOST4, dst="198.19.0.3", ttl=1) / udp("xc-ttl1"), ("xc",))
+    add("exactly 14 bytes", Ether(dst=x0, src=HOST, type=0x88B5), ("xc",))
+    add("1514-byte frame", Ether(dst=x0, src=HOST) / IPv6(src=HOST6, dst="2001:db8::9")
+        / udp("xc-big", 1452), ("xc",))
+    add("runt: 13 bytes", bytes(Ether(dst=x0, src=HOST))[:13],
+        ("drop", "ethernet-input", "runt"))
+    return c
+
+
+# ------------------------------------------------------------------------------------------------
+
+def l3_offset(frame):
+    off, t = 14, be16(frame, 12)
+    while t in (0x8100, 0x88A8):
+        t, off = be16(frame, off + 2), off + 4
+    return off
+
+
+def expected_frame(frame, exp):
+    """(port, bytes) built from first principles for a non-drop expectation."""
+    if exp[0] == "xc":
+        return "x1", mac_bytes("02:00:00:00:0b:ee") + mac_bytes("02:00:00:00:0b:01") + frame[12:]
+    l3 = l3_offset(frame)
+    pkt = frame[l3:]
+    if exp[0] == "fwd":
+        port = exp[1]
+        l2 = mac_bytes(NEXT_HOP[port]) + mac_bytes(PORT_MAC[port])
+        if be16(frame, l3 - 2) == 0x0800:
+            total = be16(pkt, 2)
+            return port, l2 + b"\x08\x00" + vecmodel.routed_ip4(pkt[:total]) + pkt[total:]
+        p = IPv6(pkt)
+        p.hlim -= 1
+        out = bytes(p)
+        assert len(out) == len(pkt) and out[:7] == pkt[:7] and out[8:] == pkt[8:], "scapy v6"
+        return port, l2 + b"\x86\xdd" + out
+    l2 = mac_bytes(HOST) + mac_bytes(IN0)
+    if exp[0] == "icmp4":
+        err = vecmodel.icmp4_error_packet(IN0_IP4, pkt, exp[1], exp[2], exp[3])
+        return "in0", l2 + b"\x08\x00" + err
+    if exp[0] == "icmp6":
+        err = vecmodel.icmp6_error_packet(IN0_IP6, pkt, exp[1], exp[2], exp[3])
+        return "in0", l2 + b"\x86\xdd" + err
+    raise ValueError(exp)
+
+
+def build(cases, config_path, rx_port, out_ports, prefix, outdir, show):
+    model = vecmodel.Model(vecmodel.Config(config_path))
+    records = []
+    outputs = {p: [] for p in out_ports}
+    drops = collections.Counter()
+    for i, (what, frame, exp) in enumerate(cases):
+        ts = ts_of(i)
+        records.append((ts, frame))
+        if exp[0] == "drop":
+            want = [("drop", exp[1], exp[2])]
+            drops[(exp[1], exp[2])] += 1
+        else:
+            port, out = expected_frame(frame, exp)
+            outputs[port].append((ts, out))
+            want = [("tx", port, out)]
+        got = [g[:3] for g in model.process(frame, rx_port)]
+        if got != want:
+            sys.exit(f"case {i} ({what}): the hand-written expectation {want[0][:3]} and the "
+                     f"reference model {[g[:3] for g in got]} disagree")
+        if show:
+            print(f"{i:3} {ts} {what}: {exp}")
+    files = {}
+    inp = os.path.join(outdir, f"{prefix}input.pcap")
+    vecmodel.write_pcap(inp, records)
+    files["input"] = inp
+    for p in out_ports:
+        path = os.path.join(outdir, f"expected_{p}.pcap")
+        vecmodel.write_pcap(path, outputs[p])
+        files[p] = path
+    tx_total = sum(len(v) for v in outputs.values())
+    stats = {
+        "comment": "Drop counts per (node, reason) and packets per port that vecplane must "
+                   "report for this input; every reason not listed must be 0.",
+        "rx_packets": len(records),
+        "tx_packets": {p: len(outputs[p]) for p in out_ports},
+        "drops_total": sum(drops.values()),
+        "errors": {},
+    }
+    for (node, reason), n in sorted(drops.items()):
+        stats["errors"].setdefault(node, {})[reason] = n
+    assert stats["rx_packets"] == tx_total + stats["drops_total"]
+    return files, stats
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=HERE, help="directory to write into (default: beside me)")
+    ap.add_argument("--print", action="store_true", help="list the cases")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    _, stats = build(router_cases(), os.path.join(HERE, "router.toml"), "in0",
+                     ["out0", "out1", "in0"], "", args.out, args.print)
+    with open(os.path.join(args.out, "expected_stats.json"), "w") as f:
+        json.dump(stats, f, indent=2, sort_keys=True)
+        f.write("\n")
+    _, xstats = build(l2xc_cases(), os.path.join(HERE, "l2xc.toml"), "x0", ["x1"], "l2xc_",
+                      args.out, args.print)
+    with open(os.path.join(args.out, "expected_l2xc_stats.json"), "w") as f:
+        json.dump(xstats, f, indent=2, sort_keys=True)
+        f.write("\n")
+    print(f"router: {stats['rx_packets']} frames in, {stats['tx_packets']} out, "
+          f"{stats['drops_total']} dropped; l2xc: {xstats['rx_packets']} in, "
+          f"{xstats['tx_packets']} out, {xstats['drops_total']} dropped -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
