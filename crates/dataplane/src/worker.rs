@@ -107,8 +107,10 @@ impl Dataplane {
         let handle = std::thread::Builder::new()
             .name("vecplane-worker-0".into())
             .spawn(move || {
+                // Set `finished` however the worker ends, also when it unwinds from a panic, so
+                // the control thread never waits for a worker that is gone.
+                let _finished = SetOnDrop(f);
                 self.run_inline(&s, None);
-                f.store(true, Ordering::Release);
             });
         let handle = match handle {
             Ok(h) => Some(h),
@@ -124,6 +126,15 @@ impl Dataplane {
             finished,
             handle,
         }
+    }
+}
+
+/// Sets its flag when dropped.
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
