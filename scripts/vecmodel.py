@@ -241,9 +241,8 @@ class Model:
             to, dst = port.xconnect
             out = (dst if dst is not None else frame[0:6]) + to.mac + frame[12:]
             return [self.output(to, out, "xc")]
-        # As designed: multicast/broadcast MACs pass. (RFC 1812 5.3.4 says a unicast IP packet
-        # received as a link-layer broadcast must not be forwarded: reported, see the ignored
-        # test link_layer_broadcast_is_not_forwarded in pcap_replay.rs.)
+        # Multicast/broadcast MACs pass ethernet-input; the IP nodes then drop unicast packets
+        # inside them as l2-multicast (RFC 1812 5.3.4).
         if frame[0] & 1 == 0 and frame[0:6] != port.mac:
             return [drop("ethernet-input", "not-for-us")]
         t, l3 = be16(frame, 12), 14
@@ -292,6 +291,8 @@ class Model:
             return [drop("ip4-input", "bad-source")]
         if dst >> 28 >= 0xE:
             return [drop("ip4-input", "multicast-destination")]
+        if frame[0] & 1:
+            return [drop("ip4-input", "l2-multicast")]
         if h[8] <= 1:
             return self.icmp4_error(frame, l3, port, 11, 0, 0)
         return self.ip4_forward(frame, l3, port, local=False)
@@ -353,6 +354,8 @@ class Model:
             return [drop("ip6-input", "multicast-destination")]
         if src >> 118 == 0xFE80 >> 6 or dst >> 118 == 0xFE80 >> 6:
             return [drop("ip6-input", "link-local")]
+        if frame[0] & 1:
+            return [drop("ip6-input", "l2-multicast")]
         if h[7] <= 1:
             return self.icmp6_error(frame, l3, port, 3, 0, 0)
         return self.ip6_forward(frame, l3, port, local=False)

@@ -841,11 +841,9 @@ fn forwarded_frames_are_cut_to_the_ip_total_length() {
 }
 
 #[test]
-#[ignore = "reported: a unicast IP packet received as a link-layer broadcast is forwarded"]
 fn link_layer_broadcast_is_not_forwarded() {
     // RFC 1812 5.3.4: a router MUST NOT forward a packet received as a link-layer broadcast
-    // unless it is directed to an IP multicast address (nodes/src/ethernet.rs accepts every
-    // frame with the I/G bit set).
+    // unless it is directed to an IP multicast address.
     let f = ipv4_udp_frame([0xff; 6], [198, 19, 1, 1], 64, 18);
     let g = ipv4_udp_frame([0x01, 0x00, 0x5e, 0, 0, 1], [198, 19, 1, 1], 64, 18);
     let mut hs = Harness::router();

@@ -5,7 +5,7 @@
 use crate::names;
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be16, eth, format_mac, Mac};
-use packet::meta::FLAG_IP6;
+use packet::meta::{FLAG_IP6, FLAG_L2_MULTICAST};
 use packet::BufferPool;
 
 /// What a port does with what it receives.
@@ -107,8 +107,11 @@ impl Node for EthernetInput {
                 if port.mode == PortMode::Xconnect {
                     break 'classify NEXT_XCONNECT;
                 }
-                // Unicast frames must be for us; multicast and broadcast have the I/G bit set.
-                if data[0] & 1 == 0 && data[0..6] != port.mac {
+                // Unicast frames must be for us; multicast and broadcast have the I/G bit set and
+                // are marked, so the IP nodes do not forward unicast packets inside them.
+                if data[0] & 1 != 0 {
+                    meta.flags |= FLAG_L2_MULTICAST;
+                } else if data[0..6] != port.mac {
                     break 'classify fail(E_NOT_FOR_US);
                 }
                 let mut t = be16(data, eth::TYPE);

@@ -9,7 +9,7 @@ use fib::Ip4Fib;
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
 use packet::headers::{be16, be32, eth, ip4, put16};
-use packet::meta::FLAG_FLOW_HASH;
+use packet::meta::{FLAG_FLOW_HASH, FLAG_L2_MULTICAST};
 use packet::{BufferPool, VECTOR_SIZE};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -68,7 +68,7 @@ const IN_NEXT_LOOKUP: u16 = 1;
 const IN_NEXT_ICMP: u16 = 2;
 
 /// `ip4-input` drop reasons, by index.
-pub const INPUT_ERRORS: [&str; 8] = [
+pub const INPUT_ERRORS: [&str; 9] = [
     "too-short",
     "bad-version",
     "bad-ihl",
@@ -77,6 +77,7 @@ pub const INPUT_ERRORS: [&str; 8] = [
     "options",
     "bad-source",
     "multicast-destination",
+    "l2-multicast",
 ];
 const E_TOO_SHORT: u16 = 0;
 const E_BAD_VERSION: u16 = 1;
@@ -86,6 +87,7 @@ const E_BAD_CHECKSUM: u16 = 4;
 const E_OPTIONS: u16 = 5;
 const E_BAD_SOURCE: u16 = 6;
 const E_MULTICAST: u16 = 7;
+const E_L2_MULTICAST: u16 = 8;
 
 impl Node for Ip4Input {
     fn name(&self) -> &str {
@@ -142,6 +144,11 @@ impl Node for Ip4Input {
                 }
                 if be32(h, ip4::DST) >> 28 >= 0xe {
                     break 'check fail(E_MULTICAST);
+                }
+                // RFC 1812 5.3.4: a unicast packet received as a link-layer broadcast or
+                // multicast is not forwarded.
+                if meta.flags & FLAG_L2_MULTICAST != 0 {
+                    break 'check fail(E_L2_MULTICAST);
                 }
                 meta.l4_offset = (l3 + ihl) as u16;
                 if h[ip4::TTL] <= 1 {

@@ -9,7 +9,7 @@ use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use fib::Ip6Fib;
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be128, be16, eth, ip6, put16};
-use packet::meta::FLAG_FLOW_HASH;
+use packet::meta::{FLAG_FLOW_HASH, FLAG_L2_MULTICAST};
 use packet::{BufferPool, VECTOR_SIZE};
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -38,13 +38,14 @@ const IN_NEXT_LOOKUP: u16 = 1;
 const IN_NEXT_ICMP: u16 = 2;
 
 /// `ip6-input` drop reasons, by index.
-pub const INPUT_ERRORS: [&str; 6] = [
+pub const INPUT_ERRORS: [&str; 7] = [
     "too-short",
     "bad-version",
     "bad-length",
     "bad-source",
     "multicast-destination",
     "link-local",
+    "l2-multicast",
 ];
 
 impl Node for Ip6Input {
@@ -95,6 +96,10 @@ impl Node for Ip6Input {
                 }
                 if is_link_local(src) || is_link_local(dst) {
                     break 'check fail(5);
+                }
+                // A unicast packet received as a link-layer multicast is not forwarded.
+                if meta.flags & FLAG_L2_MULTICAST != 0 {
+                    break 'check fail(6);
                 }
                 meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
                 if h[ip6::HOP_LIMIT] <= 1 {

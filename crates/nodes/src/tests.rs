@@ -704,3 +704,17 @@ fn many_packets_keep_rx_equal_tx_plus_drops() {
     let out = r.run();
     assert_eq!(out.len() as u64 + r.total_drops(), 2000);
 }
+
+#[test]
+fn unicast_ip_in_link_layer_broadcast_or_multicast_is_not_forwarded() {
+    let mut v4 = udp4("198.18.1.2", "198.18.2.2", 64);
+    v4[0..6].copy_from_slice(&[0xff; 6]);
+    let mut v4m = udp4("198.18.1.2", "198.18.2.2", 64);
+    v4m[0..6].copy_from_slice(&[0x01, 0x00, 0x5e, 0, 0, 1]);
+    let mut v6 = udp6("2001:db8:1::2", "2001:db8:2::2", 64, 100);
+    v6[0..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    let mut r = router(vec![(0, v4), (0, v4m), (0, v6)], Ip4Options::Forward, 100);
+    assert!(r.run().is_empty());
+    assert_eq!(r.drops("ip4-input", "l2-multicast"), 2);
+    assert_eq!(r.drops("ip6-input", "l2-multicast"), 1);
+}

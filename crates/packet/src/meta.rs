@@ -7,6 +7,8 @@ pub const FLAG_TRACE: u16 = 1 << 0;
 pub const FLAG_FLOW_HASH: u16 = 1 << 1;
 /// Flag: the packet is an IPv6 packet (set by `ethernet-input`).
 pub const FLAG_IP6: u16 = 1 << 2;
+/// Flag: the frame was received with a multicast or broadcast destination MAC.
+pub const FLAG_L2_MULTICAST: u16 = 1 << 3;
 
 /// Metadata of one buffer. Exactly one 64-byte cache line, laid out by how often it is touched.
 #[repr(C, align(64))]
