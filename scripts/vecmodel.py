@@ -473,13 +473,28 @@ def ip6_error_allowed(h):
     dst = int.from_bytes(h[24:40], "big")
     if src == 0 or src >> 120 == 0xFF or dst >> 120 == 0xFF:
         return False
-    # As implemented: only the first next header is looked at; an ICMPv6 error behind extension
-    # headers does get an error (reported; ignored test
-    # no_icmp6_error_about_an_icmp6_error_behind_extension_headers).
-    if h[6] == 58:
-        if len(h) <= 40 or h[40] < 128:
+    return not carries_icmp6_error(h)
+
+
+def carries_icmp6_error(h):
+    """Whether the upper-layer header, behind at most 8 hop-by-hop (0), routing (43),
+    destination-options (60) or first-fragment (44) headers, is an ICMPv6 error or too short to
+    tell; what cannot be reached is not an error."""
+    nh, at = h[6], 40
+    for _ in range(8):
+        if nh == 58:
+            return len(h) <= at or h[at] < 128
+        if nh in (0, 43, 60):
+            if len(h) < at + 2:
+                return False
+            nh, at = h[at], at + (h[at + 1] + 1) * 8
+        elif nh == 44:
+            if len(h) < at + 8 or be16(h, at + 2) & 0xFFF8:
+                return False
+            nh, at = h[at], at + 8
+        else:
             return False
-    return True
+    return False
 
 
 def icmp6_error_packet(src, h, icmp_type, code, mtu):

@@ -204,14 +204,40 @@ fn ip6_error_allowed(h: &[u8]) -> bool {
     if src == 0 || src >> 120 == 0xff || be128(h, ip6::DST) >> 120 == 0xff {
         return false;
     }
-    if h[ip6::NEXT_HEADER] == proto::ICMP6 {
-        // Types below 128 are errors; never answer them.
-        match h.get(ip6::HEADER_LEN) {
-            Some(&t) if t >= 128 => {}
+    !carries_icmp6_error(h)
+}
+
+/// Whether an IPv6 packet's upper-layer header, found behind at most 8 hop-by-hop, routing,
+/// destination-options or first-fragment headers, is an ICMPv6 error (type below 128) — or an
+/// ICMPv6 header too short to tell. What cannot be reached is not an error.
+fn carries_icmp6_error(h: &[u8]) -> bool {
+    const HOP_BY_HOP: u8 = 0;
+    const ROUTING: u8 = 43;
+    const FRAGMENT: u8 = 44;
+    const DESTINATION_OPTIONS: u8 = 60;
+    let (mut next, mut at) = (h[ip6::NEXT_HEADER], ip6::HEADER_LEN);
+    for _ in 0..8 {
+        match next {
+            proto::ICMP6 => return h.get(at).is_none_or(|&t| t < 128),
+            HOP_BY_HOP | ROUTING | DESTINATION_OPTIONS => match h.get(at..at + 2) {
+                Some(e) => {
+                    next = e[0];
+                    at += (e[1] as usize + 1) * 8;
+                }
+                None => return false,
+            },
+            FRAGMENT => match h.get(at..at + 8) {
+                // A later fragment does not show the upper-layer header.
+                Some(e) if be16(e, 2) & 0xfff8 == 0 => {
+                    next = e[0];
+                    at += 8;
+                }
+                _ => return false,
+            },
             _ => return false,
         }
     }
-    true
+    false
 }
 
 impl Node for Ip6IcmpError {
