@@ -86,7 +86,8 @@ def scapy_validate(kind, rx_port, inp, out, cfg):
             ip_in = IP(src_in[:be16(src_in, 2)])
             if ip.ttl != ip_in.ttl - 1:
                 bad.append(f"TTL {ip_in.ttl} -> {ip.ttl}")
-            if out[14 + ihl:] != src_in[ihl:]:
+            # ip4-input cuts what follows the total length (padding, trailers).
+            if out[14 + ihl:] != src_in[ihl:be16(src_in, 2)]:
                 bad.append("payload after the IPv4 header changed")
             if (ip.src, ip.dst, ip.id, ip.proto, ip.len) != \
                     (ip_in.src, ip_in.dst, ip_in.id, ip_in.proto, ip_in.len):
@@ -117,7 +118,9 @@ def scapy_validate(kind, rx_port, inp, out, cfg):
         if kind == "fwd6":
             if ip6.hlim != src_in[7] - 1:
                 bad.append(f"hop limit {src_in[7]} -> {ip6.hlim}")
-            if out[14:14 + 7] != src_in[:7] or out[14 + 8:] != src_in[8:]:
+            # ip6-input cuts what follows the payload length.
+            end = 40 + be16(src_in, 4)
+            if out[14:14 + 7] != src_in[:7] or out[14 + 8:] != src_in[8:end]:
                 bad.append("IPv6 packet changed beyond the hop limit")
         else:
             msg = out[14 + 40:14 + 40 + ip6.plen]

@@ -319,10 +319,8 @@ class Model:
             if be16(h, 6) & 0x4000:
                 return self.icmp4_error(frame, l3, rx, 3, 4, adj.mtu)
             return [drop("ip4-rewrite", "mtu-exceeded")]
-        # As implemented: bytes after the IP total length (link-layer padding or junk) are sent
-        # on (reported: the frame can exceed the MTU; ignored test
-        # forwarded_frames_are_cut_to_the_ip_total_length).
-        packet = routed_ip4(h[:total], decrement=not local) + h[total:]
+        # Bytes after the IP total length (link-layer padding or junk) are cut by ip4-input.
+        packet = routed_ip4(h[:total], decrement=not local)
         return [self.output(adj.port, adj.dst + adj.src + b"\x08\x00" + packet,
                             "icmp4" if local else "fwd4")]
 
@@ -376,7 +374,7 @@ class Model:
         return outs
 
     def ip6_rewrite(self, frame, l3, rx, adj, local):
-        h = bytearray(frame[l3:])
+        h = bytearray(frame[l3:l3 + 40 + be16(frame, l3 + 4)])  # ip6-input cuts trailing bytes
         if be16(h, 4) + 40 > adj.mtu:
             return self.icmp6_error(frame, l3, rx, 2, 0, adj.mtu)
         if not local:

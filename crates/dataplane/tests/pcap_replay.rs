@@ -822,11 +822,9 @@ fn no_icmp6_error_about_an_icmp6_error_behind_extension_headers() {
 }
 
 #[test]
-#[ignore = "reported: bytes after the IP total length are forwarded; the frame can exceed the MTU"]
 fn forwarded_frames_are_cut_to_the_ip_total_length() {
     // A 1500-byte IPv4 packet (fits p1's MTU of 1500) followed by 500 bytes of link-layer trailer
-    // leaves as a 2014-byte frame: ip4-rewrite checks the MTU against the IP total length but
-    // sends the whole buffer (nodes/src/ip4.rs Ip4Rewrite::process; ip6.rs likewise).
+    // must leave as a 1514-byte frame: ip4-input cuts what follows the total length.
     let mut f = ipv4_udp_frame(PORT_MACS[0], [198, 19, 1, 1], 64, 1472);
     f.extend(std::iter::repeat_n(0xee, 500));
     let mut hs = Harness::router();

@@ -151,6 +151,9 @@ impl Node for Ip4Input {
                     break 'check fail(E_L2_MULTICAST);
                 }
                 meta.l4_offset = (l3 + ihl) as u16;
+                // Bytes after the total length (link-layer padding or a trailer) are not part of
+                // the packet: cut them so they are never forwarded past the MTU (as Linux does).
+                meta.length = (l3 + total) as u16;
                 if h[ip4::TTL] <= 1 {
                     meta.next_scratch = icmp_request(ICMP_TIME_EXCEEDED, 0, 0);
                     IN_NEXT_ICMP

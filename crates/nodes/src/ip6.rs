@@ -83,7 +83,8 @@ impl Node for Ip6Input {
                 if h[0] >> 4 != 6 {
                     break 'check fail(1);
                 }
-                if be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN > h.len() {
+                let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
+                if total > h.len() {
                     break 'check fail(2);
                 }
                 let src = be128(h, ip6::SRC);
@@ -102,6 +103,8 @@ impl Node for Ip6Input {
                     break 'check fail(6);
                 }
                 meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
+                // Bytes after the payload length are not part of the packet (see ip4-input).
+                meta.length = (l3 + total) as u16;
                 if h[ip6::HOP_LIMIT] <= 1 {
                     meta.next_scratch = icmp_request(ICMP6_TIME_EXCEEDED, 0, 0);
                     IN_NEXT_ICMP
