@@ -1,16 +1,14 @@
-//! IPv4 forwarding nodes: `ip4-input` (header checks), `ip4-lookup` (longest-prefix match and
-//! ECMP) and `ip4-rewrite` (MTU, TTL with incremental checksum, Ethernet header). They share the
-//! FIB and next-hop table read-only; they never allocate or keep per-packet state.
+//! IPv4 forwarding nodes: `ip4-input` (header checks) and `ip4-rewrite` (MTU, TTL with
+//! incremental checksum, Ethernet header); `ip4-lookup` lives in `lookup`, shared with IPv6.
+//! They read shared tables only; they never allocate or keep per-packet state.
 
-use crate::adjacency::{NextHop, NextHopTable};
-use crate::flow_hash::ip4_flow_hash;
+use crate::adjacency::NextHopTable;
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
-use fib::Ip4Fib;
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
 use packet::headers::{be16, be32, eth, ip4, put16};
-use packet::meta::{FLAG_FLOW_HASH, FLAG_L2_MULTICAST};
-use packet::{BufferPool, VECTOR_SIZE};
+use packet::meta::FLAG_L2_MULTICAST;
+use packet::BufferPool;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -196,113 +194,7 @@ pub fn describe_ip4(pool: &BufferPool, buffer: u32) -> String {
 
 // ---------------------------------------------------------------------------------------------
 
-/// The `ip4-lookup` node.
-pub struct Ip4Lookup {
-    fib: Arc<Ip4Fib>,
-    next_hops: Arc<NextHopTable>,
-    addrs: Box<[u32; VECTOR_SIZE]>,
-    ids: Box<[u32; VECTOR_SIZE]>,
-}
-
-impl Ip4Lookup {
-    /// A lookup node over `fib`, whose next-hop ids index `next_hops`.
-    pub fn new(fib: Arc<Ip4Fib>, next_hops: Arc<NextHopTable>) -> Ip4Lookup {
-        Ip4Lookup {
-            fib,
-            next_hops,
-            addrs: Box::new([0; VECTOR_SIZE]),
-            ids: Box::new([0; VECTOR_SIZE]),
-        }
-    }
-}
-
-const LK_NEXT_DROP: u16 = 0;
-const LK_NEXT_REWRITE: u16 = 1;
-
-/// `ip4-lookup` drop reasons, by index.
-pub const LOOKUP_ERRORS: [&str; 4] = ["no-route", "blackhole", "to-us", "neighbour-unresolved"];
-
-/// Turn a next-hop entry into (next, scratch or error) for one packet. Shared by both families.
-#[inline(always)]
-pub(crate) fn resolve_next_hop(
-    entry: NextHop,
-    table: &NextHopTable,
-    hash: impl FnOnce() -> u32,
-) -> Result<u32, u16> {
-    match entry {
-        NextHop::Adjacency(a) => Ok(a),
-        NextHop::Ecmp { first, count } => Ok(table.ecmp_member(first, count, hash())),
-        NextHop::NoRoute => Err(0),
-        NextHop::Drop => Err(1),
-        NextHop::Local => Err(2),
-        NextHop::Unresolved => Err(3),
-    }
-}
-
-impl Node for Ip4Lookup {
-    fn name(&self) -> &str {
-        names::IP4_LOOKUP
-    }
-
-    fn next_nodes(&self) -> Vec<String> {
-        [names::ERROR_DROP, names::IP4_REWRITE]
-            .map(String::from)
-            .to_vec()
-    }
-
-    fn error_reasons(&self) -> Vec<String> {
-        LOOKUP_ERRORS.map(String::from).to_vec()
-    }
-
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let n = frame.len();
-        for (a, &b) in self.addrs[..n].iter_mut().zip(frame) {
-            // ip4-input (or the ICMP error node) checked the header is present.
-            let off = cx.pool.meta(b).l3_offset as usize + ip4::DST;
-            let d = cx.pool.data(b);
-            *a = d.get(off..off + 4).map_or(0, |s| be32(s, 0));
-        }
-        self.fib.lookup_batch(&self.addrs[..n], &mut self.ids[..n]);
-        let mut all_ok = true;
-        for (i, &b) in frame.iter().enumerate() {
-            let entry = self.next_hops.entry(self.ids[i]);
-            let (meta, data) = cx.pool.packet_mut(b);
-            let l3 = meta.l3_offset as usize;
-            let r = resolve_next_hop(entry, &self.next_hops, || {
-                if meta.flags & FLAG_FLOW_HASH == 0 {
-                    meta.flow_hash = ip4_flow_hash(&data[l3..]);
-                    meta.flags |= FLAG_FLOW_HASH;
-                }
-                meta.flow_hash
-            });
-            nexts[i] = match r {
-                Ok(adj) => {
-                    meta.next_scratch = adj;
-                    LK_NEXT_REWRITE
-                }
-                Err(reason) => {
-                    meta.error = cx.error_base + reason;
-                    all_ok = false;
-                    LK_NEXT_DROP
-                }
-            };
-        }
-        if all_ok {
-            Dispatch::AllTo(LK_NEXT_REWRITE)
-        } else {
-            Dispatch::PerPacket
-        }
-    }
-
-    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
-        let m = pool.meta(buffer);
-        format!(
-            "{} adjacency {}",
-            describe_ip4(pool, buffer),
-            m.next_scratch
-        )
-    }
-}
+pub use crate::lookup::Ip4Lookup;
 
 // ---------------------------------------------------------------------------------------------
 

@@ -1,16 +1,13 @@
-//! IPv6 forwarding nodes: `ip6-input` (header checks), `ip6-lookup` (longest-prefix match over
-//! /0../128 and ECMP) and `ip6-rewrite` (MTU, hop limit, Ethernet header). They share the FIB and
-//! next-hop table read-only; they never allocate or keep per-packet state.
+//! IPv6 forwarding nodes: `ip6-input` (header checks) and `ip6-rewrite` (MTU, hop limit,
+//! Ethernet header); `ip6-lookup` lives in `lookup`, shared with IPv4. They read shared tables
+//! only; they never allocate or keep per-packet state.
 
 use crate::adjacency::NextHopTable;
-use crate::flow_hash::ip6_flow_hash;
-use crate::ip4::resolve_next_hop;
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
-use fib::Ip6Fib;
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be128, be16, eth, ip6, put16};
-use packet::meta::{FLAG_FLOW_HASH, FLAG_L2_MULTICAST};
-use packet::{BufferPool, VECTOR_SIZE};
+use packet::meta::FLAG_L2_MULTICAST;
+use packet::BufferPool;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
 
@@ -144,92 +141,7 @@ pub fn describe_ip6(pool: &BufferPool, buffer: u32) -> String {
     }
 }
 
-/// The `ip6-lookup` node.
-pub struct Ip6Lookup {
-    fib: Arc<Ip6Fib>,
-    next_hops: Arc<NextHopTable>,
-    addrs: Box<[u128; VECTOR_SIZE]>,
-    ids: Box<[u32; VECTOR_SIZE]>,
-}
-
-impl Ip6Lookup {
-    /// A lookup node over `fib`, whose next-hop ids index `next_hops`.
-    pub fn new(fib: Arc<Ip6Fib>, next_hops: Arc<NextHopTable>) -> Ip6Lookup {
-        Ip6Lookup {
-            fib,
-            next_hops,
-            addrs: Box::new([0; VECTOR_SIZE]),
-            ids: Box::new([0; VECTOR_SIZE]),
-        }
-    }
-}
-
-const LK_NEXT_DROP: u16 = 0;
-const LK_NEXT_REWRITE: u16 = 1;
-
-impl Node for Ip6Lookup {
-    fn name(&self) -> &str {
-        names::IP6_LOOKUP
-    }
-
-    fn next_nodes(&self) -> Vec<String> {
-        [names::ERROR_DROP, names::IP6_REWRITE]
-            .map(String::from)
-            .to_vec()
-    }
-
-    fn error_reasons(&self) -> Vec<String> {
-        crate::ip4::LOOKUP_ERRORS.map(String::from).to_vec()
-    }
-
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let n = frame.len();
-        for (a, &b) in self.addrs[..n].iter_mut().zip(frame) {
-            let off = cx.pool.meta(b).l3_offset as usize + ip6::DST;
-            let d = cx.pool.data(b);
-            *a = d.get(off..off + 16).map_or(0, |s| be128(s, 0));
-        }
-        self.fib.lookup_batch(&self.addrs[..n], &mut self.ids[..n]);
-        let mut all_ok = true;
-        for (i, &b) in frame.iter().enumerate() {
-            let entry = self.next_hops.entry(self.ids[i]);
-            let (meta, data) = cx.pool.packet_mut(b);
-            let l3 = meta.l3_offset as usize;
-            let r = resolve_next_hop(entry, &self.next_hops, || {
-                if meta.flags & FLAG_FLOW_HASH == 0 {
-                    meta.flow_hash = ip6_flow_hash(&data[l3..]);
-                    meta.flags |= FLAG_FLOW_HASH;
-                }
-                meta.flow_hash
-            });
-            nexts[i] = match r {
-                Ok(adj) => {
-                    meta.next_scratch = adj;
-                    LK_NEXT_REWRITE
-                }
-                Err(reason) => {
-                    meta.error = cx.error_base + reason;
-                    all_ok = false;
-                    LK_NEXT_DROP
-                }
-            };
-        }
-        if all_ok {
-            Dispatch::AllTo(LK_NEXT_REWRITE)
-        } else {
-            Dispatch::PerPacket
-        }
-    }
-
-    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
-        let m = pool.meta(buffer);
-        format!(
-            "{} adjacency {}",
-            describe_ip6(pool, buffer),
-            m.next_scratch
-        )
-    }
-}
+pub use crate::lookup::Ip6Lookup;
 
 /// The `ip6-rewrite` node.
 pub struct Ip6Rewrite {

@@ -12,6 +12,7 @@ pub mod flow_hash;
 pub mod icmp;
 pub mod ip4;
 pub mod ip6;
+pub mod lookup;
 pub mod neighbour;
 pub mod output;
 pub mod xconnect;

@@ -1,0 +1,181 @@
+//! `ip4-lookup` and `ip6-lookup`: one node generic over the address family. It reads each
+//! packet's destination, resolves a vector of them in one batched FIB lookup, and turns the
+//! next-hop entry into an adjacency (ECMP by flow hash) or a counted drop. It shares the FIB and
+//! next-hop table read-only and never writes packet bytes.
+
+use crate::adjacency::{NextHop, NextHopTable};
+use crate::flow_hash::{ip4_flow_hash, ip6_flow_hash};
+use crate::names;
+use fib::{Ip4Fib, Ip6Fib};
+use graph::{Dispatch, Node, NodeContext};
+use packet::headers::{be128, be32, ip4, ip6};
+use packet::meta::FLAG_FLOW_HASH;
+use packet::{BufferPool, VECTOR_SIZE};
+use std::sync::Arc;
+
+/// What the lookup node needs to know about an address family.
+pub trait LookupFamily: Send + Sync + 'static {
+    /// An address as an integer.
+    type Addr: Copy + Default + Send;
+    /// The family's FIB.
+    type Fib: Send + Sync;
+    /// The node's name.
+    const NODE: &'static str;
+    /// The rewrite node it feeds.
+    const REWRITE: &'static str;
+    /// The destination address of the L3 header at `l3` in `packet` (None when too short).
+    fn destination(packet: &[u8], l3: usize) -> Option<Self::Addr>;
+    /// Batched longest-prefix match.
+    fn lookup_batch(fib: &Self::Fib, addrs: &[Self::Addr], out: &mut [u32]);
+    /// Flow hash for ECMP.
+    fn flow_hash(l3: &[u8]) -> u32;
+    /// One line about the packet for traces.
+    fn describe(pool: &BufferPool, buffer: u32) -> String;
+}
+
+/// IPv4.
+pub struct Ip4;
+
+impl LookupFamily for Ip4 {
+    type Addr = u32;
+    type Fib = Ip4Fib;
+    const NODE: &'static str = names::IP4_LOOKUP;
+    const REWRITE: &'static str = names::IP4_REWRITE;
+    #[inline(always)]
+    fn destination(packet: &[u8], l3: usize) -> Option<u32> {
+        let at = l3 + ip4::DST;
+        packet.get(at..at + 4).map(|s| be32(s, 0))
+    }
+    #[inline(always)]
+    fn lookup_batch(fib: &Ip4Fib, addrs: &[u32], out: &mut [u32]) {
+        fib.lookup_batch(addrs, out);
+    }
+    #[inline(always)]
+    fn flow_hash(l3: &[u8]) -> u32 {
+        ip4_flow_hash(l3)
+    }
+    fn describe(pool: &BufferPool, buffer: u32) -> String {
+        crate::ip4::describe_ip4(pool, buffer)
+    }
+}
+
+/// IPv6.
+pub struct Ip6;
+
+impl LookupFamily for Ip6 {
+    type Addr = u128;
+    type Fib = Ip6Fib;
+    const NODE: &'static str = names::IP6_LOOKUP;
+    const REWRITE: &'static str = names::IP6_REWRITE;
+    #[inline(always)]
+    fn destination(packet: &[u8], l3: usize) -> Option<u128> {
+        let at = l3 + ip6::DST;
+        packet.get(at..at + 16).map(|s| be128(s, 0))
+    }
+    #[inline(always)]
+    fn lookup_batch(fib: &Ip6Fib, addrs: &[u128], out: &mut [u32]) {
+        fib.lookup_batch(addrs, out);
+    }
+    #[inline(always)]
+    fn flow_hash(l3: &[u8]) -> u32 {
+        ip6_flow_hash(l3)
+    }
+    fn describe(pool: &BufferPool, buffer: u32) -> String {
+        crate::ip6::describe_ip6(pool, buffer)
+    }
+}
+
+/// The lookup node of family `F`.
+pub struct IpLookup<F: LookupFamily> {
+    fib: Arc<F::Fib>,
+    next_hops: Arc<NextHopTable>,
+    addrs: Box<[F::Addr; VECTOR_SIZE]>,
+    ids: Box<[u32; VECTOR_SIZE]>,
+}
+
+/// `ip4-lookup`.
+pub type Ip4Lookup = IpLookup<Ip4>;
+/// `ip6-lookup`.
+pub type Ip6Lookup = IpLookup<Ip6>;
+
+impl<F: LookupFamily> IpLookup<F> {
+    /// A lookup node over `fib`, whose next-hop ids index `next_hops`.
+    pub fn new(fib: Arc<F::Fib>, next_hops: Arc<NextHopTable>) -> IpLookup<F> {
+        IpLookup {
+            fib,
+            next_hops,
+            addrs: Box::new([F::Addr::default(); VECTOR_SIZE]),
+            ids: Box::new([0; VECTOR_SIZE]),
+        }
+    }
+}
+
+const NEXT_DROP: u16 = 0;
+const NEXT_REWRITE: u16 = 1;
+
+/// Drop reasons of both lookup nodes, by index.
+pub const ERRORS: [&str; 4] = ["no-route", "blackhole", "to-us", "neighbour-unresolved"];
+
+impl<F: LookupFamily> Node for IpLookup<F> {
+    fn name(&self) -> &str {
+        F::NODE
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        vec![names::ERROR_DROP.into(), F::REWRITE.into()]
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        ERRORS.map(String::from).to_vec()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let n = frame.len();
+        for (a, &b) in self.addrs[..n].iter_mut().zip(frame) {
+            // The input node (or the ICMP error node) checked the header is present.
+            let l3 = cx.pool.meta(b).l3_offset as usize;
+            *a = F::destination(cx.pool.data(b), l3).unwrap_or_default();
+        }
+        F::lookup_batch(&self.fib, &self.addrs[..n], &mut self.ids[..n]);
+        let mut all_ok = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let (meta, data) = cx.pool.packet_mut(b);
+            let l3 = meta.l3_offset as usize;
+            let adjacency = match self.next_hops.entry(self.ids[i]) {
+                NextHop::Adjacency(a) => Ok(a),
+                NextHop::Ecmp { first, count } => {
+                    if meta.flags & FLAG_FLOW_HASH == 0 {
+                        meta.flow_hash = F::flow_hash(&data[l3..]);
+                        meta.flags |= FLAG_FLOW_HASH;
+                    }
+                    Ok(self.next_hops.ecmp_member(first, count, meta.flow_hash))
+                }
+                NextHop::NoRoute => Err(0),
+                NextHop::Drop => Err(1),
+                NextHop::Local => Err(2),
+                NextHop::Unresolved => Err(3),
+            };
+            nexts[i] = match adjacency {
+                Ok(adj) => {
+                    meta.next_scratch = adj;
+                    NEXT_REWRITE
+                }
+                Err(reason) => {
+                    meta.error = cx.error_base + reason;
+                    all_ok = false;
+                    NEXT_DROP
+                }
+            };
+        }
+        if all_ok {
+            Dispatch::AllTo(NEXT_REWRITE)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!("{} adjacency {}", F::describe(pool, buffer), m.next_scratch)
+    }
+}
