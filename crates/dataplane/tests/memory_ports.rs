@@ -88,7 +88,7 @@ fn xconnect_moves_every_packet() {
 fn ip4_and_ip6_routes_forward_and_unrouted_packets_are_counted() {
     let v4: Vec<IpAddr> = vec![
         "198.19.1.1".parse().expect("ip"),
-        "198.51.100.1".parse().expect("ip"),
+        "198.18.200.1".parse().expect("ip"),
     ];
     let v6: Vec<IpAddr> = vec!["2001:db8:9::1".parse().expect("ip")];
     let mut a = memory_port(

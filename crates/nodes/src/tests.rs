@@ -485,7 +485,7 @@ fn no_icmp_error_about_an_icmp_error() {
 #[test]
 fn lookup_outcomes_are_counted() {
     for (dst, reason) in [
-        ("198.51.100.1", "no-route"),
+        ("198.18.200.1", "no-route"),
         ("198.19.99.7", "blackhole"),
         ("198.18.1.1", "to-us"),
         ("198.18.2.77", "neighbour-unresolved"),

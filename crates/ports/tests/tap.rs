@@ -16,8 +16,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const NS_PREFIX: &str = "vptap-";
-const TAP_IP: &str = "10.77.0.1";
-const NEIGH_IP: &str = "10.77.0.2";
+const TAP_IP: &str = "198.18.77.1";
+const NEIGH_IP: &str = "198.18.77.2";
 const NEIGH_MAC: &str = "02:00:00:00:77:02";
 
 fn skip_reason() -> Option<String> {
@@ -257,7 +257,10 @@ impl Node for Responder {
         vec!["tap-tx".into(), "sink".into()]
     }
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let neigh: [u8; 4] = [10, 77, 0, 2];
+        let neigh = NEIGH_IP
+            .parse::<std::net::Ipv4Addr>()
+            .expect("NEIGH_IP is an IPv4 address")
+            .octets();
         for (i, &b) in frame.iter().enumerate() {
             let (_, p) = cx.pool.packet_mut(b);
             let is_echo = p.len() >= 42
