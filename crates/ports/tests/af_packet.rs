@@ -8,11 +8,14 @@
 //! The rate measurement is ignored by default:
 //! `cargo test --release -p vecplane-ports --test af_packet -- --ignored --nocapture`.
 
+mod common;
+
+use common::{delete_leftovers, missing_prerequisite, ok, require_root, run};
 use graph::{Dispatch, GraphBuilder, GraphStats, Node, NodeContext, PortStats};
 use packet::{BufferPool, PoolConfig};
 use ports::{AfPacketConfig, AfPacketPort, PortError, TxMode};
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -23,70 +26,10 @@ const A_IP: &str = "198.18.1.2";
 const B_IP: &str = "198.18.1.3";
 
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (network namespaces and AF_PACKET need root)".into());
-    }
-    for tool in ["ip", "python3", "ping", "ethtool"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("`{tool}` is not installed"));
-        }
-    }
-    None
-}
-
-/// Tests run one at a time: each busy-polls a core, and this machine may have only two.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-macro_rules! require_root {
-    () => {
-        if let Some(why) = skip_reason() {
-            println!("skipped: {why}");
-            return;
-        }
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"))
-}
-
-#[track_caller]
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Delete namespaces with our prefix whose creating process is gone.
-fn delete_leftovers() {
-    let list = String::from_utf8_lossy(&run(&["ip", "netns", "list"]).stdout).into_owned();
-    for line in list.lines() {
-        let Some(name) = line.split_whitespace().next() else {
-            continue;
-        };
-        let Some(rest) = name.strip_prefix(NS_PREFIX) else {
-            continue;
-        };
-        let pid = rest.split('-').next().unwrap_or("");
-        if !pid.is_empty() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = run(&["ip", "netns", "del", name]);
-        }
-    }
+    missing_prerequisite(
+        "network namespaces and AF_PACKET",
+        &["ip", "python3", "ping", "ethtool"],
+    )
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -102,7 +45,7 @@ struct Topology {
 
 impl Topology {
     fn new() -> Topology {
-        delete_leftovers();
+        delete_leftovers(NS_PREFIX);
         let pid = std::process::id();
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let ns = |r: &str| format!("{NS_PREFIX}{pid}-{n}-{r}");
@@ -505,13 +448,13 @@ fn udp_send(t: &Topology, count: u32, size: usize, ports: u32) {
 
 #[test]
 fn ping_and_udp_cross_the_af_packet_xconnect_sendmmsg() {
-    require_root!();
+    require_root!(skip_reason());
     ping_and_udp(TxMode::Sendmmsg);
 }
 
 #[test]
 fn ping_and_udp_cross_the_af_packet_xconnect_tx_ring() {
-    require_root!();
+    require_root!(skip_reason());
     ping_and_udp(TxMode::Ring);
 }
 
@@ -580,7 +523,7 @@ fn ping_and_udp(tx_mode: TxMode) {
 
 #[test]
 fn vlan_tags_survive_the_xconnect() {
-    require_root!();
+    require_root!(skip_reason());
     let t = Topology::new();
     let (mac_a, mac_b) = (t.mac(t.a(), &t.if_a), t.mac(t.b(), &t.if_b));
     let w = Worker::start(
@@ -652,7 +595,7 @@ fn vlan_tags_survive_the_xconnect() {
 
 #[test]
 fn fanout_spreads_flows_over_two_workers() {
-    require_root!();
+    require_root!(skip_reason());
     let t = Topology::new();
     let group = 4242; // ports a and b use groups 4242 and 4243
     let w1 = Worker::start(
@@ -692,7 +635,7 @@ fn fanout_spreads_flows_over_two_workers() {
 
 #[test]
 fn missing_interface_and_missing_capability_are_explained() {
-    require_root!();
+    require_root!(skip_reason());
     let e = AfPacketPort::open(
         &AfPacketConfig::new("vpfnosuch0"),
         0,
@@ -806,7 +749,7 @@ fn parse_mac(s: &str) -> [u8; 6] {
 
 #[test]
 fn dataplane_cross_connects_af_packet_ports() {
-    require_root!();
+    require_root!(skip_reason());
     let t = Topology::new();
     let spec = dataplane::DataplaneSpec {
         buffers: 4096,
@@ -839,7 +782,7 @@ fn dataplane_cross_connects_af_packet_ports() {
 
 #[test]
 fn dataplane_routes_ipv4_between_af_packet_ports() {
-    require_root!();
+    require_root!(skip_reason());
     let t = Topology::new();
     // A in 198.18.1.0/24, B in 198.18.2.0/24, vecplane routing between them. It answers no ARP
     // yet: A and B get static entries for its ports, it gets static neighbours for them.
@@ -1108,7 +1051,7 @@ fn measure(tx_mode: TxMode, dst_mac: &str, what: &str, secs: f64) -> f64 {
 #[test]
 #[ignore]
 fn af_packet_xconnect_rate() {
-    require_root!();
+    require_root!(skip_reason());
     for mode in [TxMode::Sendmmsg, TxMode::Ring] {
         let to_b = measure(
             mode,

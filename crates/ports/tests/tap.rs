@@ -7,10 +7,12 @@
 //! TAP devices in them) are deleted by a guard, also when a test panics; leftovers of dead runs
 //! (prefix `vptap-`) are deleted at start.
 
+mod common;
+
+use common::{delete_leftovers, missing_prerequisite, ok, require_root, run};
 use graph::{Dispatch, GraphBuilder, Node, NodeContext, PortStats};
 use packet::{BufferPool, PoolConfig};
 use ports::{TapConfig, TapPort};
-use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,72 +23,14 @@ const NEIGH_IP: &str = "198.18.77.2";
 const NEIGH_MAC: &str = "02:00:00:00:77:02";
 
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root (network namespaces and TAP devices need root)".into());
-    }
-    if !std::path::Path::new("/dev/net/tun").exists() {
-        return Some("/dev/net/tun does not exist".into());
-    }
-    for tool in ["ip", "ping", "python3"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .stdout(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !found {
-            return Some(format!("`{tool}` is not installed"));
-        }
-    }
-    None
-}
-
-/// Tests run one at a time: each busy-polls a core.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-macro_rules! require_root {
-    () => {
-        if let Some(why) = skip_reason() {
-            println!("skipped: {why}");
-            return;
-        }
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {args:?}: {e}"))
-}
-
-#[track_caller]
-fn ok(args: &[&str]) -> String {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn delete_leftovers() {
-    let list = String::from_utf8_lossy(&run(&["ip", "netns", "list"]).stdout).into_owned();
-    for line in list.lines() {
-        let Some(name) = line.split_whitespace().next() else {
-            continue;
-        };
-        let Some(rest) = name.strip_prefix(NS_PREFIX) else {
-            continue;
-        };
-        let pid = rest.split('-').next().unwrap_or("");
-        if !pid.is_empty() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = run(&["ip", "netns", "del", name]);
-        }
-    }
+    missing_prerequisite(
+        "network namespaces and TAP devices",
+        &["ip", "ping", "python3"],
+    )
+    .or_else(|| {
+        (!std::path::Path::new("/dev/net/tun").exists())
+            .then(|| "/dev/net/tun does not exist".to_string())
+    })
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -99,7 +43,7 @@ struct Netns {
 
 impl Netns {
     fn new() -> Netns {
-        delete_leftovers();
+        delete_leftovers(NS_PREFIX);
         let pid = std::process::id();
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
         let t = Netns {
@@ -473,19 +417,19 @@ fn echo_through_tap(vnet_hdr: bool) {
 
 #[test]
 fn ping_through_a_tap_responder() {
-    require_root!();
+    require_root!(skip_reason());
     echo_through_tap(false);
 }
 
 #[test]
 fn ping_through_a_tap_responder_with_vnet_headers() {
-    require_root!();
+    require_root!(skip_reason());
     echo_through_tap(true);
 }
 
 #[test]
 fn frames_larger_than_a_buffer_are_dropped_and_counted() {
-    require_root!();
+    require_root!(skip_reason());
     let n = Netns::new();
     let stats = Arc::new(PortStats::default());
     let port = open_in(&n, true, &stats);
@@ -503,7 +447,7 @@ fn frames_larger_than_a_buffer_are_dropped_and_counted() {
 
 #[test]
 fn attaches_to_an_existing_tap_and_explains_refusals() {
-    require_root!();
+    require_root!(skip_reason());
     let n = Netns::new();
     ok(&[
         "ip", "-n", &n.ns, "tuntap", "add", "dev", &n.tap, "mode", "tap",
