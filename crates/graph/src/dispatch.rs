@@ -305,7 +305,7 @@ impl Graph {
 
     fn poll_input(&mut self, pool: &mut BufferPool, id: usize) -> usize {
         let t0 = rdtsc();
-        let stats = self.stats.clone();
+        let stats = &*self.stats;
         let slot = &mut self.slots[id];
         let NodeImpl::Input(node) = &mut slot.imp else {
             return 0;
@@ -364,7 +364,7 @@ impl Graph {
         self.cur[..n].copy_from_slice(&p.buf[..n]);
         p.buf.copy_within(n..p.len, 0);
         p.len -= n;
-        let stats = self.stats.clone();
+        let stats = &*self.stats;
         let slot = &mut self.slots[id];
         let NodeImpl::Internal(node) = &mut slot.imp else {
             return;
