@@ -124,6 +124,9 @@ fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
     host_len: u8,
 ) -> Result<RoutingTable<A>, BuildError> {
     let mut nh = NextHops::new();
+    // Install order matters only between equal prefixes (the later wins): neighbours' host
+    // routes, connected prefixes, configured routes, then own addresses.
+    let mut out = Vec::new();
     let mut adjacency_of = HashMap::new();
     for n in &spec.neighbours {
         let Some(ip) = neighbour_ip(n.ip) else {
@@ -139,19 +142,14 @@ fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
             .table
             .add_adjacency(Adjacency::new(n.port as u16, port.mtu, n.mac, port.mac));
         adjacency_of.insert(ip, adj);
+        out.push((ip, host_len, nh.group(vec![adj])));
     }
-    let mut out = Vec::new();
     for port in &spec.ports {
         for (addr, len) in own(port) {
             if len < host_len {
                 out.push((mask(addr, len), len, nh.unresolved));
             }
         }
-    }
-    let host_routes: Vec<(A, u32)> = adjacency_of.iter().map(|(&ip, &adj)| (ip, adj)).collect();
-    for (ip, adj) in host_routes {
-        let id = nh.group(vec![adj]);
-        out.push((ip, host_len, id));
     }
     for (prefix, len, target) in routes {
         let (prefix, len) = (*prefix, *len);
