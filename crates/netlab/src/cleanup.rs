@@ -1,0 +1,274 @@
+//! The process-wide registry of live netlab namespaces and scratch directories, their teardown,
+//! and the handlers that tear everything down on SIGINT/SIGTERM/SIGHUP (and on a panic when
+//! panics abort). It owns deletion: a namespace is emptied of its processes (by id, SIGTERM then
+//! SIGKILL; only netlab's own namespaces, where nothing but what netlab started can run) and then
+//! deleted, which destroys its veths and bridge. It never touches a namespace it did not create,
+//! except leftovers of dead runs with its own prefix.
+
+use crate::cmd::{run_bounded, run_ok, DEFAULT_TIMEOUT};
+use crate::names::owner_pid;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::{Duration, Instant};
+
+/// What is alive and must be deleted at exit.
+#[derive(Default)]
+pub(crate) struct Live {
+    namespaces: Vec<String>,
+    dirs: Vec<PathBuf>,
+}
+
+static LIVE: Mutex<Live> = Mutex::new(Live {
+    namespaces: Vec::new(),
+    dirs: Vec::new(),
+});
+
+fn live() -> MutexGuard<'static, Live> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Register namespace `ns` and create it while holding the registry, so a signal's teardown
+/// either sees it or runs after it exists.
+pub(crate) fn create_namespace(ns: &str) -> Result<()> {
+    let mut l = live();
+    l.namespaces.push(ns.to_string());
+    run_ok(&["ip", "netns", "add", ns])?;
+    Ok(())
+}
+
+/// Register and create scratch directory `dir`.
+pub(crate) fn create_dir(dir: &Path) -> Result<()> {
+    let mut l = live();
+    l.dirs.push(dir.to_path_buf());
+    std::fs::create_dir_all(dir)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    Ok(())
+}
+
+/// Tear down `namespaces` and `dirs` and forget them. Returns what could not be deleted.
+pub(crate) fn release(namespaces: &[&str], dirs: &[&Path]) -> Vec<String> {
+    let mut l = live();
+    let mut failed = Vec::new();
+    for ns in namespaces {
+        if let Err(e) = delete_namespace(ns) {
+            failed.push(format!("{ns}: {e:#}"));
+        }
+        l.namespaces.retain(|n| n != ns);
+    }
+    for d in dirs {
+        if d.exists() {
+            if let Err(e) = std::fs::remove_dir_all(d) {
+                failed.push(format!("{}: {e}", d.display()));
+            }
+        }
+        l.dirs.retain(|x| x != d);
+    }
+    failed
+}
+
+/// Names of the namespaces netlab holds right now (for tests and messages).
+pub fn live_namespaces() -> Vec<String> {
+    live().namespaces.clone()
+}
+
+/// The ids of the processes inside namespace `ns` (`ip netns pids`).
+fn pids_in(ns: &str) -> Vec<libc::pid_t> {
+    match run_bounded(&["ip", "netns", "pids", ns], DEFAULT_TIMEOUT) {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .filter(|&p: &libc::pid_t| p > 1 && p as u32 != std::process::id())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Whether namespace `ns` exists.
+pub fn namespace_exists(ns: &str) -> bool {
+    Path::new("/run/netns").join(ns).exists()
+}
+
+/// End every process inside `ns` (SIGTERM, SIGKILL after 1.5 s), then delete it.
+pub fn delete_namespace(ns: &str) -> Result<()> {
+    if !namespace_exists(ns) {
+        return Ok(());
+    }
+    let start = Instant::now();
+    let mut killed = false;
+    loop {
+        let pids = pids_in(ns);
+        if pids.is_empty() {
+            break;
+        }
+        let elapsed = start.elapsed();
+        if elapsed > Duration::from_secs(4) {
+            break;
+        }
+        let sig = if elapsed > Duration::from_millis(1500) {
+            libc::SIGKILL
+        } else {
+            libc::SIGTERM
+        };
+        if sig == libc::SIGKILL || !killed {
+            for pid in pids {
+                // SAFETY: kill() by id on a process inside a namespace this process created;
+                // only processes netlab started (and their children) can be there.
+                unsafe { libc::kill(pid, sig) };
+            }
+            killed = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run_ok(&["ip", "netns", "del", ns])?;
+    Ok(())
+}
+
+/// Tear down everything registered (used by the signal and panic handlers, and by tests).
+pub fn cleanup_all() {
+    let mut l = live();
+    teardown_locked(&mut l);
+}
+
+fn teardown_locked(l: &mut Live) {
+    for ns in std::mem::take(&mut l.namespaces) {
+        let _ = delete_namespace(&ns);
+    }
+    for d in std::mem::take(&mut l.dirs) {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// Delete namespaces named `<prefix>-<pid>-...` whose process `pid` is gone (runs that were
+/// killed before they could clean up). Returns the names deleted.
+pub fn delete_leftovers(prefix: &str) -> Vec<String> {
+    let Ok(list) = run_ok(&["ip", "netns", "list"]) else {
+        return Vec::new();
+    };
+    let mut deleted = Vec::new();
+    for line in list.lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some(pid) = owner_pid(prefix, name) else {
+            continue;
+        };
+        if pid != std::process::id()
+            && !Path::new(&format!("/proc/{pid}")).exists()
+            && delete_namespace(name).is_ok()
+        {
+            deleted.push(name.to_string());
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = owner_pid(prefix, &format!("{name}-a")) else {
+                continue;
+            };
+            if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    deleted
+}
+
+/// Write end of the self-pipe the signal handler writes the signal number to.
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let fd = SIGNAL_PIPE.load(Ordering::Relaxed);
+    if fd >= 0 {
+        let b = sig as u8;
+        // SAFETY: write() is async-signal-safe; one byte from a valid stack location.
+        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
+    }
+}
+
+const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
+
+fn install() -> Result<()> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let (rd, wr) = (fds[0], fds[1]);
+    SIGNAL_PIPE.store(wr, Ordering::SeqCst);
+    std::thread::Builder::new()
+        .name("netlab-signals".into())
+        .spawn(move || loop {
+            let mut b = 0u8;
+            // SAFETY: read() of one byte into a valid stack location from our pipe.
+            let n = unsafe { libc::read(rd, (&mut b as *mut u8).cast(), 1) };
+            if n == 1 {
+                let sig = libc::c_int::from(b);
+                // Keep the registry locked to the end: nothing new can be created meanwhile.
+                let mut l = live();
+                eprintln!("netlab: signal {sig}: deleting the test topology");
+                teardown_locked(&mut l);
+                // SAFETY: restoring the default action and re-raising the signal ends the
+                // process the way the signal would have; exit() is the fallback.
+                unsafe {
+                    libc::signal(sig, libc::SIG_DFL);
+                    libc::kill(libc::getpid(), sig);
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                std::process::exit(128 + sig);
+            } else if n < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            } else {
+                return;
+            }
+        })?;
+    for sig in SIGNALS {
+        // SAFETY: a zeroed sigaction with our handler, SA_RESTART and an empty mask is valid;
+        // the handler only performs an async-signal-safe write().
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            if libc::sigaction(sig, &sa, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error().into());
+            }
+        }
+    }
+    if cfg!(panic = "abort") {
+        // Drop does not run when panics abort: tear down from the hook instead.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            previous(info);
+            if let Ok(mut l) = LIVE.try_lock() {
+                teardown_locked(&mut l);
+            }
+        }));
+    }
+    Ok(())
+}
+
+static INSTALL: Once = Once::new();
+static INSTALL_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// Install (once per process) the SIGINT/SIGTERM/SIGHUP handlers that delete every live
+/// topology and then end the process as the signal would, and, when panics abort, a panic hook
+/// that deletes them too. Topologies call this themselves when they are built.
+pub fn install_cleanup_handlers() -> Result<()> {
+    INSTALL.call_once(|| {
+        if let Err(e) = install() {
+            *INSTALL_ERROR.lock().unwrap_or_else(|e| e.into_inner()) = Some(format!("{e:#}"));
+        }
+    });
+    match INSTALL_ERROR
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+    {
+        Some(e) => anyhow::bail!("cannot install netlab's signal handlers: {e}"),
+        None => Ok(()),
+    }
+}

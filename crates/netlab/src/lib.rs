@@ -1,0 +1,27 @@
+//! netlab: reusable network-namespace topologies for vecplane's demo, veth benchmarks and
+//! end-to-end tests. One [`Topology`] is namespaces A, R and B joined by veth pairs A0 <-> Ra and
+//! Rb <-> B0, with R as a kernel router, a Linux bridge, or left to a data plane
+//! ([`Mode::Dataplane`]) that [`Vecplane`] runs inside R from a generated, validated config.
+//!
+//! It owns everything it creates (namespaces, veths, a bridge, a scratch directory, the
+//! processes it spawns there) and deletes all of it on drop, on SIGINT/SIGTERM/SIGHUP, and on a
+//! panic that aborts; names are unique per process and per run ([`Names`]) so runs never collide.
+//! It never touches interfaces, namespaces or processes it did not create (except leftovers of
+//! dead runs carrying its own prefix), and it only uses addresses from 198.18.0.0/15 and
+//! 2001:db8::/32.
+#![deny(missing_docs)]
+
+pub mod cleanup;
+pub mod cmd;
+pub mod names;
+pub mod topology;
+pub mod vecplane;
+
+pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
+pub use cmd::{missing_prerequisite, Spawned};
+pub use names::{Names, DEFAULT_PREFIX};
+pub use topology::{addr, Addressing, Host, LinkStats, Mode, Topology};
+pub use vecplane::{
+    render_config, unsupported_feature, validate_config, Driver, Forwarding, PortCounters,
+    Unsupported, Vecplane, VecplaneConfig, XdpMode,
+};
