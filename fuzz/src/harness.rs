@@ -1,9 +1,10 @@
 //! The router graph in-process with a packet injector in place of port drivers, for fuzzing and
-//! property tests: `Harness::new(&spec)` builds one worker's pool and graph the way
-//! `dataplane::build` does (same nodes, same routing-table rules), but its only input node is
+//! property tests: `Harness::new(&spec)` builds one worker's pool and graph with
+//! `dataplane::build::add_protocol_nodes` (the data plane's own nodes), but its only input node is
 //! `InjectRx` (frames handed to it by the test, on any port) and each port's transmit node is a
 //! `CaptureTx` (counts, optionally keeps the bytes, frees). After each `run`, the invariants are
-//! checked: every buffer is back in the pool, and rx = tx + drops.
+//! checked: every buffer is back in the pool, and rx + ARP/ND requests made = tx + drops +
+//! packets still waiting for a neighbour (flushed after each run).
 //!
 //! Shared by `fuzz/fuzz_targets/*.rs` (through the `vecplane_fuzz` crate) and
 //! `crates/dataplane/tests/pcap_replay.rs` (through `#[path]`), so it uses only the crates the
@@ -14,19 +15,11 @@ use dataplane::{
     DataplaneSpec, IpPolicy, NeighbourSpec, OptionsPolicy, PortDriver, PortSpec, RouteSpec,
     RouteTarget, XconnectSpec,
 };
-use fib::{Ip4Fib, Ip6Fib};
 use graph::{Dispatch, Graph, GraphBuilder, GraphStats, InputNode, Node, NodeContext, PortStats};
-use nodes::adjacency::{Adjacency, NextHop, NextHopTable};
-use nodes::drop::ErrorDrop;
-use nodes::ethernet::{EthernetInput, PortL2, PortMode};
-use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
-use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
-use nodes::ip6::{Ip6Input, Ip6Lookup, Ip6Rewrite};
 use nodes::names;
-use nodes::output::InterfaceOutput;
-use nodes::xconnect::{L2Xconnect, XconnectPeer};
+use nodes::neighbour::NeighbourHandle;
 use packet::{BufferPool, PoolConfig};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
 
@@ -143,6 +136,7 @@ pub fn router_spec() -> DataplaneSpec {
             icmp_errors_per_second: 1_000_000_000,
             icmp_errors_burst: 1_000_000,
         },
+        ..DataplaneSpec::default()
     }
 }
 
@@ -263,102 +257,6 @@ impl Node for CaptureTx {
     }
 }
 
-// ----------------------------------------------------------------------------------------------
-// Building (mirrors dataplane::build; `pcap_replay.rs` checks the two agree)
-
-fn mask4(a: u32, len: u8) -> u32 {
-    if len == 0 {
-        0
-    } else {
-        a & (u32::MAX << (32 - len))
-    }
-}
-
-fn mask6(a: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        a & (u128::MAX << (128 - len))
-    }
-}
-
-/// Routes and next hops of one family, the way the design and `dataplane::build` define them:
-/// connected subnets (unresolved), neighbour host routes, configured routes, own addresses
-/// (local); later entries win.
-fn routing<A: Copy + Eq + std::hash::Hash>(
-    spec: &DataplaneSpec,
-    own: impl Fn(&PortSpec) -> Vec<(A, u8)>,
-    neighbour_ip: impl Fn(IpAddr) -> Option<A>,
-    routes: &[(A, u8, Option<Vec<A>>)],
-    mask: impl Fn(A, u8) -> A,
-    host_len: u8,
-) -> (Vec<(A, u8, u32)>, NextHopTable) {
-    let mut table = NextHopTable::new();
-    let drop = table.add_entry(NextHop::Drop);
-    let local = table.add_entry(NextHop::Local);
-    let unresolved = table.add_entry(NextHop::Unresolved);
-    let mut groups: HashMap<Vec<u32>, u32> = HashMap::new();
-    let mut group = |table: &mut NextHopTable, adjs: Vec<u32>| {
-        *groups
-            .entry(adjs.clone())
-            .or_insert_with(|| table.add_group(&adjs))
-    };
-    let mut adjacency_of = HashMap::new();
-    for n in &spec.neighbours {
-        let Some(a) = neighbour_ip(n.ip) else {
-            continue;
-        };
-        let p = &spec.ports[n.port];
-        let adj = table.add_adjacency(Adjacency::new(n.port as u16, p.mtu, n.mac, p.mac));
-        adjacency_of.insert(a, adj);
-    }
-    let mut out = Vec::new();
-    for p in &spec.ports {
-        for (a, l) in own(p) {
-            if l < host_len {
-                out.push((mask(a, l), l, unresolved));
-            }
-        }
-    }
-    let hosts: Vec<(A, u32)> = adjacency_of.iter().map(|(a, j)| (*a, *j)).collect();
-    for (a, adj) in hosts {
-        let id = group(&mut table, vec![adj]);
-        out.push((a, host_len, id));
-    }
-    for (prefix, len, via) in routes {
-        let id = match via {
-            None => drop,
-            Some(hops) => {
-                let adjs = hops.iter().map(|h| adjacency_of[h]).collect();
-                group(&mut table, adjs)
-            }
-        };
-        out.push((*prefix, *len, id));
-    }
-    for p in &spec.ports {
-        for (a, _) in own(p) {
-            out.push((a, host_len, local));
-        }
-    }
-    (out, table)
-}
-
-fn int_routes<A: Copy, B>(
-    routes: &[RouteSpec<A>],
-    f: impl Fn(A) -> B,
-) -> Vec<(B, u8, Option<Vec<B>>)> {
-    routes
-        .iter()
-        .map(|r| {
-            let via = match &r.target {
-                RouteTarget::Drop => None,
-                RouteTarget::Via(v) => Some(v.iter().map(|a| f(*a)).collect()),
-            };
-            (f(r.prefix), r.len, via)
-        })
-        .collect()
-}
-
 /// The graph, its pool, the injector and the captured output.
 pub struct Harness {
     pub spec: DataplaneSpec,
@@ -369,6 +267,12 @@ pub struct Harness {
     queue: Queue,
     sink: Arc<Mutex<Vec<Sent>>>,
     next_ts: u64,
+    neighbours: NeighbourHandle,
+    /// ARP and Neighbor Discovery frames sent so far (requests vecplane made, and replies).
+    pub neighbour_frames: Vec<Sent>,
+    /// Free the packets waiting for a neighbour after each `run` (default). Tests of
+    /// resolution turn it off so a later ARP/ND reply releases them.
+    pub flush_after_run: bool,
 }
 
 /// Counters of one `run`.
@@ -417,77 +321,8 @@ impl Harness {
                 tx_nodes.push(None);
             }
         }
-        let mut peers = vec![None; spec.ports.len()];
-        let mut modes: Vec<PortL2> = spec
-            .ports
-            .iter()
-            .map(|p| PortL2 {
-                mac: p.mac,
-                mode: PortMode::L3,
-            })
-            .collect();
-        for x in &spec.xconnects {
-            peers[x.from] = Some(XconnectPeer {
-                to: x.to as u16,
-                src_mac: spec.ports[x.to].mac,
-                dst_mac: x.dst_mac,
-            });
-            modes[x.from].mode = PortMode::Xconnect;
-        }
-        let (r4, nh4) = routing(
-            spec,
-            |p| p.ip4.iter().map(|(a, l)| (u32::from(*a), *l)).collect(),
-            |a| match a {
-                IpAddr::V4(a) => Some(u32::from(a)),
-                IpAddr::V6(_) => None,
-            },
-            &int_routes(&spec.routes4, u32::from),
-            mask4,
-            32,
-        );
-        let (r6, nh6) = routing(
-            spec,
-            |p| p.ip6.iter().map(|(a, l)| (u128::from(*a), *l)).collect(),
-            |a| match a {
-                IpAddr::V6(a) => Some(u128::from(a)),
-                IpAddr::V4(_) => None,
-            },
-            &int_routes(&spec.routes6, u128::from),
-            mask6,
-            128,
-        );
-        let fib4 = Arc::new(Ip4Fib::build(&r4).expect("ip4 fib"));
-        let fib6 = Arc::new(Ip6Fib::build(&r6).expect("ip6 fib"));
-        let (nh4, nh6) = (Arc::new(nh4), Arc::new(nh6));
-        let limiter = RateLimiter::new(spec.ip.icmp_errors_per_second, spec.ip.icmp_errors_burst);
-        let options = match spec.ip.ip4_options {
-            OptionsPolicy::Forward => Ip4Options::Forward,
-            OptionsPolicy::Drop => Ip4Options::Drop,
-        };
-        b.add_node(Box::new(EthernetInput::new(modes)))
-            .add_node(Box::new(L2Xconnect::new(peers)))
-            .add_node(Box::new(Ip4Input::new(options)))
-            .add_node(Box::new(Ip4Lookup::new(fib4, nh4.clone())))
-            .add_node(Box::new(Ip4Rewrite::new(nh4)))
-            .add_node(Box::new(Ip4IcmpError::new(
-                spec.ports
-                    .iter()
-                    .map(|p| p.ip4.first().map(|a| a.0))
-                    .collect(),
-                limiter,
-            )))
-            .add_node(Box::new(Ip6Input))
-            .add_node(Box::new(Ip6Lookup::new(fib6, nh6.clone())))
-            .add_node(Box::new(Ip6Rewrite::new(nh6)))
-            .add_node(Box::new(Ip6IcmpError::new(
-                spec.ports
-                    .iter()
-                    .map(|p| p.ip6.first().map(|a| a.0))
-                    .collect(),
-                limiter,
-            )))
-            .add_node(Box::new(InterfaceOutput::new(tx_nodes)))
-            .add_node(Box::new(ErrorDrop::new()));
+        let protocols =
+            dataplane::build::add_protocol_nodes(spec, &mut b, tx_nodes, TSC_HZ).expect("nodes");
         let graph = b.build(0, TSC_HZ).expect("graph");
         let stats = graph.stats();
         Harness {
@@ -499,6 +334,9 @@ impl Harness {
             queue,
             sink,
             next_ts: 1,
+            neighbours: protocols.neighbours,
+            neighbour_frames: Vec::new(),
+            flush_after_run: true,
         }
     }
 
@@ -545,6 +383,8 @@ impl Harness {
         }
         self.next_ts += frames.len() as u64;
         let before = self.totals();
+        let requests_before = self.requests_sent();
+        let held_before = self.held();
         let mut rounds = 0;
         loop {
             let n = self.graph.run_once(&mut self.pool);
@@ -554,9 +394,17 @@ impl Harness {
             rounds += 1;
             assert!(rounds < 1_000_000, "graph never finishes");
         }
+        // Packets still waiting for a neighbour are dropped between runs.
+        let originated = self.requests_sent() - requests_before;
+        let before_flush = self.totals();
+        if self.flush_after_run {
+            dataplane::build::flush_neighbours(&self.neighbours, &mut self.pool, &self.stats);
+        }
         let after = self.totals();
+        let flushed = after.drops - before_flush.drops;
+        let held = self.held();
         assert_eq!(
-            self.pool.available(),
+            self.pool.available() + held as usize,
             self.pool.capacity(),
             "buffer leak: {} of {} buffers not returned to the pool",
             self.pool.capacity() - self.pool.available(),
@@ -568,9 +416,10 @@ impl Harness {
             after.drops - before.drops,
         );
         assert_eq!(
-            rx,
-            tx + drops,
-            "rx {rx} != tx {tx} + drops {drops}; drops now {:?}",
+            rx + originated + held_before,
+            tx + drops + held,
+            "rx {rx} + made {originated} + waiting before {held_before} != tx {tx} + drops \
+             {drops} (of which {flushed} flushed) + waiting now {held}; drops now {:?}",
             self.drops()
         );
         assert_eq!(
@@ -579,7 +428,38 @@ impl Harness {
             "every injected frame is received or counted as an rx drop"
         );
         let sent = std::mem::take(&mut *self.sink.lock().expect("sink"));
-        (first_ts, sent)
+        // ARP/ND frames vecplane made come from the port's own MAC; bridged ones do not.
+        let spec = &self.spec;
+        let (neighbour, forwarded): (Vec<Sent>, Vec<Sent>) = sent.into_iter().partition(|s| {
+            is_neighbour_frame(&s.bytes)
+                && spec
+                    .ports
+                    .get(s.port as usize)
+                    .is_some_and(|p| s.bytes[6..12] == p.mac)
+        });
+        for s in &neighbour {
+            if let Err(e) = check_neighbour_frame(&self.spec, s.port, &s.bytes) {
+                panic!("bad ARP/ND frame on port {}: {e}: {:02x?}", s.port, s.bytes);
+            }
+        }
+        self.neighbour_frames.extend(neighbour);
+        (first_ts, forwarded)
+    }
+
+    /// Packets waiting for a neighbour.
+    pub fn held(&self) -> u64 {
+        self.neighbours.with(|n| n.queued() as u64)
+    }
+
+    /// Packets the graph made itself: ARP requests and Neighbor Solicitations (new buffers)
+    /// and flood copies (the nodes' `emitted`).
+    fn requests_sent(&self) -> u64 {
+        let copies: u64 = self.stats.nodes.iter().map(|n| n.emitted.get()).sum();
+        copies
+            + self.neighbours.with(|n| {
+                let s = n.stats();
+                s.arp_requests_sent + s.ns_sent
+            })
     }
 }
 
@@ -616,6 +496,66 @@ fn l3_of(frame: &[u8]) -> Option<(usize, u16)> {
         }
     }
     Some((off, t))
+}
+
+/// True for ARP frames and ICMPv6 Neighbor Solicitations/Advertisements (untagged).
+pub fn is_neighbour_frame(f: &[u8]) -> bool {
+    if f.len() < 14 {
+        return false;
+    }
+    match be16(f, 12) {
+        0x0806 => true,
+        0x86dd => f.len() > 54 && f[20] == 58 && (f[54] == 135 || f[54] == 136),
+        _ => false,
+    }
+}
+
+/// Check an ARP or ND frame vecplane sent on `port`: from the port's MAC, about one of its
+/// addresses, with a valid ICMPv6 checksum.
+pub fn check_neighbour_frame(spec: &DataplaneSpec, port: u16, f: &[u8]) -> Result<(), String> {
+    let p = spec
+        .ports
+        .get(port as usize)
+        .ok_or(format!("frame on unknown port {port}"))?;
+    if f[6..12] != p.mac {
+        return Err("source MAC is not the port's".into());
+    }
+    if be16(f, 12) == 0x0806 {
+        if f.len() < 42 {
+            return Err(format!("ARP frame of {} bytes", f.len()));
+        }
+        if be16(f, 14) != 1 || be16(f, 16) != 0x0800 || f[18] != 6 || f[19] != 4 {
+            return Err("ARP header is not Ethernet/IPv4".into());
+        }
+        let op = be16(f, 20);
+        if op != 1 && op != 2 {
+            return Err(format!("ARP operation {op}"));
+        }
+        if f[22..28] != p.mac {
+            return Err("ARP sender MAC is not the port's".into());
+        }
+        let sender = Ipv4Addr::new(f[28], f[29], f[30], f[31]);
+        if !p.ip4.iter().any(|(a, _)| *a == sender) {
+            return Err(format!("ARP sender {sender} is not the port's address"));
+        }
+        return Ok(());
+    }
+    if f[21] != 255 {
+        return Err(format!("ND hop limit {}", f[21]));
+    }
+    let payload = be16(f, 18) as usize;
+    if f.len() < 54 + payload || payload < 24 {
+        return Err("ND payload length".into());
+    }
+    let mut pseudo: u64 = 0;
+    for c in f[22..54].chunks(2) {
+        pseudo += be16(c, 0) as u64;
+    }
+    pseudo += payload as u64 + 58;
+    if fold_sum(&f[54..54 + payload], pseudo) != 0xffff {
+        return Err("ICMPv6 checksum".into());
+    }
+    Ok(())
 }
 
 /// Check one output against the frame it came from.

@@ -67,6 +67,7 @@ fn describe(spec: &DataplaneSpec) -> String {
                 PortDriver::Memory(_) => "memory",
                 PortDriver::Pcap { .. } => "pcap",
                 PortDriver::AfPacket { .. } => "af-packet",
+                PortDriver::AfXdp { .. } => "af-xdp",
                 PortDriver::Tap { .. } => "tap",
             };
             format!("{} {d}", p.name)
@@ -85,6 +86,9 @@ fn describe(spec: &DataplaneSpec) -> String {
             ", {}",
             plural(spec.xconnects.len(), "cross-connect")
         ));
+    }
+    if !spec.bridges.is_empty() {
+        s.push_str(&format!(", {}", plural(spec.bridges.len(), "bridge")));
     }
     s
 }

@@ -89,6 +89,10 @@ pub enum Command {
     },
     /// `show trace`
     ShowTrace,
+    /// `show neighbours`
+    ShowNeighbours,
+    /// `show bridge`
+    ShowBridge,
     /// `trace add NODE N`
     TraceAdd {
         /// Input node name.
@@ -119,6 +123,14 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "per port: driver, MAC, rx/tx packets and bytes, rx/tx drops",
     ),
     ("show errors", "non-zero drop counters per node and reason"),
+    (
+        "show neighbours",
+        "per worker: ARP/ND entries (port, address, MAC, state, age, queued) and counters",
+    ),
+    (
+        "show bridge",
+        "per bridge domain: learned MACs (VLAN, MAC, port, age) and learning/flooding counters",
+    ),
     (
         "show ip fib [PREFIX|ADDRESS]",
         "IPv4 routes; with an argument, the longest matching route",
@@ -207,7 +219,17 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
             };
             match pick(
                 w,
-                &["runtime", "interfaces", "errors", "ip", "ip6", "trace"],
+                &[
+                    "runtime",
+                    "interfaces",
+                    "errors",
+                    "ip",
+                    "ip6",
+                    "trace",
+                    "neighbours",
+                    "neighbors",
+                    "bridge",
+                ],
             )
             .map_err(bad)?
             {
@@ -230,6 +252,14 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "trace" => {
                     extra(2, "show trace")?;
                     Ok(Command::ShowTrace)
+                }
+                "neighbours" | "neighbors" => {
+                    extra(2, "show neighbours")?;
+                    Ok(Command::ShowNeighbours)
+                }
+                "bridge" => {
+                    extra(2, "show bridge")?;
+                    Ok(Command::ShowBridge)
                 }
                 fam => {
                     let v6 = fam == "ip6";
@@ -309,6 +339,12 @@ struct Baselines {
 ///   denominator is 0; nodes with 0 calls are left out unless `all`, as in the text)
 /// * `show interfaces` → `{"time_since_clear","interfaces":[{"index","name","driver","mac","mtu",
 ///   "ip4":[..],"ip6":[..],"rx_packets","rx_bytes","rx_drops","tx_packets","tx_bytes","tx_drops"}]}`
+/// * `show neighbours` → `{"workers":[{"worker","age_ms","entries":[{"port","ip","mac","state",
+///   "age_ms","pinned","queued"}],"counters":{..NeighbourStats fields..}}]}` (`age_ms`: of the
+///   snapshot, published by each worker about once a second)
+/// * `show bridge` → `{"domains":[{"id","name"}],"workers":[{"worker","counters":{"learned",
+///   "aged","moves","refused","flooded","flood_copies","macs"},"macs":[{"domain","vlan","mac",
+///   "port","age_seconds"}]}]}`
 /// * `show errors` → `{"time_since_clear","errors":[{"node","reason","count"}],"total"}` (non-zero only)
 /// * `show ip fib` / `show ip6 fib` → `{"family":"ip4"|"ip6","total","entries":[ENTRY]}`, with an
 ///   argument `{"family","query","entries":[ENTRY]}` (0 or 1 entry); ENTRY = `{"prefix","type":
@@ -374,6 +410,8 @@ impl Control {
                 .show(&self.spec, *v6, query.as_deref(), json)
                 .map_err(CommandError),
             Command::ShowTrace => Ok(self.show_trace()),
+            Command::ShowNeighbours => Ok(self.show_neighbours()),
+            Command::ShowBridge => Ok(self.show_bridge()),
             Command::TraceAdd { node, count } => self.trace_add(node, *count),
             Command::ClearTrace => {
                 for w in &self.view.workers {
@@ -524,9 +562,14 @@ impl Control {
             let now = port_counts(p);
             let c = base.get(i).map(|b| now.minus(b)).unwrap_or(now);
             let mac = format_mac(&p.mac);
+            let driver = if p.detail.is_empty() {
+                p.driver.clone()
+            } else {
+                format!("{} ({})", p.driver, p.detail)
+            };
             rows.push(vec![
                 p.name.clone(),
-                p.driver.clone(),
+                driver,
                 mac.clone(),
                 c.rx_packets.to_string(),
                 c.rx_bytes.to_string(),
@@ -540,6 +583,7 @@ impl Control {
                 "index": i,
                 "name": p.name,
                 "driver": p.driver,
+                "detail": p.detail,
                 "mac": mac,
                 "mtu": ps.map(|s| s.mtu),
                 "ip4": ps.map(|s| s.ip4.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>()).unwrap_or_default(),
@@ -650,6 +694,188 @@ impl Control {
             ),
             json!({"node": node, "count": count, "workers": armed}),
         ))
+    }
+
+    fn port_name(&self, port: u16) -> String {
+        self.view
+            .ports
+            .get(port as usize)
+            .map_or_else(|| format!("port {port}"), |p| p.name.clone())
+    }
+
+    fn show_neighbours(&self) -> (String, Value) {
+        let now_tsc = graph::rdtsc();
+        let hz = self.view.tsc_hz.max(1);
+        let mut text = String::new();
+        let mut workers = Vec::new();
+        for view in &self.view.neighbours {
+            let snap = match view.lock() {
+                Ok(g) => g.clone(),
+                Err(p) => p.into_inner().clone(),
+            };
+            let age_ms =
+                (snap.taken_tsc != 0).then(|| now_tsc.saturating_sub(snap.taken_tsc) * 1000 / hz);
+            let mut rows = Vec::new();
+            let mut entries = Vec::new();
+            let mut sorted = snap.rows.clone();
+            sorted.sort_by_key(|r| (r.port, r.ip));
+            for r in &sorted {
+                let mac = r.mac.map(|m| format_mac(&m));
+                rows.push(vec![
+                    self.port_name(r.port),
+                    r.ip.to_string(),
+                    mac.clone().unwrap_or_else(|| "-".into()),
+                    r.state.to_string(),
+                    format!("{}.{:03}", r.age_ms / 1000, r.age_ms % 1000),
+                    if r.pinned { "yes".into() } else { "".into() },
+                    r.queued.to_string(),
+                ]);
+                entries.push(json!({
+                    "port": self.port_name(r.port),
+                    "ip": r.ip.to_string(),
+                    "mac": mac,
+                    "state": r.state.to_string(),
+                    "age_ms": r.age_ms,
+                    "pinned": r.pinned,
+                    "queued": r.queued,
+                }));
+            }
+            let st = snap.stats;
+            let counters = json!({
+                "arp_requests_sent": st.arp_requests_sent,
+                "ns_sent": st.ns_sent,
+                "probes_sent": st.probes_sent,
+                "arp_replies_sent": st.arp_replies_sent,
+                "na_sent": st.na_sent,
+                "learned": st.learned,
+                "aged": st.aged,
+                "resolution_failures": st.resolution_failures,
+                "queued": st.queued,
+                "released": st.released,
+                "queue_drops": st.queue_drops,
+                "table_full": st.table_full,
+                "request_alloc_failures": st.request_alloc_failures,
+            });
+            text.push_str(&format!(
+                "worker {} ({} entries, snapshot {}):\n",
+                snap.worker,
+                sorted.len(),
+                age_ms.map_or_else(
+                    || "not yet published".to_string(),
+                    |a| format!("{a} ms old")
+                )
+            ));
+            text.push_str(&render(
+                &[
+                    ("Port", Align::Left),
+                    ("Address", Align::Left),
+                    ("MAC", Align::Left),
+                    ("State", Align::Left),
+                    ("Age s", Align::Right),
+                    ("Pinned", Align::Left),
+                    ("Queued", Align::Right),
+                ],
+                &rows,
+            ));
+            text.push_str(&format!(
+                "requests sent: {} ARP, {} NS ({} probes); replies sent: {} ARP, {} NA; learned \
+                 {}, aged {}, failed {}; packets queued {}, released {}, dropped {}; table full \
+                 {}\n",
+                st.arp_requests_sent,
+                st.ns_sent,
+                st.probes_sent,
+                st.arp_replies_sent,
+                st.na_sent,
+                st.learned,
+                st.aged,
+                st.resolution_failures,
+                st.queued,
+                st.released,
+                st.queue_drops,
+                st.table_full
+            ));
+            workers.push(json!({
+                "worker": snap.worker,
+                "age_ms": age_ms,
+                "entries": entries,
+                "counters": counters,
+            }));
+        }
+        (text, json!({ "workers": workers }))
+    }
+
+    fn show_bridge(&self) -> (String, Value) {
+        let names = &self.view.bridge_names;
+        let domain_name = |id: u32| {
+            names
+                .get((id as usize).wrapping_sub(1))
+                .cloned()
+                .unwrap_or_else(|| format!("domain {id}"))
+        };
+        if names.is_empty() {
+            return (
+                "no bridge domains are configured\n".to_string(),
+                json!({"domains": [], "workers": []}),
+            );
+        }
+        let mut text = String::new();
+        let mut workers = Vec::new();
+        for (w, stats) in self.view.bridges.iter().enumerate() {
+            let c = stats.counts();
+            let snap = stats.snapshot();
+            let mut rows = Vec::new();
+            let mut macs = Vec::new();
+            for e in &snap.entries {
+                rows.push(vec![
+                    domain_name(e.domain),
+                    e.vlan.to_string(),
+                    format_mac(&e.mac),
+                    self.port_name(e.port),
+                    e.age_seconds.to_string(),
+                ]);
+                macs.push(json!({
+                    "domain": domain_name(e.domain),
+                    "vlan": e.vlan,
+                    "mac": format_mac(&e.mac),
+                    "port": self.port_name(e.port),
+                    "age_seconds": e.age_seconds,
+                }));
+            }
+            text.push_str(&format!("worker {w}: {} MACs\n", c.macs));
+            text.push_str(&render(
+                &[
+                    ("Bridge", Align::Left),
+                    ("VLAN", Align::Right),
+                    ("MAC", Align::Left),
+                    ("Port", Align::Left),
+                    ("Age s", Align::Right),
+                ],
+                &rows,
+            ));
+            text.push_str(&format!(
+                "learned {}, aged {}, moved {}, refused (table full) {}, flooded {} ({} copies)\n",
+                c.learned, c.aged, c.moves, c.refused, c.flooded, c.flood_copies
+            ));
+            workers.push(json!({
+                "worker": w,
+                "counters": {
+                    "learned": c.learned,
+                    "aged": c.aged,
+                    "moves": c.moves,
+                    "refused": c.refused,
+                    "flooded": c.flooded,
+                    "flood_copies": c.flood_copies,
+                    "macs": c.macs,
+                },
+                "macs": macs,
+            }));
+        }
+        let domains: Vec<Value> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| json!({"id": i + 1, "name": n}))
+            .collect();
+        (text, json!({"domains": domains, "workers": workers}))
     }
 
     fn show_trace(&self) -> (String, Value) {

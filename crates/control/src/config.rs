@@ -3,8 +3,8 @@
 //! started); the only filesystem access is reading the file, and `check_files` for pcap paths.
 
 use dataplane::{
-    DataplaneSpec, MemoryPortSpec, NeighbourSpec, OptionsPolicy, PortDriver, PortSpec, RouteSpec,
-    RouteTarget, XconnectSpec,
+    BridgeMemberSpec, BridgePortMode, BridgeSpec, DataplaneSpec, MemoryPortSpec, NeighbourSpec,
+    OptionsPolicy, PortDriver, PortSpec, RouteSpec, RouteTarget, XconnectSpec, XdpModeChoice,
 };
 use packet::headers::{parse_mac, Mac};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -98,10 +98,16 @@ fn display_issues(issues: &[Issue]) -> String {
 /// ip4-options = "forward"           # "forward" | "drop"
 /// icmp-errors-per-second = 1000     # 0..=4294967295 (0 disables)
 /// icmp-errors-burst = 100           # 0..=4294967295
+/// neighbour-capacity = 4096         # ARP/ND entries per family per worker, 1..=32768
+/// neighbour-reachable-seconds = 30  # 1..=86400: confirmed entries stay reachable this long
+/// neighbour-gc-seconds = 300        # 1..=86400: unconfirmed entries are deleted after this
+/// neighbour-queue = 4               # 1..=256 packets queued per unresolved neighbour
+/// bridge-max-macs = 65536           # 0..=16777216 MACs learned per worker (more are refused)
+/// bridge-age-seconds = 300          # 0..=4294967295 (0: never age)
 ///
 /// [[port]]                          # port id = order of appearance
 /// name = "in0"                      # [a-zA-Z0-9_.-]{1,32}, unique
-/// driver = "pcap"                   # "pcap" | "memory" | "af-packet" | "tap"
+/// driver = "pcap"                   # "pcap" | "memory" | "af-packet" | "af-xdp" | "tap"
 /// mac = "02:00:00:00:01:01"         # required, unicast, not all zero
 /// mtu = 1500                        # 68..=9000, default 1500
 /// ip4 = ["198.18.1.1/24"]           # own addresses, prefix 1..=32, unique over all ports
@@ -119,18 +125,27 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   generate = false
 /// limit = 1000000                   # memory only: 1..=2^63-1, optional
 /// generate = true                   # memory only: default true
-/// interface = "eth0"                # af-packet, tap: kernel interface, 1..=15 bytes without '/',
-///                                   #   ':' or whitespace (default: the port's name); one port
-///                                   #   per interface. af-packet: must exist; tap: created if
-///                                   #   missing, attached to if it is a TAP
+/// interface = "eth0"                # af-packet, af-xdp, tap: kernel interface, 1..=15 bytes
+///                                   #   without '/', ':' or whitespace (default: the port's
+///                                   #   name); one port per interface. af-packet, af-xdp: must
+///                                   #   exist; tap: created if missing, attached to if a TAP
 /// fanout = 7                        # af-packet only: PACKET_FANOUT group 0..=65535, optional,
 ///                                   #   unique over all ports
 /// vnet-hdr = false                  # tap only: virtio-net headers (offloads off); default false
+/// queues = 1                        # af-xdp only: 1..=64 receive queues (sockets), default 1
+/// xdp-mode = "auto"                 # af-xdp only: "auto" (native if the driver has it, else
+///                                   #   generic) | "native" | "generic"
+/// bridge = "br0"                    # any driver: the port switches in this [[bridge]] (no
+///                                   #   ip4/ip6 then, not an xconnect `from`)
+/// access-vlan = 1                   # bridged port: its VLAN, 1..=4094, untagged (default 1)
+/// trunk-vlans = [10, 20]            # bridged port instead of access-vlan: tagged VLANs
+/// native-vlan = 1                   # trunk only: VLAN carried untagged, optional
 ///
 /// [[route]]
 /// prefix = "198.18.2.0/24"          # v4 or v6, no host bits ("did you mean ...?"), unique
-/// via = "198.18.1.2"                # or a non-empty list (ECMP) of distinct [[neighbour]] ips of
-///                                   #   the route's family
+/// via = "198.18.1.2"                # or a non-empty list (ECMP) of distinct next hops of the
+///                                   #   route's family: [[neighbour]] ips, or hosts on a port's
+///                                   #   prefix (resolved by ARP/ND)
 /// # action = "drop"                 # instead of via
 ///
 /// [[neighbour]]
@@ -142,6 +157,9 @@ fn display_issues(issues: &[Issue]) -> String {
 /// from = "in0"                      # a port name; `from` of at most one xconnect
 /// to = "out0"                       # a port name
 /// dst-mac = "02:00:00:00:02:02"     # optional, any MAC
+///
+/// [[bridge]]                        # a bridge domain; ports join it with `bridge = "br0"`
+/// name = "br0"                      # [a-zA-Z0-9_.-]{1,32}, unique; at least two ports
 /// ```
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -425,6 +443,15 @@ struct Parsed {
     files: Vec<FileRef>,
 }
 
+/// A port's membership in a bridge, before the bridge name is resolved.
+struct Membership {
+    section: String,
+    name: String,
+    span: Range<usize>,
+    /// None when its VLAN keys had errors (already reported).
+    mode: Option<BridgePortMode>,
+}
+
 /// Kernel resources claimed by ports so far: interface name / fanout group -> (line, port).
 #[derive(Default)]
 struct SeenKernel {
@@ -438,17 +465,19 @@ enum Drv {
     Pcap,
     Memory,
     AfPacket,
+    AfXdp,
     Tap,
 }
 
 impl Drv {
-    const ALL: [Drv; 4] = [Drv::Pcap, Drv::Memory, Drv::AfPacket, Drv::Tap];
+    const ALL: [Drv; 5] = [Drv::Pcap, Drv::Memory, Drv::AfPacket, Drv::AfXdp, Drv::Tap];
 
     fn name(self) -> &'static str {
         match self {
             Drv::Pcap => "pcap",
             Drv::Memory => "memory",
             Drv::AfPacket => "af-packet",
+            Drv::AfXdp => "af-xdp",
             Drv::Tap => "tap",
         }
     }
@@ -459,12 +488,20 @@ impl Drv {
             Drv::Pcap => PCAP_KEYS,
             Drv::Memory => MEMORY_KEYS,
             Drv::AfPacket => AF_PACKET_KEYS,
+            Drv::AfXdp => AF_XDP_KEYS,
             Drv::Tap => TAP_KEYS,
         }
     }
 }
 
-const TOP_KEYS: &[&str] = &["dataplane", "port", "route", "neighbour", "xconnect"];
+const TOP_KEYS: &[&str] = &[
+    "dataplane",
+    "port",
+    "route",
+    "neighbour",
+    "xconnect",
+    "bridge",
+];
 const DATAPLANE_KEYS: &[&str] = &[
     "buffers",
     "data-size",
@@ -472,6 +509,12 @@ const DATAPLANE_KEYS: &[&str] = &[
     "ip4-options",
     "icmp-errors-per-second",
     "icmp-errors-burst",
+    "bridge-max-macs",
+    "bridge-age-seconds",
+    "neighbour-capacity",
+    "neighbour-reachable-seconds",
+    "neighbour-gc-seconds",
+    "neighbour-queue",
 ];
 const PORT_KEYS: &[&str] = &[
     "name",
@@ -494,6 +537,12 @@ const PORT_KEYS: &[&str] = &[
     "interface",
     "fanout",
     "vnet-hdr",
+    "queues",
+    "xdp-mode",
+    "bridge",
+    "access-vlan",
+    "trunk-vlans",
+    "native-vlan",
 ];
 const PCAP_KEYS: &[&str] = &["rx", "tx"];
 const MEMORY_KEYS: &[&str] = &[
@@ -508,8 +557,12 @@ const MEMORY_KEYS: &[&str] = &[
     "generate",
 ];
 const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
+const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
 const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
-const DRIVERS_ACCEPTED: &str = "\"pcap\", \"memory\", \"af-packet\", \"tap\"";
+const DRIVERS_ACCEPTED: &str = "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\"";
+const XDP_MODES_ACCEPTED: &str = "\"auto\", \"native\", \"generic\"";
+const BRIDGE_KEYS: &[&str] = &["name"];
+const VLAN_ACCEPTED: &str = "a VLAN id 1..=4094";
 const IFNAME_ACCEPTED: &str = "a kernel interface name of 1 to 15 bytes without '/', ':' or \
                                whitespace, not \".\" or \"..\"";
 const ROUTE_KEYS: &[&str] = &["prefix", "via", "action"];
@@ -833,8 +886,10 @@ impl<'a> Ctx<'a> {
         let routes = self.array_of_tables(&top, "route");
         let neighbours = self.array_of_tables(&top, "neighbour");
         let xconnects = self.array_of_tables(&top, "xconnect");
+        let bridges = self.array_of_tables(&top, "bridge");
 
         // Ports.
+        let mut memberships: Vec<Option<Membership>> = Vec::new();
         let mut port_names: Vec<Option<String>> = Vec::new();
         let mut port_specs: Vec<Option<PortSpec>> = Vec::new();
         let mut seen_names: HashMap<String, (usize, usize)> = HashMap::new();
@@ -846,8 +901,10 @@ impl<'a> Ctx<'a> {
             let Some(f) = self.fields(section.clone(), None, node, PORT_KEYS) else {
                 port_names.push(None);
                 port_specs.push(None);
+                memberships.push(None);
                 continue;
             };
+            memberships.push(self.membership(&f));
             let (name, port, refs) = self.port(
                 &f,
                 &spec,
@@ -874,14 +931,22 @@ impl<'a> Ctx<'a> {
             neigh.push(self.neighbour(&f, &port_names, &port_specs, &mut neigh_ips));
         }
 
-        // Routes.
+        // Routes: a next hop is a static neighbour or a host on a port's prefix.
+        let connected: Vec<(IpAddr, u8)> = port_specs
+            .iter()
+            .flatten()
+            .flat_map(|p| {
+                let v4 = p.ip4.iter().map(|(a, l)| (IpAddr::V4(*a), *l));
+                v4.chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
+            })
+            .collect();
         let mut seen_prefixes: HashMap<(IpAddr, u8), usize> = HashMap::new();
         for (i, node) in routes.iter().enumerate() {
             let section = format!("[[route]] #{}", i + 1);
             let Some(f) = self.fields(section, None, node, ROUTE_KEYS) else {
                 continue;
             };
-            self.route(&f, &neigh_ips, &mut seen_prefixes, &mut spec);
+            self.route(&f, &neigh_ips, &connected, &mut seen_prefixes, &mut spec);
         }
 
         // Cross-connects.
@@ -896,9 +961,282 @@ impl<'a> Ctx<'a> {
             }
         }
 
+        // Bridges and their ports.
+        let mut bridge_names: Vec<Option<(String, Range<usize>)>> = Vec::new();
+        for (i, node) in bridges.iter().enumerate() {
+            let section = format!("[[bridge]] #{}", i + 1);
+            let Some(f) = self.fields(section.clone(), None, node, BRIDGE_KEYS) else {
+                bridge_names.push(None);
+                continue;
+            };
+            match self.string(&f, "name") {
+                Field::Ok(s, span) if valid_name(s) => {
+                    if let Some(Some((_, first))) = bridge_names
+                        .iter()
+                        .find(|b| b.as_ref().is_some_and(|(n, _)| n == s))
+                    {
+                        let line = self.line_of(first.start);
+                        self.error(
+                            &span,
+                            &section,
+                            Some("name"),
+                            format!(
+                                "duplicate bridge name `{s}`: also defined at line {line}; \
+                                 accepted: a name used by one [[bridge]] only"
+                            ),
+                        );
+                        bridge_names.push(None);
+                    } else {
+                        bridge_names.push(Some((s.to_string(), span)));
+                    }
+                }
+                Field::Ok(s, span) => {
+                    self.error(
+                        &span,
+                        &section,
+                        Some("name"),
+                        format!("`{s}` is not a valid bridge name; accepted: {NAME_ACCEPTED}"),
+                    );
+                    bridge_names.push(None);
+                }
+                Field::Missing => {
+                    self.missing(&f, "name", NAME_ACCEPTED);
+                    bridge_names.push(None);
+                }
+                Field::Bad => bridge_names.push(None),
+            }
+        }
+        self.bridges(&memberships, &bridge_names, &port_specs, &mut spec);
+
         spec.ports = port_specs.into_iter().flatten().collect();
         spec.neighbours = neigh.into_iter().flatten().collect();
         Parsed { spec, files }
+    }
+
+    /// A port's `bridge`, `access-vlan`, `trunk-vlans` and `native-vlan` keys.
+    fn membership(&mut self, f: &Fields<'_>) -> Option<Membership> {
+        let section = f.section.clone();
+        let vlan_keys = ["access-vlan", "trunk-vlans", "native-vlan"];
+        let (name, span) = match self.string(f, "bridge") {
+            Field::Ok(s, span) => (s.to_string(), span),
+            Field::Missing => {
+                for k in vlan_keys {
+                    if let Some(n) = f.get(k) {
+                        self.bad(
+                            f,
+                            k,
+                            n,
+                            format!(
+                                "`{k}` applies only to a port in a bridge; accepted: add \
+                                 bridge = \"NAME\" naming a [[bridge]]"
+                            ),
+                        );
+                    }
+                }
+                return None;
+            }
+            Field::Bad => return None,
+        };
+        let access = self.int(f, "access-vlan", 1..=4094);
+        let native = self.int(f, "native-vlan", 1..=4094);
+        let trunk = match f.get("trunk-vlans") {
+            None => Field::Missing,
+            Some(n) => match n.get_ref() {
+                Val::Array(items) if !items.is_empty() => {
+                    let mut vlans = Vec::new();
+                    let mut ok = true;
+                    for item in items {
+                        match item.get_ref() {
+                            Val::Int(v)
+                                if (1..=4094).contains(v) && !vlans.contains(&(*v as u16)) =>
+                            {
+                                vlans.push(*v as u16)
+                            }
+                            other => {
+                                self.bad(
+                                    f,
+                                    "trunk-vlans",
+                                    item,
+                                    format!(
+                                        "{} {} is not a new VLAN id; accepted: distinct VLAN \
+                                         ids 1..=4094",
+                                        kind(other),
+                                        show(other)
+                                    ),
+                                );
+                                ok = false;
+                            }
+                        }
+                    }
+                    if ok {
+                        Field::Ok(vlans, n.span())
+                    } else {
+                        Field::Bad
+                    }
+                }
+                other => {
+                    self.bad(
+                        f,
+                        "trunk-vlans",
+                        n,
+                        format!(
+                            "expected a non-empty array of VLAN ids, found {} {}; accepted: \
+                             [10, 20] with each {VLAN_ACCEPTED}",
+                            kind(other),
+                            show(other)
+                        ),
+                    );
+                    Field::Bad
+                }
+            },
+        };
+        let mode = match (access, trunk, native) {
+            (Field::Bad, _, _) | (_, Field::Bad, _) | (_, _, Field::Bad) => None,
+            (Field::Ok(_, span), Field::Ok(..), _) => {
+                self.error(
+                    &span,
+                    &section,
+                    Some("access-vlan"),
+                    "a port is an access port (`access-vlan`) or a trunk (`trunk-vlans`), not \
+                     both; accepted: one of them",
+                );
+                None
+            }
+            (Field::Ok(_, span), _, Field::Ok(..)) => {
+                self.error(
+                    &span,
+                    &section,
+                    Some("native-vlan"),
+                    "`native-vlan` applies only to trunk ports; accepted: `trunk-vlans` with an \
+                     optional `native-vlan`, or `access-vlan` alone",
+                );
+                None
+            }
+            (Field::Ok(v, _), Field::Missing, Field::Missing) => {
+                Some(BridgePortMode::Access { pvid: v as u16 })
+            }
+            (Field::Missing, Field::Ok(allowed, _), native) => Some(BridgePortMode::Trunk {
+                allowed,
+                native: native.ok().map(|v| v as u16),
+            }),
+            (Field::Missing, Field::Missing, Field::Ok(_, span)) => {
+                self.error(
+                    &span,
+                    &section,
+                    Some("native-vlan"),
+                    "`native-vlan` applies only to trunk ports; accepted: add `trunk-vlans`",
+                );
+                None
+            }
+            (Field::Missing, Field::Missing, Field::Missing) => {
+                Some(BridgePortMode::Access { pvid: 1 })
+            }
+        };
+        Some(Membership {
+            section,
+            name,
+            span,
+            mode,
+        })
+    }
+
+    /// Resolve the ports' `bridge` keys against the [[bridge]] sections into `spec.bridges`.
+    fn bridges(
+        &mut self,
+        memberships: &[Option<Membership>],
+        names: &[Option<(String, Range<usize>)>],
+        ports: &[Option<PortSpec>],
+        spec: &mut DataplaneSpec,
+    ) {
+        // (spec, [[bridge]] number, name span, members rejected by an error reported already)
+        let mut out: Vec<(BridgeSpec, usize, Range<usize>, usize)> = names
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| b.as_ref().map(|(n, span)| (i, n, span)))
+            .map(|(i, n, span)| {
+                let spec = BridgeSpec {
+                    name: n.clone(),
+                    ports: Vec::new(),
+                };
+                (spec, i + 1, span.clone(), 0)
+            })
+            .collect();
+        let defined = || {
+            let list: Vec<String> = names
+                .iter()
+                .flatten()
+                .map(|(n, _)| format!("`{n}`"))
+                .collect();
+            if list.is_empty() {
+                "(no [[bridge]] is defined)".to_string()
+            } else {
+                list.join(", ")
+            }
+        };
+        for (id, m) in memberships.iter().enumerate() {
+            let Some(m) = m else { continue };
+            let Some((b, _, _, rejected)) = out.iter_mut().find(|b| b.0.name == m.name) else {
+                let msg = format!(
+                    "no [[bridge]] is named `{}`; accepted: {}",
+                    m.name,
+                    defined()
+                );
+                self.error(&m.span, &m.section, Some("bridge"), msg);
+                continue;
+            };
+            if let Some(Some(p)) = ports.get(id) {
+                if !p.ip4.is_empty() || !p.ip6.is_empty() {
+                    *rejected += 1;
+                    self.error(
+                        &m.span,
+                        &m.section,
+                        Some("bridge"),
+                        format!(
+                            "port `{}` has IP addresses and is in bridge `{}`; accepted: a \
+                             bridged port without `ip4`/`ip6` (it switches, it does not route)",
+                            p.name, m.name
+                        ),
+                    );
+                    continue;
+                }
+            }
+            let Some(mode) = m.mode.clone() else {
+                *rejected += 1;
+                continue;
+            };
+            if spec.xconnects.iter().any(|x| x.from == id) {
+                *rejected += 1;
+                self.error(
+                    &m.span,
+                    &m.section,
+                    Some("bridge"),
+                    "this port is also the `from` of an [[xconnect]]; accepted: a port either \
+                     cross-connected or bridged",
+                );
+                continue;
+            }
+            b.ports.push(BridgeMemberSpec { port: id, mode });
+        }
+        for (b, number, span, rejected) in &out {
+            let n = b.ports.len() + rejected;
+            if n < 2 {
+                let section = format!("[[bridge]] #{number}");
+                self.error(
+                    span,
+                    &section,
+                    Some("name"),
+                    format!(
+                        "bridge `{}` has {n} port{}; accepted: at least two ports naming it with \
+                         bridge = \"{}\"",
+                        b.name,
+                        if n == 1 { "" } else { "s" },
+                        b.name
+                    ),
+                );
+            }
+        }
+        let out: Vec<BridgeSpec> = out.into_iter().map(|b| b.0).collect();
+        spec.bridges = out;
     }
 
     fn array_of_tables<'t>(&mut self, top: &Fields<'t>, key: &str) -> Vec<&'t Node> {
@@ -975,6 +1313,26 @@ impl<'a> Ctx<'a> {
         }
         if let Some(v) = self.int(&f, "icmp-errors-burst", 0..=max).ok() {
             spec.ip.icmp_errors_burst = v as u32;
+        }
+        let max_macs = dataplane::MAX_BRIDGE_MACS as i64;
+        if let Some(v) = self.int(&f, "bridge-max-macs", 0..=max_macs).ok() {
+            spec.bridge.max_macs = v as usize;
+        }
+        if let Some(v) = self.int(&f, "bridge-age-seconds", 0..=max).ok() {
+            spec.bridge.age_seconds = v as u32;
+        }
+        let capacity = dataplane::MAX_NEIGHBOUR_CAPACITY as i64;
+        if let Some(v) = self.int(&f, "neighbour-capacity", 1..=capacity).ok() {
+            spec.neighbour.capacity = v as usize;
+        }
+        if let Some(v) = self.int(&f, "neighbour-reachable-seconds", 1..=86_400).ok() {
+            spec.neighbour.reachable_seconds = v as u32;
+        }
+        if let Some(v) = self.int(&f, "neighbour-gc-seconds", 1..=86_400).ok() {
+            spec.neighbour.gc_seconds = v as u32;
+        }
+        if let Some(v) = self.int(&f, "neighbour-queue", 1..=256).ok() {
+            spec.neighbour.queue_per_neighbour = v as u16;
         }
     }
 
@@ -1180,6 +1538,37 @@ impl<'a> Ctx<'a> {
                     (Some(interface), Some(fanout)) => {
                         Some(PortDriver::AfPacket { interface, fanout })
                     }
+                    _ => None,
+                }
+            }
+            Some(Drv::AfXdp) => {
+                let interface = self.interface(f, name.as_deref(), &label, seen_kernel);
+                let queues = match self.int(f, "queues", 1..=64) {
+                    Field::Ok(v, _) => Some(v as u32),
+                    Field::Missing => Some(1),
+                    Field::Bad => None,
+                };
+                let mode = match self.string(f, "xdp-mode") {
+                    Field::Ok("auto", _) | Field::Missing => Some(XdpModeChoice::Auto),
+                    Field::Ok("native", _) => Some(XdpModeChoice::Native),
+                    Field::Ok("generic", _) => Some(XdpModeChoice::Generic),
+                    Field::Ok(s, span) => {
+                        self.error(
+                            &span,
+                            &section,
+                            Some("xdp-mode"),
+                            format!("`{s}` is not an XDP mode; accepted: {XDP_MODES_ACCEPTED}"),
+                        );
+                        None
+                    }
+                    Field::Bad => None,
+                };
+                match (interface, queues, mode) {
+                    (Some(interface), Some(queues), Some(mode)) => Some(PortDriver::AfXdp {
+                        interface,
+                        queues,
+                        mode,
+                    }),
                     _ => None,
                 }
             }
@@ -1654,6 +2043,7 @@ impl<'a> Ctx<'a> {
         &mut self,
         f: &Fields<'_>,
         neighbours: &HashMap<IpAddr, usize>,
+        connected: &[(IpAddr, u8)],
         seen: &mut HashMap<(IpAddr, u8), usize>,
         spec: &mut DataplaneSpec,
     ) {
@@ -1758,8 +2148,8 @@ impl<'a> Ctx<'a> {
                                 &section,
                                 Some("via"),
                                 format!(
-                                    "`{s}` is not an IP address; accepted: the address of a \
-                                     [[neighbour]]"
+                                    "`{s}` is not an IP address; accepted: a next-hop \
+                                     address like 198.18.2.2"
                                 ),
                             );
                             ok = false;
@@ -1782,7 +2172,10 @@ impl<'a> Ctx<'a> {
                                 continue;
                             }
                         }
-                        if !neighbours.contains_key(&ip) {
+                        let on_link = connected
+                            .iter()
+                            .any(|(a, l)| *a != ip && contains(*a, *l, ip));
+                        if !neighbours.contains_key(&ip) && !on_link {
                             let mut known: Vec<&IpAddr> = neighbours
                                 .keys()
                                 .filter(|n| n.is_ipv6() == ip.is_ipv6())
@@ -1798,8 +2191,11 @@ impl<'a> Ctx<'a> {
                                 &section,
                                 Some("via"),
                                 format!(
-                                    "next hop {ip} is not a [[neighbour]]; accepted: the ip of \
-                                     a [[neighbour]]: {list}"
+                                    "next hop {ip} is neither a [[neighbour]] nor on a port's \
+                                     subnet; accepted: an address inside a port's `{}` prefix \
+                                     (resolved by {}), or the ip of a [[neighbour]]: {list}",
+                                    if ip.is_ipv6() { "ip6" } else { "ip4" },
+                                    if ip.is_ipv6() { "ND" } else { "ARP" }
                                 ),
                             );
                             ok = false;

@@ -241,7 +241,15 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
         .collect();
     let errors = sum_errors(&errs, None);
     let drops_total: u64 = errors.iter().map(|e| e.count).sum();
+    // Flood copies (packets the graph made besides those it received).
+    let emitted_total: u64 = view
+        .workers
+        .iter()
+        .flat_map(|w| w.graph.nodes.iter().map(|n| n.emitted.get()))
+        .sum();
     json!({
+        "neighbours": neighbour_totals(view),
+        "emitted_total": emitted_total,
         "ports": ports,
         "nodes": nodes,
         "errors": errors.iter().map(|e| json!({"node": e.node, "reason": e.reason, "count": e.count})).collect::<Vec<_>>(),
@@ -254,4 +262,47 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
         "workers": view.workers.len(),
         "tsc_hz": view.tsc_hz,
     })
+}
+
+/// ARP/ND counters summed over workers (as last published; the worker publishes at stop).
+fn neighbour_totals(view: &RuntimeView) -> Value {
+    let mut t = json!({});
+    let mut sums = [0u64; 9];
+    for v in &view.neighbours {
+        let s = match v.lock() {
+            Ok(g) => g.stats,
+            Err(p) => p.into_inner().stats,
+        };
+        let vals = [
+            s.arp_requests_sent,
+            s.ns_sent,
+            s.arp_replies_sent,
+            s.na_sent,
+            s.learned,
+            s.queued,
+            s.released,
+            s.queue_drops,
+            s.resolution_failures,
+        ];
+        for (a, b) in sums.iter_mut().zip(vals) {
+            *a += b;
+        }
+    }
+    let keys = [
+        "arp_requests_sent",
+        "ns_sent",
+        "arp_replies_sent",
+        "na_sent",
+        "learned",
+        "queued",
+        "released",
+        "queue_drops",
+        "resolution_failures",
+    ];
+    for (k, v) in keys.iter().zip(sums) {
+        t[*k] = json!(v);
+    }
+    // Frames vecplane made itself (requests); replies reuse the request's buffer.
+    t["originated"] = json!(sums[0] + sums[1]);
+    t
 }

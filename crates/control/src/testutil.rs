@@ -77,6 +77,7 @@ pub(crate) fn view(workers: usize) -> RuntimeView {
     let port = |name: &str, mac: [u8; 6]| PortView {
         name: name.to_string(),
         driver: "pcap".to_string(),
+        detail: String::new(),
         mac,
         stats: (0..workers)
             .map(|_| Arc::new(PortStats::default()))
@@ -91,6 +92,9 @@ pub(crate) fn view(workers: usize) -> RuntimeView {
         pool_backing: "normal pages".to_string(),
         pool_buffers: 16384,
         tsc_hz: 2_000_000_000,
+        neighbours: Vec::new(),
+        bridges: Vec::new(),
+        bridge_names: Vec::new(),
     }
 }
 

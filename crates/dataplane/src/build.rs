@@ -1,17 +1,22 @@
-//! Turns a `DataplaneSpec` into one worker's pool and graph: port nodes, protocol nodes, FIBs and
-//! adjacencies. Runs once, on the control thread, before the worker starts; never on the fast path.
+//! Turns a `DataplaneSpec` into one worker's pool and graph: port nodes, protocol nodes
+//! (`add_protocol_nodes`, shared with the fuzz harness), FIBs, adjacencies, the neighbour tables
+//! and the bridge. Runs once, on the control thread, before the worker starts; never on the fast
+//! path.
 
 use crate::spec::{DataplaneSpec, OptionsPolicy, PortDriver, RouteSpec, RouteTarget};
 use crate::view::PortView;
+use afxdp::{AfXdpConfig, AfXdpPort, Umem};
 use fib::{Ip4Fib, Ip6Fib};
 use graph::{Graph, GraphBuilder, PortStats};
 use nodes::adjacency::{Adjacency, NextHop, NextHopTable};
+use nodes::bridge::{BridgeConfig, BridgeDomainConfig, BridgePortConfig, BridgeStats, L2Bridge};
 use nodes::drop::ErrorDrop;
 use nodes::ethernet::{EthernetInput, PortL2, PortMode};
 use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
 use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
 use nodes::ip6::{Ip6Input, Ip6Lookup, Ip6Rewrite};
 use nodes::names;
+use nodes::neighbour::{NeighbourConfig, NeighbourHandle, NeighbourPort};
 use nodes::output::InterfaceOutput;
 use nodes::xconnect::{L2Xconnect, XconnectPeer};
 use packet::headers::UdpFrameSpec;
@@ -74,6 +79,20 @@ pub struct BuiltWorker {
     pub ports: Vec<PortView>,
     /// FIB build figures.
     pub fib: FibStats,
+    /// Its neighbour tables (flush them into `pool` when the worker ends).
+    pub neighbours: NeighbourHandle,
+    /// Its bridge's counters and MAC table snapshot, when it has bridge domains.
+    pub bridge: Option<Arc<BridgeStats>>,
+}
+
+/// What `add_protocol_nodes` leaves for the control plane and the worker.
+pub struct ProtocolState {
+    /// FIB build figures.
+    pub fib: FibStats,
+    /// The worker's neighbour tables.
+    pub neighbours: NeighbourHandle,
+    /// The bridge's counters, when there are bridge domains.
+    pub bridge: Option<Arc<BridgeStats>>,
 }
 
 /// The next-hop ids of one family's special routes and groups, deduplicated.
@@ -82,7 +101,7 @@ struct NextHops {
     groups: HashMap<Vec<u32>, u32>,
     drop: u32,
     local: u32,
-    unresolved: u32,
+    glean: HashMap<u16, u32>,
 }
 
 impl NextHops {
@@ -90,14 +109,22 @@ impl NextHops {
         let mut table = NextHopTable::new();
         let drop = table.add_entry(NextHop::Drop);
         let local = table.add_entry(NextHop::Local);
-        let unresolved = table.add_entry(NextHop::Unresolved);
         NextHops {
             table,
             groups: HashMap::new(),
             drop,
             local,
-            unresolved,
+            glean: HashMap::new(),
         }
+    }
+
+    /// The entry of a connected prefix on `port`.
+    fn glean(&mut self, port: u16) -> u32 {
+        let table = &mut self.table;
+        *self
+            .glean
+            .entry(port)
+            .or_insert_with(|| table.add_entry(NextHop::Glean { port }))
     }
 
     fn group(&mut self, adjacencies: Vec<u32>) -> u32 {
@@ -114,7 +141,10 @@ impl NextHops {
 type RoutingTable<A> = (Vec<(A, u8, u32)>, NextHopTable);
 
 /// Routes of one family as (prefix, length, next-hop id), in install order (later wins), and
-/// their next-hop table. `A` is the address as an integer (u32 or u128).
+/// their next-hop table. `A` is the address as an integer (u32 or u128). A route's next hop
+/// that is not a static neighbour must lie in a port's prefix: `pin(port, hop)` makes it a
+/// permanent neighbour-table entry resolved by ARP/ND.
+#[allow(clippy::too_many_arguments)]
 fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
     spec: &DataplaneSpec,
     own: impl Fn(&crate::spec::PortSpec) -> Vec<(A, u8)>,
@@ -122,6 +152,7 @@ fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
     routes: &[(A, u8, RouteTarget<A>)],
     mask: impl Fn(A, u8) -> A,
     host_len: u8,
+    mut pin: impl FnMut(u16, A) -> Option<u32>,
 ) -> Result<RoutingTable<A>, BuildError> {
     let mut nh = NextHops::new();
     // Install order matters only between equal prefixes (the later wins): neighbours' host
@@ -144,13 +175,25 @@ fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
         adjacency_of.insert(ip, adj);
         out.push((ip, host_len, nh.group(vec![adj])));
     }
-    for port in &spec.ports {
+    for (id, port) in spec.ports.iter().enumerate() {
         for (addr, len) in own(port) {
             if len < host_len {
-                out.push((mask(addr, len), len, nh.unresolved));
+                let glean = nh.glean(id as u16);
+                out.push((mask(addr, len), len, glean));
             }
         }
     }
+    // The port whose prefix holds `hop` (not one of its own addresses).
+    let connected_port = |hop: A| {
+        spec.ports.iter().enumerate().find_map(|(id, p)| {
+            own(p)
+                .into_iter()
+                .any(|(addr, len)| {
+                    len < host_len && addr != hop && mask(addr, len) == mask(hop, len)
+                })
+                .then_some(id as u16)
+        })
+    };
     for (prefix, len, target) in routes {
         let (prefix, len) = (*prefix, *len);
         let id = match target {
@@ -158,12 +201,25 @@ fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
             RouteTarget::Via(hops) => {
                 let mut adjs = Vec::with_capacity(hops.len());
                 for h in hops {
-                    let adj = adjacency_of.get(h).ok_or_else(|| {
-                        BuildError::Routing(format!(
-                            "route {prefix}/{len}: next hop {h} is not a configured neighbour"
-                        ))
-                    })?;
-                    adjs.push(*adj);
+                    let adj = match adjacency_of.get(h) {
+                        Some(adj) => *adj,
+                        None => {
+                            let port = connected_port(*h).ok_or_else(|| {
+                                BuildError::Routing(format!(
+                                    "route {prefix}/{len}: next hop {h} is neither a configured \
+                                     neighbour nor inside a port's prefix"
+                                ))
+                            })?;
+                            let id = pin(port, *h).ok_or_else(|| {
+                                BuildError::Routing(format!(
+                                    "route {prefix}/{len}: next hop {h}: the neighbour table is full"
+                                ))
+                            })?;
+                            adjacency_of.insert(*h, id);
+                            id
+                        }
+                    };
+                    adjs.push(adj);
                 }
                 nh.group(adjs)
             }
@@ -223,6 +279,8 @@ impl BuiltWorker {
         let mut b = GraphBuilder::new();
         let mut views = Vec::new();
         let mut tx_nodes = Vec::new();
+        // The pool registered as UMEM, once, by the first AF_XDP port.
+        let mut umem: Option<Umem> = None;
         for (id, p) in spec.ports.iter().enumerate() {
             let port_err = |reason: String| BuildError::Port {
                 port: p.name.clone(),
@@ -231,6 +289,7 @@ impl BuiltWorker {
             let stats = Arc::new(PortStats::default());
             let rx_name = format!("{}-rx", p.name);
             let tx_name = format!("{}-tx", p.name);
+            let mut detail = String::new();
             let driver = match &p.driver {
                 PortDriver::Memory(m) => {
                     if m.generate {
@@ -301,6 +360,49 @@ impl BuiltWorker {
                     tx_nodes.push(Some(tx_name));
                     ports::af_packet::DRIVER
                 }
+                PortDriver::AfXdp {
+                    interface,
+                    queues,
+                    mode,
+                } => {
+                    let umem = match &umem {
+                        Some(u) => u.clone(),
+                        None => {
+                            let u = Umem::new(&pool).map_err(|e| port_err(e.to_string()))?;
+                            umem = Some(u.clone());
+                            u
+                        }
+                    };
+                    for queue in 0..*queues {
+                        let mut config = AfXdpConfig::new(interface.clone(), queue, id as u16);
+                        config.mode = *mode;
+                        let port = AfXdpPort::open(&umem, &config, stats.clone())
+                            .map_err(|e| port_err(format!("queue {queue}: {e}")))?;
+                        if queue == 0 {
+                            detail = format!(
+                                "xdp {}, {}, {} queue{}",
+                                port.mode(),
+                                if port.zerocopy() { "zero-copy" } else { "copy" },
+                                queues,
+                                if *queues == 1 { "" } else { "s" }
+                            );
+                        }
+                        let rx_q = if *queues == 1 {
+                            rx_name.clone()
+                        } else {
+                            format!("{rx_name}{queue}")
+                        };
+                        let (rx, tx) =
+                            port.into_nodes(rx_q, names::ETHERNET_INPUT, tx_name.clone());
+                        b.add_input(Box::new(rx));
+                        // One transmit node per port: queue 0's socket sends.
+                        if queue == 0 {
+                            b.add_node(Box::new(tx));
+                        }
+                    }
+                    tx_nodes.push(Some(tx_name));
+                    "af-xdp"
+                }
                 PortDriver::Tap { name, vnet_hdr } => {
                     let config = TapConfig {
                         name: name.clone(),
@@ -324,106 +426,221 @@ impl BuiltWorker {
             views.push(PortView {
                 name: p.name.clone(),
                 driver: driver.to_string(),
+                detail,
                 mac: p.mac,
                 stats: vec![stats],
             });
         }
 
-        let mut peers = vec![None; spec.ports.len()];
-        let mut modes: Vec<PortL2> = spec
-            .ports
-            .iter()
-            .map(|p| PortL2 {
-                mac: p.mac,
-                mode: PortMode::L3,
-            })
-            .collect();
-        for x in &spec.xconnects {
-            let to = spec.ports.get(x.to).ok_or_else(|| {
-                BuildError::Routing(format!("xconnect to port {} which does not exist", x.to))
-            })?;
-            if let (Some(slot), Some(mode)) = (peers.get_mut(x.from), modes.get_mut(x.from)) {
-                *slot = Some(XconnectPeer {
-                    to: x.to as u16,
-                    src_mac: to.mac,
-                    dst_mac: x.dst_mac,
-                });
-                mode.mode = PortMode::Xconnect;
-            }
-        }
-
-        let mut fib = FibStats::default();
-        let routes4_spec = integer_routes(&spec.routes4, u32::from);
-        let (routes4, nh4) = routing_table(
-            spec,
-            |p| p.ip4.iter().map(|(a, l)| (u32::from(*a), *l)).collect(),
-            |ip| match ip {
-                IpAddr::V4(a) => Some(u32::from(a)),
-                IpAddr::V6(_) => None,
-            },
-            &routes4_spec,
-            mask4,
-            32,
-        )?;
-        let t = Instant::now();
-        let fib4 = Ip4Fib::build(&routes4).map_err(|e| BuildError::Routing(e.to_string()))?;
-        fib.ip4_build_seconds = t.elapsed().as_secs_f64();
-        fib.ip4_memory_bytes = fib4.memory_bytes();
-        fib.ip4_routes = fib4.route_count();
-        let routes6_spec = integer_routes(&spec.routes6, u128::from);
-        let (routes6, nh6) = routing_table(
-            spec,
-            |p| p.ip6.iter().map(|(a, l)| (u128::from(*a), *l)).collect(),
-            |ip| match ip {
-                IpAddr::V6(a) => Some(u128::from(a)),
-                IpAddr::V4(_) => None,
-            },
-            &routes6_spec,
-            mask6,
-            128,
-        )?;
-        let t = Instant::now();
-        let fib6 = Ip6Fib::build(&routes6).map_err(|e| BuildError::Routing(e.to_string()))?;
-        fib.ip6_build_seconds = t.elapsed().as_secs_f64();
-        fib.ip6_memory_bytes = fib6.memory_bytes();
-        fib.ip6_routes = fib6.route_count();
-        let (nh4, nh6) = (Arc::new(nh4), Arc::new(nh6));
-
-        let limiter = RateLimiter::new(spec.ip.icmp_errors_per_second, spec.ip.icmp_errors_burst);
-        let options = match spec.ip.ip4_options {
-            OptionsPolicy::Forward => Ip4Options::Forward,
-            OptionsPolicy::Drop => Ip4Options::Drop,
-        };
-        b.add_node(Box::new(EthernetInput::new(modes)))
-            .add_node(Box::new(L2Xconnect::new(peers)))
-            .add_node(Box::new(Ip4Input::new(options)))
-            .add_node(Box::new(Ip4Lookup::new(Arc::new(fib4), nh4.clone())))
-            .add_node(Box::new(Ip4Rewrite::new(nh4)))
-            .add_node(Box::new(Ip4IcmpError::new(
-                spec.ports
-                    .iter()
-                    .map(|p| p.ip4.first().map(|a| a.0))
-                    .collect(),
-                limiter,
-            )))
-            .add_node(Box::new(Ip6Input))
-            .add_node(Box::new(Ip6Lookup::new(Arc::new(fib6), nh6.clone())))
-            .add_node(Box::new(Ip6Rewrite::new(nh6)))
-            .add_node(Box::new(Ip6IcmpError::new(
-                spec.ports
-                    .iter()
-                    .map(|p| p.ip6.first().map(|a| a.0))
-                    .collect(),
-                limiter,
-            )))
-            .add_node(Box::new(InterfaceOutput::new(tx_nodes)))
-            .add_node(Box::new(ErrorDrop::new()));
+        let protocols = add_protocol_nodes(spec, &mut b, tx_nodes, tsc_hz)?;
         let graph = b.build(index, tsc_hz)?;
         Ok(BuiltWorker {
             pool,
             graph,
             ports: views,
-            fib,
+            fib: protocols.fib,
+            neighbours: protocols.neighbours,
+            bridge: protocols.bridge,
         })
     }
+}
+
+/// Free the packets still queued for neighbour resolution (at stop, before the pool goes) and
+/// count them, with any other drop the neighbour tables have not reported yet, as
+/// `neighbour-tx` errors of `stats`. Returns the packets flushed. Call on the worker's thread.
+pub fn flush_neighbours(
+    neighbours: &NeighbourHandle,
+    pool: &mut BufferPool,
+    stats: &graph::GraphStats,
+) -> u64 {
+    let flushed = neighbours.flush(pool) as u64;
+    let unreported = neighbours.with(|n| {
+        // The final counters, for `--stats-json` and `show neighbours` after the stop.
+        n.publish(graph::rdtsc());
+        n.take_unreported()
+    });
+    for (reason, count) in nodes::neighbour::TX_ERRORS.iter().zip(unreported) {
+        if let Some(id) = stats.error_id(nodes::neighbour::NEIGHBOUR_TX, reason) {
+            if let Some(c) = stats.errors.get(id) {
+                c.add(count);
+            }
+        }
+    }
+    flushed
+}
+
+/// Add the protocol nodes of `spec` to `b`: `ethernet-input`, `l2-xconnect`, `l2-bridge` (when
+/// there are bridge domains), the IPv4/IPv6 nodes with their FIBs, the neighbour nodes and the
+/// `neighbour-tx` input (add the ports' inputs first), `interface-output` (to `tx_nodes[port]`)
+/// and `error-drop`.
+pub fn add_protocol_nodes(
+    spec: &DataplaneSpec,
+    b: &mut GraphBuilder,
+    tx_nodes: Vec<Option<String>>,
+    tsc_hz: u64,
+) -> Result<ProtocolState, BuildError> {
+    let neighbours = NeighbourHandle::new(
+        &NeighbourConfig {
+            ports: spec
+                .ports
+                .iter()
+                .map(|p| NeighbourPort {
+                    mac: p.mac,
+                    mtu: p.mtu,
+                    ip4: p.ip4.clone(),
+                    ip6: p.ip6.clone(),
+                })
+                .collect(),
+            capacity: spec.neighbour.capacity,
+            reachable_seconds: spec.neighbour.reachable_seconds,
+            gc_seconds: spec.neighbour.gc_seconds,
+            queue_per_neighbour: spec.neighbour.queue_per_neighbour,
+            ..NeighbourConfig::default()
+        },
+        tsc_hz,
+    );
+    let mut peers = vec![None; spec.ports.len()];
+    let mut modes: Vec<PortL2> = spec
+        .ports
+        .iter()
+        .map(|p| PortL2 {
+            mac: p.mac,
+            mode: PortMode::L3,
+        })
+        .collect();
+    for x in &spec.xconnects {
+        let to = spec.ports.get(x.to).ok_or_else(|| {
+            BuildError::Routing(format!("xconnect to port {} which does not exist", x.to))
+        })?;
+        if let (Some(slot), Some(mode)) = (peers.get_mut(x.from), modes.get_mut(x.from)) {
+            *slot = Some(XconnectPeer {
+                to: x.to as u16,
+                src_mac: to.mac,
+                dst_mac: x.dst_mac,
+            });
+            mode.mode = PortMode::Xconnect;
+        }
+    }
+    let mut domains = Vec::new();
+    for (i, bridge) in spec.bridges.iter().enumerate() {
+        let mut ports = Vec::new();
+        for m in &bridge.ports {
+            let mode = modes.get_mut(m.port).ok_or_else(|| {
+                BuildError::Routing(format!(
+                    "bridge `{}` names port {} which does not exist",
+                    bridge.name, m.port
+                ))
+            })?;
+            mode.mode = PortMode::Bridge;
+            ports.push(BridgePortConfig {
+                port: m.port as u16,
+                mode: m.mode.clone(),
+            });
+        }
+        domains.push(BridgeDomainConfig {
+            id: i as u32 + 1,
+            ports,
+        });
+    }
+
+    let mut fib = FibStats::default();
+    let routes4_spec = integer_routes(&spec.routes4, u32::from);
+    let (routes4, nh4) = routing_table(
+        spec,
+        |p| p.ip4.iter().map(|(a, l)| (u32::from(*a), *l)).collect(),
+        |ip| match ip {
+            IpAddr::V4(a) => Some(u32::from(a)),
+            IpAddr::V6(_) => None,
+        },
+        &routes4_spec,
+        mask4,
+        32,
+        |port, hop| neighbours.with(|n| n.pin4(port, hop.into())),
+    )?;
+    let t = Instant::now();
+    let fib4 = Ip4Fib::build(&routes4).map_err(|e| BuildError::Routing(e.to_string()))?;
+    fib.ip4_build_seconds = t.elapsed().as_secs_f64();
+    fib.ip4_memory_bytes = fib4.memory_bytes();
+    fib.ip4_routes = fib4.route_count();
+    let routes6_spec = integer_routes(&spec.routes6, u128::from);
+    let (routes6, nh6) = routing_table(
+        spec,
+        |p| p.ip6.iter().map(|(a, l)| (u128::from(*a), *l)).collect(),
+        |ip| match ip {
+            IpAddr::V6(a) => Some(u128::from(a)),
+            IpAddr::V4(_) => None,
+        },
+        &routes6_spec,
+        mask6,
+        128,
+        |port, hop| neighbours.with(|n| n.pin6(port, hop.into())),
+    )?;
+    let t = Instant::now();
+    let fib6 = Ip6Fib::build(&routes6).map_err(|e| BuildError::Routing(e.to_string()))?;
+    fib.ip6_build_seconds = t.elapsed().as_secs_f64();
+    fib.ip6_memory_bytes = fib6.memory_bytes();
+    fib.ip6_routes = fib6.route_count();
+    let (nh4, nh6) = (Arc::new(nh4), Arc::new(nh6));
+
+    let limiter = RateLimiter::new(spec.ip.icmp_errors_per_second, spec.ip.icmp_errors_burst);
+    let options = match spec.ip.ip4_options {
+        OptionsPolicy::Forward => Ip4Options::Forward,
+        OptionsPolicy::Drop => Ip4Options::Drop,
+    };
+    let bridge = if domains.is_empty() {
+        None
+    } else {
+        let node = L2Bridge::new(&BridgeConfig {
+            domains,
+            max_macs: spec.bridge.max_macs,
+            age_seconds: spec.bridge.age_seconds,
+            ..BridgeConfig::default()
+        })
+        .map_err(|e| BuildError::Routing(e.0))?;
+        let stats = node.stats();
+        b.add_node(Box::new(node));
+        Some(stats)
+    };
+    b.add_node(Box::new(EthernetInput::new(modes).with_arp()))
+        .add_node(Box::new(L2Xconnect::new(peers)))
+        .add_node(Box::new(Ip4Input::new(options)))
+        .add_node(Box::new(
+            Ip4Lookup::new(Arc::new(fib4), nh4.clone()).with_neighbours(neighbours.clone()),
+        ))
+        .add_node(Box::new(
+            Ip4Rewrite::new(nh4).with_neighbours(neighbours.clone()),
+        ))
+        .add_node(Box::new(Ip4IcmpError::new(
+            spec.ports
+                .iter()
+                .map(|p| p.ip4.first().map(|a| a.0))
+                .collect(),
+            limiter,
+        )))
+        .add_node(Box::new(Ip6Input::new().with_nd()))
+        .add_node(Box::new(
+            Ip6Lookup::new(Arc::new(fib6), nh6.clone()).with_neighbours(neighbours.clone()),
+        ))
+        .add_node(Box::new(
+            Ip6Rewrite::new(nh6).with_neighbours(neighbours.clone()),
+        ))
+        .add_node(Box::new(Ip6IcmpError::new(
+            spec.ports
+                .iter()
+                .map(|p| p.ip6.first().map(|a| a.0))
+                .collect(),
+            limiter,
+        )))
+        .add_node(Box::new(InterfaceOutput::new(tx_nodes)))
+        .add_node(Box::new(ErrorDrop::new()));
+    let (nodes, input) = neighbours.nodes();
+    for node in nodes {
+        b.add_node(node);
+    }
+    b.add_input(input);
+    Ok(ProtocolState {
+        fib,
+        neighbours,
+        bridge,
+    })
 }

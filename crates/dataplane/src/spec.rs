@@ -2,6 +2,12 @@
 //! API, and what `dataplane` builds graphs from. Plain data with no parsing and no I/O: every
 //! value here has already been checked (names resolve, prefixes are canonical, MACs parse).
 
+pub use afxdp::ModeChoice as XdpModeChoice;
+pub use nodes::bridge::BridgePortMode;
+/// Largest `BridgePolicy::max_macs`.
+pub const MAX_BRIDGE_MACS: usize = nodes::bridge::MAX_MAX_MACS;
+/// Largest `NeighbourPolicy::capacity`.
+pub const MAX_NEIGHBOUR_CAPACITY: usize = nodes::neighbour::MAX_CAPACITY;
 use packet::headers::Mac;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
@@ -25,8 +31,14 @@ pub struct DataplaneSpec {
     pub neighbours: Vec<NeighbourSpec>,
     /// Port-to-port cross-connects (their `from` ports bypass IP processing).
     pub xconnects: Vec<XconnectSpec>,
+    /// Bridge domains (their ports bypass IP processing).
+    pub bridges: Vec<BridgeSpec>,
+    /// MAC table bound and aging of the bridges.
+    pub bridge: BridgePolicy,
     /// IP-level policies.
     pub ip: IpPolicy,
+    /// Neighbour (ARP/ND) table sizes and timers.
+    pub neighbour: NeighbourPolicy,
 }
 
 impl Default for DataplaneSpec {
@@ -40,7 +52,71 @@ impl Default for DataplaneSpec {
             routes6: Vec::new(),
             neighbours: Vec::new(),
             xconnects: Vec::new(),
+            bridges: Vec::new(),
+            bridge: BridgePolicy::default(),
             ip: IpPolicy::default(),
+            neighbour: NeighbourPolicy::default(),
+        }
+    }
+}
+
+/// A bridge domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BridgeSpec {
+    /// Its name (unique), shown by `show bridge`; its domain id is its index + 1.
+    pub name: String,
+    /// Its ports, in port-id order.
+    pub ports: Vec<BridgeMemberSpec>,
+}
+
+/// A port of a bridge domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BridgeMemberSpec {
+    /// Port (index into `ports`); in at most one domain, and not cross-connected.
+    pub port: usize,
+    /// Access (one VLAN, untagged) or trunk (tagged VLANs).
+    pub mode: BridgePortMode,
+}
+
+/// MAC learning limits of the bridges, per worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BridgePolicy {
+    /// Largest number of MACs learned (more are refused and counted).
+    pub max_macs: usize,
+    /// Seconds after which a MAC not seen again is forgotten (0: never).
+    pub age_seconds: u32,
+}
+
+impl Default for BridgePolicy {
+    fn default() -> Self {
+        BridgePolicy {
+            max_macs: nodes::bridge::DEFAULT_MAX_MACS,
+            age_seconds: nodes::bridge::DEFAULT_AGE_SECONDS,
+        }
+    }
+}
+
+/// Neighbour table sizes and timers, per worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NeighbourPolicy {
+    /// Entries per family.
+    pub capacity: usize,
+    /// Seconds an entry stays reachable after a confirmation.
+    pub reachable_seconds: u32,
+    /// Seconds after its last confirmation an unused entry is deleted.
+    pub gc_seconds: u32,
+    /// Packets queued per unresolved neighbour.
+    pub queue_per_neighbour: u16,
+}
+
+impl Default for NeighbourPolicy {
+    fn default() -> Self {
+        let d = nodes::neighbour::NeighbourConfig::default();
+        NeighbourPolicy {
+            capacity: d.capacity,
+            reachable_seconds: d.reachable_seconds,
+            gc_seconds: d.gc_seconds,
+            queue_per_neighbour: d.queue_per_neighbour,
         }
     }
 }
@@ -113,6 +189,16 @@ pub enum PortDriver {
         /// per port.
         fanout: Option<u16>,
     },
+    /// AF_XDP sockets on an existing kernel interface, one per queue `0..queues`; the pool is
+    /// the UMEM; vecplane attaches its own XDP redirect program.
+    AfXdp {
+        /// Kernel interface name (1..=15 bytes).
+        interface: String,
+        /// Receive queues to open (1..=64); transmission uses queue 0.
+        queues: u32,
+        /// XDP mode of the redirect program.
+        mode: XdpModeChoice,
+    },
     /// A TAP device (created if missing, attached to if it exists).
     Tap {
         /// Kernel interface name (1..=15 bytes).
@@ -160,7 +246,8 @@ pub struct RouteSpec<A> {
 /// Where a route sends packets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RouteTarget<A> {
-    /// Via one next hop, or several (ECMP by flow hash); each must be a static neighbour.
+    /// Via one next hop, or several (ECMP by flow hash); each a static neighbour or an address
+    /// inside a port's prefix (resolved by ARP/ND).
     Via(Vec<A>),
     /// Drop (blackhole), counted as `blackhole`.
     Drop,

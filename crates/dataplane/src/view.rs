@@ -18,6 +18,12 @@ pub struct RuntimeView {
     pub pool_buffers: usize,
     /// TSC ticks per second (measured at start).
     pub tsc_hz: u64,
+    /// Each worker's neighbour table snapshot (published by the worker about once a second).
+    pub neighbours: Vec<nodes::neighbour::NeighbourView>,
+    /// Each worker's bridge counters and MAC table snapshot (empty without bridge domains).
+    pub bridges: Vec<Arc<nodes::bridge::BridgeStats>>,
+    /// Bridge domain names, by domain id - 1.
+    pub bridge_names: Vec<String>,
 }
 
 /// One port.
@@ -25,8 +31,10 @@ pub struct RuntimeView {
 pub struct PortView {
     /// Port name.
     pub name: String,
-    /// Driver name: `memory`, `pcap`, `af-packet` or `tap`.
+    /// Driver name: `memory`, `pcap`, `af-packet`, `af-xdp` or `tap`.
     pub driver: String,
+    /// Driver details worth showing (AF_XDP: XDP mode, copy or zero-copy, queues); may be empty.
+    pub detail: String,
     /// Its MAC.
     pub mac: Mac,
     /// Its counters, one per worker (sum them).

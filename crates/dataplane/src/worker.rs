@@ -51,6 +51,9 @@ impl Dataplane {
             pool_backing: worker.pool.backing().to_string(),
             pool_buffers: worker.pool.capacity(),
             tsc_hz,
+            neighbours: vec![worker.neighbours.view()],
+            bridges: worker.bridge.iter().cloned().collect(),
+            bridge_names: spec.bridges.iter().map(|b| b.name.clone()).collect(),
         };
         Ok(Dataplane {
             worker,
@@ -95,6 +98,8 @@ impl Dataplane {
             }
         }
         w.graph.finish();
+        // Packets still queued for resolution go back to the pool before it is dropped.
+        crate::build::flush_neighbours(&w.neighbours, &mut w.pool, &w.graph.stats());
         received
     }
 

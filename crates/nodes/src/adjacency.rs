@@ -30,7 +30,8 @@ impl Adjacency {
 pub enum NextHop {
     /// No route (id 0).
     NoRoute,
-    /// One adjacency.
+    /// One adjacency: an index into this table's adjacencies, or (bit 31 set) a neighbour
+    /// table entry (see `neighbour::is_neighbour_adjacency`).
     Adjacency(u32),
     /// An ECMP group: `count` adjacencies starting at `first` in the member list.
     Ecmp {
@@ -43,8 +44,12 @@ pub enum NextHop {
     Drop,
     /// An address of vecplane itself.
     Local,
-    /// A connected prefix whose host has no neighbour entry.
-    Unresolved,
+    /// A connected prefix on `port`: the destination itself is the neighbour, resolved by the
+    /// worker's neighbour table (ARP / ND) when the packet arrives.
+    Glean {
+        /// The port the prefix is on.
+        port: u16,
+    },
 }
 
 /// Next hops and adjacencies of one family, indexed by FIB next-hop id.

@@ -1,6 +1,6 @@
 //! `ethernet-input`: reads the Ethernet II header and up to two 802.1Q/802.1ad tags, and sends
-//! the frame to its port's function (cross-connect) or by ethertype to IPv4/IPv6. It records
-//! offsets and the VLAN in metadata; it never changes packet bytes.
+//! the frame to its port's function (cross-connect, bridge) or by ethertype to IPv4, IPv6 or ARP.
+//! It records offsets and the VLAN in metadata; it never changes packet bytes.
 
 use crate::names;
 use graph::{Dispatch, Node, NodeContext};
@@ -15,6 +15,8 @@ pub enum PortMode {
     L3,
     /// Every frame goes to `l2-xconnect`.
     Xconnect,
+    /// Every frame goes to `l2-bridge` (the port is in a bridge domain).
+    Bridge,
 }
 
 /// Per-port settings `ethernet-input` needs.
@@ -52,12 +54,30 @@ const E_UNKNOWN_PORT: u16 = 6;
 /// The `ethernet-input` node.
 pub struct EthernetInput {
     ports: Vec<PortL2>,
+    next_arp: Option<u16>,
+    next_bridge: u16,
 }
 
 impl EthernetInput {
-    /// A node for ports `ports` (index = port id).
+    /// A node for ports `ports` (index = port id). ARP is dropped as `arp-unsupported` unless
+    /// `with_arp` is called; `l2-bridge` is a next node when a port is in `PortMode::Bridge`.
     pub fn new(ports: Vec<PortL2>) -> EthernetInput {
-        EthernetInput { ports }
+        EthernetInput {
+            ports,
+            next_arp: None,
+            next_bridge: NEXT_XCONNECT + 1,
+        }
+    }
+
+    /// Send ARP frames to `arp-input`.
+    pub fn with_arp(mut self) -> EthernetInput {
+        self.next_arp = Some(NEXT_XCONNECT + 1);
+        self.next_bridge = NEXT_XCONNECT + 2;
+        self
+    }
+
+    fn has_bridge(&self) -> bool {
+        self.ports.iter().any(|p| p.mode == PortMode::Bridge)
     }
 }
 
@@ -72,14 +92,21 @@ impl Node for EthernetInput {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        [
+        let mut v: Vec<String> = [
             names::ERROR_DROP,
             names::IP4_INPUT,
             names::IP6_INPUT,
             names::L2_XCONNECT,
         ]
         .map(String::from)
-        .to_vec()
+        .to_vec();
+        if self.next_arp.is_some() {
+            v.push(crate::neighbour::ARP_INPUT.into());
+        }
+        if self.has_bridge() {
+            v.push(crate::bridge::NAME.into());
+        }
+        v
     }
 
     fn error_reasons(&self) -> Vec<String> {
@@ -104,8 +131,10 @@ impl Node for EthernetInput {
                 if data.len() < eth::HEADER_LEN {
                     break 'classify fail(E_RUNT);
                 }
-                if port.mode == PortMode::Xconnect {
-                    break 'classify NEXT_XCONNECT;
+                match port.mode {
+                    PortMode::Xconnect => break 'classify NEXT_XCONNECT,
+                    PortMode::Bridge => break 'classify self.next_bridge,
+                    PortMode::L3 => {}
                 }
                 // Unicast frames must be for us; multicast and broadcast have the I/G bit set and
                 // are marked, so the IP nodes do not forward unicast packets inside them.
@@ -144,7 +173,10 @@ impl Node for EthernetInput {
                         meta.flags |= FLAG_IP6;
                         NEXT_IP6
                     }
-                    eth::TYPE_ARP => fail(E_ARP),
+                    eth::TYPE_ARP => match self.next_arp {
+                        Some(next) => next,
+                        None => fail(E_ARP),
+                    },
                     _ => fail(E_UNKNOWN_ETHERTYPE),
                 }
             };

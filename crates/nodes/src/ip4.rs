@@ -3,6 +3,7 @@
 //! They read shared tables only; they never allocate or keep per-packet state.
 
 use crate::adjacency::NextHopTable;
+use crate::neighbour::{find_adjacency, AdjacencyLookup, NeighbourHandle, Neighbours};
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
@@ -201,21 +202,101 @@ pub use crate::lookup::Ip4Lookup;
 /// The `ip4-rewrite` node.
 pub struct Ip4Rewrite {
     next_hops: Arc<NextHopTable>,
+    neighbours: Option<NeighbourHandle>,
 }
 
 impl Ip4Rewrite {
     /// A rewrite node using adjacencies of `next_hops`.
     pub fn new(next_hops: Arc<NextHopTable>) -> Ip4Rewrite {
-        Ip4Rewrite { next_hops }
+        Ip4Rewrite {
+            next_hops,
+            neighbours: None,
+        }
+    }
+
+    /// Also rewrite with neighbour-table adjacencies (ids with bit 31 set); unusable ones go to
+    /// `ip4-arp`.
+    pub fn with_neighbours(mut self, neighbours: NeighbourHandle) -> Ip4Rewrite {
+        self.neighbours = Some(neighbours);
+        self
     }
 }
 
 const RW_NEXT_DROP: u16 = 0;
 const RW_NEXT_OUTPUT: u16 = 1;
 const RW_NEXT_ICMP: u16 = 2;
+const RW_NEXT_RESOLVE: u16 = 3;
 
 /// `ip4-rewrite` drop reasons, by index.
 pub const REWRITE_ERRORS: [&str; 2] = ["bad-adjacency", "mtu-exceeded"];
+
+/// Rewrite the packets of `frame`; true when all go to `interface-output`.
+#[inline(always)]
+fn rewrite4(
+    next_hops: &NextHopTable,
+    mut neighbours: Option<&mut Neighbours>,
+    cx: &mut NodeContext<'_>,
+    frame: &[u32],
+    nexts: &mut [u16],
+) -> bool {
+    let now = cx.now_tsc;
+    let mut all_out = true;
+    for (i, &b) in frame.iter().enumerate() {
+        let (meta, data) = cx.pool.packet_mut(b);
+        let l3 = meta.l3_offset as usize;
+        let next = 'rw: {
+            let adj = match find_adjacency(
+                next_hops,
+                neighbours.as_deref_mut(),
+                meta.next_scratch,
+                false,
+                now,
+            ) {
+                AdjacencyLookup::Found(a) => a,
+                AdjacencyLookup::Resolve => break 'rw RW_NEXT_RESOLVE,
+                AdjacencyLookup::Bad => {
+                    meta.error = cx.error_base;
+                    break 'rw RW_NEXT_DROP;
+                }
+            };
+            if l3 < eth::HEADER_LEN || data.len() < l3 + ip4::MIN_HEADER_LEN {
+                meta.error = cx.error_base;
+                break 'rw RW_NEXT_DROP;
+            }
+            let (l2, h) = data.split_at_mut(l3);
+            let total = be16(h, ip4::TOTAL_LEN);
+            if total > adj.mtu {
+                if be16(h, ip4::FRAG) & 0x4000 != 0 {
+                    meta.next_scratch = icmp_request(ICMP_UNREACHABLE, 4, adj.mtu);
+                    break 'rw RW_NEXT_ICMP;
+                }
+                meta.error = cx.error_base + 1;
+                break 'rw RW_NEXT_DROP;
+            }
+            if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
+                let ttl = h[ip4::TTL];
+                let old = u16::from_be_bytes([ttl, h[ip4::PROTOCOL]]);
+                h[ip4::TTL] = ttl.wrapping_sub(1);
+                let new = u16::from_be_bytes([h[ip4::TTL], h[ip4::PROTOCOL]]);
+                let c = checksum::update16(be16(h, ip4::CHECKSUM), old, new);
+                put16(h, ip4::CHECKSUM, c);
+            }
+            let e = &mut l2[l3 - eth::HEADER_LEN..];
+            e[..12].copy_from_slice(&adj.macs);
+            put16(e, eth::TYPE, eth::TYPE_IPV4);
+            let shift = (l3 - eth::HEADER_LEN) as u16;
+            meta.data_offset += shift;
+            meta.length -= shift;
+            meta.l3_offset = eth::HEADER_LEN as u16;
+            meta.l4_offset = meta.l4_offset.saturating_sub(shift);
+            meta.tx_port = adj.port;
+            RW_NEXT_OUTPUT
+        };
+        all_out &= next == RW_NEXT_OUTPUT;
+        nexts[i] = next;
+    }
+    all_out
+}
 
 impl Node for Ip4Rewrite {
     fn name(&self) -> &str {
@@ -223,13 +304,17 @@ impl Node for Ip4Rewrite {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        [
+        let mut v: Vec<String> = [
             names::ERROR_DROP,
             names::INTERFACE_OUTPUT,
             names::IP4_ICMP_ERROR,
         ]
         .map(String::from)
-        .to_vec()
+        .to_vec();
+        if self.neighbours.is_some() {
+            v.push(crate::neighbour::IP4_ARP.into());
+        }
+        v
     }
 
     fn error_reasons(&self) -> Vec<String> {
@@ -237,51 +322,11 @@ impl Node for Ip4Rewrite {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let mut all_out = true;
-        for (i, &b) in frame.iter().enumerate() {
-            let (meta, data) = cx.pool.packet_mut(b);
-            let l3 = meta.l3_offset as usize;
-            let next = 'rw: {
-                let Some(adj) = self.next_hops.adjacency(meta.next_scratch) else {
-                    meta.error = cx.error_base;
-                    break 'rw RW_NEXT_DROP;
-                };
-                if l3 < eth::HEADER_LEN || data.len() < l3 + ip4::MIN_HEADER_LEN {
-                    meta.error = cx.error_base;
-                    break 'rw RW_NEXT_DROP;
-                }
-                let (l2, h) = data.split_at_mut(l3);
-                let total = be16(h, ip4::TOTAL_LEN);
-                if total > adj.mtu {
-                    if be16(h, ip4::FRAG) & 0x4000 != 0 {
-                        meta.next_scratch = icmp_request(ICMP_UNREACHABLE, 4, adj.mtu);
-                        break 'rw RW_NEXT_ICMP;
-                    }
-                    meta.error = cx.error_base + 1;
-                    break 'rw RW_NEXT_DROP;
-                }
-                if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
-                    let ttl = h[ip4::TTL];
-                    let old = u16::from_be_bytes([ttl, h[ip4::PROTOCOL]]);
-                    h[ip4::TTL] = ttl.wrapping_sub(1);
-                    let new = u16::from_be_bytes([h[ip4::TTL], h[ip4::PROTOCOL]]);
-                    let c = checksum::update16(be16(h, ip4::CHECKSUM), old, new);
-                    put16(h, ip4::CHECKSUM, c);
-                }
-                let e = &mut l2[l3 - eth::HEADER_LEN..];
-                e[..12].copy_from_slice(&adj.macs);
-                put16(e, eth::TYPE, eth::TYPE_IPV4);
-                let shift = (l3 - eth::HEADER_LEN) as u16;
-                meta.data_offset += shift;
-                meta.length -= shift;
-                meta.l3_offset = eth::HEADER_LEN as u16;
-                meta.l4_offset = meta.l4_offset.saturating_sub(shift);
-                meta.tx_port = adj.port;
-                RW_NEXT_OUTPUT
-            };
-            all_out &= next == RW_NEXT_OUTPUT;
-            nexts[i] = next;
-        }
+        let hops = &*self.next_hops;
+        let all_out = match &self.neighbours {
+            Some(h) => h.with(|n| rewrite4(hops, Some(n), cx, frame, nexts)),
+            None => rewrite4(hops, None, cx, frame, nexts),
+        };
         if all_out {
             Dispatch::AllTo(RW_NEXT_OUTPUT)
         } else {

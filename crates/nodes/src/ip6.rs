@@ -3,6 +3,7 @@
 //! only; they never allocate or keep per-packet state.
 
 use crate::adjacency::NextHopTable;
+use crate::neighbour::{find_adjacency, AdjacencyLookup, NeighbourHandle, Neighbours};
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be128, be16, eth, ip6, put16};
@@ -28,11 +29,32 @@ fn is_link_local(a: u128) -> bool {
 
 /// The `ip6-input` node.
 #[derive(Default)]
-pub struct Ip6Input;
+pub struct Ip6Input {
+    nd: bool,
+}
+
+impl Ip6Input {
+    /// The node; Neighbor Solicitations and Advertisements are checked like any packet (and,
+    /// being multicast or link-local, dropped) unless `with_nd` is called.
+    pub fn new() -> Ip6Input {
+        Ip6Input::default()
+    }
+
+    /// Hand ICMPv6 Neighbor Solicitations and Advertisements to `ip6-nd` before the
+    /// multicast, link-local and source checks (they use all three).
+    pub fn with_nd(mut self) -> Ip6Input {
+        self.nd = true;
+        self
+    }
+}
+
+/// ICMPv6 Neighbor Solicitation and Advertisement types.
+const ND_TYPES: [u8; 2] = [135, 136];
 
 const IN_NEXT_DROP: u16 = 0;
 const IN_NEXT_LOOKUP: u16 = 1;
 const IN_NEXT_ICMP: u16 = 2;
+const IN_NEXT_ND: u16 = 3;
 
 /// `ip6-input` drop reasons, by index.
 pub const INPUT_ERRORS: [&str; 7] = [
@@ -51,9 +73,13 @@ impl Node for Ip6Input {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        [names::ERROR_DROP, names::IP6_LOOKUP, names::IP6_ICMP_ERROR]
+        let mut v: Vec<String> = [names::ERROR_DROP, names::IP6_LOOKUP, names::IP6_ICMP_ERROR]
             .map(String::from)
-            .to_vec()
+            .to_vec();
+        if self.nd {
+            v.push(crate::neighbour::IP6_ND.into());
+        }
+        v
     }
 
     fn error_reasons(&self) -> Vec<String> {
@@ -83,6 +109,15 @@ impl Node for Ip6Input {
                 let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
                 if total > h.len() {
                     break 'check fail(2);
+                }
+                if self.nd
+                    && h[ip6::NEXT_HEADER] == packet::headers::proto::ICMP6
+                    && total > ip6::HEADER_LEN
+                    && ND_TYPES.contains(&h[ip6::HEADER_LEN])
+                {
+                    meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
+                    meta.length = (l3 + total) as u16;
+                    break 'check IN_NEXT_ND;
                 }
                 let src = be128(h, ip6::SRC);
                 let dst = be128(h, ip6::DST);
@@ -146,18 +181,89 @@ pub use crate::lookup::Ip6Lookup;
 /// The `ip6-rewrite` node.
 pub struct Ip6Rewrite {
     next_hops: Arc<NextHopTable>,
+    neighbours: Option<NeighbourHandle>,
 }
 
 impl Ip6Rewrite {
     /// A rewrite node using adjacencies of `next_hops`.
     pub fn new(next_hops: Arc<NextHopTable>) -> Ip6Rewrite {
-        Ip6Rewrite { next_hops }
+        Ip6Rewrite {
+            next_hops,
+            neighbours: None,
+        }
+    }
+
+    /// Also rewrite with neighbour-table adjacencies (ids with bit 31 set); unusable ones go to
+    /// `ip6-discover`.
+    pub fn with_neighbours(mut self, neighbours: NeighbourHandle) -> Ip6Rewrite {
+        self.neighbours = Some(neighbours);
+        self
     }
 }
 
 const RW_NEXT_DROP: u16 = 0;
 const RW_NEXT_OUTPUT: u16 = 1;
 const RW_NEXT_ICMP: u16 = 2;
+const RW_NEXT_RESOLVE: u16 = 3;
+
+/// Rewrite the packets of `frame`; true when all go to `interface-output`.
+#[inline(always)]
+fn rewrite6(
+    next_hops: &NextHopTable,
+    mut neighbours: Option<&mut Neighbours>,
+    cx: &mut NodeContext<'_>,
+    frame: &[u32],
+    nexts: &mut [u16],
+) -> bool {
+    let now = cx.now_tsc;
+    let mut all_out = true;
+    for (i, &b) in frame.iter().enumerate() {
+        let (meta, data) = cx.pool.packet_mut(b);
+        let l3 = meta.l3_offset as usize;
+        let next = 'rw: {
+            let adj = match find_adjacency(
+                next_hops,
+                neighbours.as_deref_mut(),
+                meta.next_scratch,
+                true,
+                now,
+            ) {
+                AdjacencyLookup::Found(a) => a,
+                AdjacencyLookup::Resolve => break 'rw RW_NEXT_RESOLVE,
+                AdjacencyLookup::Bad => {
+                    meta.error = cx.error_base;
+                    break 'rw RW_NEXT_DROP;
+                }
+            };
+            if l3 < eth::HEADER_LEN || data.len() < l3 + ip6::HEADER_LEN {
+                meta.error = cx.error_base;
+                break 'rw RW_NEXT_DROP;
+            }
+            let (l2, h) = data.split_at_mut(l3);
+            let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
+            if total > adj.mtu as usize {
+                meta.next_scratch = icmp_request(ICMP6_PACKET_TOO_BIG, 0, adj.mtu);
+                break 'rw RW_NEXT_ICMP;
+            }
+            if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
+                h[ip6::HOP_LIMIT] = h[ip6::HOP_LIMIT].wrapping_sub(1);
+            }
+            let e = &mut l2[l3 - eth::HEADER_LEN..];
+            e[..12].copy_from_slice(&adj.macs);
+            put16(e, eth::TYPE, eth::TYPE_IPV6);
+            let shift = (l3 - eth::HEADER_LEN) as u16;
+            meta.data_offset += shift;
+            meta.length -= shift;
+            meta.l3_offset = eth::HEADER_LEN as u16;
+            meta.l4_offset = meta.l4_offset.saturating_sub(shift);
+            meta.tx_port = adj.port;
+            RW_NEXT_OUTPUT
+        };
+        all_out &= next == RW_NEXT_OUTPUT;
+        nexts[i] = next;
+    }
+    all_out
+}
 
 impl Node for Ip6Rewrite {
     fn name(&self) -> &str {
@@ -165,13 +271,17 @@ impl Node for Ip6Rewrite {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        [
+        let mut v: Vec<String> = [
             names::ERROR_DROP,
             names::INTERFACE_OUTPUT,
             names::IP6_ICMP_ERROR,
         ]
         .map(String::from)
-        .to_vec()
+        .to_vec();
+        if self.neighbours.is_some() {
+            v.push(crate::neighbour::IP6_DISCOVER.into());
+        }
+        v
     }
 
     fn error_reasons(&self) -> Vec<String> {
@@ -179,42 +289,11 @@ impl Node for Ip6Rewrite {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let mut all_out = true;
-        for (i, &b) in frame.iter().enumerate() {
-            let (meta, data) = cx.pool.packet_mut(b);
-            let l3 = meta.l3_offset as usize;
-            let next = 'rw: {
-                let Some(adj) = self.next_hops.adjacency(meta.next_scratch) else {
-                    meta.error = cx.error_base;
-                    break 'rw RW_NEXT_DROP;
-                };
-                if l3 < eth::HEADER_LEN || data.len() < l3 + ip6::HEADER_LEN {
-                    meta.error = cx.error_base;
-                    break 'rw RW_NEXT_DROP;
-                }
-                let (l2, h) = data.split_at_mut(l3);
-                let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
-                if total > adj.mtu as usize {
-                    meta.next_scratch = icmp_request(ICMP6_PACKET_TOO_BIG, 0, adj.mtu);
-                    break 'rw RW_NEXT_ICMP;
-                }
-                if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
-                    h[ip6::HOP_LIMIT] = h[ip6::HOP_LIMIT].wrapping_sub(1);
-                }
-                let e = &mut l2[l3 - eth::HEADER_LEN..];
-                e[..12].copy_from_slice(&adj.macs);
-                put16(e, eth::TYPE, eth::TYPE_IPV6);
-                let shift = (l3 - eth::HEADER_LEN) as u16;
-                meta.data_offset += shift;
-                meta.length -= shift;
-                meta.l3_offset = eth::HEADER_LEN as u16;
-                meta.l4_offset = meta.l4_offset.saturating_sub(shift);
-                meta.tx_port = adj.port;
-                RW_NEXT_OUTPUT
-            };
-            all_out &= next == RW_NEXT_OUTPUT;
-            nexts[i] = next;
-        }
+        let hops = &*self.next_hops;
+        let all_out = match &self.neighbours {
+            Some(h) => h.with(|n| rewrite6(hops, Some(n), cx, frame, nexts)),
+            None => rewrite6(hops, None, cx, frame, nexts),
+        };
         if all_out {
             Dispatch::AllTo(RW_NEXT_OUTPUT)
         } else {

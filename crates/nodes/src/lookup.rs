@@ -1,11 +1,13 @@
 //! `ip4-lookup` and `ip6-lookup`: one node generic over the address family. It reads each
 //! packet's destination, resolves a vector of them in one batched FIB lookup, and turns the
-//! next-hop entry into an adjacency (ECMP by flow hash) or a counted drop. It shares the FIB and
-//! next-hop table read-only and never writes packet bytes.
+//! next-hop entry into an adjacency (ECMP by flow hash) or a counted drop. A connected prefix
+//! (`NextHop::Glean`) is resolved in the worker's neighbour table; a miss goes to `ip4-arp` /
+//! `ip6-discover`. It shares the FIB and next-hop table read-only and never writes packet bytes.
 
 use crate::adjacency::{NextHop, NextHopTable};
 use crate::flow_hash::{ip4_flow_hash, ip6_flow_hash};
 use crate::names;
+use crate::neighbour::{self, NeighbourHandle, Neighbours};
 use fib::{Ip4Fib, Ip6Fib};
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be128, be32, ip4, ip6};
@@ -23,6 +25,10 @@ pub trait LookupFamily: Send + Sync + 'static {
     const NODE: &'static str;
     /// The rewrite node it feeds.
     const REWRITE: &'static str;
+    /// The node that resolves unknown neighbours (`ip4-arp` / `ip6-discover`).
+    const RESOLVE: &'static str;
+    /// The usable neighbour adjacency of `addr` on `port`, if its MAC is known.
+    fn neighbour(n: &mut Neighbours, port: u16, addr: Self::Addr, now: u64) -> Option<u32>;
     /// The destination address of the L3 header at `l3` in `packet` (None when too short).
     fn destination(packet: &[u8], l3: usize) -> Option<Self::Addr>;
     /// Batched longest-prefix match.
@@ -41,6 +47,11 @@ impl LookupFamily for Ip4 {
     type Fib = Ip4Fib;
     const NODE: &'static str = names::IP4_LOOKUP;
     const REWRITE: &'static str = names::IP4_REWRITE;
+    const RESOLVE: &'static str = neighbour::IP4_ARP;
+    #[inline(always)]
+    fn neighbour(n: &mut Neighbours, port: u16, addr: u32, now: u64) -> Option<u32> {
+        n.lookup4(port, addr, now)
+    }
     #[inline(always)]
     fn destination(packet: &[u8], l3: usize) -> Option<u32> {
         let at = l3 + ip4::DST;
@@ -67,6 +78,11 @@ impl LookupFamily for Ip6 {
     type Fib = Ip6Fib;
     const NODE: &'static str = names::IP6_LOOKUP;
     const REWRITE: &'static str = names::IP6_REWRITE;
+    const RESOLVE: &'static str = neighbour::IP6_DISCOVER;
+    #[inline(always)]
+    fn neighbour(n: &mut Neighbours, port: u16, addr: u128, now: u64) -> Option<u32> {
+        n.lookup6(port, addr, now)
+    }
     #[inline(always)]
     fn destination(packet: &[u8], l3: usize) -> Option<u128> {
         let at = l3 + ip6::DST;
@@ -89,6 +105,7 @@ impl LookupFamily for Ip6 {
 pub struct IpLookup<F: LookupFamily> {
     fib: Arc<F::Fib>,
     next_hops: Arc<NextHopTable>,
+    neighbours: Option<NeighbourHandle>,
     addrs: Box<[F::Addr; VECTOR_SIZE]>,
     ids: Box<[u32; VECTOR_SIZE]>,
 }
@@ -104,17 +121,95 @@ impl<F: LookupFamily> IpLookup<F> {
         IpLookup {
             fib,
             next_hops,
+            neighbours: None,
             addrs: Box::new([F::Addr::default(); VECTOR_SIZE]),
             ids: Box::new([0; VECTOR_SIZE]),
         }
+    }
+
+    /// Resolve connected prefixes in `neighbours` (without it they are dropped as
+    /// `neighbour-unresolved`); adds `ip4-arp` / `ip6-discover` as a next node.
+    pub fn with_neighbours(mut self, neighbours: NeighbourHandle) -> IpLookup<F> {
+        self.neighbours = Some(neighbours);
+        self
     }
 }
 
 const NEXT_DROP: u16 = 0;
 const NEXT_REWRITE: u16 = 1;
+const NEXT_RESOLVE: u16 = 2;
 
 /// Drop reasons of both lookup nodes, by index.
 pub const ERRORS: [&str; 4] = ["no-route", "blackhole", "to-us", "neighbour-unresolved"];
+
+/// Where the next-hop ids `ids` of `frame` send each packet (`nexts`); true when all go to
+/// rewrite. `neighbours` resolves connected prefixes (None: they are dropped).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn classify<F: LookupFamily>(
+    next_hops: &NextHopTable,
+    ids: &[u32],
+    addrs: &[F::Addr],
+    mut neighbours: Option<&mut Neighbours>,
+    cx: &mut NodeContext<'_>,
+    frame: &[u32],
+    nexts: &mut [u16],
+) -> bool {
+    let now = cx.now_tsc;
+    let mut all_ok = true;
+    for (i, &b) in frame.iter().enumerate() {
+        let (meta, data) = cx.pool.packet_mut(b);
+        let l3 = meta.l3_offset as usize;
+        let next = match next_hops.entry(ids[i]) {
+            NextHop::Adjacency(a) => {
+                meta.next_scratch = a;
+                NEXT_REWRITE
+            }
+            NextHop::Ecmp { first, count } => {
+                if meta.flags & FLAG_FLOW_HASH == 0 {
+                    meta.flow_hash = F::flow_hash(&data[l3..]);
+                    meta.flags |= FLAG_FLOW_HASH;
+                }
+                meta.next_scratch = next_hops.ecmp_member(first, count, meta.flow_hash);
+                NEXT_REWRITE
+            }
+            NextHop::Glean { port } => match neighbours.as_deref_mut() {
+                Some(n) => {
+                    meta.tx_port = port;
+                    match F::neighbour(n, port, addrs[i], now) {
+                        Some(adj) => {
+                            meta.next_scratch = adj;
+                            NEXT_REWRITE
+                        }
+                        None => {
+                            meta.next_scratch = neighbour::GLEAN;
+                            NEXT_RESOLVE
+                        }
+                    }
+                }
+                None => {
+                    meta.error = cx.error_base + 3;
+                    NEXT_DROP
+                }
+            },
+            NextHop::NoRoute => {
+                meta.error = cx.error_base;
+                NEXT_DROP
+            }
+            NextHop::Drop => {
+                meta.error = cx.error_base + 1;
+                NEXT_DROP
+            }
+            NextHop::Local => {
+                meta.error = cx.error_base + 2;
+                NEXT_DROP
+            }
+        };
+        all_ok &= next == NEXT_REWRITE;
+        nexts[i] = next;
+    }
+    all_ok
+}
 
 impl<F: LookupFamily> Node for IpLookup<F> {
     fn name(&self) -> &str {
@@ -122,7 +217,11 @@ impl<F: LookupFamily> Node for IpLookup<F> {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        vec![names::ERROR_DROP.into(), F::REWRITE.into()]
+        let mut v = vec![names::ERROR_DROP.into(), F::REWRITE.into()];
+        if self.neighbours.is_some() {
+            v.push(F::RESOLVE.into());
+        }
+        v
     }
 
     fn error_reasons(&self) -> Vec<String> {
@@ -137,36 +236,11 @@ impl<F: LookupFamily> Node for IpLookup<F> {
             *a = F::destination(cx.pool.data(b), l3).unwrap_or_default();
         }
         F::lookup_batch(&self.fib, &self.addrs[..n], &mut self.ids[..n]);
-        let mut all_ok = true;
-        for (i, &b) in frame.iter().enumerate() {
-            let (meta, data) = cx.pool.packet_mut(b);
-            let l3 = meta.l3_offset as usize;
-            let adjacency = match self.next_hops.entry(self.ids[i]) {
-                NextHop::Adjacency(a) => Ok(a),
-                NextHop::Ecmp { first, count } => {
-                    if meta.flags & FLAG_FLOW_HASH == 0 {
-                        meta.flow_hash = F::flow_hash(&data[l3..]);
-                        meta.flags |= FLAG_FLOW_HASH;
-                    }
-                    Ok(self.next_hops.ecmp_member(first, count, meta.flow_hash))
-                }
-                NextHop::NoRoute => Err(0),
-                NextHop::Drop => Err(1),
-                NextHop::Local => Err(2),
-                NextHop::Unresolved => Err(3),
-            };
-            nexts[i] = match adjacency {
-                Ok(adj) => {
-                    meta.next_scratch = adj;
-                    NEXT_REWRITE
-                }
-                Err(reason) => {
-                    meta.error = cx.error_base + reason;
-                    all_ok = false;
-                    NEXT_DROP
-                }
-            };
-        }
+        let (hops, ids, addrs) = (&*self.next_hops, &self.ids[..n], &self.addrs[..n]);
+        let all_ok = match &self.neighbours {
+            Some(h) => h.with(|nb| classify::<F>(hops, ids, addrs, Some(nb), cx, frame, nexts)),
+            None => classify::<F>(hops, ids, addrs, None, cx, frame, nexts),
+        };
         if all_ok {
             Dispatch::AllTo(NEXT_REWRITE)
         } else {

@@ -99,6 +99,47 @@ pub fn is_neighbour_adjacency(id: u32) -> bool {
     id & NEIGHBOUR_ADJACENCY != 0
 }
 
+/// What a rewrite node's adjacency id leads to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdjacencyLookup {
+    /// Rewrite with this adjacency.
+    Found(Adjacency),
+    /// A neighbour entry that is not usable (yet): to `ip4-arp` / `ip6-discover`.
+    Resolve,
+    /// Neither a next-hop table adjacency nor a neighbour entry: drop as `bad-adjacency`.
+    Bad,
+}
+
+/// The adjacency of `id` (a packet's `next_scratch` after lookup): a `NextHopTable` index, or
+/// with bit 31 set an entry of `neighbours` (IPv6 when `v6`).
+#[inline(always)]
+pub fn find_adjacency(
+    table: &crate::adjacency::NextHopTable,
+    neighbours: Option<&mut Neighbours>,
+    id: u32,
+    v6: bool,
+    now: u64,
+) -> AdjacencyLookup {
+    if !is_neighbour_adjacency(id) {
+        return match table.adjacency(id) {
+            Some(a) => AdjacencyLookup::Found(*a),
+            None => AdjacencyLookup::Bad,
+        };
+    }
+    let Some(n) = neighbours else {
+        return AdjacencyLookup::Bad;
+    };
+    let found = if v6 {
+        n.adjacency6(id, now)
+    } else {
+        n.adjacency4(id, now)
+    };
+    match found {
+        Some(a) => AdjacencyLookup::Found(a),
+        None => AdjacencyLookup::Resolve,
+    }
+}
+
 /// Largest table capacity per family (slot numbers fit in 15 bits).
 pub const MAX_CAPACITY: usize = 1 << 15;
 /// Unanswered unicast probes after which a stale entry is deleted (RFC 4861 MAX_UNICAST_SOLICIT).
@@ -178,6 +219,12 @@ pub const RESOLVE_ERRORS: [&str; 7] = [
     "malformed",
     "unknown-port",
 ];
+/// `neighbour-tx` drop reasons (packets the neighbour tables freed between two frames), by
+/// index.
+pub const TX_ERRORS: [&str; 3] = ["resolution-failed", "outbox-full", "flushed-at-stop"];
+const TX_RESOLUTION_FAILED: usize = 0;
+const TX_OUTBOX_FULL: usize = 1;
+const TX_FLUSHED: usize = 2;
 const R_QUEUE_FULL: u16 = 0;
 const R_TABLE_FULL: u16 = 1;
 const R_NO_SOURCE: u16 = 2;
@@ -1064,6 +1111,12 @@ struct Core {
     /// What was learned since the last `maintain`, for the other workers.
     news: Box<[News]>,
     news_len: usize,
+    /// Queued packets freed outside a node's frame and not yet counted as `neighbour-tx`
+    /// errors, by `TX_ERRORS` index.
+    unreported: [u64; 3],
+    /// Receive timestamp of the last packet queued for resolution: the timestamp of the
+    /// requests it causes (so a replayed capture gives the same output file every run).
+    last_timestamp_ns: u64,
 }
 
 /// How a packet teaches the table.
@@ -1121,6 +1174,7 @@ impl Core {
         m.tx_port = e.port;
         m.l3_offset = eth::HEADER_LEN as u16;
         m.flags |= crate::FLAG_LOCAL_ORIGIN;
+        m.timestamp_ns = self.last_timestamp_ns;
         if !self.outbox.push(NEXT_OUTPUT, b) {
             pool.free(b);
             self.stats.outbox_drops += 1;
@@ -1136,10 +1190,13 @@ impl Core {
     }
 
     /// Free every buffer of `list` (counted as queue drops).
-    fn drop_queue(&mut self, pool: &mut BufferPool, mut list: QueueList) {
+    /// Free every buffer of `list`, counted as `neighbour-tx` error `reason` (a `TX_ERRORS`
+    /// index) at its next poll.
+    fn drop_queue(&mut self, pool: &mut BufferPool, mut list: QueueList, reason: usize) {
         while let Some(b) = self.queue.pop(&mut list) {
             pool.free(b);
             self.stats.queue_drops += 1;
+            self.unreported[reason] += 1;
         }
     }
 
@@ -1152,6 +1209,7 @@ impl Core {
                 pool.free(b);
                 self.stats.outbox_drops += 1;
                 self.stats.queue_drops += 1;
+                self.unreported[TX_OUTBOX_FULL] += 1;
             }
         }
     }
@@ -1276,6 +1334,7 @@ fn resolve_packet<A: Family>(
     now: u64,
 ) -> Result<(), u16> {
     let meta = *pool.meta(b);
+    core.last_timestamp_ns = meta.timestamp_ns;
     let s = if meta.next_scratch == GLEAN {
         let port = meta.tx_port;
         let Some(p) = core.ports.get(port as usize) else {
@@ -1361,7 +1420,7 @@ fn sweep_table<A: Family>(
                         core.stats.resolution_failures += 1;
                     }
                     let q = std::mem::replace(&mut e.queue, QueueList::EMPTY);
-                    core.drop_queue(pool, q);
+                    core.drop_queue(pool, q, TX_RESOLUTION_FAILED);
                     e.created = now;
                     e.probes = 0;
                     true
@@ -1403,7 +1462,7 @@ fn sweep_table<A: Family>(
         // A pinned entry (a route's next hop) stays, empty; others go.
         if delete && !e.pinned {
             let q = t.remove(s as u16);
-            core.drop_queue(pool, q);
+            core.drop_queue(pool, q, TX_RESOLUTION_FAILED);
         }
     }
 }
@@ -1460,6 +1519,8 @@ impl Neighbours {
                 share_news: false,
                 news: vec![News::default(); MAILBOX_CAPACITY].into_boxed_slice(),
                 news_len: 0,
+                unreported: [0; 3],
+                last_timestamp_ns: 0,
             },
             last_sweep: 0,
             last_publish: 0,
@@ -1604,19 +1665,26 @@ impl Neighbours {
         let before = self.core.stats.queue_drops;
         for i in 0..self.v4.entries.len() {
             let q = std::mem::replace(&mut self.v4.entries[i].queue, QueueList::EMPTY);
-            self.core.drop_queue(pool, q);
+            self.core.drop_queue(pool, q, TX_FLUSHED);
         }
         for i in 0..self.v6.entries.len() {
             let q = std::mem::replace(&mut self.v6.entries[i].queue, QueueList::EMPTY);
-            self.core.drop_queue(pool, q);
+            self.core.drop_queue(pool, q, TX_FLUSHED);
         }
         let mut n = (self.core.stats.queue_drops - before) as usize;
         while let Some((_, b)) = self.core.outbox.front() {
             self.core.outbox.pop();
             pool.free(b);
+            self.core.unreported[TX_FLUSHED] += 1;
             n += 1;
         }
         n
+    }
+
+    /// Packets freed outside a node's frame since the last call, by `TX_ERRORS` index (counted
+    /// by `neighbour-tx`; the worker counts what `flush` freed at stop itself).
+    pub fn take_unreported(&mut self) -> [u64; 3] {
+        std::mem::take(&mut self.core.unreported)
     }
 
     // --- Other workers ---------------------------------------------------------------------------
@@ -2339,6 +2407,10 @@ impl InputNode for NeighbourTx {
         next_nodes()
     }
 
+    fn error_reasons(&self) -> Vec<String> {
+        TX_ERRORS.map(String::from).to_vec()
+    }
+
     fn poll(
         &mut self,
         cx: &mut NodeContext<'_>,
@@ -2350,6 +2422,13 @@ impl InputNode for NeighbourTx {
         self.neighbours.with(|n| {
             n.worker = cx.worker;
             n.maintain(cx.pool, now);
+            for (reason, count) in n.take_unreported().into_iter().enumerate() {
+                if count > 0 {
+                    if let Some(c) = cx.errors.get(cx.error_id(reason as u16) as usize) {
+                        c.add(count);
+                    }
+                }
+            }
             n.drain_outbox(&mut |next, b| {
                 if k == out.len() {
                     return false;

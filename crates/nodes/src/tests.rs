@@ -111,7 +111,7 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
     let small = nh4.add_group(&[a_small]);
     let drop = nh4.add_entry(NextHop::Drop);
     let local = nh4.add_entry(NextHop::Local);
-    let unresolved = nh4.add_entry(NextHop::Unresolved);
+    let unresolved = nh4.add_entry(NextHop::Glean { port: 1 });
     let fib4 = Ip4Fib::build(&[
         (ip4("198.18.2.0"), 24, unresolved),
         (ip4("198.18.2.2"), 32, h1),
@@ -183,7 +183,7 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
         ],
         limiter,
     )));
-    b.add_node(Box::new(Ip6Input));
+    b.add_node(Box::new(Ip6Input::new()));
     b.add_node(Box::new(Ip6Lookup::new(Arc::new(fib6), nh6.clone())));
     b.add_node(Box::new(Ip6Rewrite::new(nh6)));
     b.add_node(Box::new(Ip6IcmpError::new(

@@ -293,7 +293,7 @@ fn show_interfaces_text_and_json() {
     assert!(d["time_since_clear"].as_f64().is_some());
     assert_eq!(
         d["interfaces"][1],
-        json!({"index": 1, "name": "out0", "driver": "pcap", "mac": "02:00:00:00:01:02",
+        json!({"index": 1, "name": "out0", "driver": "pcap", "detail": "", "mac": "02:00:00:00:01:02",
                "mtu": 9000, "ip4": ["198.18.3.1/24"], "ip6": ["2001:db8:3::1/64"],
                "rx_packets": 0, "rx_bytes": 0, "rx_drops": 0,
                "tx_packets": 9, "tx_bytes": 576, "tx_drops": 2})
@@ -594,4 +594,74 @@ fn final_stats_json_shape() {
         json!({"backing": "normal pages", "buffers": 16384, "data_size": 2048})
     );
     assert_eq!(j["workers"], 2);
+}
+
+#[test]
+fn show_neighbours_lists_entries_and_counters() {
+    use nodes::neighbour::{NeighbourRow, NeighbourSnapshot, NeighbourState, NeighbourStats};
+    let mut v = view(1);
+    let snap = NeighbourSnapshot {
+        worker: 0,
+        taken_tsc: 0,
+        rows: vec![NeighbourRow {
+            port: 1,
+            ip: "198.18.3.2".parse().unwrap(),
+            mac: Some([2, 0, 0, 0, 3, 2]),
+            state: NeighbourState::Reachable,
+            age_ms: 1500,
+            pinned: true,
+            queued: 0,
+        }],
+        stats: NeighbourStats {
+            arp_requests_sent: 3,
+            learned: 1,
+            ..NeighbourStats::default()
+        },
+    };
+    v.neighbours = vec![Arc::new(Mutex::new(snap))];
+    let c = Control::new(v, Arc::new(spec()));
+    let t = text(&c, "show neighbours");
+    assert!(
+        t.contains("out0  198.18.3.2  02:00:00:00:03:02  reachable  1.500  yes"),
+        "{t}"
+    );
+    assert!(t.contains("requests sent: 3 ARP"), "{t}");
+    assert_eq!(
+        text(&c, "sh neighbors"),
+        t,
+        "the US spelling and prefixes work"
+    );
+    let d = data(&c, "show neighbours");
+    assert_eq!(d["workers"][0]["entries"][0]["mac"], "02:00:00:00:03:02");
+    assert_eq!(d["workers"][0]["entries"][0]["state"], "reachable");
+    assert_eq!(d["workers"][0]["counters"]["arp_requests_sent"], 3);
+    assert!(
+        d["workers"][0]["age_ms"].is_null(),
+        "never published by a worker"
+    );
+}
+
+#[test]
+fn show_bridge_without_and_with_domains() {
+    let c = control(1);
+    assert_eq!(
+        text(&c, "show bridge"),
+        "no bridge domains are configured\n"
+    );
+    assert_eq!(data(&c, "show bridge")["domains"], json!([]));
+    let mut v = view(1);
+    v.bridge_names = vec!["br0".into()];
+    let stats = Arc::new(nodes::bridge::BridgeStats::default());
+    stats.learned.add(2);
+    stats.flooded.add(5);
+    v.bridges = vec![stats];
+    let c = Control::new(v, Arc::new(spec()));
+    let t = text(&c, "show bridge");
+    assert!(
+        t.contains("learned 2, aged 0, moved 0, refused (table full) 0, flooded 5"),
+        "{t}"
+    );
+    let d = data(&c, "show bridge");
+    assert_eq!(d["domains"], json!([{"id": 1, "name": "br0"}]));
+    assert_eq!(d["workers"][0]["counters"]["flooded"], 5);
 }

@@ -415,7 +415,7 @@ fn port_driver() {
         &pcap_port("").replace("\"pcap\"", "\"af_packet\""),
         3,
         Some("driver"),
-        "accepted: \"pcap\", \"memory\", \"af-packet\", \"tap\"",
+        "accepted: \"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\"",
     );
     one_error(
         "[[port]]\nname = \"p0\"\nmac = \"02:00:00:00:01:01\"\n",
@@ -881,7 +881,7 @@ fn driver_specific_keys_name_their_drivers() {
         &pcap_port("interface = \"eth0\"\n"),
         5,
         Some("interface"),
-        "`interface` applies only to driver = \"af-packet\" or \"tap\"; this port's driver is \
+        "`interface` applies only to driver = \"af-packet\" or \"af-xdp\" or \"tap\"; this port's driver is \
          \"pcap\"",
     );
     one_error(
@@ -1092,12 +1092,26 @@ fn route_prefixes_are_unique() {
 }
 
 #[test]
-fn route_via_must_be_a_neighbour_of_the_family() {
+fn route_via_must_be_a_neighbour_or_on_link_of_the_family() {
+    // A host on a port's subnet is resolved by ARP: accepted without a [[neighbour]].
+    let spec = ok(&with(
+        "[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.1.9\"\n",
+    ));
+    assert_eq!(
+        spec.routes4[0].target,
+        RouteTarget::Via(vec!["198.18.1.9".parse().unwrap()])
+    );
     one_error(
-        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.1.9\"\n"),
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.9.9\"\n"),
         B + 3,
         Some("via"),
-        "next hop 198.18.1.9 is not a [[neighbour]]; accepted: the ip of a [[neighbour]]: 198.18.1.2, 198.18.3.2",
+        "next hop 198.18.9.9 is neither a [[neighbour]] nor on a port's subnet; accepted: an address inside a port's `ip4` prefix (resolved by ARP), or the ip of a [[neighbour]]: 198.18.1.2, 198.18.3.2",
+    );
+    one_error(
+        &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = \"198.18.1.1\"\n"),
+        B + 3,
+        Some("via"),
+        "next hop 198.18.1.1 is neither",
     );
     one_error(
         &with("[[route]]\nprefix = \"198.18.2.0/24\"\nvia = [\"198.18.1.2\", \"2001:db8:3::2\"]\n"),
@@ -1317,6 +1331,7 @@ fn router_example_round_trips() {
             icmp_errors_per_second: 1000,
             icmp_errors_burst: 100,
         },
+        ..DataplaneSpec::default()
     };
     assert_eq!(spec, expected);
 }
@@ -1362,4 +1377,171 @@ fn suggestions() {
     assert_eq!(suggest("neighbor", TOP_KEYS), Some("neighbour"));
     assert_eq!(suggest("src_mac", PORT_KEYS), Some("src-mac"));
     assert_eq!(suggest("zzzzzz", PORT_KEYS), None);
+}
+
+#[test]
+fn af_xdp_port() {
+    let spec = ok(
+        "[[port]]\nname = \"x0\"\ndriver = \"af-xdp\"\nmac = \"02:00:00:00:01:01\"\n\
+                   interface = \"veth9\"\nqueues = 2\nxdp-mode = \"generic\"\n",
+    );
+    assert_eq!(
+        spec.ports[0].driver,
+        PortDriver::AfXdp {
+            interface: "veth9".into(),
+            queues: 2,
+            mode: dataplane::XdpModeChoice::Generic,
+        }
+    );
+    let spec = ok("[[port]]\nname = \"x0\"\ndriver = \"af-xdp\"\nmac = \"02:00:00:00:01:01\"\n");
+    assert_eq!(
+        spec.ports[0].driver,
+        PortDriver::AfXdp {
+            interface: "x0".into(),
+            queues: 1,
+            mode: dataplane::XdpModeChoice::Auto,
+        }
+    );
+    let port = "[[port]]\nname = \"x0\"\ndriver = \"af-xdp\"\nmac = \"02:00:00:00:01:01\"\n";
+    one_error(
+        &format!("{port}xdp-mode = \"fast\"\n"),
+        5,
+        Some("xdp-mode"),
+        "`fast` is not an XDP mode; accepted: \"auto\", \"native\", \"generic\"",
+    );
+    one_error(
+        &format!("{port}queues = 0\n"),
+        5,
+        Some("queues"),
+        "accepted: 1..=64",
+    );
+    one_error(
+        &format!("{port}fanout = 3\n"),
+        5,
+        Some("fanout"),
+        "`fanout` applies only to driver = \"af-packet\"; this port's driver is \"af-xdp\"",
+    );
+}
+
+const BRIDGE: &str = "[[bridge]]\nname = \"br0\"\n\n\
+    [[port]]\nname = \"a\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:01\"\nbridge = \"br0\"\n\n\
+    [[port]]\nname = \"b\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:02\"\nbridge = \"br0\"\n";
+
+#[test]
+fn bridge_with_access_and_trunk_ports() {
+    let spec = ok(BRIDGE);
+    assert_eq!(spec.bridges.len(), 1);
+    assert_eq!(spec.bridges[0].name, "br0");
+    let modes: Vec<_> = spec.bridges[0]
+        .ports
+        .iter()
+        .map(|m| (m.port, m.mode.clone()))
+        .collect();
+    assert_eq!(
+        modes,
+        vec![
+            (0, BridgePortMode::Access { pvid: 1 }),
+            (1, BridgePortMode::Access { pvid: 1 }),
+        ]
+    );
+    let text = format!(
+        "{BRIDGE}\n[[port]]\nname = \"c\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:03\"\n\
+         bridge = \"br0\"\ntrunk-vlans = [10, 20]\nnative-vlan = 1\n\n\
+         [[port]]\nname = \"d\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:04\"\n\
+         bridge = \"br0\"\naccess-vlan = 10\n"
+    );
+    let spec = ok(&text);
+    assert_eq!(
+        spec.bridges[0].ports[2].mode,
+        BridgePortMode::Trunk {
+            allowed: vec![10, 20],
+            native: Some(1)
+        }
+    );
+    assert_eq!(
+        spec.bridges[0].ports[3].mode,
+        BridgePortMode::Access { pvid: 10 }
+    );
+}
+
+#[test]
+fn bridge_errors_name_the_line_and_what_is_accepted() {
+    // An unknown bridge name lists the defined ones.
+    let text = BRIDGE.replacen("bridge = \"br0\"", "bridge = \"br9\"", 1);
+    let v = issues(&text);
+    assert!(
+        v.iter().any(|i| i
+            .to_string()
+            .contains("no [[bridge]] is named `br9`; accepted: `br0`")),
+        "{v:#?}"
+    );
+    // A bridge needs two ports (reported at its name).
+    assert!(
+        v.iter()
+            .any(|i| i.line == 2 && i.to_string().contains("bridge `br0` has 1 port")),
+        "{v:#?}"
+    );
+    // A bridged port has no IP address.
+    let text = BRIDGE.replacen(
+        "bridge = \"br0\"",
+        "bridge = \"br0\"\nip4 = [\"198.18.1.1/24\"]",
+        1,
+    );
+    one_error(
+        &text,
+        8,
+        Some("bridge"),
+        "has IP addresses and is in bridge `br0`",
+    );
+    // VLAN keys need a bridge, and access/trunk exclude each other.
+    one_error(
+        &pcap_port("access-vlan = 5\n"),
+        5,
+        Some("access-vlan"),
+        "`access-vlan` applies only to a port in a bridge",
+    );
+    let text = BRIDGE.replacen(
+        "bridge = \"br0\"",
+        "bridge = \"br0\"\naccess-vlan = 5\ntrunk-vlans = [6]",
+        1,
+    );
+    one_error(&text, 9, Some("access-vlan"), "not both");
+    let text = BRIDGE.replacen(
+        "bridge = \"br0\"",
+        "bridge = \"br0\"\ntrunk-vlans = [6, 6]",
+        1,
+    );
+    one_error(&text, 9, Some("trunk-vlans"), "is not a new VLAN id");
+    let text = BRIDGE.replacen(
+        "bridge = \"br0\"",
+        "bridge = \"br0\"\naccess-vlan = 4095",
+        1,
+    );
+    one_error(&text, 9, Some("access-vlan"), "accepted: 1..=4094");
+    // Duplicate bridge names.
+    let text = format!("{BRIDGE}\n[[bridge]]\nname = \"br0\"\n");
+    assert!(issues(&text).iter().any(|i| i
+        .to_string()
+        .contains("duplicate bridge name `br0`: also defined at line 2")));
+}
+
+#[test]
+fn neighbour_and_bridge_policies() {
+    let spec = ok(&with(
+        "[dataplane]\nneighbour-capacity = 100\nneighbour-reachable-seconds = 5\n\
+         neighbour-gc-seconds = 60\nneighbour-queue = 8\nbridge-max-macs = 10\n\
+         bridge-age-seconds = 0\n",
+    ));
+    assert_eq!(spec.neighbour.capacity, 100);
+    assert_eq!(spec.neighbour.reachable_seconds, 5);
+    assert_eq!(spec.neighbour.gc_seconds, 60);
+    assert_eq!(spec.neighbour.queue_per_neighbour, 8);
+    assert_eq!(spec.bridge.max_macs, 10);
+    assert_eq!(spec.bridge.age_seconds, 0);
+    one_error(
+        &with("[dataplane]\nneighbour-capacity = 100000\n"),
+        B + 2,
+        Some("neighbour-capacity"),
+        "accepted: 1..=32768",
+    );
 }
