@@ -2,6 +2,7 @@
 //! It holds no logic of its own; errors reach it as `anyhow` values and are printed once here.
 
 mod ctl;
+mod demo;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,10 @@ enum Cmd {
     Ctl(ctl::CtlArgs),
     /// Measure the real graph on memory ports (Mpps, Gbit/s, cycles/packet per node).
     Bench(bench::BenchArgs),
+    /// Build namespaces A - R - B with vecplane routing in R, send real traffic, show the counters.
+    Demo(demo::DemoArgs),
+    /// AF_XDP traffic generator (`gen tx`) and sink (`gen sink`) for measurements on real interfaces.
+    Gen(trafficgen::GenArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +36,8 @@ fn main() -> ExitCode {
         Cmd::Run(args) => ("run", run::main(args)),
         Cmd::Ctl(args) => ("ctl", ctl::main(args)),
         Cmd::Bench(args) => ("bench", bench::run(&args).map(|()| ExitCode::SUCCESS)),
+        Cmd::Demo(args) => ("demo", demo::main(args)),
+        Cmd::Gen(args) => ("gen", trafficgen::run(&args).map(|()| ExitCode::SUCCESS)),
     };
     match result {
         Ok(code) => code,

@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod direct;
 pub mod error;
 pub mod port;
 pub mod program;
