@@ -217,3 +217,185 @@ fn demo_interrupted_by_sigint_deletes_its_namespaces() {
     assert_eq!(namespaces_of("vdm", pid), Vec::<String>::new());
 }
 
+/// `vecplane bench ARGS` with a deadline; (success, stdout, stderr).
+fn bench(args: &[&str], timeout: Duration) -> (bool, String, String) {
+    let mut argv = vec![BIN, "bench"];
+    argv.extend_from_slice(args);
+    let out = netlab::cmd::run_bounded(&argv, timeout).expect("vecplane bench runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn has_gen() -> bool {
+    Command::new(BIN)
+        .args(["gen", "--help"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn bench_veth_refuses_engine_only_options() {
+    for (args, expect) in [
+        (
+            &["--scenario", "veth-router", "--sweep"][..],
+            "--sweep is for the engine scenarios",
+        ),
+        (
+            &["--scenario", "veth-bridge", "--reference", "testpmd"][..],
+            "--reference kernel",
+        ),
+        (
+            &["--scenario", "ip4", "--reference", "kernel"][..],
+            "are for the veth scenarios",
+        ),
+        (
+            &["--scenario", "veth-router", "--seconds", "0.5"][..],
+            "--seconds must be at least 1",
+        ),
+    ] {
+        let (ok, _, err) = bench(args, Duration::from_secs(60));
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.contains(expect), "{args:?}: {err}");
+    }
+}
+
+/// Namespaces with one of `prefixes` whose creating process is gone.
+fn leftovers(prefixes: &[&str]) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| {
+            prefixes.iter().any(|p| {
+                netlab::names::owner_pid(p, n)
+                    .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            })
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+fn json_of(stdout: &str) -> serde_json::Value {
+    let line = stdout.lines().last().unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {stdout}"))
+}
+
+#[test]
+fn bench_veth_router_measures_vecplane_and_the_kernel() {
+    require_root!(&["ip", "ethtool", "tc"]);
+    if !has_gen() {
+        println!("skipped: this vecplane has no `gen` subcommand");
+        return;
+    }
+    let (ok, out, err) = bench(
+        &[
+            "--scenario",
+            "veth-router",
+            "--reference",
+            "kernel",
+            "--runs",
+            "1",
+            "--seconds",
+            "1",
+            "--json",
+        ],
+        Duration::from_secs(240),
+    );
+    println!("{err}");
+    assert!(ok, "{out}\n{err}");
+    let v = json_of(&out);
+    assert_eq!(v["scenario"], "veth-router");
+    assert!(
+        ["af-xdp", "af-packet"].contains(&v["driver"].as_str().unwrap_or("")),
+        "{v}"
+    );
+    assert!(v["pps"].as_f64().is_some_and(|p| p > 0.0), "{v}");
+    assert!(
+        v["mpps"].is_number() && v["cycles_per_packet"].is_number(),
+        "{v}"
+    );
+    let r = &v["reference"];
+    assert_eq!(r["name"], "linux-ip-forward");
+    assert!(r["pps"].as_f64().is_some_and(|p| p > 0.0), "{v}");
+    assert!(r["speedup"].as_f64().is_some_and(|s| s > 0.0), "{v}");
+    assert!(err.contains("run 1/1 vecplane"), "{err}");
+    assert!(err.contains("run 1/1 linux-ip-forward"), "{err}");
+    assert_eq!(leftovers(&["vbv", "vbk"]), Vec::<String>::new());
+}
+
+#[test]
+fn bench_veth_bridge_measures_vecplane_and_the_linux_bridge() {
+    require_root!(&["ip", "ethtool", "tc"]);
+    if !has_gen() {
+        println!("skipped: this vecplane has no `gen` subcommand");
+        return;
+    }
+    let (ok, out, err) = bench(
+        &[
+            "--scenario",
+            "veth-bridge",
+            "--reference",
+            "kernel",
+            "--runs",
+            "1",
+            "--seconds",
+            "1",
+            "--driver",
+            "af-packet",
+        ],
+        Duration::from_secs(240),
+    );
+    println!("{err}");
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("vecplane (") && out.contains("af-packet"),
+        "{out}"
+    );
+    assert!(out.contains("Linux bridge"), "{out}");
+    assert!(out.contains("speedup"), "{out}");
+    assert_eq!(leftovers(&["vbv", "vbk"]), Vec::<String>::new());
+}
+
+#[test]
+fn bench_veth_stability_reports_the_spread_of_both() {
+    require_root!(&["ip", "ethtool", "iperf3"]);
+    let (ok, out, err) = bench(
+        &[
+            "--scenario",
+            "veth-router",
+            "--reference",
+            "kernel",
+            "--stability",
+            "2",
+            "--seconds",
+            "1",
+            "--json",
+        ],
+        Duration::from_secs(240),
+    );
+    println!("{err}");
+    assert!(ok, "{out}\n{err}");
+    let v = json_of(&out);
+    for side in [&v, &v["reference"]] {
+        for k in [
+            "gbps_mean",
+            "gbps_min",
+            "gbps_max",
+            "gbps_stddev",
+            "gbps_cv",
+        ] {
+            assert!(side[k].is_number(), "{k}: {v}");
+        }
+        assert!(side["gbps_mean"].as_f64().is_some_and(|g| g > 0.0), "{v}");
+        assert_eq!(side["runs_gbps"].as_array().map(Vec::len), Some(2), "{v}");
+    }
+    assert_eq!(v["mode"], "stability");
+}

@@ -10,6 +10,7 @@ pub mod report;
 pub mod scenario;
 pub mod sys;
 pub mod testpmd;
+pub mod veth;
 
 use anyhow::{bail, Context, Result};
 use report::Summary;
@@ -21,6 +22,8 @@ use std::path::PathBuf;
 pub enum Reference {
     /// `dpdk-testpmd --forward-mode=mac` on two `net_null` vdevs (copy=1), one forwarding core.
     Testpmd,
+    /// The Linux kernel in R (IPv4 forwarding or a bridge), for the veth scenarios.
+    Kernel,
 }
 
 /// Arguments of `vecplane bench`.
@@ -28,7 +31,7 @@ pub enum Reference {
 pub struct BenchArgs {
     /// What to benchmark.
     #[arg(long, value_enum)]
-    pub scenario: Scenario,
+    pub scenario: veth::ScenarioArg,
     /// Random routes in the FIB [default: ip4 1000000, ip6 100000; l2xc has none].
     #[arg(long)]
     pub routes: Option<usize>,
@@ -69,10 +72,20 @@ pub struct BenchArgs {
     /// Do not print progress lines on stderr.
     #[arg(long)]
     pub no_progress: bool,
+    /// veth scenarios: vecplane's port driver.
+    #[arg(long, value_enum, default_value_t = veth::VethDriver::Auto)]
+    pub driver: veth::VethDriver,
+    /// veth scenarios: N single-stream iperf3 TCP runs through each side (default 10) instead
+    /// of the packet-rate runs; reports the spread in Gbit/s.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10")]
+    pub stability: Option<usize>,
 }
 
 /// Frame sizes to run as (requested, used, note when they differ).
-fn frame_sizes(args: &BenchArgs) -> Result<Vec<(usize, usize, Option<String>)>> {
+fn frame_sizes(
+    args: &BenchArgs,
+    scenario: Scenario,
+) -> Result<Vec<(usize, usize, Option<String>)>> {
     let requested: Vec<usize> = if args.sweep {
         scenario::SWEEP_SIZES.to_vec()
     } else {
@@ -81,7 +94,7 @@ fn frame_sizes(args: &BenchArgs) -> Result<Vec<(usize, usize, Option<String>)>> 
     let mut out: Vec<(usize, usize, Option<String>)> = Vec::new();
     for r in requested {
         scenario::check_frame_size(r)?;
-        let (used, note) = scenario::effective_frame_size(args.scenario, r);
+        let (used, note) = scenario::effective_frame_size(scenario, r);
         if !out.iter().any(|(_, u, _)| *u == used) {
             out.push((r, used, note));
         }
@@ -91,6 +104,12 @@ fn frame_sizes(args: &BenchArgs) -> Result<Vec<(usize, usize, Option<String>)>> 
 
 /// Run the benchmark, calling `on_summary` as each frame size completes; returns every summary.
 pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Result<Vec<Summary>> {
+    let Some(scenario) = args.scenario.engine() else {
+        bail!("the veth scenarios print their own report: use `bench::run`");
+    };
+    if args.reference == Some(Reference::Kernel) || args.stability.is_some() {
+        bail!("--reference kernel and --stability are for the veth scenarios");
+    }
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -110,34 +129,32 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
     if args.reference == Some(Reference::Testpmd) {
         testpmd::check_installed(&args.testpmd_path)?;
     }
-    let sizes = frame_sizes(args)?;
+    let sizes = frame_sizes(args, scenario)?;
     let progress = !args.no_progress;
     let mut notes = Vec::new();
-    if args.scenario == Scenario::L2xc && args.routes.is_some_and(|r| r > 0) {
+    if scenario == Scenario::L2xc && args.routes.is_some_and(|r| r > 0) {
         notes.push("l2xc installs no routes; --routes is ignored".to_string());
     }
-    if args.reference.is_some() && args.scenario != Scenario::L2xc {
+    if args.reference.is_some() && scenario != Scenario::L2xc {
         notes.push(
             "the reference forwards by MAC without any lookup: it is DPDK's I/O floor, not an \
              IP router"
                 .to_string(),
         );
     }
-    let routes = args
-        .routes
-        .unwrap_or_else(|| args.scenario.default_routes());
-    let flows = args.flows.unwrap_or_else(|| args.scenario.default_flows());
+    let routes = args.routes.unwrap_or_else(|| scenario.default_routes());
+    let flows = args.flows.unwrap_or_else(|| scenario.default_flows());
     let tsc_hz = graph::measure_tsc_hz(250);
     if progress {
         eprintln!(
             "{}: generating {} routes and {} flows (seed {})",
-            args.scenario.name(),
-            if args.scenario.has_fib() { routes } else { 0 },
+            scenario.name(),
+            if scenario.has_fib() { routes } else { 0 },
             flows,
             args.seed
         );
     }
-    let base = ScenarioSpec::build(args.scenario, routes, flows, cpu, args.seed)?;
+    let base = ScenarioSpec::build(scenario, routes, flows, cpu, args.seed)?;
     let mut summaries = Vec::new();
     for (requested, frame_size, note) in sizes {
         let spec = base.with_frame_size(frame_size)?;
@@ -156,13 +173,13 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
                 tsc_hz,
                 label: format!(
                     "{} {frame_size} B run {}/{}",
-                    args.scenario.name(),
+                    scenario.name(),
                     r + 1,
                     args.runs
                 ),
                 progress,
             };
-            let result = measure::run_once(&spec, args.scenario, &settings)?;
+            let result = measure::run_once(&spec, scenario, &settings)?;
             if !result.accounted {
                 eprintln!(
                     "warning: {}: received {} but sent {} and dropped {}",
@@ -184,8 +201,8 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
             }
         }
         let input = report::SummaryInput {
-            scenario: args.scenario.name().to_string(),
-            has_fib: args.scenario.has_fib(),
+            scenario: scenario.name().to_string(),
+            has_fib: scenario.has_fib(),
             frame_size,
             frame_size_requested: requested,
             flows: base.flows,
@@ -207,6 +224,9 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
 /// on stdout, and with `--sweep` the Markdown table at the end (on stderr with `--json`, so
 /// stdout stays one JSON object per line).
 pub fn run(args: &BenchArgs) -> Result<()> {
+    if let veth::ScenarioArg::Veth(v) = args.scenario {
+        return veth::run(args, v);
+    }
     let mut failed = None;
     let summaries = run_with(args, &mut |s| {
         if args.json {

@@ -1,0 +1,1081 @@
+//! `vecplane bench --scenario veth-router|veth-bridge`: vecplane against the Linux kernel on the
+//! same veth + namespace topology (netlab's A - R - B), measured the same way. Each side gets its
+//! own topology: R is vecplane (one worker pinned to the forwarding CPU, AF_XDP ports when this
+//! build accepts them, else AF_PACKET) or the kernel (IPv4 forwarding or a Linux bridge, with RPS
+//! steering its receive processing to the same CPU). Both are driven by the same generator,
+//! `vecplane gen tx` in A on the other CPU, and counted by the same sink, B0's receive counter
+//! (with a tc drop on B0's ingress so B's stack costs nothing); runs are interleaved and the
+//! medians compared. `--stability` runs single-stream iperf3 TCP through both instead and reports
+//! the spread. It owns those topologies and processes for the length of the run and deletes them
+//! after (netlab also does on signals); it never modifies either data plane and never sends
+//! traffic outside the namespaces it built.
+
+use crate::report::{gbps, line_rate_pps, median_index};
+use crate::scenario::Scenario;
+use crate::{BenchArgs, Reference};
+use anyhow::{bail, Context, Result};
+use clap::builder::PossibleValue;
+use netlab::{
+    addr, unsupported_feature, Addressing, Driver, Forwarding, Host, Mode, Spawned, Topology,
+    Unsupported, Vecplane, VecplaneConfig,
+};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A veth topology scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VethScenario {
+    /// R routes 198.18.1.0/24 <-> 198.18.2.0/24 (reference: Linux IPv4 forwarding).
+    Router,
+    /// R bridges one subnet (reference: a Linux bridge).
+    Bridge,
+}
+
+impl VethScenario {
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            VethScenario::Router => "veth-router",
+            VethScenario::Bridge => "veth-bridge",
+        }
+    }
+
+    fn addressing(self) -> Addressing {
+        match self {
+            VethScenario::Router => Addressing::Routed,
+            VethScenario::Bridge => Addressing::Bridged,
+        }
+    }
+
+    fn kernel_mode(self) -> Mode {
+        match self {
+            VethScenario::Router => Mode::KernelRouter,
+            VethScenario::Bridge => Mode::KernelBridge,
+        }
+    }
+
+    fn reference_name(self) -> &'static str {
+        match self {
+            VethScenario::Router => "linux-ip-forward",
+            VethScenario::Bridge => "linux-bridge",
+        }
+    }
+}
+
+/// What `--scenario` names: an engine scenario on memory ports, or a veth topology.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScenarioArg {
+    /// `l2xc`, `ip4`, `ip6`: the graph on memory ports.
+    Engine(Scenario),
+    /// `veth-router`, `veth-bridge`: namespaces and veths against the kernel.
+    Veth(VethScenario),
+}
+
+impl ScenarioArg {
+    /// The engine scenario, if it is one.
+    pub fn engine(self) -> Option<Scenario> {
+        match self {
+            ScenarioArg::Engine(s) => Some(s),
+            ScenarioArg::Veth(_) => None,
+        }
+    }
+}
+
+impl clap::ValueEnum for ScenarioArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[
+            ScenarioArg::Engine(Scenario::L2xc),
+            ScenarioArg::Engine(Scenario::Ip4),
+            ScenarioArg::Engine(Scenario::Ip6),
+            ScenarioArg::Veth(VethScenario::Router),
+            ScenarioArg::Veth(VethScenario::Bridge),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        match self {
+            ScenarioArg::Engine(s) => s.to_possible_value(),
+            ScenarioArg::Veth(VethScenario::Router) => {
+                Some(PossibleValue::new("veth-router").help(
+                    "Namespaces A - R - B over veths, R routing (vecplane vs Linux forwarding)",
+                ))
+            }
+            ScenarioArg::Veth(VethScenario::Bridge) => {
+                Some(PossibleValue::new("veth-bridge").help(
+                    "Namespaces A - R - B over veths, R bridging (vecplane vs a Linux bridge)",
+                ))
+            }
+        }
+    }
+}
+
+/// vecplane's port driver in the veth scenarios.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum VethDriver {
+    /// af-xdp if this build accepts and can start it, else af-packet (said in the report).
+    Auto,
+    /// AF_XDP only.
+    AfXdp,
+    /// AF_PACKET only.
+    AfPacket,
+}
+
+/// Namespace prefixes of the vecplane and kernel topologies.
+const PREFIX_VECPLANE: &str = "vbv";
+const PREFIX_KERNEL: &str = "vbk";
+
+/// How long the generator may take to get frames to B0.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Everything a veth run needs, resolved from the arguments.
+#[derive(Clone, Debug)]
+struct Plan {
+    scenario: VethScenario,
+    seconds: f64,
+    warmup: f64,
+    runs: usize,
+    frame_size: usize,
+    flows: u32,
+    fwd_cpu: usize,
+    gen_cpu: usize,
+    driver: VethDriver,
+    reference: bool,
+    exe: PathBuf,
+    tsc_hz: u64,
+    progress: bool,
+}
+
+fn plan(args: &BenchArgs, scenario: VethScenario) -> Result<Plan> {
+    if args.sweep {
+        bail!("--sweep is for the engine scenarios (l2xc, ip4, ip6); use --frame-size");
+    }
+    if args.reference == Some(Reference::Testpmd) {
+        bail!("{}: the reference is `--reference kernel`", scenario.name());
+    }
+    if args.runs == 0 {
+        bail!("--runs must be at least 1");
+    }
+    if !(args.seconds >= 1.0 && args.seconds.is_finite()) {
+        bail!("--seconds must be at least 1 for the veth scenarios");
+    }
+    if !(args.warmup >= 0.0 && args.warmup.is_finite()) {
+        bail!("--warmup must be zero or a positive number");
+    }
+    if !(64..=1518).contains(&args.frame_size) {
+        bail!("--frame-size: accepted: 64..=1518 for the veth scenarios");
+    }
+    let cpus = crate::sys::allowed_cpus();
+    let fwd_cpu = match args.cpu {
+        Some(c) => c,
+        None => *cpus
+            .last()
+            .context("cannot read this process's CPU affinity")?,
+    };
+    if !cpus.contains(&fwd_cpu) {
+        bail!("CPU {fwd_cpu} is not available to this process");
+    }
+    let Some(&gen_cpu) = cpus.iter().find(|&&c| c != fwd_cpu) else {
+        bail!(
+            "the veth scenarios need two CPUs (the generator's and the forwarding one); this \
+             process may use only CPU {fwd_cpu}"
+        );
+    };
+    let mut tools = vec!["ip", "ethtool"];
+    if args.stability.is_some() {
+        tools.push("iperf3");
+    } else {
+        tools.push("tc");
+    }
+    if let Some(why) = netlab::missing_prerequisite(&tools) {
+        bail!("{}: {why}", scenario.name());
+    }
+    let exe = std::env::current_exe().context("cannot find the vecplane binary")?;
+    if args.stability.is_none() {
+        let out = netlab::cmd::run_bounded(
+            &[exe.as_os_str(), "gen".as_ref(), "--help".as_ref()],
+            Duration::from_secs(10),
+        )?;
+        if !out.status.success() {
+            bail!(
+                "{} has no `gen` subcommand: the veth scenarios drive both data planes with \
+                 `vecplane gen tx`",
+                exe.display()
+            );
+        }
+    }
+    Ok(Plan {
+        scenario,
+        seconds: args.seconds,
+        warmup: args.warmup.max(0.5),
+        runs: args.runs,
+        frame_size: args.frame_size,
+        flows: args.flows.unwrap_or(1024),
+        fwd_cpu,
+        gen_cpu,
+        driver: args.driver,
+        reference: args.reference == Some(Reference::Kernel),
+        exe,
+        tsc_hz: graph::measure_tsc_hz(250),
+        progress: !args.no_progress,
+    })
+}
+
+/// `vecplane bench --scenario veth-*`: build, measure, print (text or one JSON line).
+pub fn run(args: &BenchArgs, scenario: VethScenario) -> Result<()> {
+    let p = plan(args, scenario)?;
+    netlab::install_cleanup_handlers()?;
+    let report = match args.stability {
+        Some(n) => stability(&p, n)?,
+        None => throughput(&p)?,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report.json).context("cannot write the JSON report")?
+        );
+    } else {
+        print!("{}", report.text);
+    }
+    Ok(())
+}
+
+/// A finished report.
+struct Report {
+    text: String,
+    json: Value,
+}
+
+/// The vecplane side's topology and the config it runs.
+struct VecplaneSide {
+    topo: Topology,
+    config: PathBuf,
+    driver: Driver,
+    forwarding: Forwarding,
+    notes: Vec<String>,
+}
+
+/// Build the vecplane topology and find the config this build accepts and can start: af-xdp
+/// first (unless told otherwise), then af-packet; for the bridge, a bridge domain, else two
+/// cross-connects (said in the notes).
+fn vecplane_side(p: &Plan) -> Result<VecplaneSide> {
+    let topo =
+        Topology::build_with_prefix(PREFIX_VECPLANE, Mode::Dataplane(p.scenario.addressing()))?;
+    let drivers: Vec<Driver> = match p.driver {
+        VethDriver::Auto => vec![Driver::AF_XDP, Driver::AfPacket],
+        VethDriver::AfXdp => vec![Driver::AF_XDP],
+        VethDriver::AfPacket => vec![Driver::AfPacket],
+    };
+    let mut notes = Vec::new();
+    let mut forwarding = match p.scenario {
+        VethScenario::Router => Forwarding::Router,
+        VethScenario::Bridge => Forwarding::Bridge,
+    };
+    let mut last_error = None;
+    for (i, &driver) in drivers.iter().enumerate() {
+        let mut cfg = VecplaneConfig {
+            driver,
+            forwarding,
+            worker_cpu: Some(p.fwd_cpu),
+            buffers: None,
+        };
+        let mut written = topo.write_vecplane_config(&cfg);
+        if let Err(e) = &written {
+            let feature = e
+                .downcast_ref::<control::ConfigError>()
+                .and_then(unsupported_feature);
+            if feature == Some(Unsupported::Bridge) && forwarding == Forwarding::Bridge {
+                notes.push(
+                    "this build of vecplane does not accept [[bridge]] yet: the vecplane side \
+                     is two L2 cross-connects (Ra <-> Rb), not a learning bridge"
+                        .to_string(),
+                );
+                forwarding = Forwarding::Xconnect;
+                cfg.forwarding = forwarding;
+                written = topo.write_vecplane_config(&cfg);
+            }
+        }
+        let attempt = written.and_then(|config| {
+            // One start proves the driver works here (AF_XDP may be refused at run time).
+            let v = topo.start_vecplane(&p.exe, &config)?;
+            v.stop()?;
+            Ok(config)
+        });
+        match attempt {
+            Ok(config) => {
+                if i > 0 {
+                    notes.push(format!(
+                        "driver {} was not usable ({}); measured with {}",
+                        drivers[0].name(),
+                        last_error.as_deref().unwrap_or("unknown"),
+                        driver.name()
+                    ));
+                }
+                return Ok(VecplaneSide {
+                    topo,
+                    config,
+                    driver,
+                    forwarding,
+                    notes,
+                });
+            }
+            Err(e) => {
+                let why = match e
+                    .downcast_ref::<control::ConfigError>()
+                    .and_then(unsupported_feature)
+                {
+                    Some(Unsupported::Driver) => {
+                        format!("this build does not accept driver = \"{}\"", driver.name())
+                    }
+                    _ => format!("{e:#}"),
+                };
+                if p.progress {
+                    eprintln!(
+                        "{}: vecplane with {}: {why}",
+                        p.scenario.name(),
+                        driver.name()
+                    );
+                }
+                last_error = Some(why);
+            }
+        }
+    }
+    bail!(
+        "no vecplane configuration could run here: {}",
+        last_error.unwrap_or_default()
+    )
+}
+
+/// Build the kernel topology with its receive processing steered to the forwarding CPU.
+fn kernel_side(p: &Plan) -> Result<Topology> {
+    let topo = Topology::build_with_prefix(PREFIX_KERNEL, p.scenario.kernel_mode())?;
+    let n = topo.names().clone();
+    for dev in [&n.ra, &n.rb] {
+        topo.set_rps(Host::R, dev, &[p.fwd_cpu])?;
+    }
+    Ok(topo)
+}
+
+/// Settings of both topologies for the packet-rate runs: GRO on Ra gives it the NAPI context a
+/// generator transmitting with XDP into A0 needs when Ra has no XDP program of its own (64-byte
+/// UDP frames are never merged), and the sink on B0.
+fn prepare_pps(topo: &Topology) -> Result<()> {
+    let ra = topo.names().ra.clone();
+    topo.ethtool_k(Host::R, &ra, &[("gro", true)])?;
+    install_sink(topo)
+}
+
+/// Drop everything arriving on B0 at tc ingress: B0's receive counter has counted it by then,
+/// and B's IP stack (and its ICMP errors) cost nothing. The filter is a one-instruction classic
+/// BPF program returning TC_ACT_SHOT (2) in direct-action mode, which needs neither the matchall
+/// classifier nor the gact action module (some kernels have neither).
+fn install_sink(topo: &Topology) -> Result<()> {
+    let b0 = topo.names().b0.clone();
+    topo.exec_ok(Host::B, &["tc", "qdisc", "add", "dev", &b0, "clsact"])?;
+    topo.exec_ok(
+        Host::B,
+        &[
+            "tc",
+            "filter",
+            "add",
+            "dev",
+            &b0,
+            "ingress",
+            "bpf",
+            "da",
+            "bytecode",
+            "1,6 0 0 2",
+        ],
+    )?;
+    Ok(())
+}
+
+/// User (with nice), busy and total jiffies of one CPU from /proc/stat.
+fn cpu_times(cpu: usize) -> Option<(u64, u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let name = format!("cpu{cpu}");
+    let line = stat
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    if v.len() < 5 {
+        return None;
+    }
+    let total: u64 = v.iter().sum();
+    let idle = v[3] + v[4];
+    Some((v[0] + v[1], total - idle, total))
+}
+
+/// One measured run.
+#[derive(Clone, Debug, serde::Serialize)]
+struct PpsRun {
+    /// Forwarded packets per second (B0's receive counter over the window).
+    pps: f64,
+    /// Packets counted in the window.
+    packets: u64,
+    /// Window length.
+    seconds: f64,
+    /// What the generator sent per second over its whole run (frames A0 accepted).
+    offered_pps: f64,
+    /// How the generator sent (`vecplane gen tx`'s `method`).
+    generator: String,
+    /// Share of the forwarding CPU that was busy in the window (vecplane polls: about 1).
+    fwd_cpu_busy: f64,
+    /// Share of the forwarding CPU spent in user space (vecplane's worker; for the kernel,
+    /// other processes competing with its forwarding).
+    fwd_cpu_user: f64,
+    /// TSC ticks of the forwarding CPU's busy time per forwarded packet.
+    cycles_per_packet: f64,
+    /// B0 receive drops in the window.
+    b0_rx_dropped: u64,
+    /// vecplane only: per-node figures over the window (`show runtime`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    nodes: Vec<Value>,
+    /// vecplane only: drops by node/reason over the window (`show errors`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    drops: Vec<Value>,
+}
+
+/// Run the generator in A through `topo` and measure what reaches B0.
+fn measure(p: &Plan, topo: &Topology, vp: Option<&Vecplane>, label: &str) -> Result<PpsRun> {
+    let n = topo.names().clone();
+    let gen_seconds = START_TIMEOUT.as_secs_f64() + p.warmup + p.seconds + 5.0;
+    let args: Vec<String> = vec![
+        p.exe.to_string_lossy().into_owned(),
+        "gen".into(),
+        "tx".into(),
+        "--interface".into(),
+        n.a0.clone(),
+        "--dst-mac".into(),
+        topo.a_next_hop_mac().into(),
+        "--src-mac".into(),
+        addr::MAC_A0.into(),
+        "--src-ip".into(),
+        topo.a_ip4().to_string(),
+        "--dst-ip".into(),
+        topo.b_ip4().to_string(),
+        "--flows".into(),
+        p.flows.to_string(),
+        "--frame-size".into(),
+        p.frame_size.to_string(),
+        "--seconds".into(),
+        format!("{gen_seconds:.0}"),
+        "--cpu".into(),
+        p.gen_cpu.to_string(),
+        "--json".into(),
+        "--no-progress".into(),
+    ];
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let log = format!("gen-{}", label.replace([' ', '/'], "-"));
+    let mut gen = topo.spawn(Host::A, &argv, &log)?;
+    let result = measure_window(p, topo, vp, &mut gen);
+    // Stop the generator (it prints its summary on SIGINT) whatever happened.
+    let _ = gen.signal(libc::SIGINT);
+    let status = gen.wait_timeout(Duration::from_secs(10))?;
+    if status.is_none() {
+        let _ = gen.stop(Duration::from_secs(1));
+    }
+    let mut run =
+        result.with_context(|| format!("{label}; generator output:\n{}", gen.log().trim_end()))?;
+    let summary = gen.log().lines().rev().find_map(|l| {
+        serde_json::from_str::<Value>(l.trim())
+            .ok()
+            .filter(|v| v.is_object())
+    });
+    run.offered_pps = summary
+        .as_ref()
+        .and_then(|v| v.get("pps"))
+        .and_then(Value::as_f64)
+        .unwrap_or(0.0);
+    run.generator = summary
+        .as_ref()
+        .and_then(|v| v.get("method"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    Ok(run)
+}
+
+fn b0_rx(topo: &Topology) -> Result<(netlab::LinkStats, Instant)> {
+    let before = Instant::now();
+    let s = topo.link_stats(Host::B, &topo.names().b0)?;
+    let after = Instant::now();
+    Ok((s, before + (after - before) / 2))
+}
+
+fn measure_window(
+    p: &Plan,
+    topo: &Topology,
+    vp: Option<&Vecplane>,
+    gen: &mut Spawned,
+) -> Result<PpsRun> {
+    let (start, _) = b0_rx(topo)?;
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Some(s) = gen.try_wait()? {
+            bail!(
+                "vecplane gen tx ended early ({})",
+                netlab::cmd::describe_status(s)
+            );
+        }
+        let (now, _) = b0_rx(topo)?;
+        if now.rx_packets > start.rx_packets + 1000 {
+            break;
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "nothing reached B0 within {} s of starting the generator",
+                START_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs_f64(p.warmup));
+    if let Some(v) = vp {
+        for what in ["runtime", "errors"] {
+            v.request(&format!("clear {what}"), false)?;
+        }
+    }
+    let cpu0 = cpu_times(p.fwd_cpu);
+    let (c1, t1) = b0_rx(topo)?;
+    std::thread::sleep(Duration::from_secs_f64(p.seconds));
+    let (c2, t2) = b0_rx(topo)?;
+    let cpu1 = cpu_times(p.fwd_cpu);
+    let (nodes, drops) = match vp {
+        Some(v) => vecplane_figures(v)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    if let Some(s) = gen.try_wait()? {
+        bail!(
+            "vecplane gen tx ended inside the measured window ({})",
+            netlab::cmd::describe_status(s)
+        );
+    }
+    let seconds = t2.duration_since(t1).as_secs_f64().max(1e-3);
+    let packets = c2.rx_packets.saturating_sub(c1.rx_packets);
+    let pps = packets as f64 / seconds;
+    let (busy, user) = match (cpu0, cpu1) {
+        (Some((u0, b0, t0)), Some((u1, b1, t1))) if t1 > t0 => {
+            let t = (t1 - t0) as f64;
+            ((b1 - b0) as f64 / t, (u1 - u0) as f64 / t)
+        }
+        _ => (0.0, 0.0),
+    };
+    Ok(PpsRun {
+        pps,
+        packets,
+        seconds,
+        offered_pps: 0.0,
+        generator: String::new(),
+        fwd_cpu_busy: busy,
+        fwd_cpu_user: user,
+        cycles_per_packet: if pps > 0.0 {
+            busy * p.tsc_hz as f64 / pps
+        } else {
+            0.0
+        },
+        b0_rx_dropped: c2.rx_dropped.saturating_sub(c1.rx_dropped),
+        nodes,
+        drops,
+    })
+}
+
+/// Per-node figures and drops since the last clear.
+fn vecplane_figures(v: &Vecplane) -> Result<(Vec<Value>, Vec<Value>)> {
+    let rt = v.request("show runtime", true)?;
+    let nodes = rt
+        .data
+        .as_ref()
+        .and_then(|d| d.get("total"))
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter(|n| n.get("packets").and_then(Value::as_u64).unwrap_or(0) > 0)
+                .map(|n| {
+                    json!({
+                        "name": n.get("name").cloned().unwrap_or(Value::Null),
+                        "packets": n.get("packets").cloned().unwrap_or(Value::Null),
+                        "cycles_per_packet": n.get("clocks_per_packet").cloned().unwrap_or(Value::Null),
+                        "vectors_per_call": n.get("vectors_per_call").cloned().unwrap_or(Value::Null),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let errs = v.request("show errors", true)?;
+    let drops = errs
+        .data
+        .as_ref()
+        .and_then(|d| d.get("errors"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    Ok((nodes, drops))
+}
+
+fn progress(p: &Plan, line: String) {
+    if p.progress {
+        eprintln!("{}: {line}", p.scenario.name());
+    }
+}
+
+fn kernel_label(s: VethScenario, cpu: usize) -> String {
+    match s {
+        VethScenario::Router => format!("Linux IPv4 forwarding (RPS to CPU {cpu})"),
+        VethScenario::Bridge => format!("Linux bridge (RPS to CPU {cpu})"),
+    }
+}
+
+fn forwarding_name(f: Forwarding) -> &'static str {
+    match f {
+        Forwarding::Router => "router",
+        Forwarding::Bridge => "bridge",
+        Forwarding::Xconnect => "l2 cross-connect",
+    }
+}
+
+fn median_run(runs: &[PpsRun]) -> Option<&PpsRun> {
+    let pps: Vec<f64> = runs.iter().map(|r| r.pps).collect();
+    runs.get(median_index(&pps)?)
+}
+
+/// The throughput comparison: interleaved runs, medians, ratio.
+fn throughput(p: &Plan) -> Result<Report> {
+    progress(p, "building the vecplane topology".to_string());
+    let side = vecplane_side(p)?;
+    prepare_pps(&side.topo)?;
+    let kernel = if p.reference {
+        progress(p, "building the kernel topology".to_string());
+        let k = kernel_side(p)?;
+        prepare_pps(&k)?;
+        Some(k)
+    } else {
+        None
+    };
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for r in 0..p.runs {
+        let label = format!("run {}/{} vecplane ({})", r + 1, p.runs, side.driver.name());
+        let vp = side.topo.start_vecplane(&p.exe, &side.config)?;
+        let m = measure(p, &side.topo, Some(&vp), &label);
+        let stopped = vp.stop();
+        let m = m?;
+        stopped?;
+        progress(
+            p,
+            format!(
+                "{label}: {:.1} kpps forwarded (offered {:.1} kpps), CPU {} busy {:.0}%",
+                m.pps / 1e3,
+                m.offered_pps / 1e3,
+                p.fwd_cpu,
+                m.fwd_cpu_busy * 100.0
+            ),
+        );
+        ours.push(m);
+        if let Some(k) = &kernel {
+            let label = format!("run {}/{} {}", r + 1, p.runs, p.scenario.reference_name());
+            let m = measure(p, k, None, &label)?;
+            progress(
+                p,
+                format!(
+                    "{label}: {:.1} kpps forwarded (offered {:.1} kpps), CPU {} busy {:.0}%",
+                    m.pps / 1e3,
+                    m.offered_pps / 1e3,
+                    p.fwd_cpu,
+                    m.fwd_cpu_busy * 100.0
+                ),
+            );
+            theirs.push(m);
+        }
+    }
+    let mut notes = {
+        let mut n = side.notes.clone();
+        n.push(format!(
+            "generator: vecplane gen tx ({}) in A on CPU {}, {} flows; sink: B0's receive \
+             counter, frames dropped at B0's tc ingress",
+            ours.first().map(|r| r.generator.as_str()).unwrap_or(""),
+            p.gen_cpu,
+            p.flows
+        ));
+        if matches!(side.driver, Driver::AfXdp { .. }) {
+            n.push(format!(
+                "on veth the XDP program of Ra runs in the sender's NAPI context (CPU {}), not \
+                 on the forwarding CPU",
+                p.gen_cpu
+            ));
+        }
+        n.push(
+            "cycles_per_packet = TSC ticks of the forwarding CPU's busy time per forwarded \
+             packet (vecplane busy-polls, so its CPU is always busy)"
+                .to_string(),
+        );
+        n
+    };
+    let crowded: Vec<f64> = theirs
+        .iter()
+        .map(|r| r.fwd_cpu_user)
+        .filter(|&u| u > 0.05)
+        .collect();
+    if let Some(worst) = crowded.iter().copied().reduce(f64::max) {
+        let w = format!(
+            "warning: other processes used up to {:.0}% of CPU {} during kernel runs (the \
+             kernel forwards in softirq context, not user space): figures are disturbed",
+            worst * 100.0,
+            p.fwd_cpu
+        );
+        eprintln!("{}: {w}", p.scenario.name());
+        notes.push(w);
+    }
+    let m = median_run(&ours).context("no run completed")?;
+    let reference = median_run(&theirs).cloned();
+    let speedup = reference
+        .as_ref()
+        .filter(|r| r.pps > 0.0)
+        .map(|r| m.pps / r.pps);
+    let fs = p.frame_size;
+    let pps_runs: Vec<f64> = ours.iter().map(|r| r.pps).collect();
+    let mut json = json!({
+        "scenario": p.scenario.name(),
+        "driver": side.driver.name(),
+        "forwarding": forwarding_name(side.forwarding),
+        "frame_size": fs,
+        "flows": p.flows,
+        "routes": 0,
+        "seconds": p.seconds,
+        "measured_seconds": m.seconds,
+        "warmup_seconds": p.warmup,
+        "cpu": p.fwd_cpu,
+        "generator_cpu": p.gen_cpu,
+        "packets": m.packets,
+        "pps": m.pps,
+        "mpps": m.pps / 1e6,
+        "gbps": gbps(m.pps, fs),
+        "line_rate_10g_percent": 100.0 * m.pps / line_rate_pps(10.0, fs),
+        "cycles_per_packet": m.cycles_per_packet,
+        "offered_pps": m.offered_pps,
+        "fwd_cpu_busy": m.fwd_cpu_busy,
+        "tsc_hz": p.tsc_hz,
+        "load_average": crate::sys::load_average(),
+        "nodes": m.nodes,
+        "drops": m.drops,
+        "runs": pps_runs,
+        "all_runs": ours,
+        "notes": notes,
+    });
+    if let Some(r) = &reference {
+        json["reference"] = json!({
+            "name": p.scenario.reference_name(),
+            "pps": r.pps,
+            "mpps": r.pps / 1e6,
+            "speedup": speedup,
+            "cycles_per_packet": r.cycles_per_packet,
+            "offered_pps": r.offered_pps,
+            "fwd_cpu_busy": r.fwd_cpu_busy,
+            "runs": theirs.iter().map(|r| r.pps).collect::<Vec<_>>(),
+            "all_runs": theirs,
+        });
+    }
+    let mut text = format!(
+        "{} {fs} B, {} flows: {} interleaved run(s) of {} s, forwarding on CPU {}, generator on \
+         CPU {}\n",
+        p.scenario.name(),
+        p.flows,
+        p.runs,
+        p.seconds,
+        p.fwd_cpu,
+        p.gen_cpu
+    );
+    for n in &notes {
+        text.push_str(&format!("  note: {n}\n"));
+    }
+    let line = |name: String, r: &PpsRun, runs: &[PpsRun]| {
+        let all: Vec<String> = runs.iter().map(|x| format!("{:.1}", x.pps / 1e3)).collect();
+        format!(
+            "  {name:<44} median {:>8.1} kpps (runs: {}), offered {:.1} kpps, CPU busy {:.0}%, \
+             {:.0} TSC cycles/packet\n",
+            r.pps / 1e3,
+            all.join(", "),
+            r.offered_pps / 1e3,
+            r.fwd_cpu_busy * 100.0,
+            r.cycles_per_packet
+        )
+    };
+    text.push_str(&line(
+        format!(
+            "vecplane ({}, {})",
+            forwarding_name(side.forwarding),
+            side.driver.name()
+        ),
+        m,
+        &ours,
+    ));
+    if let Some(r) = &reference {
+        text.push_str(&line(kernel_label(p.scenario, p.fwd_cpu), r, &theirs));
+        if let Some(s) = speedup {
+            text.push_str(&format!("  speedup (vecplane pps / kernel pps): {s:.2}x\n"));
+        }
+    }
+    if !m.nodes.is_empty() {
+        text.push_str("  vecplane nodes (median run):");
+        for n in &m.nodes {
+            text.push_str(&format!(
+                " {} {:.0}",
+                n.get("name").and_then(Value::as_str).unwrap_or("?"),
+                n.get("cycles_per_packet")
+                    .and_then(Value::as_f64)
+                    .unwrap_or(0.0)
+            ));
+        }
+        text.push_str(" (cycles/packet)\n");
+    }
+    drop(kernel);
+    drop(side);
+    Ok(Report { text, json })
+}
+
+/// Mean, min, max, sample standard deviation and coefficient of variation.
+fn spread(v: &[f64]) -> (f64, f64, f64, f64, f64) {
+    if v.is_empty() {
+        return (0.0, 0.0, 0.0, 0.0, 0.0);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let var = if v.len() > 1 {
+        v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    let sd = var.sqrt();
+    let cv = if mean > 0.0 { sd / mean } else { 0.0 };
+    (mean, min, max, sd, cv)
+}
+
+fn spread_json(v: &[f64], retransmits: &[u64]) -> Value {
+    let (mean, min, max, sd, cv) = spread(v);
+    json!({
+        "gbps_mean": mean,
+        "gbps_min": min,
+        "gbps_max": max,
+        "gbps_stddev": sd,
+        "gbps_cv": cv,
+        "runs_gbps": v,
+        "retransmits": retransmits,
+    })
+}
+
+/// One iperf3 TCP run A -> B; returns (Gbit/s received, retransmits).
+fn iperf3_run(p: &Plan, topo: &Topology) -> Result<(f64, u64)> {
+    let secs = format!("{:.0}", p.seconds.ceil());
+    let b = topo.b_ip4().to_string();
+    let cpu = p.gen_cpu.to_string();
+    let argv = [
+        "iperf3",
+        "-J",
+        "--connect-timeout",
+        "3000",
+        "-c",
+        &b,
+        "-t",
+        &secs,
+        "-A",
+        &cpu,
+    ];
+    let timeout = Duration::from_secs_f64(p.seconds + 20.0);
+    for attempt in 0..5 {
+        let out = topo.exec_timeout(Host::A, &argv, timeout)?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Value = serde_json::from_str(&text)
+            .with_context(|| format!("iperf3 printed no JSON: {}", text.trim()))?;
+        if let Some(e) = v.get("error").and_then(Value::as_str) {
+            if e.contains("refused") && attempt < 4 {
+                std::thread::sleep(Duration::from_millis(300));
+                continue;
+            }
+            bail!("iperf3: {e}");
+        }
+        let end = v.get("end").context("iperf3 JSON without `end`")?;
+        let bps = end
+            .get("sum_received")
+            .and_then(|s| s.get("bits_per_second"))
+            .and_then(Value::as_f64)
+            .context("iperf3 JSON without end.sum_received.bits_per_second")?;
+        let retr = end
+            .get("sum_sent")
+            .and_then(|s| s.get("retransmits"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        return Ok((bps / 1e9, retr));
+    }
+    bail!("iperf3 could not connect")
+}
+
+fn iperf3_server(p: &Plan, topo: &Topology) -> Result<Spawned> {
+    let b = topo.b_ip4().to_string();
+    let cpu = p.gen_cpu.to_string();
+    let s = topo.spawn(
+        Host::B,
+        &["iperf3", "-s", "-B", &b, "-A", &cpu],
+        "iperf3-server",
+    )?;
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(s)
+}
+
+/// `--stability N`: N single-stream iperf3 TCP runs through each, interleaved.
+fn stability(p: &Plan, runs: usize) -> Result<Report> {
+    if runs < 2 {
+        bail!("--stability needs at least 2 runs");
+    }
+    progress(p, "building the vecplane topology".to_string());
+    let side = vecplane_side(p)?;
+    let kernel = if p.reference {
+        progress(p, "building the kernel topology".to_string());
+        Some(kernel_side(p)?)
+    } else {
+        None
+    };
+    let _server_v = iperf3_server(p, &side.topo)?;
+    let _server_k = match &kernel {
+        Some(k) => Some(iperf3_server(p, k)?),
+        None => None,
+    };
+    let (mut ours, mut ours_retr, mut theirs, mut theirs_retr) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for r in 0..runs {
+        let vp = side.topo.start_vecplane(&p.exe, &side.config)?;
+        let m = iperf3_run(p, &side.topo);
+        let stopped = vp.stop();
+        let (g, retr) = m?;
+        stopped?;
+        progress(
+            p,
+            format!(
+                "stability run {}/{runs} vecplane ({}): {g:.2} Gbit/s, {retr} retransmits",
+                r + 1,
+                side.driver.name()
+            ),
+        );
+        ours.push(g);
+        ours_retr.push(retr);
+        if let Some(k) = &kernel {
+            let (g, retr) = iperf3_run(p, k)?;
+            progress(
+                p,
+                format!(
+                    "stability run {}/{runs} {}: {g:.2} Gbit/s, {retr} retransmits",
+                    r + 1,
+                    p.scenario.reference_name()
+                ),
+            );
+            theirs.push(g);
+            theirs_retr.push(retr);
+        }
+    }
+    let mut notes = side.notes.clone();
+    notes.push(format!(
+        "iperf3 TCP, one stream, -t {:.0}, client and server on CPU {}; vecplane on CPU {}, the \
+         kernel's forwarding steered there by RPS",
+        p.seconds.ceil(),
+        p.gen_cpu,
+        p.fwd_cpu
+    ));
+    notes.push(
+        "the kernel path keeps TSO/GSO (64 KB super-packets cross R as one skb); towards \
+         vecplane A and B segment and checksum in software, so vecplane forwards MTU-sized \
+         frames one by one"
+            .to_string(),
+    );
+    let mut json = spread_json(&ours, &ours_retr);
+    json["scenario"] = json!(p.scenario.name());
+    json["mode"] = json!("stability");
+    json["driver"] = json!(side.driver.name());
+    json["forwarding"] = json!(forwarding_name(side.forwarding));
+    json["seconds"] = json!(p.seconds.ceil());
+    json["runs"] = json!(runs);
+    json["cpu"] = json!(p.fwd_cpu);
+    json["notes"] = json!(notes);
+    if kernel.is_some() {
+        let mut r = spread_json(&theirs, &theirs_retr);
+        r["name"] = json!(p.scenario.reference_name());
+        json["reference"] = r;
+    }
+    let mut text = format!(
+        "{} stability: {runs} interleaved iperf3 TCP runs of {:.0} s\n",
+        p.scenario.name(),
+        p.seconds.ceil()
+    );
+    for n in &notes {
+        text.push_str(&format!("  note: {n}\n"));
+    }
+    let line = |name: String, v: &[f64], retr: &[u64]| {
+        let (mean, min, max, sd, cv) = spread(v);
+        format!(
+            "  {name:<44} mean {mean:.2} Gbit/s, min {min:.2}, max {max:.2}, stddev {sd:.2}, \
+             CV {:.1}%, retransmits {}\n",
+            cv * 100.0,
+            retr.iter().sum::<u64>()
+        )
+    };
+    text.push_str(&line(
+        format!(
+            "vecplane ({}, {})",
+            forwarding_name(side.forwarding),
+            side.driver.name()
+        ),
+        &ours,
+        &ours_retr,
+    ));
+    if kernel.is_some() {
+        text.push_str(&line(
+            kernel_label(p.scenario, p.fwd_cpu),
+            &theirs,
+            &theirs_retr,
+        ));
+    }
+    Ok(Report { text, json })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn scenario_names_parse() {
+        for (name, want) in [
+            ("l2xc", ScenarioArg::Engine(Scenario::L2xc)),
+            ("ip6", ScenarioArg::Engine(Scenario::Ip6)),
+            ("veth-router", ScenarioArg::Veth(VethScenario::Router)),
+            ("veth-bridge", ScenarioArg::Veth(VethScenario::Bridge)),
+        ] {
+            assert_eq!(ScenarioArg::from_str(name, false), Ok(want));
+        }
+        assert!(ScenarioArg::from_str("veth", false).is_err());
+        assert_eq!(ScenarioArg::Veth(VethScenario::Router).engine(), None);
+    }
+
+    #[test]
+    fn spread_is_sample_statistics() {
+        let (mean, min, max, sd, cv) = spread(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert!((mean - 5.0).abs() < 1e-12);
+        assert_eq!((min, max), (2.0, 9.0));
+        assert!((sd - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+        assert!((cv - sd / 5.0).abs() < 1e-12);
+        assert_eq!(spread(&[]), (0.0, 0.0, 0.0, 0.0, 0.0));
+        assert_eq!(spread(&[3.0]).3, 0.0);
+    }
+
+    #[test]
+    fn cpu_times_reads_proc_stat() {
+        let (user, busy, total) = cpu_times(0).expect("cpu0 in /proc/stat");
+        assert!(user <= busy && busy <= total && total > 0);
+        assert_eq!(cpu_times(100_000), None);
+    }
+}
