@@ -1,9 +1,12 @@
-//! vecplane on real interfaces in namespaces (needs root, `ip`, `ethtool`, `ping` and `iperf3`;
-//! each test prints `skipped: <why>` and returns otherwise): `vecplane run` inside a netlab
-//! topology routes IPv4 and IPv6 pings between A and B over af-packet (and af-xdp when this build
-//! accepts it), `vecplane demo --seconds 3 --driver af-packet` passes, and a demo interrupted by
-//! SIGINT leaves no namespace behind. Tests run one at a time; all traffic is bounded (pings by
-//! count and deadline, iperf3 by `-t`) and goes only to hosts the test created.
+//! vecplane on real interfaces in namespaces (needs root, `ip`, `ethtool`, `ping`, `iperf3` and
+//! `tc`; each test prints `skipped: <why>` and returns otherwise): `vecplane run` inside a netlab
+//! topology routes IPv4 and IPv6 pings between A and B over af-packet and af-xdp (skipped if this
+//! build refuses af-xdp), `vecplane demo --seconds 3 --driver af-packet` passes, a demo
+//! interrupted by SIGINT leaves no namespace and no process behind, and `vecplane bench
+//! --scenario veth-router|veth-bridge --reference kernel` (packet rate and `--stability`) report
+//! both sides (no figures are asserted beyond "traffic got through"). Tests run one at a time;
+//! all traffic is bounded (pings by count and deadline, iperf3 by `-t`, the generator by
+//! `--seconds`) and goes only to hosts the test created.
 
 use netlab::{
     unsupported_feature, Addressing, Driver, Forwarding, Host, Mode, Topology, VecplaneConfig,
@@ -165,6 +168,14 @@ fn demo_with_af_packet_gets_traffic_through_and_cleans_up() {
 #[test]
 fn demo_interrupted_by_sigint_deletes_its_namespaces() {
     require_root!(&["ip", "ethtool", "ping", "iperf3"]);
+    // At the start of the TCP transfer (its client may be entering namespace A as the signal
+    // lands) and in the middle of it.
+    for delay in [Duration::ZERO, Duration::from_millis(1500)] {
+        interrupt_demo_after_tcp_starts(delay);
+    }
+}
+
+fn interrupt_demo_after_tcp_starts(delay: Duration) {
     let mut child = Command::new(BIN)
         .args([
             "demo",
@@ -195,6 +206,7 @@ fn demo_interrupted_by_sigint_deletes_its_namespaces() {
         let _ = child.wait();
         panic!("the demo never reached its TCP phase");
     }
+    std::thread::sleep(delay);
     assert!(
         !namespaces_of("vdm", pid).is_empty(),
         "no namespaces while running"
@@ -215,6 +227,35 @@ fn demo_interrupted_by_sigint_deletes_its_namespaces() {
     };
     assert!(!status.success());
     assert_eq!(namespaces_of("vdm", pid), Vec::<String>::new());
+    // Nothing it started survives, not even in a namespace whose name is already gone (its
+    // iperf3 clients are the only processes with `-t 30` towards B).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = survivors(&["-t", "30"]);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running: {left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Live iperf3 processes towards B whose arguments include `args` in a row (a zombie has an
+/// empty command line and is not listed).
+fn survivors(args: &[&str]) -> Vec<String> {
+    let marker = format!("\0{}\0", args.join("\0"));
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            let cmd = String::from_utf8_lossy(&cmd).into_owned();
+            (cmd.starts_with("iperf3\0") && cmd.contains("198.18.2.2") && cmd.contains(&marker))
+                .then(|| format!("{pid}: {}", cmd.replace('\0', " ")))
+        })
+        .collect()
 }
 
 /// `vecplane bench ARGS` with a deadline; (success, stdout, stderr).

@@ -5,7 +5,7 @@
 //! deleted, which destroys its veths and bridge. It never touches a namespace it did not create,
 //! except leftovers of dead runs with its own prefix.
 
-use crate::cmd::{run_bounded, run_ok, DEFAULT_TIMEOUT};
+use crate::cmd::run_ok;
 use crate::names::owner_pid;
 use anyhow::Result;
 use std::path::{Path, PathBuf};
@@ -73,16 +73,31 @@ pub fn live_namespaces() -> Vec<String> {
     live().namespaces.clone()
 }
 
-/// The ids of the processes inside namespace `ns` (`ip netns pids`).
-fn pids_in(ns: &str) -> Vec<libc::pid_t> {
-    match run_bounded(&["ip", "netns", "pids", ns], DEFAULT_TIMEOUT) {
-        Ok(out) => String::from_utf8_lossy(&out.stdout)
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .filter(|&p: &libc::pid_t| p > 1 && p as u32 != std::process::id())
-            .collect(),
-        Err(_) => Vec::new(),
-    }
+/// The inode of network namespace `ns` (of its file under /run/netns), if it exists.
+fn namespace_inode(ns: &str) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(Path::new("/run/netns").join(ns))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// The ids of the processes whose network namespace is the one with inode `inode` (found
+/// through /proc, so also after the namespace's name is gone).
+fn pids_in(inode: u64) -> Vec<libc::pid_t> {
+    let want = format!("net:[{inode}]");
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid > 1 && pid != me)
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|l| l.as_os_str() == want.as_str())
+        })
+        .filter_map(|pid| libc::pid_t::try_from(pid).ok())
+        .collect()
 }
 
 /// Whether namespace `ns` exists.
@@ -90,39 +105,48 @@ pub fn namespace_exists(ns: &str) -> bool {
     Path::new("/run/netns").join(ns).exists()
 }
 
-/// End every process inside `ns` (SIGTERM, SIGKILL after 1.5 s), then delete it.
+/// Delete namespace `ns` and end every process still inside it.
+///
+/// The name goes first, so nothing new can enter by it; then the processes found inside (also
+/// one that entered just before) get SIGTERM, and SIGKILL after 1.5 s, until none is left (at
+/// most 5 s). The namespace, with its veths, is freed when its last process is gone.
 pub fn delete_namespace(ns: &str) -> Result<()> {
-    if !namespace_exists(ns) {
+    let Some(inode) = namespace_inode(ns) else {
         return Ok(());
-    }
+    };
+    run_ok(&["ip", "netns", "del", ns])?;
     let start = Instant::now();
-    let mut killed = false;
-    loop {
-        let pids = pids_in(ns);
+    let mut termed: Vec<libc::pid_t> = Vec::new();
+    let mut quiet_scans = 0;
+    while start.elapsed() < Duration::from_secs(5) {
+        let pids = pids_in(inode);
         if pids.is_empty() {
-            break;
-        }
-        let elapsed = start.elapsed();
-        if elapsed > Duration::from_secs(4) {
-            break;
-        }
-        let sig = if elapsed > Duration::from_millis(1500) {
-            libc::SIGKILL
-        } else {
-            libc::SIGTERM
-        };
-        if sig == libc::SIGKILL || !killed {
-            for pid in pids {
-                // SAFETY: kill() by id on a process inside a namespace this process created;
-                // only processes netlab started (and their children) can be there.
-                unsafe { libc::kill(pid, sig) };
+            // Look twice, a little apart: a process may have been entering as the name went.
+            quiet_scans += 1;
+            if quiet_scans >= 2 {
+                return Ok(());
             }
-            killed = true;
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        }
+        quiet_scans = 0;
+        let hard = start.elapsed() > Duration::from_millis(1500);
+        for pid in pids {
+            let sig = if hard {
+                libc::SIGKILL
+            } else if termed.contains(&pid) {
+                continue;
+            } else {
+                termed.push(pid);
+                libc::SIGTERM
+            };
+            // SAFETY: kill() by id on a process found inside a namespace this process created;
+            // only processes netlab started (and their children) can be there.
+            unsafe { libc::kill(pid, sig) };
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    run_ok(&["ip", "netns", "del", ns])?;
-    Ok(())
+    anyhow::bail!("processes inside {ns} did not end within 5 s")
 }
 
 /// Tear down everything registered (used by the signal and panic handlers, and by tests).

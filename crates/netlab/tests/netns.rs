@@ -261,3 +261,30 @@ fn sigterm_in_another_process_deletes_its_topology() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+#[test]
+fn processes_entering_as_the_topology_goes_are_ended_too() {
+    require_root!();
+    let t = Topology::build_with_prefix(PREFIX, Mode::KernelRouter).expect("topology");
+    let names = t.names().clone();
+    let mut pids = Vec::new();
+    for host in [Host::A, Host::R, Host::B] {
+        // Started and left running, some still on their way into the namespace.
+        let child = t.spawn(host, &["sleep", "600"], "late").expect("spawn");
+        pids.push(child.id());
+        std::mem::forget(child);
+    }
+    t.delete().expect("deleted");
+    assert_eq!(remains(&names), Vec::<String>::new());
+    for pid in pids {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let running = state
+            .rsplit(')')
+            .next()
+            .and_then(|s| s.split_whitespace().next())
+            .is_some_and(|s| s != "Z");
+        assert!(!running, "pid {pid} still runs: {state}");
+        // SAFETY: reaping our own forgotten child by its id.
+        unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+    }
+}
