@@ -93,6 +93,20 @@ fn describe(spec: &DataplaneSpec) -> String {
     s
 }
 
+/// "worker on cpu 1", "2 workers on cpus 0, 1", "worker not pinned".
+fn workers_line(view: &dataplane::RuntimeView) -> String {
+    let cpus: Vec<String> = view
+        .workers
+        .iter()
+        .map(|w| w.cpu.map_or_else(|| "-".to_string(), |c| c.to_string()))
+        .collect();
+    match (view.workers.len(), view.workers.first().and_then(|w| w.cpu)) {
+        (1, Some(c)) => format!("worker on cpu {c}"),
+        (1, None) => "worker not pinned".to_string(),
+        (n, _) => format!("{n} workers on cpus {}", cpus.join(", ")),
+    }
+}
+
 /// Print a status line; a closed stdout must not stop the daemon.
 fn say(line: String) {
     use std::io::Write;
@@ -130,14 +144,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("cannot build the data plane described by {shown}"))?;
     let view = dp.view().clone();
     say(format!(
-        "vecplane: running {shown}: {} buffers x {} B on {}, {}, worker {}; control socket {}",
+        "vecplane: running {shown}: {} buffers x {} B on {}, {}, {}; control socket {}",
         view.pool_buffers,
         spec.data_size,
         view.pool_backing,
         describe(&spec),
-        spec.worker_cpu
-            .map(|c| format!("on cpu {c}"))
-            .unwrap_or_else(|| "not pinned".to_string()),
+        workers_line(&view),
         socket.path().display()
     ));
 

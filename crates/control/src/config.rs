@@ -94,7 +94,11 @@ fn display_issues(issues: &[Issue]) -> String {
 /// [dataplane]                       # optional
 /// buffers = 16384                   # 64..=16777216
 /// data-size = 2048                  # 256..=9216
-/// worker-cpu = 1                    # < online CPUs; absent: not pinned
+/// worker-cpu = 1                    # < online CPUs; absent: not pinned (one worker only)
+/// workers = 2                       # 1..=64 worker threads; flows are spread by AF_XDP queues
+///                                   #   (queues >= workers) or AF_PACKET fanout; pcap and tap
+///                                   #   ports need workers = 1
+/// worker-cpus = [0, 1]              # one distinct online CPU per worker; absent: not pinned
 /// ip4-options = "forward"           # "forward" | "drop"
 /// icmp-errors-per-second = 1000     # 0..=4294967295 (0 disables)
 /// icmp-errors-burst = 100           # 0..=4294967295
@@ -132,7 +136,8 @@ fn display_issues(issues: &[Issue]) -> String {
 /// fanout = 7                        # af-packet only: PACKET_FANOUT group 0..=65535, optional,
 ///                                   #   unique over all ports
 /// vnet-hdr = false                  # tap only: virtio-net headers (offloads off); default false
-/// queues = 1                        # af-xdp only: 1..=64 receive queues (sockets), default 1
+/// queues = 1                        # af-xdp only: 1..=64 queues (sockets), >= workers; default:
+///                                   #   every receive queue of the interface
 /// xdp-mode = "auto"                 # af-xdp only: "auto" (native if the driver has it, else
 ///                                   #   generic) | "native" | "generic"
 /// bridge = "br0"                    # any driver: the port switches in this [[bridge]] (no
@@ -506,6 +511,8 @@ const DATAPLANE_KEYS: &[&str] = &[
     "buffers",
     "data-size",
     "worker-cpu",
+    "workers",
+    "worker-cpus",
     "ip4-options",
     "icmp-errors-per-second",
     "icmp-errors-burst",
@@ -1296,6 +1303,84 @@ impl<'a> Ctx<'a> {
             }
             Field::Missing | Field::Bad => {}
         }
+        if let Some(v) = self.int(&f, "workers", 1..=64).ok() {
+            spec.workers = v as usize;
+        }
+        if let Some(n) = f.get("worker-cpus") {
+            let cpus = online_cpus();
+            let mut list = Vec::new();
+            let mut ok = true;
+            match n.get_ref() {
+                Val::Array(items) => {
+                    for item in items {
+                        match item.get_ref() {
+                            Val::Int(c)
+                                if (0..cpus as i64).contains(c)
+                                    && !list.contains(&(*c as usize)) =>
+                            {
+                                list.push(*c as usize)
+                            }
+                            other => {
+                                ok = false;
+                                self.bad(
+                                    &f,
+                                    "worker-cpus",
+                                    item,
+                                    format!(
+                                        "{} {} is not a new online CPU; accepted: distinct CPUs \
+                                         0..={} (this host has {cpus} online CPUs)",
+                                        kind(other),
+                                        show(other),
+                                        cpus.saturating_sub(1)
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                }
+                other => {
+                    ok = false;
+                    self.bad(
+                        &f,
+                        "worker-cpus",
+                        n,
+                        format!(
+                            "expected an array of CPU numbers, found {} {}; accepted: [0, 1]",
+                            kind(other),
+                            show(other)
+                        ),
+                    );
+                }
+            }
+            if ok {
+                if list.len() != spec.workers {
+                    self.bad(
+                        &f,
+                        "worker-cpus",
+                        n,
+                        format!(
+                            "{} CPUs for {} worker{}; accepted: one CPU per worker",
+                            list.len(),
+                            spec.workers,
+                            if spec.workers == 1 { "" } else { "s" }
+                        ),
+                    );
+                } else {
+                    spec.worker_cpus = list;
+                }
+            }
+        }
+        if spec.workers > 1 {
+            if let Some(n) = f.get("worker-cpu") {
+                self.bad(
+                    &f,
+                    "worker-cpu",
+                    n,
+                    "`worker-cpu` pins the only worker; with workers > 1 accepted: worker-cpus = \
+                     [CPU, ...] with one CPU per worker",
+                );
+            }
+        }
         match self.string(&f, "ip4-options") {
             Field::Ok("forward", _) => spec.ip.ip4_options = OptionsPolicy::Forward,
             Field::Ok("drop", _) => spec.ip.ip4_options = OptionsPolicy::Drop,
@@ -1454,6 +1539,21 @@ impl<'a> Ctx<'a> {
             }
         }
 
+        if let (Some(d @ (Drv::Pcap | Drv::Tap)), Some(n)) = (driver, f.get("driver")) {
+            if spec.workers > 1 {
+                self.bad(
+                    f,
+                    "driver",
+                    n,
+                    format!(
+                        "a \"{}\" port runs on one worker, and [dataplane] workers = {}; \
+                         accepted: workers = 1, or \"af-xdp\" / \"af-packet\" ports",
+                        d.name(),
+                        spec.workers
+                    ),
+                );
+            }
+        }
         let drv = match driver {
             Some(Drv::Pcap) => {
                 let mut path_of = |ctx: &mut Ctx<'_>, key: &'static str| -> Option<PathBuf> {
@@ -1545,9 +1645,27 @@ impl<'a> Ctx<'a> {
                 let interface = self.interface(f, name.as_deref(), &label, seen_kernel);
                 let queues = match self.int(f, "queues", 1..=64) {
                     Field::Ok(v, _) => Some(v as u32),
-                    Field::Missing => Some(1),
+                    // All of the interface's receive queues, counted when the port opens.
+                    Field::Missing => Some(0),
                     Field::Bad => None,
                 };
+                if let Some(q) = queues.filter(|q| *q > 0) {
+                    if (q as usize) < spec.workers {
+                        let span = f.get("queues").map_or_else(|| f.span.clone(), |n| n.span());
+                        self.error(
+                            &span,
+                            &section,
+                            Some("queues"),
+                            format!(
+                                "{q} queue{} for {} workers; accepted: at least one queue per \
+                                 worker (create the interface with that many queues, e.g. \
+                                 `ip link add ... numrxqueues N numtxqueues N` for veth)",
+                                if q == 1 { "" } else { "s" },
+                                spec.workers
+                            ),
+                        );
+                    }
+                }
                 let mode = match self.string(f, "xdp-mode") {
                     Field::Ok("auto", _) | Field::Missing => Some(XdpModeChoice::Auto),
                     Field::Ok("native", _) => Some(XdpModeChoice::Native),

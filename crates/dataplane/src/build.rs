@@ -308,7 +308,11 @@ impl BuiltWorker {
                             rx_name,
                             id as u16,
                             flows,
-                            m.limit,
+                            // Each worker generates its share of a limited run.
+                            m.limit.map(|l| {
+                                let n = spec.workers.max(1) as u64;
+                                l / n + u64::from((index as u64) < l % n)
+                            }),
                             names::ETHERNET_INPUT.to_string(),
                             stats.clone(),
                         )));
@@ -320,6 +324,11 @@ impl BuiltWorker {
                     )));
                     tx_nodes.push(Some(tx_name));
                     "memory"
+                }
+                PortDriver::Pcap { .. } | PortDriver::Tap { .. } if index > 0 => {
+                    return Err(port_err(
+                        "pcap and tap ports run on one worker; accepted: workers = 1".into(),
+                    ));
                 }
                 PortDriver::Pcap { rx, tx } => {
                     if let Some(path) = rx {
@@ -346,6 +355,15 @@ impl BuiltWorker {
                 PortDriver::AfPacket { interface, fanout } => {
                     let mut config = AfPacketConfig::new(interface.clone());
                     config.fanout = *fanout;
+                    if spec.workers > 1 && fanout.is_none() {
+                        // Every worker's socket must join the same group: derive one from
+                        // the process and the port, unlikely to meet another process's.
+                        config.fanout = Some(
+                            (std::process::id() as u16)
+                                .wrapping_mul(31)
+                                .wrapping_add(id as u16),
+                        );
+                    }
                     let port = AfPacketPort::open(
                         &config,
                         id as u16,
@@ -365,6 +383,17 @@ impl BuiltWorker {
                     queues,
                     mode,
                 } => {
+                    let queues = &if *queues == 0 {
+                        rx_queues(interface).map_err(port_err)?
+                    } else {
+                        *queues
+                    };
+                    if index as u32 >= *queues {
+                        return Err(port_err(format!(
+                            "{queues} queue(s) for {} workers; accepted: one queue per worker",
+                            spec.workers
+                        )));
+                    }
                     let umem = match &umem {
                         Some(u) => u.clone(),
                         None => {
@@ -373,12 +402,15 @@ impl BuiltWorker {
                             u
                         }
                     };
-                    for queue in 0..*queues {
+                    // Worker `index` receives on queues index, index + workers, ... and
+                    // transmits on queue `index`.
+                    let workers = spec.workers.max(1) as u32;
+                    for queue in (index as u32..*queues).step_by(workers as usize) {
                         let mut config = AfXdpConfig::new(interface.clone(), queue, id as u16);
                         config.mode = *mode;
                         let port = AfXdpPort::open(&umem, &config, stats.clone())
                             .map_err(|e| port_err(format!("queue {queue}: {e}")))?;
-                        if queue == 0 {
+                        if queue == index as u32 {
                             detail = format!(
                                 "xdp {}, {}, {} queue{}",
                                 port.mode(),
@@ -395,8 +427,8 @@ impl BuiltWorker {
                         let (rx, tx) =
                             port.into_nodes(rx_q, names::ETHERNET_INPUT, tx_name.clone());
                         b.add_input(Box::new(rx));
-                        // One transmit node per port: queue 0's socket sends.
-                        if queue == 0 {
+                        // One transmit node per port and worker: its first queue's socket.
+                        if queue == index as u32 {
                             b.add_node(Box::new(tx));
                         }
                     }
@@ -443,6 +475,17 @@ impl BuiltWorker {
             bridge: protocols.bridge,
         })
     }
+}
+
+/// How many receive queues kernel interface `name` has (`/sys/class/net/NAME/queues/rx-*`).
+fn rx_queues(name: &str) -> Result<u32, String> {
+    let dir = format!("/sys/class/net/{name}/queues");
+    let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {dir}: {e}"))?;
+    let n = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+        .count();
+    Ok((n as u32).clamp(1, 64))
 }
 
 /// Free the packets still queued for neighbour resolution (at stop, before the pool goes) and

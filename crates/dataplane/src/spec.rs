@@ -19,8 +19,14 @@ pub struct DataplaneSpec {
     pub buffers: u32,
     /// Bytes of packet data per buffer (default 2048).
     pub data_size: u16,
-    /// CPU the worker thread is pinned to (None: not pinned).
+    /// CPU the worker thread is pinned to (None: not pinned); with several workers, worker `w`
+    /// is pinned to `worker_cpus[w]` instead.
     pub worker_cpu: Option<usize>,
+    /// Worker threads (1..): each has its own pool, graph and neighbour table; flows are spread
+    /// over them by the kernel (AF_XDP queues, AF_PACKET fanout hash), so a flow stays on one.
+    pub workers: usize,
+    /// CPU of each worker when there are several (empty: not pinned).
+    pub worker_cpus: Vec<usize>,
     /// Ports, in port-id order (port id = index).
     pub ports: Vec<PortSpec>,
     /// IPv4 routes.
@@ -41,12 +47,26 @@ pub struct DataplaneSpec {
     pub neighbour: NeighbourPolicy,
 }
 
+impl DataplaneSpec {
+    /// The CPU worker `w` is pinned to, if any.
+    pub fn cpu_of(&self, w: usize) -> Option<usize> {
+        if self.workers <= 1 && w == 0 {
+            return self
+                .worker_cpu
+                .or_else(|| self.worker_cpus.first().copied());
+        }
+        self.worker_cpus.get(w).copied()
+    }
+}
+
 impl Default for DataplaneSpec {
     fn default() -> Self {
         DataplaneSpec {
             buffers: 16384,
             data_size: 2048,
             worker_cpu: None,
+            workers: 1,
+            worker_cpus: Vec::new(),
             ports: Vec::new(),
             routes4: Vec::new(),
             routes6: Vec::new(),
@@ -186,7 +206,8 @@ pub enum PortDriver {
         /// Kernel interface name (1..=15 bytes).
         interface: String,
         /// PACKET_FANOUT (hash) group id, so several workers can share the interface; unique
-        /// per port.
+        /// per port. With several workers and none given, one is derived from the process id
+        /// and the port id.
         fanout: Option<u16>,
     },
     /// AF_XDP sockets on an existing kernel interface, one per queue `0..queues`; the pool is
@@ -194,7 +215,8 @@ pub enum PortDriver {
     AfXdp {
         /// Kernel interface name (1..=15 bytes).
         interface: String,
-        /// Receive queues to open (1..=64); transmission uses queue 0.
+        /// Queues to open (1..=64; 0: every receive queue the interface has), at least one per
+        /// worker: worker `w` receives on queues `w, w + workers, ...`, transmits on queue `w`.
         queues: u32,
         /// XDP mode of the redirect program.
         mode: XdpModeChoice,

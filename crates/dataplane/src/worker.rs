@@ -1,10 +1,11 @@
-//! Worker threads: each owns a pool and a graph, is pinned to its core, and loops polling its
-//! inputs until told to stop or until every input is finished. It never blocks and never locks.
+//! Worker threads: each owns a pool, a graph and a neighbour table, is pinned to its core, and
+//! loops polling its inputs until told to stop or until every input is finished. It never
+//! blocks and never locks. The control thread only builds them and reads their counters.
 
 use crate::build::{BuildError, BuiltWorker, FibStats};
 use crate::spec::DataplaneSpec;
 use crate::view::{RuntimeView, WorkerView};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,9 +14,8 @@ const CHECK_EVERY: u64 = 64;
 
 /// A data plane built and not yet running.
 pub struct Dataplane {
-    worker: BuiltWorker,
+    workers: Vec<(BuiltWorker, Option<usize>)>,
     view: RuntimeView,
-    cpu: Option<usize>,
 }
 
 /// Pin the calling thread to `cpu`; returns false if the kernel refused.
@@ -39,27 +39,45 @@ impl Dataplane {
 
     /// Build with a known TSC frequency (benchmarks measure it once for many runs).
     pub fn with_tsc_hz(spec: &DataplaneSpec, tsc_hz: u64) -> Result<Dataplane, BuildError> {
-        let worker = BuiltWorker::new(spec, 0, tsc_hz)?;
+        let mut workers = Vec::new();
+        for index in 0..spec.workers.max(1) {
+            workers.push((BuiltWorker::new(spec, index, tsc_hz)?, spec.cpu_of(index)));
+        }
+        // What one worker learns about a neighbour, the others hear of.
+        let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
+        if handles.len() > 1 {
+            nodes::neighbour::NeighbourHandle::connect(&handles);
+        }
+        let first = &workers[0].0;
+        let mut ports = first.ports.clone();
+        for (w, _) in &workers[1..] {
+            for (all, mine) in ports.iter_mut().zip(&w.ports) {
+                all.stats.extend(mine.stats.iter().cloned());
+            }
+        }
         let view = RuntimeView {
-            ports: worker.ports.clone(),
-            workers: vec![WorkerView {
-                index: 0,
-                cpu: spec.worker_cpu,
-                graph: worker.graph.stats(),
-                trace: worker.graph.trace_control(),
-            }],
-            pool_backing: worker.pool.backing().to_string(),
-            pool_buffers: worker.pool.capacity(),
+            ports,
+            workers: workers
+                .iter()
+                .enumerate()
+                .map(|(index, (w, cpu))| WorkerView {
+                    index,
+                    cpu: *cpu,
+                    graph: w.graph.stats(),
+                    trace: w.graph.trace_control(),
+                })
+                .collect(),
+            pool_backing: first.pool.backing().to_string(),
+            pool_buffers: first.pool.capacity(),
             tsc_hz,
-            neighbours: vec![worker.neighbours.view()],
-            bridges: worker.bridge.iter().cloned().collect(),
+            neighbours: workers.iter().map(|(w, _)| w.neighbours.view()).collect(),
+            bridges: workers
+                .iter()
+                .filter_map(|(w, _)| w.bridge.clone())
+                .collect(),
             bridge_names: spec.bridges.iter().map(|b| b.name.clone()).collect(),
         };
-        Ok(Dataplane {
-            worker,
-            view,
-            cpu: spec.worker_cpu,
-        })
+        Ok(Dataplane { workers, view })
     }
 
     /// What the control plane may read.
@@ -67,88 +85,122 @@ impl Dataplane {
         &self.view
     }
 
-    /// FIB build figures.
+    /// FIB build figures (of worker 0; every worker builds the same tables).
     pub fn fib_stats(&self) -> FibStats {
-        self.worker.fib
+        self.workers[0].0.fib
     }
 
-    /// Run on the current thread (pinned if the spec says so) until `stop` is set, `deadline`
-    /// passes, or every input is finished; then flush outputs. Returns packets received.
+    /// Run every worker until `stop` is set, `deadline` passes, or every input is finished;
+    /// then flush outputs. Worker 0 runs on the current thread (pinned if the spec says so),
+    /// the others on scoped threads. Returns packets received.
     pub fn run_inline(&mut self, stop: &AtomicBool, deadline: Option<Instant>) -> u64 {
-        if let Some(cpu) = self.cpu {
-            pin_current_thread(cpu);
-        }
-        let w = &mut self.worker;
-        let mut received = 0u64;
-        let mut rounds = 0u64;
-        loop {
-            let n = w.graph.run_once(&mut w.pool);
-            received += n as u64;
-            if n == 0 && w.graph.is_finished() {
-                break;
-            }
-            rounds += 1;
-            if rounds.is_multiple_of(CHECK_EVERY) {
-                if stop.load(Ordering::Relaxed) {
-                    break;
+        let (first, rest) = self.workers.split_at_mut(1);
+        std::thread::scope(|scope| {
+            let others: Vec<_> = rest
+                .iter_mut()
+                .enumerate()
+                .map(|(i, (w, cpu))| {
+                    let cpu = *cpu;
+                    std::thread::Builder::new()
+                        .name(format!("vecplane-worker-{}", i + 1))
+                        .spawn_scoped(scope, move || run_worker(w, cpu, stop, deadline))
+                })
+                .collect();
+            let (w, cpu) = &mut first[0];
+            let mut received = run_worker(w, *cpu, stop, deadline);
+            for h in others {
+                match h {
+                    Ok(h) => received += h.join().unwrap_or(0),
+                    Err(e) => eprintln!("vecplane: cannot start a worker thread: {e}"),
                 }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
-                    break;
-                }
             }
-        }
-        w.graph.finish();
-        // Packets still queued for resolution go back to the pool before it is dropped.
-        crate::build::flush_neighbours(&w.neighbours, &mut w.pool, &w.graph.stats());
-        received
+            received
+        })
     }
 
-    /// Start the worker thread.
-    pub fn start(mut self) -> RunningDataplane {
+    /// Start the worker threads.
+    pub fn start(self) -> RunningDataplane {
         let stop = Arc::new(AtomicBool::new(false));
-        let finished = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(AtomicUsize::new(self.workers.len()));
         let view = self.view.clone();
-        let (s, f) = (stop.clone(), finished.clone());
-        let handle = std::thread::Builder::new()
-            .name("vecplane-worker-0".into())
-            .spawn(move || {
-                // Set `finished` however the worker ends, also when it unwinds from a panic, so
-                // the control thread never waits for a worker that is gone.
-                let _finished = SetOnDrop(f);
-                self.run_inline(&s, None);
-            });
-        let handle = match handle {
-            Ok(h) => Some(h),
-            Err(e) => {
-                eprintln!("vecplane: cannot start the worker thread: {e}");
-                finished.store(true, Ordering::Release);
-                None
+        let mut handles = Vec::new();
+        for (index, (mut w, cpu)) in self.workers.into_iter().enumerate() {
+            let (s, r) = (stop.clone(), running.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("vecplane-worker-{index}"))
+                .spawn(move || {
+                    // Count this worker out however it ends, also when it unwinds from a
+                    // panic, so the control thread never waits for a worker that is gone.
+                    let _finished = CountDownOnDrop(r);
+                    run_worker(&mut w, cpu, &s, None);
+                });
+            match handle {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    eprintln!("vecplane: cannot start worker {index}: {e}");
+                    running.fetch_sub(1, Ordering::AcqRel);
+                }
             }
-        };
+        }
         RunningDataplane {
             view,
             stop,
-            finished,
-            handle,
+            running,
+            handles,
         }
     }
 }
 
-/// Sets its flag when dropped.
-struct SetOnDrop(Arc<AtomicBool>);
+/// Run one worker until `stop`, `deadline` or every input finished; flush it. Returns packets
+/// received.
+fn run_worker(
+    w: &mut BuiltWorker,
+    cpu: Option<usize>,
+    stop: &AtomicBool,
+    deadline: Option<Instant>,
+) -> u64 {
+    if let Some(cpu) = cpu {
+        pin_current_thread(cpu);
+    }
+    let mut received = 0u64;
+    let mut rounds = 0u64;
+    loop {
+        let n = w.graph.run_once(&mut w.pool);
+        received += n as u64;
+        if n == 0 && w.graph.is_finished() {
+            break;
+        }
+        rounds += 1;
+        if rounds.is_multiple_of(CHECK_EVERY) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break;
+            }
+        }
+    }
+    w.graph.finish();
+    // Packets still queued for resolution go back to the pool before it is dropped.
+    crate::build::flush_neighbours(&w.neighbours, &mut w.pool, &w.graph.stats());
+    received
+}
 
-impl Drop for SetOnDrop {
+/// Counts a running worker out when dropped.
+struct CountDownOnDrop(Arc<AtomicUsize>);
+
+impl Drop for CountDownOnDrop {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// A data plane whose worker thread runs.
+/// A data plane whose worker threads run.
 pub struct RunningDataplane {
     view: RuntimeView,
     stop: Arc<AtomicBool>,
-    finished: Arc<AtomicBool>,
-    handle: Option<std::thread::JoinHandle<()>>,
+    running: Arc<AtomicUsize>,
+    handles: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl RunningDataplane {
@@ -157,15 +209,16 @@ impl RunningDataplane {
         &self.view
     }
 
-    /// True once the worker ended by itself (every input finished, e.g. pcap files consumed).
+    /// True once every worker ended by itself (every input finished, e.g. pcap files
+    /// consumed).
     pub fn is_finished(&self) -> bool {
-        self.finished.load(Ordering::Acquire)
+        self.running.load(Ordering::Acquire) == 0
     }
 
-    /// Ask the worker to stop, wait for it, flush its outputs.
-    pub fn stop(mut self) {
+    /// Ask the workers to stop, wait for them, flush their outputs.
+    pub fn stop(self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(h) = self.handle.take() {
+        for h in self.handles {
             let _ = h.join();
         }
     }

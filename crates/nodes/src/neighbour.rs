@@ -1114,6 +1114,8 @@ struct Core {
     /// Queued packets freed outside a node's frame and not yet counted as `neighbour-tx`
     /// errors, by `TX_ERRORS` index.
     unreported: [u64; 3],
+    /// True while news from other workers is merged.
+    merging: bool,
     /// Receive timestamp of the last packet queued for resolution: the timestamp of the
     /// requests it causes (so a replayed capture gives the same output file every run).
     last_timestamp_ns: u64,
@@ -1215,7 +1217,8 @@ impl Core {
     }
 
     fn note_news(&mut self, news: News) {
-        if !self.share_news {
+        // News merged from another worker is not passed on again (it would echo forever).
+        if !self.share_news || self.merging {
             return;
         }
         if let Some(slot) = self.news.get_mut(self.news_len) {
@@ -1242,6 +1245,17 @@ fn learn<A: Family>(
         Some(s) => s,
         None => {
             let (true, Some(_), Some(p)) = (how.create, mac, core.ports.get(port as usize)) else {
+                // A confirmation for a neighbour this worker never asked for may answer another
+                // worker's request (the kernel spreads flows, not conversations): pass it on.
+                if let (Some(m), true) = (mac, how.confirm) {
+                    core.note_news(News {
+                        v6: A::V6,
+                        confirm: true,
+                        port,
+                        ip: ip.wide(),
+                        mac: m,
+                    });
+                }
                 return Learned::Ignored;
             };
             let adj = Adjacency::new(port, p.mtu, [0; 6], p.mac);
@@ -1521,6 +1535,7 @@ impl Neighbours {
                 news_len: 0,
                 unreported: [0; 3],
                 last_timestamp_ns: 0,
+                merging: false,
             },
             last_sweep: 0,
             last_publish: 0,
@@ -1722,6 +1737,7 @@ impl Neighbours {
         let Ok(mut inbox) = self.inbox.try_lock() else {
             return;
         };
+        self.core.merging = true;
         for i in 0..inbox.len {
             let n = inbox.items[i];
             let how = Learn {
@@ -1755,6 +1771,7 @@ impl Neighbours {
                 self.core.stats.news_merged += 1;
             }
         }
+        self.core.merging = false;
         inbox.len = 0;
         // What this worker learned from news is not news for the others (`send_news` ran
         // just before, so only that is dropped).

@@ -1398,7 +1398,7 @@ fn af_xdp_port() {
         spec.ports[0].driver,
         PortDriver::AfXdp {
             interface: "x0".into(),
-            queues: 1,
+            queues: 0,
             mode: dataplane::XdpModeChoice::Auto,
         }
     );
@@ -1544,4 +1544,44 @@ fn neighbour_and_bridge_policies() {
         Some("neighbour-capacity"),
         "accepted: 1..=32768",
     );
+}
+
+#[test]
+fn several_workers() {
+    let spec = ok("[dataplane]\nworkers = 2\nworker-cpus = [0, 1]\n");
+    assert_eq!(spec.workers, 2);
+    assert_eq!(spec.worker_cpus, vec![0, 1]);
+    assert_eq!(spec.cpu_of(1), Some(1));
+    one_error(
+        "[dataplane]\nworkers = 2\nworker-cpus = [0]\n",
+        3,
+        Some("worker-cpus"),
+        "1 CPUs for 2 workers; accepted: one CPU per worker",
+    );
+    one_error(
+        "[dataplane]\nworkers = 2\nworker-cpu = 0\n",
+        3,
+        Some("worker-cpu"),
+        "with workers > 1 accepted: worker-cpus",
+    );
+    // Ports that cannot be shared between workers, and too few AF_XDP queues.
+    let two = "[dataplane]\nworkers = 2\n\n";
+    one_error(
+        &format!("{two}[[port]]\nname = \"p\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:01\"\n"),
+        6,
+        Some("driver"),
+        "a \"pcap\" port runs on one worker, and [dataplane] workers = 2",
+    );
+    one_error(
+        &format!(
+            "{two}[[port]]\nname = \"x\"\ndriver = \"af-xdp\"\nmac = \"02:00:00:00:01:01\"\n\
+             queues = 1\n"
+        ),
+        8,
+        Some("queues"),
+        "1 queue for 2 workers; accepted: at least one queue per worker",
+    );
+    ok(&format!(
+        "{two}[[port]]\nname = \"x\"\ndriver = \"af-packet\"\nmac = \"02:00:00:00:01:01\"\n"
+    ));
 }
