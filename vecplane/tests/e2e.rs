@@ -1,0 +1,396 @@
+//! End to end on real interfaces (needs root, `ip`, `ethtool`, `ping`, `iperf3`, `python3` with
+//! scapy; each test prints `skipped: <why>` and returns otherwise): a netlab topology A - R - B
+//! with `vecplane run` in R and configs WITHOUT static neighbours, so every test also checks
+//! ARP/ND resolution from empty tables. Router over AF_XDP and AF_PACKET (IPv4 and IPv6 ping, a
+//! bounded ping flood without loss, iperf3 TCP and UDP), the L2 bridge, two workers with flows
+//! spread over both and none reordered, bad frames dropped and counted while good traffic
+//! flows, and SIGKILL + restart leaving nothing behind. Tests run one at a time; all traffic is
+//! bounded in packets and seconds and goes only to hosts the test created (198.18.0.0/15,
+//! 2001:db8::/32). Namespaces are deleted on drop, also when a test fails.
+
+use netlab::{Addressing, Host, Mode, Topology};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+macro_rules! require_root {
+    ($tools:expr) => {
+        if let Some(why) = netlab::missing_prerequisite($tools) {
+            println!("skipped: {why}");
+            return;
+        }
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
+}
+
+const TOOLS: &[&str] = &["ip", "ethtool", "ping", "iperf3"];
+
+/// A router config for `t` (no static neighbours: ARP/ND resolve A and B).
+fn router_config(t: &Topology, driver: &str, workers: usize) -> PathBuf {
+    let n = t.names();
+    let dataplane = if workers > 1 {
+        format!("[dataplane]\nbuffers = 8192\nworkers = {workers}\n")
+    } else {
+        "[dataplane]\nbuffers = 8192\n".to_string()
+    };
+    let text = format!(
+        "{dataplane}\n\
+         [[port]]\nname = \"Ra\"\ndriver = \"{driver}\"\ninterface = \"{}\"\n\
+         mac = \"02:00:00:00:01:01\"\nip4 = [\"198.18.1.1/24\"]\nip6 = [\"2001:db8:1::1/64\"]\n\n\
+         [[port]]\nname = \"Rb\"\ndriver = \"{driver}\"\ninterface = \"{}\"\n\
+         mac = \"02:00:00:00:02:01\"\nip4 = [\"198.18.2.1/24\"]\nip6 = [\"2001:db8:2::1/64\"]\n",
+        n.ra, n.rb
+    );
+    let path = t.path(&format!("router-{driver}-{workers}.toml"));
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn start(t: &Topology, config: &Path) -> netlab::Vecplane {
+    t.start_vecplane(Path::new(BIN), config)
+        .expect("vecplane run starts")
+}
+
+fn ping(t: &Topology, target: &str, count: u32, interval: &str) -> (bool, String) {
+    let deadline = (count as f64 * 0.05 + 8.0).ceil().to_string();
+    let c = count.to_string();
+    let out = t
+        .exec_timeout(
+            Host::A,
+            &[
+                "ping", "-n", "-q", "-c", &c, "-i", interval, "-W", "2", "-w", &deadline, target,
+            ],
+            Duration::from_secs(30),
+        )
+        .expect("ping runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (
+        out.status.success() && text.contains(" 0% packet loss"),
+        text,
+    )
+}
+
+/// iperf3 from A to B (TCP, or UDP at `udp_rate`), bounded by `-t`; the client's JSON.
+fn iperf3(t: &Topology, target: &str, args: &[&str]) -> Value {
+    let _server = t
+        .spawn(
+            Host::B,
+            &["iperf3", "-s", "-1", "-p", "5299"],
+            "iperf3-server",
+        )
+        .expect("iperf3 server");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut cmd = vec![
+        "iperf3",
+        "-c",
+        target,
+        "-p",
+        "5299",
+        "-J",
+        "--connect-timeout",
+        "3000",
+    ];
+    cmd.extend_from_slice(args);
+    let out = t
+        .exec_timeout(Host::A, &cmd, Duration::from_secs(30))
+        .expect("iperf3 runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("iperf3 JSON ({e}): {text}"))
+}
+
+fn data(vp: &netlab::Vecplane, cmd: &str) -> Value {
+    vp.request(cmd, true)
+        .unwrap_or_else(|e| panic!("{cmd}: {e:#}"))
+        .data
+        .unwrap_or(Value::Null)
+}
+
+fn error_count(vp: &netlab::Vecplane, node: &str, reason: &str) -> u64 {
+    data(vp, "show errors")["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["node"] == node && e["reason"] == reason)
+        .filter_map(|e| e["count"].as_u64())
+        .sum()
+}
+
+fn route_from_empty_tables(driver: &str) {
+    let t =
+        Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let vp = start(&t, &router_config(&t, driver, 1));
+    let (ok, text) = ping(&t, "198.18.2.2", 3, "0.2");
+    assert!(
+        ok,
+        "IPv4 ping through vecplane ({driver}): {text}\n{}",
+        vp.log()
+    );
+    let (ok, text) = ping(&t, "2001:db8:2::2", 3, "0.2");
+    assert!(ok, "IPv6 ping through vecplane ({driver}): {text}");
+    // Both hosts were learned by ARP and ND, not configured (the worker publishes its table
+    // about once a second).
+    std::thread::sleep(Duration::from_millis(1200));
+    let nb = data(&vp, "show neighbours");
+    let learned: Vec<String> = nb["workers"][0]["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| !e["mac"].is_null())
+        .filter_map(|e| e["ip"].as_str().map(String::from))
+        .collect();
+    for ip in ["198.18.1.2", "198.18.2.2"] {
+        assert!(learned.iter().any(|l| l == ip), "{ip} not learned: {nb}");
+    }
+    // A bounded flood at a modest rate (200 packets, 100/s) loses nothing.
+    let (ok, text) = ping(&t, "198.18.2.2", 200, "0.01");
+    assert!(ok, "ping flood lost packets: {text}");
+    // TCP and UDP, bounded in time.
+    let tcp = iperf3(&t, "198.18.2.2", &["-t", "2"]);
+    let bps = tcp["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(bps > 0.0, "TCP got through: {tcp}");
+    println!("{driver}: TCP {:.2} Gbit/s", bps / 1e9);
+    let udp = iperf3(
+        &t,
+        "198.18.2.2",
+        &["-u", "-b", "20M", "-t", "2", "-l", "1000"],
+    );
+    let sum = &udp["end"]["sum"];
+    let (lost, packets) = (
+        sum["lost_packets"].as_u64().unwrap_or(u64::MAX),
+        sum["packets"].as_u64().unwrap_or(0),
+    );
+    assert!(packets > 1000, "UDP got through: {udp}");
+    assert!(
+        lost * 100 <= packets,
+        "UDP at 20 Mbit/s lost {lost} of {packets}"
+    );
+    let tcp6 = iperf3(&t, "2001:db8:2::2", &["-t", "1"]);
+    assert!(
+        tcp6["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0) > 0,
+        "TCP over IPv6: {tcp6}"
+    );
+    vp.stop().expect("vecplane stops cleanly");
+}
+
+#[test]
+fn router_over_af_xdp_resolves_neighbours_and_carries_ping_tcp_udp() {
+    require_root!(TOOLS);
+    route_from_empty_tables("af-xdp");
+}
+
+#[test]
+fn router_over_af_packet_resolves_neighbours_and_carries_ping_tcp_udp() {
+    require_root!(TOOLS);
+    route_from_empty_tables("af-packet");
+}
+
+#[test]
+fn bridge_switches_between_namespaces_and_learns_macs() {
+    require_root!(TOOLS);
+    let t =
+        Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Bridged)).expect("topology");
+    let n = t.names();
+    let text = format!(
+        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n\
+         [[port]]\nname = \"Ra\"\ndriver = \"af-xdp\"\ninterface = \"{}\"\n\
+         mac = \"02:00:00:00:01:01\"\nbridge = \"br0\"\n\n\
+         [[port]]\nname = \"Rb\"\ndriver = \"af-xdp\"\ninterface = \"{}\"\n\
+         mac = \"02:00:00:00:02:01\"\nbridge = \"br0\"\n",
+        n.ra, n.rb
+    );
+    let path = t.path("bridge.toml");
+    std::fs::write(&path, text).expect("write config");
+    let vp = start(&t, &path);
+    let b4 = t.b_ip4().to_string();
+    let (ok, out) = ping(&t, &b4, 3, "0.2");
+    assert!(ok, "IPv4 through the bridge: {out}\n{}", vp.log());
+    let (ok, out) = ping(&t, &t.b_ip6().to_string(), 3, "0.2");
+    assert!(ok, "IPv6 through the bridge: {out}");
+    let tcp = iperf3(&t, &b4, &["-t", "1"]);
+    assert!(
+        tcp["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0) > 0,
+        "TCP through the bridge: {tcp}"
+    );
+    // The snapshot is published about once a second.
+    std::thread::sleep(Duration::from_millis(1200));
+    let br = data(&vp, "show bridge");
+    assert_eq!(br["domains"][0]["name"], "br0");
+    let c = &br["workers"][0]["counters"];
+    assert!(c["learned"].as_u64().unwrap_or(0) >= 2, "{br}");
+    assert!(
+        c["flooded"].as_u64().unwrap_or(0) >= 1,
+        "ARP broadcasts flood: {br}"
+    );
+    vp.stop().expect("vecplane stops cleanly");
+}
+
+#[test]
+fn two_workers_share_the_flows_and_reorder_none() {
+    require_root!(TOOLS);
+    let t =
+        Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let vp = start(&t, &router_config(&t, "af-packet", 2));
+    let (ok, out) = ping(&t, "198.18.2.2", 3, "0.2");
+    assert!(ok, "ping with two workers: {out}\n{}", vp.log());
+    // Eight UDP flows at a modest rate; iperf3 counts datagrams that arrive out of order.
+    let udp = iperf3(
+        &t,
+        "198.18.2.2",
+        &["-u", "-b", "2M", "-P", "8", "-t", "2", "-l", "500"],
+    );
+    let streams = udp["end"]["streams"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(streams.len(), 8, "{udp}");
+    for s in &streams {
+        assert_eq!(
+            s["udp"]["out_of_order"].as_u64(),
+            Some(0),
+            "a flow was reordered: {s}"
+        );
+    }
+    let rt = data(&vp, "show runtime");
+    let lookups: Vec<u64> = rt["workers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            w["nodes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|n| n["name"] == "ip4-lookup")
+                .filter_map(|n| n["packets"].as_u64())
+                .sum()
+        })
+        .collect();
+    assert_eq!(lookups.len(), 2, "{rt}");
+    assert!(
+        lookups.iter().all(|&p| p > 0),
+        "both workers forward: {lookups:?}"
+    );
+    vp.stop().expect("vecplane stops cleanly");
+}
+
+/// Frames that must be dropped and counted, sent on A's veth by scapy.
+const BAD_FRAMES: &str = r#"
+import random, sys
+from scapy.all import Ether, IP, UDP, Raw, sendp
+iface, dst = sys.argv[1], sys.argv[2]
+random.seed(7)
+frames = [
+    bytes(Ether(dst=dst, type=0x0800))[:12],                      # runt
+    bytes(Ether(dst=dst, type=0x88b5) / Raw(b"x" * 46)),           # bogus ethertype
+    bytes(Ether(dst=dst) / IP(dst="198.18.2.2", len=1400) / UDP()),  # IP longer than frame
+]
+frames += [bytes(random.getrandbits(8) for _ in range(random.randint(14, 200)))
+           for _ in range(200)]                                     # random bytes
+for f in frames:
+    sendp(f, iface=iface, verbose=False)
+"#;
+
+#[test]
+fn bad_frames_are_dropped_and_counted_while_good_traffic_flows() {
+    require_root!(&["ip", "ethtool", "ping", "iperf3", "python3"]);
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import scapy.all"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        println!("skipped: python3 scapy is not installed");
+        return;
+    }
+    let t =
+        Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let vp = start(&t, &router_config(&t, "af-xdp", 1));
+    let (ok, out) = ping(&t, "198.18.2.2", 2, "0.2");
+    assert!(ok, "{out}");
+    let script = t.path("bad.py");
+    std::fs::write(&script, BAD_FRAMES).expect("write script");
+    let a0 = t.names().a0.clone();
+    let s = script.to_string_lossy().into_owned();
+    let out = t
+        .exec_timeout(
+            Host::A,
+            &["python3", &s, &a0, "02:00:00:00:01:01"],
+            Duration::from_secs(60),
+        )
+        .expect("scapy runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, out) = ping(&t, "198.18.2.2", 20, "0.05");
+    assert!(ok, "good traffic still flows: {out}");
+    vp.check_running_ok();
+    assert!(error_count(&vp, "ethernet-input", "runt") >= 1);
+    assert!(error_count(&vp, "ethernet-input", "unknown-ethertype") >= 1);
+    assert!(error_count(&vp, "ip4-input", "bad-length") >= 1);
+    let total: u64 = data(&vp, "show errors")["total"].as_u64().unwrap_or(0);
+    assert!(total >= 150, "random frames are counted drops: {total}");
+    vp.stop().expect("vecplane stops cleanly");
+}
+
+trait CheckRunning {
+    fn check_running_ok(&self);
+}
+
+impl CheckRunning for netlab::Vecplane {
+    fn check_running_ok(&self) {
+        assert!(
+            self.request("help", false).is_ok(),
+            "vecplane stopped answering: {}",
+            self.log()
+        );
+    }
+}
+
+/// XDP programs attached to `dev` in namespace `ns` (`ip -d link` shows `prog/xdp`).
+fn xdp_attached(t: &Topology, dev: &str) -> bool {
+    let out = t
+        .exec_ok(Host::R, &["ip", "-d", "link", "show", "dev", dev])
+        .expect("ip link");
+    out.contains("prog/xdp") || out.contains("xdp")
+}
+
+#[test]
+fn sigkill_leaves_no_xdp_program_and_a_restart_forwards_again() {
+    require_root!(TOOLS);
+    let t =
+        Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let config = router_config(&t, "af-xdp", 1);
+    let ra = t.names().ra.clone();
+    let vp = start(&t, &config);
+    assert!(ping(&t, "198.18.2.2", 2, "0.2").0);
+    assert!(xdp_attached(&t, &ra), "vecplane attached its program");
+    // SIGKILL the daemon (found by its unique config path), as a crash would end it.
+    let cfg = config.to_string_lossy().into_owned();
+    let killed = std::process::Command::new("pkill")
+        .args(["-KILL", "-f", &format!("run --config {cfg}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(killed, "pkill found the daemon");
+    drop(vp); // reaps the killed process
+              // The bpf link dies with the process: nothing stays attached.
+    let mut gone = false;
+    for _ in 0..50 {
+        if !xdp_attached(&t, &ra) {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(gone, "an XDP program stayed on {ra} after SIGKILL");
+    let vp = start(&t, &config);
+    let (ok, out) = ping(&t, "198.18.2.2", 3, "0.2");
+    assert!(ok, "forwards again after a restart: {out}");
+    vp.stop().expect("vecplane stops cleanly");
+}
