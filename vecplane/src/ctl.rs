@@ -22,7 +22,7 @@ pub struct CtlArgs {
 
 /// Send the command; exit 1 when the daemon answers with an error.
 pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
-    let command = args.words.join(" ");
+    let command = absolute_capture_file(&args.words).join(" ");
     let reply = request(&args.socket, &command, args.json)?;
     if !reply.ok {
         eprintln!(
@@ -50,4 +50,25 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => Err(anyhow::Error::new(e).context("cannot write the reply to stdout")),
     }
+}
+
+/// `pcap start PORT FILE ...` with a relative FILE names it from the caller's directory (the
+/// daemon has its own working directory); other commands pass unchanged.
+fn absolute_capture_file(words: &[String]) -> Vec<String> {
+    let mut w = words.to_vec();
+    let is_start = matches!(
+        (w.first().map(String::as_str), w.get(1).map(String::as_str)),
+        (Some("pcap"), Some(s)) if "start".starts_with(s) && !s.is_empty()
+    );
+    if is_start {
+        if let Some(file) = w.get_mut(3) {
+            let p = std::path::Path::new(file.as_str());
+            if p.is_relative() {
+                if let Ok(cwd) = std::env::current_dir() {
+                    *file = cwd.join(p).display().to_string();
+                }
+            }
+        }
+    }
+    w
 }

@@ -394,3 +394,52 @@ fn sigkill_leaves_no_xdp_program_and_a_restart_forwards_again() {
     assert!(ok, "forwards again after a restart: {out}");
     vp.stop().expect("vecplane stops cleanly");
 }
+
+#[test]
+fn capture_of_a_port_is_read_by_tcpdump() {
+    require_root!(&["ip", "ethtool", "ping", "iperf3", "tcpdump"]);
+    let t =
+        Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let vp = start(&t, &router_config(&t, "af-xdp", 1));
+    assert!(ping(&t, "198.18.2.2", 2, "0.2").0, "{}", vp.log());
+    let file = t.path("ra.pcap");
+    let f = file.to_string_lossy().into_owned();
+    let started = vp
+        .request(&format!("pcap start Ra {f} both count 6"), true)
+        .expect("pcap start");
+    assert_eq!(
+        started.data.as_ref().map(|d| d["state"].clone()),
+        Some("running".into())
+    );
+    let (ok, out) = ping(&t, "198.18.2.2", 5, "0.2");
+    assert!(ok, "{out}");
+    let mut state = Value::Null;
+    for _ in 0..40 {
+        state = data(&vp, "show pcap");
+        if state["state"] == "done" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(state["state"], "done", "{state}");
+    assert_eq!(state["written"], 6, "{state}");
+    let out = std::process::Command::new("tcpdump")
+        .args(["-n", "-r", &f])
+        .output()
+        .expect("tcpdump runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(text.lines().count(), 6, "{text}");
+    assert!(text.contains("ICMP echo request"), "{text}");
+    assert!(text.contains("ICMP echo reply"), "{text}");
+    // Errors name what is accepted.
+    let e = vp
+        .request(&format!("pcap start Rz {f}"), false)
+        .expect_err("unknown port");
+    assert!(format!("{e:#}").contains("accepted: Ra, Rb"), "{e:#}");
+    vp.stop().expect("vecplane stops cleanly");
+}

@@ -2,6 +2,7 @@
 //! from the `RuntimeView` and the kept `DataplaneSpec`. It only reads counters and arms/clears
 //! traces (`clear` keeps baselines here, never resets a data-plane counter); it never touches packets.
 
+use crate::capture::{parse_start, CaptureJob, CaptureRequest};
 use crate::fibview::FibView;
 use crate::stats::{
     minus_nodes, port_counts, sum_errors, sum_nodes, worker_errors, worker_nodes, ErrorCount,
@@ -93,6 +94,12 @@ pub enum Command {
     ShowNeighbours,
     /// `show bridge`
     ShowBridge,
+    /// `show pcap`
+    ShowPcap,
+    /// `pcap start PORT FILE [rx|tx|both] [count N] [snaplen N]`
+    PcapStart(CaptureRequest),
+    /// `pcap stop`
+    PcapStop,
     /// `trace add NODE N`
     TraceAdd {
         /// Input node name.
@@ -138,6 +145,16 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "show ip6 fib [PREFIX|ADDRESS]",
         "IPv6 routes; with an argument, the longest matching route",
+    ),
+    (
+        "pcap start PORT FILE [rx|tx|both] [count N] [snaplen N]",
+        "capture the next N (default 1000) packets received on and/or sent to PORT into the \
+         pcap file FILE (an absolute path; tcpdump and wireshark read it)",
+    ),
+    ("pcap stop", "end the running capture and close its file"),
+    (
+        "show pcap",
+        "the running or last capture: file, packets written, lost",
     ),
     (
         "trace add NODE N",
@@ -208,7 +225,21 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
             accepted_commands()
         )));
     };
-    match pick(first, &["help", "show", "trace", "clear"]).map_err(bad)? {
+    match pick(first, &["help", "show", "trace", "clear", "pcap"]).map_err(bad)? {
+        "pcap" => {
+            let Some(w) = words.get(1) else {
+                return Err(bad("`pcap` needs `start ...` or `stop`".into()));
+            };
+            match pick(w, &["start", "stop"]).map_err(bad)? {
+                "start" => parse_start(&words[2..])
+                    .map(Command::PcapStart)
+                    .map_err(CommandError),
+                _ => {
+                    extra(2, "pcap stop")?;
+                    Ok(Command::PcapStop)
+                }
+            }
+        }
         "help" => {
             extra(1, "help")?;
             Ok(Command::Help)
@@ -229,6 +260,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     "neighbours",
                     "neighbors",
                     "bridge",
+                    "pcap",
                 ],
             )
             .map_err(bad)?
@@ -260,6 +292,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "bridge" => {
                     extra(2, "show bridge")?;
                     Ok(Command::ShowBridge)
+                }
+                "pcap" => {
+                    extra(2, "show pcap")?;
+                    Ok(Command::ShowPcap)
                 }
                 fam => {
                     let v6 = fam == "ip6";
@@ -349,6 +385,9 @@ struct Baselines {
 /// * `show ip fib` / `show ip6 fib` → `{"family":"ip4"|"ip6","total","entries":[ENTRY]}`, with an
 ///   argument `{"family","query","entries":[ENTRY]}` (0 or 1 entry); ENTRY = `{"prefix","type":
 ///   "via"|"drop"|"connected","next_hops":[{"ip","port","mac"}],"port"(connected only)}`
+/// * `pcap start ...`, `pcap stop`, `show pcap` → `{"port","direction","file","count","snaplen",
+///   "state":"running"|"done"|"failed","written","lost","error"}` (`show pcap` before any
+///   capture: `{"state":"none"}`)
 /// * `trace add NODE N` → `{"node","count","workers"}`
 /// * `show trace` → `{"workers":[{"worker","packets":[{"packet","steps":[{"node","text","next"}]}]}]}`
 /// * `clear runtime|interfaces|errors|trace` → `{"cleared":"runtime"|...}`
@@ -358,6 +397,7 @@ pub struct Control {
     fib: FibView,
     started: Instant,
     base: Mutex<Baselines>,
+    capture: Mutex<Option<CaptureJob>>,
 }
 
 impl Control {
@@ -377,6 +417,62 @@ impl Control {
                 errors: Vec::new(),
                 errors_at: now,
             }),
+            capture: Mutex::new(None),
+        }
+    }
+
+    fn capture_job(&self) -> std::sync::MutexGuard<'_, Option<CaptureJob>> {
+        self.capture.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn pcap_start(&self, r: &CaptureRequest) -> Result<(String, Value), CommandError> {
+        let Some(port) = self.view.ports.iter().position(|p| p.name == r.port) else {
+            let names: Vec<&str> = self.view.ports.iter().map(|p| p.name.as_str()).collect();
+            return Err(CommandError(format!(
+                "no port is named `{}`; accepted: {}",
+                r.port,
+                names.join(", ")
+            )));
+        };
+        let mut job = self.capture_job();
+        if let Some(j) = job.as_ref().filter(|j| j.is_running()) {
+            let (status, _) = j.status(self.view.capture.lost.get());
+            return Err(CommandError(format!(
+                "a capture is running ({}); accepted: `pcap stop` first",
+                status.trim_end()
+            )));
+        }
+        *job = None;
+        let started = CaptureJob::start(
+            self.view.capture.clone(),
+            port as u16,
+            r.clone(),
+            self.view.tsc_hz,
+        )
+        .map_err(|e| CommandError(format!("cannot capture into {}: {e}", r.file.display())))?;
+        let out = started.status(self.view.capture.lost.get());
+        *job = Some(started);
+        Ok(out)
+    }
+
+    fn pcap_stop(&self) -> Result<(String, Value), CommandError> {
+        let mut job = self.capture_job();
+        let Some(j) = job.as_mut() else {
+            return Err(CommandError(
+                "no capture was started; accepted: `pcap start PORT FILE ...` first".into(),
+            ));
+        };
+        j.stop();
+        Ok(j.status(self.view.capture.lost.get()))
+    }
+
+    fn show_pcap(&self) -> (String, Value) {
+        match self.capture_job().as_ref() {
+            Some(j) => j.status(self.view.capture.lost.get()),
+            None => (
+                "no capture was started\n".to_string(),
+                json!({"state": "none"}),
+            ),
         }
     }
 
@@ -412,6 +508,9 @@ impl Control {
             Command::ShowTrace => Ok(self.show_trace()),
             Command::ShowNeighbours => Ok(self.show_neighbours()),
             Command::ShowBridge => Ok(self.show_bridge()),
+            Command::ShowPcap => Ok(self.show_pcap()),
+            Command::PcapStart(r) => self.pcap_start(r),
+            Command::PcapStop => self.pcap_stop(),
             Command::TraceAdd { node, count } => self.trace_add(node, *count),
             Command::ClearTrace => {
                 for w in &self.view.workers {

@@ -3,6 +3,7 @@
 //! It reads the data plane's counters and arms traces through `RuntimeView`; it never touches packets.
 #![deny(missing_docs)]
 
+pub mod capture;
 pub mod client;
 pub mod commands;
 pub mod config;

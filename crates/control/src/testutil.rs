@@ -95,6 +95,7 @@ pub(crate) fn view(workers: usize) -> RuntimeView {
         neighbours: Vec::new(),
         bridges: Vec::new(),
         bridge_names: Vec::new(),
+        capture: Arc::new(graph::CaptureControl::new(workers)),
     }
 }
 

@@ -268,8 +268,20 @@ fn mask6(a: u128, len: u8) -> u128 {
 }
 
 impl BuiltWorker {
-    /// Build worker `index` of `spec`.
+    /// Build worker `index` of `spec` (with a capture of its own).
     pub fn new(spec: &DataplaneSpec, index: usize, tsc_hz: u64) -> Result<BuiltWorker, BuildError> {
+        let capture = Arc::new(graph::CaptureControl::new(index + 1));
+        BuiltWorker::with_capture(spec, index, tsc_hz, capture)
+    }
+
+    /// Build worker `index` of `spec`, its `ethernet-input` and `interface-output` offering
+    /// packets to `capture` (shared by all workers of a data plane).
+    pub fn with_capture(
+        spec: &DataplaneSpec,
+        index: usize,
+        tsc_hz: u64,
+        capture: Arc<graph::CaptureControl>,
+    ) -> Result<BuiltWorker, BuildError> {
         let pool = BufferPool::new(PoolConfig {
             buffers: spec.buffers,
             headroom: 128,
@@ -464,7 +476,7 @@ impl BuiltWorker {
             });
         }
 
-        let protocols = add_protocol_nodes(spec, &mut b, tx_nodes, tsc_hz)?;
+        let protocols = add_protocol_nodes_with(spec, &mut b, tx_nodes, tsc_hz, Some(capture))?;
         let graph = b.build(index, tsc_hz)?;
         Ok(BuiltWorker {
             pool,
@@ -521,6 +533,17 @@ pub fn add_protocol_nodes(
     b: &mut GraphBuilder,
     tx_nodes: Vec<Option<String>>,
     tsc_hz: u64,
+) -> Result<ProtocolState, BuildError> {
+    add_protocol_nodes_with(spec, b, tx_nodes, tsc_hz, None)
+}
+
+/// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given.
+pub fn add_protocol_nodes_with(
+    spec: &DataplaneSpec,
+    b: &mut GraphBuilder,
+    tx_nodes: Vec<Option<String>>,
+    tsc_hz: u64,
+    capture: Option<Arc<graph::CaptureControl>>,
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
         &NeighbourConfig {
@@ -644,7 +667,13 @@ pub fn add_protocol_nodes(
         b.add_node(Box::new(node));
         Some(stats)
     };
-    b.add_node(Box::new(EthernetInput::new(modes).with_arp()))
+    let mut ethernet = EthernetInput::new(modes).with_arp();
+    let mut output = InterfaceOutput::new(tx_nodes);
+    if let Some(c) = capture {
+        ethernet = ethernet.with_capture(c.clone());
+        output = output.with_capture(c);
+    }
+    b.add_node(Box::new(ethernet))
         .add_node(Box::new(L2Xconnect::new(peers)))
         .add_node(Box::new(Ip4Input::new(options)))
         .add_node(Box::new(
@@ -674,7 +703,7 @@ pub fn add_protocol_nodes(
                 .collect(),
             limiter,
         )))
-        .add_node(Box::new(InterfaceOutput::new(tx_nodes)))
+        .add_node(Box::new(output))
         .add_node(Box::new(ErrorDrop::new()));
     let (nodes, input) = neighbours.nodes();
     for node in nodes {

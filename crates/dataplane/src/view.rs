@@ -24,6 +24,8 @@ pub struct RuntimeView {
     pub bridges: Vec<Arc<nodes::bridge::BridgeStats>>,
     /// Bridge domain names, by domain id - 1.
     pub bridge_names: Vec<String>,
+    /// The packet capture of `vecplane ctl pcap` (shared by the workers).
+    pub capture: Arc<graph::CaptureControl>,
 }
 
 /// One port.

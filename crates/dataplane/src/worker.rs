@@ -40,8 +40,10 @@ impl Dataplane {
     /// Build with a known TSC frequency (benchmarks measure it once for many runs).
     pub fn with_tsc_hz(spec: &DataplaneSpec, tsc_hz: u64) -> Result<Dataplane, BuildError> {
         let mut workers = Vec::new();
+        let capture = Arc::new(graph::CaptureControl::new(spec.workers.max(1)));
         for index in 0..spec.workers.max(1) {
-            workers.push((BuiltWorker::new(spec, index, tsc_hz)?, spec.cpu_of(index)));
+            let w = BuiltWorker::with_capture(spec, index, tsc_hz, capture.clone())?;
+            workers.push((w, spec.cpu_of(index)));
         }
         // What one worker learns about a neighbour, the others hear of.
         let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
@@ -76,6 +78,7 @@ impl Dataplane {
                 .filter_map(|(w, _)| w.bridge.clone())
                 .collect(),
             bridge_names: spec.bridges.iter().map(|b| b.name.clone()).collect(),
+            capture,
         };
         Ok(Dataplane { workers, view })
     }

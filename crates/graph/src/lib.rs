@@ -3,11 +3,13 @@
 //! packet trace. It knows no protocol: what a packet means is the nodes' business.
 #![deny(missing_docs)]
 
+pub mod capture;
 pub mod counters;
 pub mod dispatch;
 pub mod node;
 pub mod trace;
 
+pub use capture::{CaptureControl, CapturedPacket};
 pub use counters::{Counter, GraphStats, NodeStats, PortStats};
 pub use dispatch::{Graph, GraphBuilder, GraphError};
 pub use node::{Dispatch, Emitted, Emitter, InputNode, Node, NodeContext};

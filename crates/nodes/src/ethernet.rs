@@ -3,10 +3,11 @@
 //! It records offsets and the VLAN in metadata; it never changes packet bytes.
 
 use crate::names;
-use graph::{Dispatch, Node, NodeContext};
+use graph::{CaptureControl, Dispatch, Node, NodeContext};
 use packet::headers::{be16, eth, format_mac, Mac};
 use packet::meta::{FLAG_IP6, FLAG_L2_MULTICAST};
 use packet::BufferPool;
+use std::sync::Arc;
 
 /// What a port does with what it receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +57,7 @@ pub struct EthernetInput {
     ports: Vec<PortL2>,
     next_arp: Option<u16>,
     next_bridge: u16,
+    capture: Option<Arc<CaptureControl>>,
 }
 
 impl EthernetInput {
@@ -66,7 +68,14 @@ impl EthernetInput {
             ports,
             next_arp: None,
             next_bridge: NEXT_XCONNECT + 1,
+            capture: None,
         }
+    }
+
+    /// Offer every received frame to `capture` (`vecplane ctl pcap ... rx`).
+    pub fn with_capture(mut self, capture: Arc<CaptureControl>) -> EthernetInput {
+        self.capture = Some(capture);
+        self
     }
 
     /// Send ARP frames to `arp-input`.
@@ -115,6 +124,9 @@ impl Node for EthernetInput {
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
+        if let Some(c) = self.capture.as_ref().filter(|c| c.is_armed()) {
+            c.offer(cx.pool, frame, cx.worker, false, |m| m.rx_port);
+        }
         for (i, &b) in frame.iter().enumerate() {
             if let Some(&next) = frame.get(i + 4) {
                 cx.pool.prefetch(next);

@@ -1,19 +1,31 @@
-//! `interface-output`: hands each packet to the transmit node of `meta.tx_port`. It owns the
-//! port-to-node map; it never changes packet bytes.
+//! `interface-output`: hands each packet to the transmit node of `meta.tx_port` (and, while a
+//! capture is armed, offers it to the capture). It owns the port-to-node map; it never changes
+//! packet bytes.
 
 use crate::names;
-use graph::{Dispatch, Node, NodeContext};
+use graph::{CaptureControl, Dispatch, Node, NodeContext};
+use std::sync::Arc;
 
 /// The `interface-output` node.
 pub struct InterfaceOutput {
     /// Transmit node name per port id (None: the port cannot send).
     tx_nodes: Vec<Option<String>>,
+    capture: Option<Arc<CaptureControl>>,
 }
 
 impl InterfaceOutput {
     /// A node for ports whose transmit nodes are `tx_nodes` (index = port id).
     pub fn new(tx_nodes: Vec<Option<String>>) -> InterfaceOutput {
-        InterfaceOutput { tx_nodes }
+        InterfaceOutput {
+            tx_nodes,
+            capture: None,
+        }
+    }
+
+    /// Offer every frame handed to a port to `capture` (`vecplane ctl pcap ... tx`).
+    pub fn with_capture(mut self, capture: Arc<CaptureControl>) -> InterfaceOutput {
+        self.capture = Some(capture);
+        self
     }
 }
 
@@ -42,6 +54,9 @@ impl Node for InterfaceOutput {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        if let Some(c) = self.capture.as_ref().filter(|c| c.is_armed()) {
+            c.offer(cx.pool, frame, cx.worker, true, |m| m.tx_port);
+        }
         let ports = self.tx_nodes.len();
         let first = cx.pool.meta(frame[0]).tx_port;
         let mut same = true;
