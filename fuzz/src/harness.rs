@@ -158,7 +158,9 @@ pub struct Injected {
 
 type Queue = Arc<Mutex<VecDeque<Injected>>>;
 
-/// Input node: receives the frames the test queued, each on its own port.
+/// Input node: receives the frames the test queued, each on its own port. Like a pcap port, one
+/// poll takes at most one vector's worth of frames, those it cannot receive included, so a
+/// replay of the same frames splits into the same vectors as through `vecplane run`.
 struct InjectRx {
     queue: Queue,
     stats: Vec<Arc<PortStats>>,
@@ -181,7 +183,7 @@ impl InputNode for InjectRx {
     ) -> (usize, Dispatch) {
         let mut q = self.queue.lock().expect("queue");
         let mut n = 0;
-        while n < out.len() {
+        for _ in 0..out.len() {
             let Some(f) = q.pop_front() else { break };
             let stats = &self.stats[f.port as usize % self.stats.len()];
             if f.bytes.is_empty() || f.bytes.len() > cx.pool.data_size() {
@@ -259,7 +261,11 @@ impl Node for CaptureTx {
 
 /// The graph, its pool, the injector and the captured output.
 pub struct Harness {
+    /// The spec the graph was built from, plus the neighbours it has learned (see
+    /// `note_learned_neighbours`).
     pub spec: DataplaneSpec,
+    /// How many of `spec.neighbours` the spec configured (the rest were learned).
+    configured_neighbours: usize,
     pub pool: BufferPool,
     pub graph: Graph,
     pub stats: Arc<GraphStats>,
@@ -327,6 +333,7 @@ impl Harness {
         let stats = graph.stats();
         Harness {
             spec: spec.clone(),
+            configured_neighbours: spec.neighbours.len(),
             pool,
             graph,
             stats,
@@ -383,6 +390,7 @@ impl Harness {
         }
         self.next_ts += frames.len() as u64;
         let before = self.totals();
+        let learned_before = self.learned();
         let requests_before = self.requests_sent();
         let held_before = self.held();
         let mut rounds = 0;
@@ -443,7 +451,37 @@ impl Harness {
             }
         }
         self.neighbour_frames.extend(neighbour);
+        self.note_learned_neighbours(&learned_before);
         (first_ts, forwarded)
+    }
+
+    /// Make `self.spec.neighbours` the configured neighbours plus those the graph knows (ARP/ND)
+    /// before and after this run, so `check_output(&h.spec, ..)` accepts packets routed to a
+    /// learned host in this or a later run (the tables outlive a run). The graph was built from
+    /// the spec as given; only the checks read the additions. (A MAC learned and replaced
+    /// within one run is not listed.)
+    fn note_learned_neighbours(&mut self, before: &[NeighbourSpec]) {
+        let after = self.learned();
+        self.spec.neighbours.truncate(self.configured_neighbours);
+        for n in before.iter().chain(&after) {
+            if !self.spec.neighbours.contains(n) {
+                self.spec.neighbours.push(n.clone());
+            }
+        }
+    }
+
+    /// The neighbours whose MAC the graph has learned.
+    fn learned(&self) -> Vec<NeighbourSpec> {
+        let rows = self.neighbours.with(|n| n.rows(graph::rdtsc()));
+        rows.into_iter()
+            .filter_map(|r| {
+                r.mac.map(|mac| NeighbourSpec {
+                    ip: r.ip,
+                    mac,
+                    port: r.port as usize,
+                })
+            })
+            .collect()
     }
 
     /// Packets waiting for a neighbour.
@@ -498,14 +536,17 @@ fn l3_of(frame: &[u8]) -> Option<(usize, u16)> {
     Some((off, t))
 }
 
-/// True for ARP frames and ICMPv6 Neighbor Solicitations/Advertisements (untagged).
+/// True for ARP frames and ICMPv6 Neighbor Solicitations/Advertisements (an answer keeps the
+/// VLAN tags of the request it answers).
 pub fn is_neighbour_frame(f: &[u8]) -> bool {
     if f.len() < 14 {
         return false;
     }
-    match be16(f, 12) {
-        0x0806 => true,
-        0x86dd => f.len() > 54 && f[20] == 58 && (f[54] == 135 || f[54] == 136),
+    match l3_of(f) {
+        Some((_, 0x0806)) => true,
+        Some((l3, 0x86dd)) => {
+            f.len() > l3 + 40 && f[l3 + 6] == 58 && (f[l3 + 40] == 135 || f[l3 + 40] == 136)
+        }
         _ => false,
     }
 }
@@ -520,39 +561,41 @@ pub fn check_neighbour_frame(spec: &DataplaneSpec, port: u16, f: &[u8]) -> Resul
     if f[6..12] != p.mac {
         return Err("source MAC is not the port's".into());
     }
-    if be16(f, 12) == 0x0806 {
-        if f.len() < 42 {
+    let (l3, t) = l3_of(f).ok_or("ARP/ND frame with cut VLAN tags")?;
+    let h = &f[l3..];
+    if t == 0x0806 {
+        if h.len() < 28 || f.len() < 60 {
             return Err(format!("ARP frame of {} bytes", f.len()));
         }
-        if be16(f, 14) != 1 || be16(f, 16) != 0x0800 || f[18] != 6 || f[19] != 4 {
+        if be16(h, 0) != 1 || be16(h, 2) != 0x0800 || h[4] != 6 || h[5] != 4 {
             return Err("ARP header is not Ethernet/IPv4".into());
         }
-        let op = be16(f, 20);
+        let op = be16(h, 6);
         if op != 1 && op != 2 {
             return Err(format!("ARP operation {op}"));
         }
-        if f[22..28] != p.mac {
+        if h[8..14] != p.mac {
             return Err("ARP sender MAC is not the port's".into());
         }
-        let sender = Ipv4Addr::new(f[28], f[29], f[30], f[31]);
+        let sender = Ipv4Addr::new(h[14], h[15], h[16], h[17]);
         if !p.ip4.iter().any(|(a, _)| *a == sender) {
             return Err(format!("ARP sender {sender} is not the port's address"));
         }
         return Ok(());
     }
-    if f[21] != 255 {
-        return Err(format!("ND hop limit {}", f[21]));
+    if h.len() < 40 || h[7] != 255 {
+        return Err("ND message without an IPv6 header of hop limit 255".into());
     }
-    let payload = be16(f, 18) as usize;
-    if f.len() < 54 + payload || payload < 24 {
+    let payload = be16(h, 4) as usize;
+    if h.len() < 40 + payload || payload < 24 {
         return Err("ND payload length".into());
     }
     let mut pseudo: u64 = 0;
-    for c in f[22..54].chunks(2) {
+    for c in h[8..40].chunks(2) {
         pseudo += be16(c, 0) as u64;
     }
     pseudo += payload as u64 + 58;
-    if fold_sum(&f[54..54 + payload], pseudo) != 0xffff {
+    if fold_sum(&h[40..40 + payload], pseudo) != 0xffff {
         return Err("ICMPv6 checksum".into());
     }
     Ok(())

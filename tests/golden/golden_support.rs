@@ -273,10 +273,12 @@ pub fn explain_difference(i: usize, want: &Record, got: &Record, dir: &Path) -> 
 /// The file header must be identical. Records are compared byte for byte (record header with
 /// timestamp and lengths, and data). vecplane may emit packets of *different* flows in a
 /// different order than they arrived (a vector is split by protocol, ICMP errors re-enter the
-/// graph on a later pass), so the actual records are put in timestamp order first (each input
-/// frame has a distinct timestamp and yields at most one output); packets that share a
-/// timestamp-free flow order are checked separately with `assert_flow_order`. Returns whether the
-/// file was already byte-identical.
+/// graph on a later pass, packets waiting for ARP/ND leave when the answer comes), so both sides
+/// are put in timestamp order first. Each input frame has a distinct timestamp; the frames one
+/// input causes on one port (an ARP request or Neighbor Solicitation carries the timestamp of
+/// the packet that made it ask, and that packet may follow) are ordered by their bytes. The
+/// order of one flow's packets is checked separately with `assert_flow_order`. Returns whether
+/// the file was already byte-identical.
 pub fn compare_pcap(expected: &Path, actual: &Path, dir: &Path) -> Result<bool, String> {
     let want = read_pcap(expected)?;
     let got = read_pcap(actual)?;
@@ -293,7 +295,13 @@ pub fn compare_pcap(expected: &Path, actual: &Path, dir: &Path) -> Result<bool, 
         ));
     }
     let mut sorted = got.records.clone();
-    sorted.sort_by_key(|r| r.ts);
+    sorted.sort_by(|a, b| (a.ts, &a.data).cmp(&(b.ts, &b.data)));
+    let mut want_sorted = want.records.clone();
+    want_sorted.sort_by(|a, b| (a.ts, &a.data).cmp(&(b.ts, &b.data)));
+    let want = Pcap {
+        records: want_sorted,
+        ..want
+    };
     for (i, (w, g)) in want.records.iter().zip(&sorted).enumerate() {
         if w.raw != g.raw {
             return Err(format!(
@@ -542,12 +550,35 @@ pub struct RunStats {
     /// (node, reason) -> count
     pub errors: BTreeMap<(String, String), u64>,
     pub drops_total: u64,
+    /// Packets the data plane made itself: ARP requests and Neighbor Solicitations
+    /// (`neighbours.originated`) and bridge flood copies (`emitted_total`). Answers (ARP replies,
+    /// Neighbor Advertisements) reuse the received buffer and are not counted here.
+    pub originated: u64,
+    /// The `neighbours` counters (`arp_requests_sent`, `ns_sent`, `arp_replies_sent`,
+    /// `na_sent`, `learned`, `queued`, `released`, `queue_drops`, `resolution_failures`,
+    /// `originated`).
+    pub neighbours: BTreeMap<String, u64>,
 }
+
+/// The counters of the `neighbours` object of `--stats-json`, in its order.
+pub const NEIGHBOUR_COUNTERS: [&str; 10] = [
+    "arp_requests_sent",
+    "ns_sent",
+    "arp_replies_sent",
+    "na_sent",
+    "learned",
+    "queued",
+    "released",
+    "queue_drops",
+    "resolution_failures",
+    "originated",
+];
 
 impl RunStats {
     /// From the object `vecplane run --stats-json` writes (see control::stats::final_stats_json):
     /// `{"ports":[{"name","rx_packets","tx_packets","rx_drops","tx_drops",..}],
-    ///   "errors":[{"node","reason","count"}], "drops_total": N, ..}`.
+    ///   "errors":[{"node","reason","count"}], "drops_total": N,
+    ///   "neighbours": {"arp_requests_sent", .., "originated"}, "emitted_total": N, ..}`.
     pub fn from_stats_json(v: &Json) -> Result<RunStats, String> {
         let mut s = RunStats::default();
         let num = |o: &Json, k: &str| {
@@ -584,6 +615,19 @@ impl RunStats {
             *s.errors.entry((node.into(), reason.into())).or_default() += num(e, "count")?;
         }
         s.drops_total = num(v, "drops_total")?;
+        let neighbours = v
+            .get("neighbours")
+            .ok_or("stats JSON: no `neighbours` (ARP/ND counters)")?;
+        for k in NEIGHBOUR_COUNTERS {
+            s.neighbours.insert(k.to_string(), num(neighbours, k)?);
+        }
+        let emitted = match v.get("emitted_total") {
+            Some(e) => e
+                .u64()
+                .ok_or("stats JSON: `emitted_total` is not a count")?,
+            None => 0,
+        };
+        s.originated = s.neighbours["originated"] + emitted;
         Ok(s)
     }
 
@@ -610,7 +654,18 @@ impl RunStats {
                 "{{\"node\": \"{node}\", \"reason\": \"{reason}\", \"count\": {n}}}"
             );
         }
-        let _ = write!(s, "], \"drops_total\": {}}}", self.drops_total);
+        let _ = write!(
+            s,
+            "], \"drops_total\": {}, \"neighbours\": {{",
+            self.drops_total
+        );
+        for (i, (k, n)) in self.neighbours.iter().enumerate() {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            let _ = write!(s, "\"{k}\": {n}");
+        }
+        s.push_str("}}");
         s
     }
 
@@ -621,7 +676,9 @@ impl RunStats {
         self.ports.values().map(|p| p.1).sum()
     }
 
-    /// rx = tx + drops, and drops_total is the sum of the error counters.
+    /// rx + originated = tx + drops + tx_drops (every packet received or made is sent or
+    /// counted as dropped), drops_total is the sum of the error counters, and originated is
+    /// the requests made (ARP requests + Neighbor Solicitations).
     pub fn check_conservation(&self) -> Result<(), String> {
         let sum: u64 = self.errors.values().sum();
         if sum != self.drops_total {
@@ -630,14 +687,26 @@ impl RunStats {
                 self.drops_total
             ));
         }
-        let tx_drops: u64 = self.ports.values().map(|p| p.3).sum();
-        if self.rx() != self.tx() + self.drops_total + tx_drops {
+        let n = |k: &str| self.neighbours.get(k).copied().unwrap_or(0);
+        if n("originated") != n("arp_requests_sent") + n("ns_sent") {
             return Err(format!(
-                "rx {} != tx {} + drops {} + tx_drops {tx_drops}: {} packets unaccounted for\n{self:#?}",
+                "neighbours.originated {} is not arp_requests_sent {} + ns_sent {}",
+                n("originated"),
+                n("arp_requests_sent"),
+                n("ns_sent")
+            ));
+        }
+        let tx_drops: u64 = self.ports.values().map(|p| p.3).sum();
+        let made = self.rx() + self.originated;
+        if made != self.tx() + self.drops_total + tx_drops {
+            return Err(format!(
+                "rx {} + originated {} != tx {} + drops {} + tx_drops {tx_drops}: {} packets \
+                 unaccounted for\n{self:#?}",
                 self.rx(),
+                self.originated,
                 self.tx(),
                 self.drops_total,
-                self.rx() as i128 - (self.tx() + self.drops_total + tx_drops) as i128
+                made as i128 - (self.tx() + self.drops_total + tx_drops) as i128
             ));
         }
         Ok(())
@@ -688,6 +757,26 @@ impl RunStats {
                 "drops_total {} (expected {want_total})",
                 self.drops_total
             ));
+        }
+        let want_originated = expected.get("originated").and_then(Json::u64).unwrap_or(0);
+        if self.originated != want_originated {
+            problems.push(format!(
+                "originated {} (expected {want_originated}: ARP requests and Neighbor \
+                 Solicitations)",
+                self.originated
+            ));
+        }
+        // Every ARP/ND counter; those the file does not list must be 0.
+        let want_neighbours = expected.get("neighbours");
+        for k in NEIGHBOUR_COUNTERS {
+            let want = want_neighbours
+                .and_then(|n| n.get(k))
+                .and_then(Json::u64)
+                .unwrap_or(0);
+            let got = self.neighbours.get(k).copied().unwrap_or(0);
+            if got != want {
+                problems.push(format!("neighbours.{k} {got} (expected {want})"));
+            }
         }
         if let Err(e) = self.check_conservation() {
             problems.push(e);

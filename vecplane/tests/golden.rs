@@ -1,7 +1,7 @@
 //! Golden tests of the `vecplane` binary: `vecplane run --config FILE.toml --stats-json PATH` with
 //! pcap ports must end by itself once its input files are consumed, write exactly the expected
 //! pcaps (tests/golden/expected_*.pcap, computed by tests/golden/make_golden.py with scapy) and
-//! report exactly the expected drop counters, with rx = tx + drops.
+//! report exactly the expected drop and ARP/ND counters, with rx + originated = tx + drops.
 //!
 //! The same checks run through the data plane API in crates/dataplane/tests/pcap_replay.rs; here
 //! the config file parser and the `run` command are part of what is tested.
@@ -32,8 +32,8 @@ fn stage(config: &str, inputs: &[&str], tag: &str) -> (TempDir, PathBuf) {
 }
 
 /// Run `vecplane run --config CFG --stats-json STATS --socket DIR/vecplane.sock`; it must exit 0
-/// by itself within 30 s.
-fn vecplane_run(cfg: &Path, stats: &Path, dir: &TempDir) {
+/// by itself within 30 s. Returns how long it took.
+fn vecplane_run(cfg: &Path, stats: &Path, dir: &TempDir) -> Duration {
     let bin = env!("CARGO_BIN_EXE_vecplane");
     let (out, err) = (dir.path("vecplane.stdout"), dir.path("vecplane.stderr"));
     let mut child = Command::new(bin)
@@ -66,6 +66,7 @@ fn vecplane_run(cfg: &Path, stats: &Path, dir: &TempDir) {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let took = t0.elapsed();
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
     assert!(
@@ -82,6 +83,7 @@ fn vecplane_run(cfg: &Path, stats: &Path, dir: &TempDir) {
         t0.elapsed(),
         stats.display()
     );
+    took
 }
 
 fn read_stats(path: &Path) -> RunStats {
@@ -114,7 +116,11 @@ fn check_outputs(dir: &TempDir, pairs: &[(&str, &str)]) {
 
 #[test]
 fn golden_router_through_vecplane_run() {
-    let (dir, cfg) = stage("router.toml", &["input.pcap"], "bin-router");
+    let (dir, cfg) = stage(
+        "router.toml",
+        &["input.pcap", "input_out0.pcap"],
+        "bin-router",
+    );
     let stats = dir.path("stats.json");
     vecplane_run(&cfg, &stats, &dir);
     check_outputs(
@@ -170,7 +176,7 @@ fn corpus_replay_through_vecplane_run_is_checked_by_scapy() {
     );
     print!("{out}");
     let stats = dir.path("stats.json");
-    vecplane_run(&cfg, &stats, &dir);
+    let took = vecplane_run(&cfg, &stats, &dir);
     read_stats(&stats)
         .check_conservation()
         .unwrap_or_else(|e| panic!("{e}"));
@@ -180,7 +186,10 @@ fn corpus_replay_through_vecplane_run_is_checked_by_scapy() {
             .arg("--config")
             .arg(&cfg)
             .arg("--stats")
-            .arg(&stats),
+            .arg(&stats)
+            // The whole process's time: an upper bound of what the neighbour timers saw.
+            .arg("--run-seconds")
+            .arg(format!("{:.3}", took.as_secs_f64())),
         "check_replay.py",
     );
     print!("{out}");

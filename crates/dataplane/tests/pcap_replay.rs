@@ -5,10 +5,12 @@
 //!   expected_stats.json (same for the cross-connect of l2xc.toml); the expected files were
 //!   computed by tests/golden/make_golden.py with scapy, not by vecplane;
 //! - corpus: scripts/make_corpus.py writes 20,000 seeded frames nobody on the team wrote (scapy
-//!   `fuzz()`, truncations, byte flips, random bytes) and scripts/check_replay.py checks every
-//!   output and counter against a reference model, with scapy as the parser;
+//!   `fuzz()`, truncations, byte flips, random bytes, ARP/ND) and scripts/check_replay.py checks
+//!   every output (requests included) and counter against a reference model with neighbour
+//!   tables, with scapy as the parser;
 //! - property tests (stable fallback of the cargo-fuzz targets in fuzz/): arbitrary and mutated
-//!   frames through the same graph never panic, never leak a buffer, rx = tx + drops.
+//!   frames through the same graph never panic, never leak a buffer, rx + requests made = tx +
+//!   drops + packets waiting for a neighbour.
 //!
 //! The spec is read from the same TOML files `vecplane run --config` takes (vecplane/tests/golden.rs
 //! runs them through the binary), with a reader for the small TOML subset they use.
@@ -81,6 +83,12 @@ fn spec_from_config(path: &Path) -> DataplaneSpec {
                 }
                 if let Some(v) = int("icmp-errors-burst") {
                     spec.ip.icmp_errors_burst = v as u32;
+                }
+                if let Some(v) = int("neighbour-capacity") {
+                    spec.neighbour.capacity = v as usize;
+                }
+                if let Some(v) = int("neighbour-queue") {
+                    spec.neighbour.queue_per_neighbour = v as u16;
                 }
             }
             "port" => {
@@ -205,22 +213,52 @@ fn stats_of(dp: &Dataplane) -> RunStats {
         for ((node, reason), c) in w.graph.error_names.iter().zip(&w.graph.errors) {
             *s.errors.entry((node.clone(), reason.clone())).or_default() += c.get();
         }
+        // Bridge flood copies (none in these configs) are made by the graph too.
+        s.originated += w.graph.nodes.iter().map(|n| n.emitted.get()).sum::<u64>();
     }
     s.drops_total = s.errors.values().sum();
+    // The neighbour counters as the worker published them when it stopped.
+    for view in &v.neighbours {
+        let n = match view.lock() {
+            Ok(g) => g.stats,
+            Err(poisoned) => poisoned.into_inner().stats,
+        };
+        for (k, c) in NEIGHBOUR_COUNTERS.iter().zip([
+            n.arp_requests_sent,
+            n.ns_sent,
+            n.arp_replies_sent,
+            n.na_sent,
+            n.learned,
+            n.queued,
+            n.released,
+            n.queue_drops,
+            n.resolution_failures,
+            n.arp_requests_sent + n.ns_sent,
+        ]) {
+            *s.neighbours.entry(k.to_string()).or_default() += c;
+        }
+    }
+    s.originated += s.neighbours.get("originated").copied().unwrap_or(0);
     s
 }
 
 /// Build and run a spec whose inputs are pcap files; it must end by itself within 30 s.
 fn run_spec(spec: &DataplaneSpec) -> RunStats {
+    run_spec_timed(spec).0
+}
+
+/// `run_spec`, with how long the run took (an upper bound of what the neighbour timers saw).
+fn run_spec_timed(spec: &DataplaneSpec) -> (RunStats, Duration) {
     let mut dp = Dataplane::new(spec).expect("build the data plane");
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(30);
     dp.run_inline(&AtomicBool::new(false), Some(deadline));
+    let took = t0.elapsed();
     assert!(
         Instant::now() < deadline,
         "the run did not end by itself within 30 s (all inputs are pcap files)"
     );
-    stats_of(&dp)
+    (stats_of(&dp), took)
 }
 
 fn expected_json(name: &str) -> Json {
@@ -248,7 +286,11 @@ fn check_outputs(dir: &TempDir, pairs: &[(&str, &str)]) {
 
 #[test]
 fn golden_router_pcap_replay_matches_expected_bytes_and_counters() {
-    let (dir, cfg) = stage("router.toml", &["input.pcap"], "golden-router");
+    let (dir, cfg) = stage(
+        "router.toml",
+        &["input.pcap", "input_out0.pcap"],
+        "golden-router",
+    );
     let stats = run_spec(&spec_from_config(&cfg));
     check_outputs(
         &dir,
@@ -312,6 +354,7 @@ fn golden_files_are_what_make_golden_py_writes() {
     );
     for f in [
         "input.pcap",
+        "input_out0.pcap",
         "expected_out0.pcap",
         "expected_out1.pcap",
         "expected_in0.pcap",
@@ -364,7 +407,7 @@ fn corpus_replay_is_checked_frame_by_frame_by_scapy() {
         "make_corpus.py",
     );
     println!("{}corpus generated in {:.1?}", out, t.elapsed());
-    let stats = run_spec(&spec_from_config(&cfg));
+    let (stats, took) = run_spec_timed(&spec_from_config(&cfg));
     stats.check_conservation().unwrap_or_else(|e| panic!("{e}"));
     std::fs::write(dir.path("stats.json"), stats.to_stats_json()).expect("write stats");
     let t = Instant::now();
@@ -374,7 +417,10 @@ fn corpus_replay_is_checked_frame_by_frame_by_scapy() {
             .arg("--config")
             .arg(&cfg)
             .arg("--stats")
-            .arg(dir.path("stats.json")),
+            .arg(dir.path("stats.json"))
+            // Neighbour timers (1 s retry, 3 s give-up) make a slower replay less predictable.
+            .arg("--run-seconds")
+            .arg(format!("{:.3}", took.as_secs_f64())),
         "check_replay.py",
     );
     println!("{out}checked in {:.1?}", t.elapsed());
@@ -412,7 +458,8 @@ fn harness_graph_matches_the_real_builder() {
 }
 
 /// Random frames (valid-ish and garbage) through the real data plane (pcap ports) and through the
-/// harness: same frames out, same counters.
+/// harness: same frames out (forwarded, ICMP errors, and the ARP/ND requests and answers the
+/// harness keeps apart in `neighbour_frames`), same counters.
 #[test]
 fn harness_forwards_like_the_real_data_plane() {
     let dir = TempDir::new("harness-diff");
@@ -450,17 +497,38 @@ fn harness_forwards_like_the_real_data_plane() {
             .collect();
         let mut want: Vec<(u64, Vec<u8>)> = sent
             .iter()
+            .chain(&h.neighbour_frames)
             .filter(|s| s.port as usize == i)
             .map(|s| (s.ts, s.bytes.clone()))
             .collect();
         got.sort();
         want.sort();
-        assert!(
-            got == want,
-            "port {}: the data plane and the harness differ",
-            p.name
-        );
+        if got != want {
+            let first = got.iter().zip(&want).position(|(a, b)| a != b);
+            panic!(
+                "port {}: the data plane sent {} frames, the harness {}; first difference \
+                 (data plane, harness): {:02x?}",
+                p.name,
+                got.len(),
+                want.len(),
+                first.map(|i| (&got[i], &want[i]))
+            );
+        }
     }
+    // The requests among them are what the data plane counts as originated.
+    let requests = h
+        .neighbour_frames
+        .iter()
+        .filter(|s| {
+            let b = &s.bytes;
+            (b[12..14] == [0x08, 0x06] && b[20..22] == [0, 1]) || (b[12] == 0x86 && b[54] == 135)
+        })
+        .count() as u64;
+    assert_eq!(
+        requests, real.originated,
+        "ARP requests + NS: the harness sent {requests}, the data plane counts {:?}",
+        real.neighbours
+    );
     let hs: Vec<(String, u64)> = h.drops();
     let rs: Vec<(String, u64)> = real
         .errors
@@ -848,6 +916,49 @@ fn link_layer_broadcast_is_not_forwarded() {
     assert!(sent.is_empty(), "forwarded {} such frames", sent.len());
 }
 
+/// An untagged ARP frame to `dst` from `mac`/`sender` about `target` (op 1 request, 2 reply).
+fn arp_frame(dst: [u8; 6], op: u16, mac: [u8; 6], sender: [u8; 4], target: [u8; 4]) -> Vec<u8> {
+    let mut f = dst.to_vec();
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4]);
+    f.extend_from_slice(&op.to_be_bytes());
+    f.extend_from_slice(&mac);
+    f.extend_from_slice(&sender);
+    f.extend_from_slice(&[0; 6]);
+    f.extend_from_slice(&target);
+    f
+}
+
+#[test]
+fn harness_checks_outputs_to_learned_neighbours_and_tagged_answers() {
+    // The harness's neighbour tables outlive a run (a fuzz target reuses one harness): a host
+    // learned in one run is a valid destination in the next, and `check_output` must say so.
+    let mut h = Harness::router();
+    let host = [2, 0, 0, 0, 0, 0x77];
+    let reply = arp_frame(PORT_MACS[0], 2, host, [198, 18, 0, 7], [198, 18, 0, 1]);
+    let (_, sent) = h.run(&[(0, &reply)]);
+    assert!(sent.is_empty() && h.neighbour_frames.is_empty());
+    let f = ipv4_udp_frame(PORT_MACS[0], [198, 18, 0, 7], 64, 18);
+    let (_, sent) = h.run(&[(0, &f)]);
+    assert_eq!(
+        sent.len(),
+        1,
+        "routed to the host learned in the run before"
+    );
+    assert_eq!(sent[0].bytes[..6], host);
+    check_output(&h.spec, 0, &f, sent[0].port, &sent[0].bytes).expect("a learned neighbour");
+    // A tagged ARP request for p0's address is answered with the tag kept: an ARP frame the
+    // harness keeps apart (and checks), not a routed output.
+    let mut tagged = arp_frame([0xff; 6], 1, host, [198, 18, 0, 7], [198, 18, 0, 1]);
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x0a]);
+    let (_, sent) = h.run(&[(0, &tagged)]);
+    assert!(sent.is_empty());
+    let answer = h.neighbour_frames.last().expect("an ARP reply");
+    assert_eq!(answer.bytes[12..16], [0x81, 0x00, 0x00, 0x0a]);
+    assert_eq!(answer.bytes[16..18], [0x08, 0x06]);
+    assert_eq!(answer.bytes[24..26], [0, 2], "a reply");
+}
+
 // ----------------------------------------------------------------------------------------------
 // Regressions found by fuzzing.
 
@@ -887,8 +998,23 @@ fn checksum_carry_edge_cases_neither_panic_nor_miscompute() {
                 .unwrap_or_else(|e| panic!("{e}: input {f:02x?} output {:02x?}", s.bytes));
         }
     }
+    // The third frame's source (2001:db8::bffd:e48f:ffff:ffef) is a host on p0's prefix that is
+    // no static neighbour: its ICMPv6 error waits for a Neighbor Solicitation (sent), then is
+    // flushed at the end of the run. So 3 frames in + 1 made = what was sent + dropped.
+    let ns: Vec<&harness::Sent> = h.neighbour_frames.iter().collect();
+    assert_eq!(ns.len(), 1, "one Neighbor Solicitation: {ns:02x?}");
+    assert_eq!(ns[0].port, 0);
+    assert_eq!(ns[0].bytes[54], 135, "an NS");
+    assert_eq!(
+        ns[0].bytes[62..78],
+        [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0xbf, 0xfd, 0xe4, 0x8f, 0xff, 0xff, 0xff, 0xef],
+        "for the sender of the third frame"
+    );
     assert_eq!(
         h.drops().iter().map(|(_, n)| n).sum::<u64>() + h.totals().tx,
-        3
+        3 + 1
     );
+    assert!(h
+        .drops()
+        .contains(&("neighbour-tx/flushed-at-stop".to_string(), 1)));
 }
