@@ -189,7 +189,7 @@ class Pinned:
 
 class Fib:
     """Longest-prefix match over (network int, length, target); equal prefixes: the later wins.
-    target: ("via", [Adjacency | Pinned, ...]) | ("drop",) | ("local",) | ("glean", Port)"""
+    target: ("via", [Adjacency | Pinned, ...]) | ("drop",) | ("local",) | ("glean", Port, host_bits)"""
 
     def __init__(self, bits):
         self.bits = bits
@@ -237,11 +237,11 @@ class Config:
             for a in p.ip4:
                 if a.network.prefixlen < 32:
                     self.fib4.add(int(a.network.network_address), a.network.prefixlen,
-                                  ("glean", p))
+                                  ("glean", p, 32 - a.network.prefixlen))
             for a in p.ip6:
                 if a.network.prefixlen < 128:
                     self.fib6.add(int(a.network.network_address), a.network.prefixlen,
-                                  ("glean", p))
+                                  ("glean", p, 0))
         for ip, a in adj.items():
             (self.fib4 if ip.version == 4 else self.fib6).add(int(ip), ip.max_prefixlen,
                                                               ("via", [a]))
@@ -881,7 +881,13 @@ class Model:
         if target[0] in ("drop", "local"):
             return self.set(p, drop(node, {"drop": "blackhole", "local": "to-us"}[target[0]]))
         if target[0] == "glean":
-            port = target[1]
+            port, host_bits = target[1], target[2]
+            # RFC 1812 5.3.5.2: an IPv4 subnet's broadcast or network address (prefixes up
+            # to /30) is dropped, never resolved.
+            if fam == 4 and 2 <= host_bits < 32:
+                host = dst & ((1 << host_bits) - 1)
+                if host in (0, (1 << host_bits) - 1):
+                    return self.set(p, drop(node, "directed-broadcast"))
             e = self.tables[fam].get((port.index, dst))
             if e is not None and self.usable(e, p):
                 rewrite.append((p, [e]))

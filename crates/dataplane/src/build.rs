@@ -101,7 +101,7 @@ struct NextHops {
     groups: HashMap<Vec<u32>, u32>,
     drop: u32,
     local: u32,
-    glean: HashMap<u16, u32>,
+    glean: HashMap<(u16, u8), u32>,
 }
 
 impl NextHops {
@@ -118,13 +118,13 @@ impl NextHops {
         }
     }
 
-    /// The entry of a connected prefix on `port`.
-    fn glean(&mut self, port: u16) -> u32 {
+    /// The entry of a connected prefix on `port` with `host_bits` host bits.
+    fn glean(&mut self, port: u16, host_bits: u8) -> u32 {
         let table = &mut self.table;
         *self
             .glean
-            .entry(port)
-            .or_insert_with(|| table.add_entry(NextHop::Glean { port }))
+            .entry((port, host_bits))
+            .or_insert_with(|| table.add_entry(NextHop::Glean { port, host_bits }))
     }
 
     fn group(&mut self, adjacencies: Vec<u32>) -> u32 {
@@ -178,7 +178,7 @@ fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
     for (id, port) in spec.ports.iter().enumerate() {
         for (addr, len) in own(port) {
             if len < host_len {
-                let glean = nh.glean(id as u16);
+                let glean = nh.glean(id as u16, host_len - len);
                 out.push((mask(addr, len), len, glean));
             }
         }

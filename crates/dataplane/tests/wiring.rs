@@ -355,3 +355,23 @@ fn bridge_floods_unknown_then_forwards_learned_unicast() {
     assert_eq!(sent.len(), 2);
     assert!(h.neighbour_frames.is_empty());
 }
+
+#[test]
+fn directed_broadcasts_are_dropped_not_resolved() {
+    let mut h = Harness::router();
+    for dst in ["198.18.0.255", "198.18.0.0"] {
+        let pkt = udp(P1_MAC, SENDER_MAC, "198.18.1.2", dst);
+        let (_, sent) = h.run(&[(1, &pkt)]);
+        assert!(sent.is_empty(), "{dst} is not forwarded");
+    }
+    assert!(
+        h.neighbour_frames.is_empty(),
+        "no ARP for the subnet's broadcast or network address"
+    );
+    assert_eq!(
+        drop_count(&h, "ip4-lookup/directed-broadcast"),
+        2,
+        "{:?}",
+        h.drops()
+    );
+}

@@ -49,6 +49,10 @@ pub enum NextHop {
     Glean {
         /// The port the prefix is on.
         port: u16,
+        /// Host bits of the prefix (32 - length for IPv4): an IPv4 destination whose host
+        /// bits are all ones or all zeros (prefixes up to /30) is the subnet's broadcast or
+        /// network address, dropped, never resolved.
+        host_bits: u8,
     },
 }
 

@@ -27,6 +27,9 @@ pub trait LookupFamily: Send + Sync + 'static {
     const REWRITE: &'static str;
     /// The node that resolves unknown neighbours (`ip4-arp` / `ip6-discover`).
     const RESOLVE: &'static str;
+    /// Whether `addr` is the broadcast or network address of a connected prefix with
+    /// `host_bits` host bits (IPv4 prefixes up to /30; never for IPv6).
+    fn is_subnet_broadcast(addr: Self::Addr, host_bits: u8) -> bool;
     /// The usable neighbour adjacency of `addr` on `port`, if its MAC is known.
     fn neighbour(n: &mut Neighbours, port: u16, addr: Self::Addr, now: u64) -> Option<u32>;
     /// The destination address of the L3 header at `l3` in `packet` (None when too short).
@@ -48,6 +51,14 @@ impl LookupFamily for Ip4 {
     const NODE: &'static str = names::IP4_LOOKUP;
     const REWRITE: &'static str = names::IP4_REWRITE;
     const RESOLVE: &'static str = neighbour::IP4_ARP;
+    #[inline(always)]
+    fn is_subnet_broadcast(addr: u32, host_bits: u8) -> bool {
+        if !(2..32).contains(&host_bits) {
+            return false;
+        }
+        let host = addr & ((1u32 << host_bits) - 1);
+        host == 0 || host == (1u32 << host_bits) - 1
+    }
     #[inline(always)]
     fn neighbour(n: &mut Neighbours, port: u16, addr: u32, now: u64) -> Option<u32> {
         n.lookup4(port, addr, now)
@@ -79,6 +90,10 @@ impl LookupFamily for Ip6 {
     const NODE: &'static str = names::IP6_LOOKUP;
     const REWRITE: &'static str = names::IP6_REWRITE;
     const RESOLVE: &'static str = neighbour::IP6_DISCOVER;
+    #[inline(always)]
+    fn is_subnet_broadcast(_: u128, _: u8) -> bool {
+        false
+    }
     #[inline(always)]
     fn neighbour(n: &mut Neighbours, port: u16, addr: u128, now: u64) -> Option<u32> {
         n.lookup6(port, addr, now)
@@ -140,7 +155,13 @@ const NEXT_REWRITE: u16 = 1;
 const NEXT_RESOLVE: u16 = 2;
 
 /// Drop reasons of both lookup nodes, by index.
-pub const ERRORS: [&str; 4] = ["no-route", "blackhole", "to-us", "neighbour-unresolved"];
+pub const ERRORS: [&str; 5] = [
+    "no-route",
+    "blackhole",
+    "to-us",
+    "neighbour-unresolved",
+    "directed-broadcast",
+];
 
 /// Where the next-hop ids `ids` of `frame` send each packet (`nexts`); true when all go to
 /// rewrite. `neighbours` resolves connected prefixes (None: they are dropped).
@@ -173,7 +194,12 @@ fn classify<F: LookupFamily>(
                 meta.next_scratch = next_hops.ecmp_member(first, count, meta.flow_hash);
                 NEXT_REWRITE
             }
-            NextHop::Glean { port } => match neighbours.as_deref_mut() {
+            NextHop::Glean { host_bits, .. } if F::is_subnet_broadcast(addrs[i], host_bits) => {
+                // RFC 1812 5.3.5.2 / RFC 2644: directed broadcasts are not forwarded.
+                meta.error = cx.error_base + 4;
+                NEXT_DROP
+            }
+            NextHop::Glean { port, .. } => match neighbours.as_deref_mut() {
                 Some(n) => {
                     meta.tx_port = port;
                     match F::neighbour(n, port, addrs[i], now) {

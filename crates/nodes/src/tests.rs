@@ -111,7 +111,10 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
     let small = nh4.add_group(&[a_small]);
     let drop = nh4.add_entry(NextHop::Drop);
     let local = nh4.add_entry(NextHop::Local);
-    let unresolved = nh4.add_entry(NextHop::Glean { port: 1 });
+    let unresolved = nh4.add_entry(NextHop::Glean {
+        port: 1,
+        host_bits: 8,
+    });
     let fib4 = Ip4Fib::build(&[
         (ip4("198.18.2.0"), 24, unresolved),
         (ip4("198.18.2.2"), 32, h1),
