@@ -79,10 +79,116 @@ pub fn pseudo_header_v6(src: [u8; 16], dst: [u8; 16], next_header: u8, length: u
     fold(acc) as u64 + (length >> 16) as u64 + (length & 0xffff) as u64 + next_header as u64
 }
 
+/// Compute the TCP or UDP checksum of an Ethernet frame whose sender left it to offload
+/// (CHECKSUM_PARTIAL: the field holds only the pseudo-header sum). Handles up to two VLAN tags,
+/// IPv4 (not fragmented) and IPv6 (TCP/UDP right after the fixed header). Returns false, leaving
+/// the frame as it is, when it is not such a packet or is truncated.
+pub fn finish_l4_checksum(frame: &mut [u8]) -> bool {
+    let be16 = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
+    let mut l3 = 14;
+    if frame.len() < l3 {
+        return false;
+    }
+    let mut ethertype = be16(frame, 12);
+    for _ in 0..2 {
+        if ethertype == 0x8100 || ethertype == 0x88a8 {
+            if frame.len() < l3 + 4 {
+                return false;
+            }
+            ethertype = be16(frame, l3 + 2);
+            l3 += 4;
+        }
+    }
+    let (pseudo, l4, end, protocol) = match ethertype {
+        0x0800 => {
+            let Some(h) = frame.get(l3..l3 + 20) else {
+                return false;
+            };
+            let ihl = usize::from(h[0] & 0x0f) * 4;
+            let total = usize::from(be16(h, 2));
+            // Fragments carry no (complete) L4 header to finish.
+            if h[0] >> 4 != 4 || ihl < 20 || total < ihl || be16(h, 6) & 0x3fff != 0 {
+                return false;
+            }
+            let (mut src, mut dst) = ([0u8; 4], [0u8; 4]);
+            src.copy_from_slice(&h[12..16]);
+            dst.copy_from_slice(&h[16..20]);
+            let len = (total - ihl) as u16;
+            (
+                pseudo_header_v4(src, dst, h[9], len),
+                l3 + ihl,
+                l3 + total,
+                h[9],
+            )
+        }
+        0x86dd => {
+            let Some(h) = frame.get(l3..l3 + 40) else {
+                return false;
+            };
+            let payload = usize::from(be16(h, 4));
+            let (mut src, mut dst) = ([0u8; 16], [0u8; 16]);
+            src.copy_from_slice(&h[8..24]);
+            dst.copy_from_slice(&h[24..40]);
+            let pseudo = pseudo_header_v6(src, dst, h[6], payload as u32);
+            (pseudo, l3 + 40, l3 + 40 + payload, h[6])
+        }
+        _ => return false,
+    };
+    let field = match protocol {
+        6 => 16,
+        17 => 6,
+        _ => return false,
+    };
+    if end > frame.len() || l4 + field + 2 > end {
+        return false;
+    }
+    frame[l4 + field] = 0;
+    frame[l4 + field + 1] = 0;
+    let mut c = !fold(add(pseudo, sum(0, &frame[l4..end])));
+    if protocol == 17 && c == 0 {
+        c = 0xffff; // RFC 768: a computed zero is sent as all ones.
+    }
+    frame[l4 + field..l4 + field + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn partial_checksums_are_finished_like_full_ones() {
+        use crate::headers::{build_udp_frame, UdpFrameSpec};
+        for (src, dst) in [
+            ("198.18.0.1", "198.18.1.9"),
+            ("2001:db8::1", "2001:db8:1::9"),
+        ] {
+            for vlan in [None, Some(7)] {
+                let good = build_udp_frame(&UdpFrameSpec {
+                    src_ip: src.parse().unwrap(),
+                    dst_ip: dst.parse().unwrap(),
+                    vlan,
+                    frame_size: 101,
+                    ..UdpFrameSpec::default()
+                });
+                let mut partial = good.clone();
+                let at = 14 + vlan.map_or(0, |_| 4) + if src.contains(':') { 40 } else { 20 } + 6;
+                partial[at] = 0x12;
+                partial[at + 1] = 0x34;
+                assert!(finish_l4_checksum(&mut partial));
+                assert_eq!(partial, good, "{src} vlan {vlan:?}");
+            }
+        }
+        // Not TCP/UDP, truncated, fragments: left alone.
+        let mut arp = vec![0u8; 60];
+        arp[12..14].copy_from_slice(&[8, 6]);
+        assert!(!finish_l4_checksum(&mut arp));
+        assert!(!finish_l4_checksum(&mut [0u8; 10]));
+        let mut frag = build_udp_frame(&UdpFrameSpec::default());
+        frag[20] = 0x20; // more fragments
+        assert!(!finish_l4_checksum(&mut frag));
+    }
 
     #[test]
     fn sums_near_the_top_of_u64_do_not_overflow() {

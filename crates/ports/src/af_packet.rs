@@ -26,9 +26,9 @@
 //! - VLAN tags. The kernel strips the outer 802.1Q/802.1ad tag into metadata before packet
 //!   sockets see a frame; rx puts it back into the frame so nodes see what was on the wire.
 //! - Checksums. A frame sent by a local stack over veth with tx checksum offload carries an
-//!   incomplete L4 checksum (TP_STATUS_CSUMNOTREADY). Such frames are forwarded as they are and
-//!   counted in `AfPacketSocket::csum_not_ready`; turn offloads off on the sender
-//!   (`ethtool -K <dev> tx off`) when its traffic must cross vecplane.
+//!   incomplete L4 checksum (TP_STATUS_CSUMNOTREADY). rx finishes the TCP/UDP checksum of such
+//!   frames in software (counted in `AfPacketSocket::csum_not_ready`). Segmentation offload
+//!   (frames larger than the MTU) is not undone: turn `tso`/`gso` off on such senders.
 //! - Drops. `rx_drops` counts frames seen but not handed on (larger than a buffer, truncated by
 //!   the ring, or malformed ring data); frames the kernel dropped because the ring was full are in
 //!   `AfPacketSocket::kernel_stats` (a cold-path `getsockopt`). `tx_drops` counts packets that
@@ -501,7 +501,8 @@ impl AfPacketSocket {
         )
     }
 
-    /// Frames received with an incomplete L4 checksum (TP_STATUS_CSUMNOTREADY), forwarded as is.
+    /// Frames received with an incomplete L4 checksum (TP_STATUS_CSUMNOTREADY), finished in
+    /// software.
     pub fn csum_not_ready(&self) -> u64 {
         self.csum_not_ready.get()
     }
@@ -781,7 +782,8 @@ impl AfPacketRx {
             *drops += 1;
             return None;
         }
-        if h.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0 {
+        let csum_not_ready = h.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0;
+        if csum_not_ready {
             *csum += 1;
         }
         // SAFETY: mac + snap <= block size (checked above); the block is ours until released.
@@ -804,6 +806,11 @@ impl AfPacketRx {
             dst[16..].copy_from_slice(&src[12..]);
         } else {
             dst.copy_from_slice(src);
+        }
+        if csum_not_ready {
+            // The local sender left its TCP/UDP checksum to offload: finish it here, or the
+            // receiver behind vecplane would drop the packet.
+            packet::checksum::finish_l4_checksum(dst);
         }
         meta.length = len as u16;
         meta.rx_port = self.port_id;
