@@ -244,11 +244,22 @@ fn bridge_switches_between_namespaces_and_learns_macs() {
 }
 
 #[test]
-fn two_workers_share_the_flows_and_reorder_none() {
+fn two_workers_share_the_flows_and_reorder_none_af_packet_fanout() {
     require_root!(TOOLS);
+    two_workers("af-packet");
+}
+
+/// The veths have one queue: the owner of AF_XDP queue 0 spreads flows in software.
+#[test]
+fn two_workers_share_the_flows_and_reorder_none_af_xdp_software_rss() {
+    require_root!(TOOLS);
+    two_workers("af-xdp");
+}
+
+fn two_workers(driver: &str) {
     let t =
         Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
-    let vp = start(&t, &router_config(&t, "af-packet", 2));
+    let vp = start(&t, &router_config(&t, driver, 2));
     let (ok, out) = ping(&t, "198.18.2.2", 3, "0.2");
     assert!(ok, "ping with two workers: {out}\n{}", vp.log());
     // Eight UDP flows at a modest rate; iperf3 counts datagrams that arrive out of order.

@@ -96,8 +96,8 @@ fn display_issues(issues: &[Issue]) -> String {
 /// data-size = 2048                  # 256..=9216
 /// worker-cpu = 1                    # < online CPUs; absent: not pinned (one worker only)
 /// workers = 2                       # 1..=64 worker threads; flows are spread by AF_XDP queues
-///                                   #   (queues >= workers) or AF_PACKET fanout; pcap and tap
-///                                   #   ports need workers = 1
+///                                   #   (software RSS when fewer) or AF_PACKET fanout; pcap and
+///                                   #   tap ports need workers = 1
 /// worker-cpus = [0, 1]              # one distinct online CPU per worker; absent: not pinned
 /// ip4-options = "forward"           # "forward" | "drop"
 /// icmp-errors-per-second = 1000     # 0..=4294967295 (0 disables)
@@ -136,8 +136,9 @@ fn display_issues(issues: &[Issue]) -> String {
 /// fanout = 7                        # af-packet only: PACKET_FANOUT group 0..=65535, optional,
 ///                                   #   unique over all ports
 /// vnet-hdr = false                  # tap only: virtio-net headers (offloads off); default false
-/// queues = 1                        # af-xdp only: 1..=64 queues (sockets), >= workers; default:
-///                                   #   every receive queue of the interface
+/// queues = 1                        # af-xdp only: 1..=64 queues (sockets); default: every
+///                                   #   receive queue of the interface. Fewer queues than
+///                                   #   workers: the queue owners spread flows (software RSS)
 /// xdp-mode = "auto"                 # af-xdp only: "auto" (native if the driver has it, else
 ///                                   #   generic) | "native" | "generic"
 /// bridge = "br0"                    # any driver: the port switches in this [[bridge]] (no
@@ -1649,23 +1650,6 @@ impl<'a> Ctx<'a> {
                     Field::Missing => Some(0),
                     Field::Bad => None,
                 };
-                if let Some(q) = queues.filter(|q| *q > 0) {
-                    if (q as usize) < spec.workers {
-                        let span = f.get("queues").map_or_else(|| f.span.clone(), |n| n.span());
-                        self.error(
-                            &span,
-                            &section,
-                            Some("queues"),
-                            format!(
-                                "{q} queue{} for {} workers; accepted: at least one queue per \
-                                 worker (create the interface with that many queues, e.g. \
-                                 `ip link add ... numrxqueues N numtxqueues N` for veth)",
-                                if q == 1 { "" } else { "s" },
-                                spec.workers
-                            ),
-                        );
-                    }
-                }
                 let mode = match self.string(f, "xdp-mode") {
                     Field::Ok("auto", _) | Field::Missing => Some(XdpModeChoice::Auto),
                     Field::Ok("native", _) => Some(XdpModeChoice::Native),

@@ -3,6 +3,7 @@
 //! and the bridge. Runs once, on the control thread, before the worker starts; never on the fast
 //! path.
 
+use crate::handoff::{self, Handoff, HandoffRx, HandoffTx, RssDispatch};
 use crate::spec::{DataplaneSpec, OptionsPolicy, PortDriver, RouteSpec, RouteTarget};
 use crate::view::PortView;
 use afxdp::{AfXdpConfig, AfXdpPort, Umem};
@@ -83,6 +84,30 @@ pub struct BuiltWorker {
     pub neighbours: NeighbourHandle,
     /// Its bridge's counters and MAC table snapshot, when it has bridge domains.
     pub bridge: Option<Arc<BridgeStats>>,
+}
+
+/// What the workers of one data plane share: the packet capture and the software-RSS rings.
+pub struct WorkersShared {
+    /// `vecplane ctl pcap`.
+    pub capture: Arc<graph::CaptureControl>,
+    /// Rings between every pair of workers.
+    pub handoff: Arc<Handoff>,
+}
+
+impl WorkersShared {
+    /// For the workers of `spec` (rings only when an AF_XDP port may need them).
+    pub fn new(spec: &DataplaneSpec) -> WorkersShared {
+        let workers = spec.workers.max(1);
+        let rss = workers > 1
+            && spec
+                .ports
+                .iter()
+                .any(|p| matches!(p.driver, PortDriver::AfXdp { .. }));
+        WorkersShared {
+            capture: Arc::new(graph::CaptureControl::new(workers)),
+            handoff: Arc::new(Handoff::new(if rss { workers } else { 0 })),
+        }
+    }
 }
 
 /// What `add_protocol_nodes` leaves for the control plane and the worker.
@@ -268,20 +293,19 @@ fn mask6(a: u128, len: u8) -> u128 {
 }
 
 impl BuiltWorker {
-    /// Build worker `index` of `spec` (with a capture of its own).
+    /// Build worker `index` of `spec` (with a capture and handoff rings of its own).
     pub fn new(spec: &DataplaneSpec, index: usize, tsc_hz: u64) -> Result<BuiltWorker, BuildError> {
-        let capture = Arc::new(graph::CaptureControl::new(index + 1));
-        BuiltWorker::with_capture(spec, index, tsc_hz, capture)
+        BuiltWorker::with_shared(spec, index, tsc_hz, &WorkersShared::new(spec))
     }
 
-    /// Build worker `index` of `spec`, its `ethernet-input` and `interface-output` offering
-    /// packets to `capture` (shared by all workers of a data plane).
-    pub fn with_capture(
+    /// Build worker `index` of `spec` with what the workers of one data plane share.
+    pub fn with_shared(
         spec: &DataplaneSpec,
         index: usize,
         tsc_hz: u64,
-        capture: Arc<graph::CaptureControl>,
+        shared: &WorkersShared,
     ) -> Result<BuiltWorker, BuildError> {
+        let capture = shared.capture.clone();
         let pool = BufferPool::new(PoolConfig {
             buffers: spec.buffers,
             headroom: 128,
@@ -293,6 +317,8 @@ impl BuiltWorker {
         let mut tx_nodes = Vec::new();
         // The pool registered as UMEM, once, by the first AF_XDP port.
         let mut umem: Option<Umem> = None;
+        // Whether this worker takes part in software RSS (rss-dispatch, handoff-rx).
+        let mut needs_rss_nodes = false;
         for (id, p) in spec.ports.iter().enumerate() {
             let port_err = |reason: String| BuildError::Port {
                 port: p.name.clone(),
@@ -400,11 +426,28 @@ impl BuiltWorker {
                     } else {
                         *queues
                     };
-                    if index as u32 >= *queues {
-                        return Err(port_err(format!(
-                            "{queues} queue(s) for {} workers; accepted: one queue per worker",
-                            spec.workers
+                    let workers = spec.workers.max(1) as u32;
+                    // Fewer queues than workers: the queue owners spread flows in software.
+                    let rss = workers > *queues;
+                    if rss && index as u32 >= *queues {
+                        // No socket here: frames for this port go to its owner's ring.
+                        let owner = index % *queues as usize;
+                        b.add_node(Box::new(HandoffTx::new(
+                            tx_name.clone(),
+                            id as u16,
+                            shared.handoff.ring(index, owner),
                         )));
+                        detail = format!("software RSS: sent by worker {owner}");
+                        needs_rss_nodes = true;
+                        tx_nodes.push(Some(tx_name));
+                        views.push(PortView {
+                            name: p.name.clone(),
+                            driver: "af-xdp".to_string(),
+                            detail,
+                            mac: p.mac,
+                            stats: vec![stats],
+                        });
+                        continue;
                     }
                     let umem = match &umem {
                         Some(u) => u.clone(),
@@ -416,7 +459,6 @@ impl BuiltWorker {
                     };
                     // Worker `index` receives on queues index, index + workers, ... and
                     // transmits on queue `index`.
-                    let workers = spec.workers.max(1) as u32;
                     for queue in (index as u32..*queues).step_by(workers as usize) {
                         let mut config = AfXdpConfig::new(interface.clone(), queue, id as u16);
                         config.mode = *mode;
@@ -424,11 +466,16 @@ impl BuiltWorker {
                             .map_err(|e| port_err(format!("queue {queue}: {e}")))?;
                         if queue == index as u32 {
                             detail = format!(
-                                "xdp {}, {}, {} queue{}",
+                                "xdp {}, {}, {} queue{}{}",
                                 port.mode(),
                                 if port.zerocopy() { "zero-copy" } else { "copy" },
                                 queues,
-                                if *queues == 1 { "" } else { "s" }
+                                if *queues == 1 { "" } else { "s" },
+                                if rss {
+                                    format!(", software RSS over {workers} workers")
+                                } else {
+                                    String::new()
+                                }
                             );
                         }
                         let rx_q = if *queues == 1 {
@@ -436,8 +483,13 @@ impl BuiltWorker {
                         } else {
                             format!("{rx_name}{queue}")
                         };
-                        let (rx, tx) =
-                            port.into_nodes(rx_q, names::ETHERNET_INPUT, tx_name.clone());
+                        let rx_next = if rss {
+                            needs_rss_nodes = true;
+                            handoff::RSS_DISPATCH
+                        } else {
+                            names::ETHERNET_INPUT
+                        };
+                        let (rx, tx) = port.into_nodes(rx_q, rx_next, tx_name.clone());
                         b.add_input(Box::new(rx));
                         // One transmit node per port and worker: its first queue's socket.
                         if queue == index as u32 {
@@ -477,6 +529,21 @@ impl BuiltWorker {
         }
 
         let protocols = add_protocol_nodes_with(spec, &mut b, tx_nodes, tsc_hz, Some(capture))?;
+        if needs_rss_nodes {
+            let workers = spec.workers.max(1);
+            b.add_node(Box::new(RssDispatch::new(
+                index,
+                (0..workers)
+                    .map(|w| shared.handoff.ring(index, w))
+                    .collect(),
+            )));
+            b.add_input(Box::new(HandoffRx::new(
+                (0..workers)
+                    .filter(|&w| w != index)
+                    .map(|w| shared.handoff.ring(w, index))
+                    .collect(),
+            )));
+        }
         let graph = b.build(index, tsc_hz)?;
         Ok(BuiltWorker {
             pool,

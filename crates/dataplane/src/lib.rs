@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod build;
+pub mod handoff;
 pub mod spec;
 pub mod view;
 pub mod worker;

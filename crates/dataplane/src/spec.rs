@@ -215,8 +215,10 @@ pub enum PortDriver {
     AfXdp {
         /// Kernel interface name (1..=15 bytes).
         interface: String,
-        /// Queues to open (1..=64; 0: every receive queue the interface has), at least one per
-        /// worker: worker `w` receives on queues `w, w + workers, ...`, transmits on queue `w`.
+        /// Queues to open (1..=64; 0: every receive queue the interface has): worker `w`
+        /// receives on queues `w, w + workers, ...` and transmits on queue `w`. With fewer
+        /// queues than workers, a queue's owner spreads its flows over all workers (software
+        /// RSS) and the others hand what they send on this port to an owner.
         queues: u32,
         /// XDP mode of the redirect program.
         mode: XdpModeChoice,

@@ -40,11 +40,12 @@ impl Dataplane {
     /// Build with a known TSC frequency (benchmarks measure it once for many runs).
     pub fn with_tsc_hz(spec: &DataplaneSpec, tsc_hz: u64) -> Result<Dataplane, BuildError> {
         let mut workers = Vec::new();
-        let capture = Arc::new(graph::CaptureControl::new(spec.workers.max(1)));
+        let shared = crate::build::WorkersShared::new(spec);
         for index in 0..spec.workers.max(1) {
-            let w = BuiltWorker::with_capture(spec, index, tsc_hz, capture.clone())?;
+            let w = BuiltWorker::with_shared(spec, index, tsc_hz, &shared)?;
             workers.push((w, spec.cpu_of(index)));
         }
+        let capture = shared.capture.clone();
         // What one worker learns about a neighbour, the others hear of.
         let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
         if handles.len() > 1 {

@@ -474,7 +474,7 @@ impl Graph {
                 Dispatch::AllTo(k) => Some(k),
                 Dispatch::PerPacket => Some(self.nexts[i]),
             };
-            if let Some(next) = next {
+            if let Some(next) = next.filter(|&k| k != crate::node::NEXT_CONSUMED) {
                 self.enqueue_one(pool, id, next, self.cur[i], &mut lost);
             }
             while e < extra && self.emitted[e].after as usize <= i {
@@ -520,6 +520,9 @@ impl Graph {
         let mut lost = 0u64;
         for i in 0..n {
             let b = self.cur[i];
+            if self.nexts[i] == crate::node::NEXT_CONSUMED {
+                continue;
+            }
             match next_ids.get(self.nexts[i] as usize) {
                 Some(&dst) => {
                     let p = &mut self.pending[dst as usize];

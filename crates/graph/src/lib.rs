@@ -12,7 +12,7 @@ pub mod trace;
 pub use capture::{CaptureControl, CapturedPacket};
 pub use counters::{Counter, GraphStats, NodeStats, PortStats};
 pub use dispatch::{Graph, GraphBuilder, GraphError};
-pub use node::{Dispatch, Emitted, Emitter, InputNode, Node, NodeContext};
+pub use node::{Dispatch, Emitted, Emitter, InputNode, Node, NodeContext, NEXT_CONSUMED};
 pub use trace::{TraceControl, TraceRecord};
 
 /// Read the CPU's time-stamp counter (TSC ticks; this is what "clocks" and "cycles" mean here).

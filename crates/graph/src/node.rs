@@ -18,6 +18,10 @@ pub enum Dispatch {
     Consumed,
 }
 
+/// A per-packet next index (with `Dispatch::PerPacket`) saying the node took ownership of that
+/// packet (freed, transmitted or queued by it): the dispatcher enqueues it nowhere.
+pub const NEXT_CONSUMED: u16 = u16::MAX;
+
 /// What a node sees while processing one frame.
 pub struct NodeContext<'a> {
     /// The worker's buffer pool.
