@@ -466,3 +466,118 @@ fn capture_of_a_port_is_read_by_tcpdump() {
     assert!(format!("{e:#}").contains("accepted: Ra, Rb"), "{e:#}");
     vp.stop().expect("vecplane stops cleanly");
 }
+
+/// Namespaces deleted when dropped (also when the test fails).
+struct Namespaces(Vec<String>);
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        for ns in &self.0 {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", ns])
+                .status();
+        }
+    }
+}
+
+fn sh(args: &[&str]) {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// TAP ports (created by vecplane, then moved into A's and B's namespaces) with two workers:
+/// worker 0 owns each TAP and spreads its flows; worker 1 hands what it sends back to it.
+#[test]
+fn tap_ports_with_two_workers_route_between_namespaces() {
+    require_root!(&["ip", "ping", "iperf3"]);
+    let tag = format!("vtq{}", std::process::id() % 100_000);
+    let (a, b, r) = (format!("{tag}a"), format!("{tag}b"), format!("{tag}r"));
+    let _guard = Namespaces(vec![a.clone(), b.clone(), r.clone()]);
+    for ns in [&a, &b, &r] {
+        sh(&["ip", "netns", "add", ns]);
+    }
+    let (ta, tb) = (format!("{tag}ta"), format!("{tag}tb"));
+    let dir = std::env::temp_dir().join(format!("{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("tap.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[dataplane]\nworkers = 2\n\n\
+             [[port]]\nname = \"ta\"\ndriver = \"tap\"\ninterface = \"{ta}\"\n\
+             mac = \"02:00:00:00:01:01\"\nip4 = [\"198.18.1.1/24\"]\n\n\
+             [[port]]\nname = \"tb\"\ndriver = \"tap\"\ninterface = \"{tb}\"\n\
+             mac = \"02:00:00:00:02:01\"\nip4 = [\"198.18.2.1/24\"]\n"
+        ),
+    )
+    .expect("config");
+    let socket = dir.join("tap.sock");
+    let mut child = std::process::Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &r,
+            BIN,
+            "run",
+            "--seconds",
+            "30",
+            "--config",
+        ])
+        .arg(&config)
+        .arg("--socket")
+        .arg(&socket)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("vecplane run");
+    let mut ready = false;
+    for _ in 0..100 {
+        if control::request(&socket, "help", false).is_ok() {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(ready, "vecplane answers");
+    for (tap, ns, ip, gw) in [
+        (&ta, &a, "198.18.1.2/24", "198.18.1.1"),
+        (&tb, &b, "198.18.2.2/24", "198.18.2.1"),
+    ] {
+        sh(&["ip", "-n", &r, "link", "set", tap, "netns", ns]);
+        sh(&["ip", "-n", ns, "link", "set", tap, "up"]);
+        sh(&["ip", "-n", ns, "addr", "add", ip, "dev", tap]);
+        sh(&["ip", "-n", ns, "route", "add", "default", "via", gw]);
+    }
+    let ping = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &a, "ping", "-n", "-q", "-c", "5", "-i", "0.2", "-w", "8",
+        ])
+        .arg("198.18.2.2")
+        .output()
+        .expect("ping");
+    let text = String::from_utf8_lossy(&ping.stdout).into_owned();
+    let rt = control::request(&socket, "show runtime", true)
+        .ok()
+        .and_then(|r| r.data)
+        .unwrap_or(Value::Null);
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(text.contains(" 0% packet loss"), "{text}");
+    let names: Vec<String> = rt["workers"][0]["nodes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["name"].as_str().map(String::from))
+        .collect();
+    assert!(names.iter().any(|n| n == "rss-dispatch"), "{rt}");
+}

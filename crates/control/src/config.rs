@@ -96,8 +96,8 @@ fn display_issues(issues: &[Issue]) -> String {
 /// data-size = 2048                  # 256..=9216
 /// worker-cpu = 1                    # < online CPUs; absent: not pinned (one worker only)
 /// workers = 2                       # 1..=64 worker threads; flows are spread by AF_XDP queues
-///                                   #   (software RSS when fewer) or AF_PACKET fanout; pcap and
-///                                   #   tap ports need workers = 1
+///                                   #   (software RSS when fewer), AF_PACKET fanout or software
+///                                   #   RSS by worker 0 (tap); pcap ports need workers = 1
 /// worker-cpus = [0, 1]              # one distinct online CPU per worker; absent: not pinned
 /// ip4-options = "forward"           # "forward" | "drop"
 /// icmp-errors-per-second = 1000     # 0..=4294967295 (0 disables)
@@ -1540,7 +1540,7 @@ impl<'a> Ctx<'a> {
             }
         }
 
-        if let (Some(d @ (Drv::Pcap | Drv::Tap)), Some(n)) = (driver, f.get("driver")) {
+        if let (Some(d @ Drv::Pcap), Some(n)) = (driver, f.get("driver")) {
             if spec.workers > 1 {
                 self.bad(
                     f,
@@ -1548,7 +1548,8 @@ impl<'a> Ctx<'a> {
                     n,
                     format!(
                         "a \"{}\" port runs on one worker, and [dataplane] workers = {}; \
-                         accepted: workers = 1, or \"af-xdp\" / \"af-packet\" ports",
+                         accepted: workers = 1, or \"af-xdp\", \"af-packet\" or \"tap\" \
+                         ports",
                         d.name(),
                         spec.workers
                     ),

@@ -102,7 +102,7 @@ impl WorkersShared {
             && spec
                 .ports
                 .iter()
-                .any(|p| matches!(p.driver, PortDriver::AfXdp { .. }));
+                .any(|p| matches!(p.driver, PortDriver::AfXdp { .. } | PortDriver::Tap { .. }));
         WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
             handoff: Arc::new(Handoff::new(if rss { workers } else { 0 })),
@@ -363,10 +363,22 @@ impl BuiltWorker {
                     tx_nodes.push(Some(tx_name));
                     "memory"
                 }
-                PortDriver::Pcap { .. } | PortDriver::Tap { .. } if index > 0 => {
+                PortDriver::Pcap { .. } if index > 0 => {
                     return Err(port_err(
-                        "pcap and tap ports run on one worker; accepted: workers = 1".into(),
+                        "pcap ports run on one worker; accepted: workers = 1".into(),
                     ));
+                }
+                PortDriver::Tap { .. } if index > 0 => {
+                    // Worker 0 owns the TAP; the others hand what they send on it to worker 0.
+                    b.add_node(Box::new(HandoffTx::new(
+                        tx_name.clone(),
+                        id as u16,
+                        shared.handoff.ring(index, 0),
+                    )));
+                    needs_rss_nodes = true;
+                    tx_nodes.push(Some(tx_name));
+                    detail = "software RSS: sent by worker 0".to_string();
+                    ports::tap::DRIVER
                 }
                 PortDriver::Pcap { rx, tx } => {
                     if let Some(path) = rx {
@@ -504,12 +516,20 @@ impl BuiltWorker {
                         name: name.clone(),
                         vnet_hdr: *vnet_hdr,
                     };
+                    // With several workers, worker 0 spreads the TAP's flows (software RSS).
+                    let rx_next = if spec.workers > 1 {
+                        needs_rss_nodes = true;
+                        detail = format!("software RSS over {} workers", spec.workers);
+                        handoff::RSS_DISPATCH
+                    } else {
+                        names::ETHERNET_INPUT
+                    };
                     let port = TapPort::open(
                         &config,
                         id as u16,
                         rx_name,
                         tx_name.clone(),
-                        names::ETHERNET_INPUT.to_string(),
+                        rx_next.to_string(),
                         stats.clone(),
                     )
                     .map_err(|e| port_err(e.to_string()))?;
