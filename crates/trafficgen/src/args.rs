@@ -49,15 +49,17 @@ pub enum XdpModeArg {
 /// How `gen tx` puts frames on the interface.
 #[derive(ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TxMethod {
-    /// xdp-live (the fastest); af-xdp when live frames cannot be used.
+    /// xdp-live (the fastest); af-xdp when live frames cannot be used here or generic XDP is
+    /// asked for.
     #[default]
     Auto,
     /// An AF_XDP socket: the kernel copies each frame into a socket buffer and transmits it
     /// (copy mode on veth), completion by completion.
     AfXdp,
     /// The kernel builds frames from a template, runs vecplane's generator XDP program on each
-    /// and redirects them out of the interface in bulk (BPF_PROG_TEST_RUN live frames); the
-    /// interface's peer needs NAPI (an XDP program, or GRO on).
+    /// (a random flow's source port) and redirects them out of the interface in bulk
+    /// (BPF_PROG_TEST_RUN live frames, kernel 5.18+); a veth's peer needs NAPI (an XDP
+    /// program, or GRO on).
     XdpLive,
 }
 
@@ -73,7 +75,8 @@ pub struct CommonArgs {
     /// Pin the busy-polling thread to this CPU [default: not pinned].
     #[arg(long, value_name = "C")]
     pub cpu: Option<usize>,
-    /// Queue of the interface to bind the AF_XDP socket to.
+    /// Queue of the interface to bind the AF_XDP socket to (sink and af-xdp; with xdp-live the
+    /// driver picks the queue).
     #[arg(long, value_name = "Q", default_value_t = 0)]
     pub queue: u32,
     /// Where vecplane's XDP program runs.
@@ -105,8 +108,8 @@ pub struct TxArgs {
     /// Destination IP address.
     #[arg(long, value_name = "IP", value_parser = parse_ip_arg)]
     pub dst_ip: IpAddr,
-    /// Number of flows: the UDP source port runs through 1024, 1025, ... (wrapping), the
-    /// addresses stay.
+    /// Number of flows: UDP source ports 1024 .. 1024+N-1 (wrapping), addresses fixed; af-xdp
+    /// sends them in turn, xdp-live picks one at random per frame.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub flows: u32,
     /// Frame size on the wire including the 4-byte FCS (so 64 sends 60 bytes).

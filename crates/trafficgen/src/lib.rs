@@ -1,12 +1,17 @@
-//! `vecplane gen`: vecplane's own AF_XDP traffic generator (`gen tx`: UDP frames of one size, many
-//! flows by UDP source port, IPv4 or IPv6, paced by the TSC or as fast as possible) and sink
-//! (`gen sink`: counts what arrives on an interface's queue). Both busy-poll one pinned thread,
-//! print progress once a second on stderr and a summary (text, or one JSON object) at the end.
+//! `vecplane gen`: vecplane's own traffic generator and sink for measurements on real interfaces.
+//! `gen tx` sends UDP frames of one size (IPv4 or IPv6, many flows by UDP source port, paced by
+//! the TSC or as fast as possible) either as XDP live frames (the default: the kernel builds
+//! them from a template, vecplane's generator XDP program picks each frame's flow, and they are
+//! redirected into the interface in bulk; about 2.5 Mpps of 64 B frames into a veth on one
+//! core) or through an AF_XDP socket (copy mode on veth: one socket buffer per frame, about
+//! 0.5 Mpps). `gen sink` counts what arrives on an interface's queue through an AF_XDP socket.
+//! Both busy-poll one (optionally pinned) thread, print progress once a second on stderr and a
+//! summary (text, or one JSON object on stdout) at the end.
 //!
 //! `run(&GenArgs)` is the whole command. Modules: `args` (command line and its checks), `frames`
-//! (what is sent), `pace` (TSC pacing), `tx` and `sink` (the loops), `report` (what is printed),
-//! `sys` (CPU pinning, signals, privileges, interface facts; the only `unsafe`). This crate moves
-//! and counts packets for measurement; it never forwards or answers them.
+//! (what is sent), `pace` (TSC pacing), `tx`, `tx_live` and `sink` (the loops), `report` (what
+//! is printed), `sys` (CPU pinning, signals, privileges, interface facts; the only `unsafe`).
+//! This crate moves and counts packets for measurement; it never forwards or answers them.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 

@@ -191,6 +191,9 @@ pub struct SinkSummary {
     pub pps: f64,
     /// Frames the kernel dropped for this socket (no free buffer, rx ring full).
     pub kernel_rx_dropped: u64,
+    /// Of those, frames dropped because the rx ring was full (the sink did not keep up; the
+    /// rest found no free buffer on the fill ring).
+    pub kernel_rx_ring_full: u64,
     /// Descriptors that named no valid buffer.
     pub invalid: u64,
     /// CPU time the receiving thread got during the run.
@@ -212,6 +215,7 @@ impl SinkSummary {
             "pps": self.pps,
             "xdp_mode": self.xdp_mode,
             "kernel_rx_dropped": self.kernel_rx_dropped,
+            "kernel_rx_ring_full": self.kernel_rx_ring_full,
             "invalid": self.invalid,
             "cpu_seconds": self.cpu_seconds,
             "stopped_by": self.stopped_by.as_str(),
@@ -355,6 +359,7 @@ mod tests {
             seconds: 0.0,
             pps: rate(10, 0.0),
             kernel_rx_dropped: 0,
+            kernel_rx_ring_full: 0,
             invalid: 0,
             cpu_seconds: 0.1,
             stopped_by: StopReason::Idle,

@@ -15,4 +15,4 @@ mod live;
 mod socket;
 
 pub use live::{checksum_seed, patched_checksum, LiveFrames, LiveFramesSpec, LIVE_BATCH_MAX};
-pub use socket::{BatchSocket, Received};
+pub use socket::{BatchSocket, Received, RECYCLE_BATCH};

@@ -23,6 +23,8 @@ const ADDR_MASK: u64 = (1 << 48) - 1;
 
 /// Refill the fill ring once at least this many entries are free.
 const REFILL_BATCH: u32 = 64;
+/// Most frames `recycle_received` handles per call.
+pub const RECYCLE_BATCH: u32 = 256;
 
 #[inline(always)]
 fn umem_offset(addr: u64) -> usize {
@@ -229,6 +231,44 @@ impl BatchSocket {
                 }
                 None => r.bad += 1,
             });
+        r
+    }
+
+    /// Count up to `max` received frames and hand their buffers straight back to the kernel on
+    /// the fill ring, without touching the pool or the frames (for a loop that only counts).
+    /// The fill ring always has room for them when no more buffers were lent than it holds.
+    /// Returns the frames and bytes counted; descriptors naming no buffer are counted in `bad`
+    /// and not returned.
+    #[inline]
+    pub fn recycle_received(&mut self, pool: &BufferPool, max: u32) -> Received {
+        self.check_pool(pool);
+        let mut r = Received::default();
+        let room = self.fill.free(max);
+        let (unaligned, stride, len) = (
+            self.umem.is_unaligned(),
+            pool.stride() as u64,
+            pool.region_bytes() as u64,
+        );
+        let mut bases = [0u64; RECYCLE_BATCH as usize];
+        let n = self.rx.consume(max.min(room).min(RECYCLE_BATCH), |d| {
+            // The chunk's base: the address the fill ring lent (unaligned mode keeps it in the
+            // low 48 bits; aligned chunks are stride-aligned, the stride a power of two).
+            let base = if unaligned {
+                d.addr & ADDR_MASK
+            } else {
+                d.addr & !(stride - 1)
+            };
+            if base + stride <= len && d.len > 0 {
+                bases[r.packets] = base;
+                r.packets += 1;
+                r.bytes += d.len as u64;
+            } else {
+                r.bad += 1;
+            }
+        });
+        debug_assert!(n as usize == r.packets + r.bad as usize);
+        let returned = self.fill.produce(r.packets as u32, |i| bases[i as usize]);
+        debug_assert!(returned as usize == r.packets, "the fill ring had room");
         r
     }
 
