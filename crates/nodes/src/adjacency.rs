@@ -2,7 +2,8 @@
 //! an ECMP group, a drop or a local delivery) that FIB results index. Built by the control side,
 //! shared read-only by lookup and rewrite nodes; never changed while a worker uses it.
 
-use packet::headers::Mac;
+use packet::headers::{eth, put16, Mac};
+use packet::meta::BufferMeta;
 
 /// How to send to one neighbour.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,29 @@ impl Adjacency {
         macs[6..].copy_from_slice(&src);
         Adjacency { port, mtu, macs }
     }
+}
+
+/// Write `adj`'s Ethernet header (with `ethertype`) right before the L3 header at `l3` of the
+/// frame whose bytes before `l3` are `l2`, make it the frame's start, and set the transmit
+/// port. Tags or other bytes before the old Ethernet header are cut. `l3` must be at least
+/// `eth::HEADER_LEN`.
+#[inline(always)]
+pub fn push_ethernet(
+    meta: &mut BufferMeta,
+    l2: &mut [u8],
+    l3: usize,
+    adj: &Adjacency,
+    ethertype: u16,
+) {
+    let e = &mut l2[l3 - eth::HEADER_LEN..];
+    e[..12].copy_from_slice(&adj.macs);
+    put16(e, eth::TYPE, ethertype);
+    let shift = (l3 - eth::HEADER_LEN) as u16;
+    meta.data_offset += shift;
+    meta.length -= shift;
+    meta.l3_offset = eth::HEADER_LEN as u16;
+    meta.l4_offset = meta.l4_offset.saturating_sub(shift);
+    meta.tx_port = adj.port;
 }
 
 /// What a FIB next-hop id resolves to.

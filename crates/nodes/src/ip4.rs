@@ -2,7 +2,7 @@
 //! incremental checksum, Ethernet header); `ip4-lookup` lives in `lookup`, shared with IPv6.
 //! They read shared tables only; they never allocate or keep per-packet state.
 
-use crate::adjacency::NextHopTable;
+use crate::adjacency::{push_ethernet, NextHopTable};
 use crate::neighbour::{find_adjacency, AdjacencyLookup, NeighbourHandle, Neighbours};
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
@@ -281,15 +281,7 @@ fn rewrite4(
                 let c = checksum::update16(be16(h, ip4::CHECKSUM), old, new);
                 put16(h, ip4::CHECKSUM, c);
             }
-            let e = &mut l2[l3 - eth::HEADER_LEN..];
-            e[..12].copy_from_slice(&adj.macs);
-            put16(e, eth::TYPE, eth::TYPE_IPV4);
-            let shift = (l3 - eth::HEADER_LEN) as u16;
-            meta.data_offset += shift;
-            meta.length -= shift;
-            meta.l3_offset = eth::HEADER_LEN as u16;
-            meta.l4_offset = meta.l4_offset.saturating_sub(shift);
-            meta.tx_port = adj.port;
+            push_ethernet(meta, l2, l3, &adj, eth::TYPE_IPV4);
             RW_NEXT_OUTPUT
         };
         all_out &= next == RW_NEXT_OUTPUT;

@@ -2,11 +2,11 @@
 //! Ethernet header); `ip6-lookup` lives in `lookup`, shared with IPv4. They read shared tables
 //! only; they never allocate or keep per-packet state.
 
-use crate::adjacency::NextHopTable;
+use crate::adjacency::{push_ethernet, NextHopTable};
 use crate::neighbour::{find_adjacency, AdjacencyLookup, NeighbourHandle, Neighbours};
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
-use packet::headers::{be128, be16, eth, ip6, put16};
+use packet::headers::{be128, be16, eth, ip6};
 use packet::meta::FLAG_L2_MULTICAST;
 use packet::BufferPool;
 use std::net::Ipv6Addr;
@@ -248,15 +248,7 @@ fn rewrite6(
             if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
                 h[ip6::HOP_LIMIT] = h[ip6::HOP_LIMIT].wrapping_sub(1);
             }
-            let e = &mut l2[l3 - eth::HEADER_LEN..];
-            e[..12].copy_from_slice(&adj.macs);
-            put16(e, eth::TYPE, eth::TYPE_IPV6);
-            let shift = (l3 - eth::HEADER_LEN) as u16;
-            meta.data_offset += shift;
-            meta.length -= shift;
-            meta.l3_offset = eth::HEADER_LEN as u16;
-            meta.l4_offset = meta.l4_offset.saturating_sub(shift);
-            meta.tx_port = adj.port;
+            push_ethernet(meta, l2, l3, &adj, eth::TYPE_IPV6);
             RW_NEXT_OUTPUT
         };
         all_out &= next == RW_NEXT_OUTPUT;
