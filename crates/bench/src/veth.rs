@@ -390,8 +390,51 @@ fn install_sink(topo: &Topology) -> Result<()> {
     Ok(())
 }
 
-/// User (with nice), busy and total jiffies of one CPU from /proc/stat.
-fn cpu_times(cpu: usize) -> Option<(u64, u64, u64)> {
+/// Packets dropped because a CPU's input backlog was full (the second column of
+/// /proc/net/softnet_stat, summed over CPUs): where the kernel's RPS path loses what the
+/// forwarding CPU cannot take.
+fn backlog_drops() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/softnet_stat").ok()?;
+    text.lines()
+        .map(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|x| u64::from_str_radix(x, 16).ok())
+        })
+        .sum()
+}
+
+/// Jiffies of one CPU from /proc/stat.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct CpuTimes {
+    /// User and nice.
+    user: u64,
+    /// Softirq.
+    softirq: u64,
+    /// Everything but idle and iowait.
+    busy: u64,
+    /// Everything.
+    total: u64,
+}
+
+impl CpuTimes {
+    /// Shares of `later - self` in the total: (busy, user, softirq).
+    fn shares(self, later: CpuTimes) -> (f64, f64, f64) {
+        let t = later.total.saturating_sub(self.total);
+        if t == 0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let share = |a: u64, b: u64| b.saturating_sub(a) as f64 / t as f64;
+        (
+            share(self.busy, later.busy),
+            share(self.user, later.user),
+            share(self.softirq, later.softirq),
+        )
+    }
+}
+
+/// The jiffies of CPU `cpu` so far.
+fn cpu_times(cpu: usize) -> Option<CpuTimes> {
     let stat = std::fs::read_to_string("/proc/stat").ok()?;
     let name = format!("cpu{cpu}");
     let line = stat
@@ -403,12 +446,17 @@ fn cpu_times(cpu: usize) -> Option<(u64, u64, u64)> {
         .take(8)
         .filter_map(|x| x.parse().ok())
         .collect();
-    if v.len() < 5 {
+    if v.len() < 7 {
         return None;
     }
     let total: u64 = v.iter().sum();
     let idle = v[3] + v[4];
-    Some((v[0] + v[1], total - idle, total))
+    Some(CpuTimes {
+        user: v[0] + v[1],
+        softirq: v[6],
+        busy: total - idle,
+        total,
+    })
 }
 
 /// One measured run.
@@ -431,8 +479,16 @@ struct PpsRun {
     fwd_cpu_user: f64,
     /// TSC ticks of the forwarding CPU's busy time per forwarded packet.
     cycles_per_packet: f64,
+    /// Share of the generator's CPU spent in softirq: on veth, Ra's receive processing (NAPI)
+    /// runs there, in the sender's context.
+    gen_cpu_softirq: f64,
+    /// TSC ticks per forwarded packet of the forwarding CPU's busy time plus the generator
+    /// CPU's softirq time: all of R's work wherever it ran.
+    r_cycles_per_packet: f64,
     /// B0 receive drops in the window.
     b0_rx_dropped: u64,
+    /// Input backlog drops on any CPU in the window (the kernel's RPS path).
+    backlog_drops: u64,
     /// vecplane only: per-node figures over the window (`show runtime`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     nodes: Vec<Value>,
@@ -541,11 +597,15 @@ fn measure_window(
             v.request(&format!("clear {what}"), false)?;
         }
     }
-    let cpu0 = cpu_times(p.fwd_cpu);
+    let fwd0 = cpu_times(p.fwd_cpu);
+    let gen0 = cpu_times(p.gen_cpu);
+    let bl0 = backlog_drops();
     let (c1, t1) = b0_rx(topo)?;
     std::thread::sleep(Duration::from_secs_f64(p.seconds));
     let (c2, t2) = b0_rx(topo)?;
-    let cpu1 = cpu_times(p.fwd_cpu);
+    let fwd1 = cpu_times(p.fwd_cpu);
+    let gen1 = cpu_times(p.gen_cpu);
+    let bl1 = backlog_drops();
     let (nodes, drops) = match vp {
         Some(v) => vecplane_figures(v)?,
         None => (Vec::new(), Vec::new()),
@@ -559,12 +619,20 @@ fn measure_window(
     let seconds = t2.duration_since(t1).as_secs_f64().max(1e-3);
     let packets = c2.rx_packets.saturating_sub(c1.rx_packets);
     let pps = packets as f64 / seconds;
-    let (busy, user) = match (cpu0, cpu1) {
-        (Some((u0, b0, t0)), Some((u1, b1, t1))) if t1 > t0 => {
-            let t = (t1 - t0) as f64;
-            ((b1 - b0) as f64 / t, (u1 - u0) as f64 / t)
+    let (busy, user, _) = match (fwd0, fwd1) {
+        (Some(a), Some(b)) => a.shares(b),
+        _ => (0.0, 0.0, 0.0),
+    };
+    let (_, _, gen_softirq) = match (gen0, gen1) {
+        (Some(a), Some(b)) => a.shares(b),
+        _ => (0.0, 0.0, 0.0),
+    };
+    let per_packet = |share: f64| {
+        if pps > 0.0 {
+            share * p.tsc_hz as f64 / pps
+        } else {
+            0.0
         }
-        _ => (0.0, 0.0),
     };
     Ok(PpsRun {
         pps,
@@ -574,12 +642,14 @@ fn measure_window(
         generator: String::new(),
         fwd_cpu_busy: busy,
         fwd_cpu_user: user,
-        cycles_per_packet: if pps > 0.0 {
-            busy * p.tsc_hz as f64 / pps
-        } else {
-            0.0
-        },
+        cycles_per_packet: per_packet(busy),
+        gen_cpu_softirq: gen_softirq,
+        r_cycles_per_packet: per_packet(busy + gen_softirq),
         b0_rx_dropped: c2.rx_dropped.saturating_sub(c1.rx_dropped),
+        backlog_drops: match (bl0, bl1) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => 0,
+        },
         nodes,
         drops,
     })
@@ -669,11 +739,14 @@ fn throughput(p: &Plan) -> Result<Report> {
         progress(
             p,
             format!(
-                "{label}: {:.1} kpps forwarded (offered {:.1} kpps), CPU {} busy {:.0}%",
+                "{label}: {:.1} kpps forwarded (offered {:.1} kpps), CPU {} busy {:.0}%, CPU {} \
+                 softirq {:.0}%",
                 m.pps / 1e3,
                 m.offered_pps / 1e3,
                 p.fwd_cpu,
-                m.fwd_cpu_busy * 100.0
+                m.fwd_cpu_busy * 100.0,
+                p.gen_cpu,
+                m.gen_cpu_softirq * 100.0
             ),
         );
         ours.push(m);
@@ -683,11 +756,14 @@ fn throughput(p: &Plan) -> Result<Report> {
             progress(
                 p,
                 format!(
-                    "{label}: {:.1} kpps forwarded (offered {:.1} kpps), CPU {} busy {:.0}%",
+                    "{label}: {:.1} kpps forwarded (offered {:.1} kpps), CPU {} busy {:.0}%, \
+                     CPU {} softirq {:.0}%",
                     m.pps / 1e3,
                     m.offered_pps / 1e3,
                     p.fwd_cpu,
-                    m.fwd_cpu_busy * 100.0
+                    m.fwd_cpu_busy * 100.0,
+                    p.gen_cpu,
+                    m.gen_cpu_softirq * 100.0
                 ),
             );
             theirs.push(m);
@@ -702,18 +778,12 @@ fn throughput(p: &Plan) -> Result<Report> {
             p.gen_cpu,
             p.flows
         ));
-        if matches!(side.driver, Driver::AfXdp { .. }) {
-            n.push(format!(
-                "on veth the XDP program of Ra runs in the sender's NAPI context (CPU {}), not \
-                 on the forwarding CPU",
-                p.gen_cpu
-            ));
-        }
-        n.push(
-            "cycles_per_packet = TSC ticks of the forwarding CPU's busy time per forwarded \
-             packet (vecplane busy-polls, so its CPU is always busy)"
-                .to_string(),
-        );
+        n.push(format!(
+            "cycles_per_packet = TSC ticks of CPU {}'s busy time per forwarded packet (vecplane \
+             busy-polls, so its CPU is always busy); r_cycles_per_packet adds CPU {}'s softirq \
+             time, where veth runs Ra's receive side (NAPI) in the sender's context",
+            p.fwd_cpu, p.gen_cpu
+        ));
         n
     };
     let crowded: Vec<f64> = theirs
@@ -759,6 +829,8 @@ fn throughput(p: &Plan) -> Result<Report> {
         "cycles_per_packet": m.cycles_per_packet,
         "offered_pps": m.offered_pps,
         "fwd_cpu_busy": m.fwd_cpu_busy,
+        "gen_cpu_softirq": m.gen_cpu_softirq,
+        "r_cycles_per_packet": m.r_cycles_per_packet,
         "tsc_hz": p.tsc_hz,
         "load_average": crate::sys::load_average(),
         "nodes": m.nodes,
@@ -776,6 +848,8 @@ fn throughput(p: &Plan) -> Result<Report> {
             "cycles_per_packet": r.cycles_per_packet,
             "offered_pps": r.offered_pps,
             "fwd_cpu_busy": r.fwd_cpu_busy,
+            "gen_cpu_softirq": r.gen_cpu_softirq,
+            "r_cycles_per_packet": r.r_cycles_per_packet,
             "runs": theirs.iter().map(|r| r.pps).collect::<Vec<_>>(),
             "all_runs": theirs,
         });
@@ -796,13 +870,17 @@ fn throughput(p: &Plan) -> Result<Report> {
     let line = |name: String, r: &PpsRun, runs: &[PpsRun]| {
         let all: Vec<String> = runs.iter().map(|x| format!("{:.1}", x.pps / 1e3)).collect();
         format!(
-            "  {name:<44} median {:>8.1} kpps (runs: {}), offered {:.1} kpps, CPU busy {:.0}%, \
-             {:.0} TSC cycles/packet\n",
+            "  {name:<40} median {:>7.1} kpps (runs: {}), offered {:.1} kpps\n  {:<40} \
+             forwarding CPU busy {:.0}%, {:.0} TSC cycles/packet; with the generator CPU's \
+             softirq ({:.0}%): {:.0}\n",
             r.pps / 1e3,
             all.join(", "),
             r.offered_pps / 1e3,
+            "",
             r.fwd_cpu_busy * 100.0,
-            r.cycles_per_packet
+            r.cycles_per_packet,
+            r.gen_cpu_softirq * 100.0,
+            r.r_cycles_per_packet
         )
     };
     text.push_str(&line(
@@ -1074,8 +1152,17 @@ mod tests {
 
     #[test]
     fn cpu_times_reads_proc_stat() {
-        let (user, busy, total) = cpu_times(0).expect("cpu0 in /proc/stat");
-        assert!(user <= busy && busy <= total && total > 0);
+        let t = cpu_times(0).expect("cpu0 in /proc/stat");
+        assert!(t.user <= t.busy && t.softirq <= t.busy && t.busy <= t.total && t.total > 0);
+        let later = CpuTimes {
+            user: t.user + 10,
+            softirq: t.softirq + 20,
+            busy: t.busy + 50,
+            total: t.total + 100,
+        };
+        assert_eq!(t.shares(later), (0.5, 0.1, 0.2));
+        assert_eq!(t.shares(t), (0.0, 0.0, 0.0));
+        assert!(backlog_drops().is_some());
         assert_eq!(cpu_times(100_000), None);
     }
 }
