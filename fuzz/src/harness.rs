@@ -436,10 +436,19 @@ impl Harness {
             "every injected frame is received or counted as an rx drop"
         );
         let sent = std::mem::take(&mut *self.sink.lock().expect("sink"));
-        // ARP/ND frames vecplane made come from the port's own MAC; bridged ones do not.
+        // ARP/ND frames vecplane made come from the port's own MAC; bridged ones do not, and
+        // cross-connected ones (which also get the port's MAC) keep the timestamp of a frame
+        // received on a cross-connected port.
         let spec = &self.spec;
+        let xconnected: Vec<u64> = frames
+            .iter()
+            .enumerate()
+            .filter(|(_, (p, _))| spec.xconnects.iter().any(|x| x.from == *p as usize))
+            .map(|(i, _)| first_ts + i as u64)
+            .collect();
         let (neighbour, forwarded): (Vec<Sent>, Vec<Sent>) = sent.into_iter().partition(|s| {
             is_neighbour_frame(&s.bytes)
+                && !xconnected.contains(&s.ts)
                 && spec
                     .ports
                     .get(s.port as usize)

@@ -375,3 +375,22 @@ fn directed_broadcasts_are_dropped_not_resolved() {
         h.drops()
     );
 }
+
+/// Found by cargo-fuzz: an ARP request received on a cross-connected port leaves with the `to`
+/// port's MAC; it is forwarded traffic, not an ARP frame vecplane made.
+#[test]
+fn cross_connected_arp_is_forwarded_not_answered() {
+    let mut h = Harness::router();
+    let req = arp(
+        1,
+        [0xff; 6],
+        [2, 0, 0, 0, 0, 0xaa],
+        v4("198.18.0.2"),
+        [0; 6],
+        v4("198.18.0.9"),
+    );
+    let (_, sent) = h.run(&[(3, &req)]);
+    assert_eq!(sent.len(), 1, "cross-connected to p1");
+    assert_eq!(sent[0].port, 1);
+    assert!(h.neighbour_frames.is_empty());
+}
