@@ -206,14 +206,24 @@ fn router_over_af_packet_resolves_neighbours_and_carries_ping_tcp_udp() {
 #[test]
 fn bridge_switches_between_namespaces_and_learns_macs() {
     require_root!(TOOLS);
+    bridge_between_namespaces("af-xdp");
+}
+
+#[test]
+fn bridge_over_af_packet_switches_between_namespaces() {
+    require_root!(TOOLS);
+    bridge_between_namespaces("af-packet");
+}
+
+fn bridge_between_namespaces(driver: &str) {
     let t =
         Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Bridged)).expect("topology");
     let n = t.names();
     let text = format!(
         "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n\
-         [[port]]\nname = \"Ra\"\ndriver = \"af-xdp\"\ninterface = \"{}\"\n\
+         [[port]]\nname = \"Ra\"\ndriver = \"{driver}\"\ninterface = \"{}\"\n\
          mac = \"02:00:00:00:01:01\"\nbridge = \"br0\"\n\n\
-         [[port]]\nname = \"Rb\"\ndriver = \"af-xdp\"\ninterface = \"{}\"\n\
+         [[port]]\nname = \"Rb\"\ndriver = \"{driver}\"\ninterface = \"{}\"\n\
          mac = \"02:00:00:00:02:01\"\nbridge = \"br0\"\n",
         n.ra, n.rb
     );
@@ -230,6 +240,14 @@ fn bridge_switches_between_namespaces_and_learns_macs() {
         tcp["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0) > 0,
         "TCP through the bridge: {tcp}"
     );
+    let udp = iperf3(&t, &b4, &["-u", "-b", "20M", "-t", "1", "-l", "1000"]);
+    let sum = &udp["end"]["sum"];
+    let (lost, packets) = (
+        sum["lost_packets"].as_u64().unwrap_or(u64::MAX),
+        sum["packets"].as_u64().unwrap_or(0),
+    );
+    assert!(packets > 1000, "UDP through the bridge: {udp}");
+    assert!(lost * 100 <= packets, "UDP lost {lost} of {packets}");
     // The snapshot is published about once a second.
     std::thread::sleep(Duration::from_millis(1200));
     let br = data(&vp, "show bridge");
@@ -580,4 +598,64 @@ fn tap_ports_with_two_workers_route_between_namespaces() {
         .filter_map(|n| n["name"].as_str().map(String::from))
         .collect();
     assert!(names.iter().any(|n| n == "rss-dispatch"), "{rt}");
+}
+
+/// A frame larger than a buffer (the veths' MTU raised to 4000 so it gets to vecplane): dropped
+/// and counted as an rx drop of the port, and traffic goes on.
+#[test]
+fn oversized_frame_is_dropped_and_counted_on_af_packet() {
+    require_root!(&["ip", "ethtool", "ping", "iperf3", "python3"]);
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import scapy.all"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        println!("skipped: python3 scapy is not installed");
+        return;
+    }
+    let t =
+        Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let (a0, ra) = (t.names().a0.clone(), t.names().ra.clone());
+    t.exec_ok(Host::A, &["ip", "link", "set", "dev", &a0, "mtu", "4000"])
+        .expect("A0 mtu");
+    t.exec_ok(Host::R, &["ip", "link", "set", "dev", &ra, "mtu", "4000"])
+        .expect("Ra mtu");
+    let vp = start(&t, &router_config(&t, "af-packet", 1));
+    assert!(ping(&t, "198.18.2.2", 2, "0.2").0, "{}", vp.log());
+    let before = vp
+        .interfaces()
+        .expect("interfaces")
+        .into_iter()
+        .find(|p| p.name == "Ra")
+        .map_or(0, |p| p.rx_drops);
+    let script = t.path("big.py");
+    std::fs::write(
+        &script,
+        "import sys\nfrom scapy.all import Ether, IP, UDP, Raw, sendp\n\
+         sendp(Ether(dst=sys.argv[2]) / IP(dst='198.18.2.2') / UDP() / Raw(b'x' * 3000), \
+         iface=sys.argv[1], verbose=False)\n",
+    )
+    .expect("script");
+    let s = script.to_string_lossy().into_owned();
+    let out = t
+        .exec_timeout(
+            Host::A,
+            &["python3", &s, &a0, "02:00:00:00:01:01"],
+            Duration::from_secs(60),
+        )
+        .expect("scapy runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, text) = ping(&t, "198.18.2.2", 5, "0.1");
+    assert!(ok, "traffic goes on: {text}");
+    let after = vp
+        .interfaces()
+        .expect("interfaces")
+        .into_iter()
+        .find(|p| p.name == "Ra")
+        .map_or(0, |p| p.rx_drops);
+    assert_eq!(after - before, 1, "the 3 KB frame is one counted rx drop");
+    vp.stop().expect("vecplane stops cleanly");
 }
