@@ -317,7 +317,7 @@ impl InputNode for HandoffRx {
         let rings = self.rings.len();
         for k in 0..rings {
             let ring = &self.rings[(self.next_ring + k) % rings];
-            while n < out.len() {
+            while n < out.len() && !ring.is_empty() {
                 let Some(b) = cx.pool.alloc() else {
                     return (n, Dispatch::PerPacket);
                 };
