@@ -1,5 +1,6 @@
-//! Protocol nodes of the vecplane graph: `ethernet-input`, `l2-xconnect`, `ip4-input`,
-//! `ip4-lookup`, `ip4-rewrite`, `ip4-icmp-error`, their IPv6 twins, `interface-output` and
+//! Protocol nodes of the vecplane graph: `ethernet-input`, `l2-xconnect`, `l2-bridge`,
+//! `ip4-input`, `ip4-lookup`, `ip4-rewrite`, `ip4-icmp-error`, their IPv6 twins, the ARP/ND nodes
+//! (`arp-input`, `ip6-nd`, `ip4-arp`, `ip6-discover`, `neighbour-tx`), `interface-output` and
 //! `error-drop`. Each node owns only its read-only tables (shared through `Arc`) and per-worker
 //! scratch; none keeps global mutable state, allocates, locks or makes a syscall per packet.
 #![deny(missing_docs)]
