@@ -1,17 +1,14 @@
-//! IPv4 forwarding nodes: `ip4-input` (header checks) and `ip4-rewrite` (MTU, TTL with
-//! incremental checksum, Ethernet header); `ip4-lookup` lives in `lookup`, shared with IPv6.
-//! They read shared tables only; they never allocate or keep per-packet state.
+//! IPv4 forwarding: the `ip4-input` node (header checks); `ip4-lookup` and `ip4-rewrite` are
+//! the IPv4 instances of the generic nodes in `lookup` and `rewrite`. It reads shared tables
+//! only; it never allocates or keeps per-packet state.
 
-use crate::adjacency::{push_ethernet, NextHopTable};
-use crate::neighbour::{find_adjacency, AdjacencyLookup, NeighbourHandle, Neighbours};
-use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
+use crate::{icmp_request, names};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
-use packet::headers::{be16, be32, eth, ip4, put16};
+use packet::headers::{be16, be32, ip4};
 use packet::meta::FLAG_L2_MULTICAST;
 use packet::BufferPool;
 use std::net::Ipv4Addr;
-use std::sync::Arc;
 
 /// What `ip4-input` does with packets carrying options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -199,135 +196,4 @@ pub use crate::lookup::Ip4Lookup;
 
 // ---------------------------------------------------------------------------------------------
 
-/// The `ip4-rewrite` node.
-pub struct Ip4Rewrite {
-    next_hops: Arc<NextHopTable>,
-    neighbours: Option<NeighbourHandle>,
-}
-
-impl Ip4Rewrite {
-    /// A rewrite node using adjacencies of `next_hops`.
-    pub fn new(next_hops: Arc<NextHopTable>) -> Ip4Rewrite {
-        Ip4Rewrite {
-            next_hops,
-            neighbours: None,
-        }
-    }
-
-    /// Also rewrite with neighbour-table adjacencies (ids with bit 31 set); unusable ones go to
-    /// `ip4-arp`.
-    pub fn with_neighbours(mut self, neighbours: NeighbourHandle) -> Ip4Rewrite {
-        self.neighbours = Some(neighbours);
-        self
-    }
-}
-
-const RW_NEXT_DROP: u16 = 0;
-const RW_NEXT_OUTPUT: u16 = 1;
-const RW_NEXT_ICMP: u16 = 2;
-const RW_NEXT_RESOLVE: u16 = 3;
-
-/// `ip4-rewrite` drop reasons, by index.
-pub const REWRITE_ERRORS: [&str; 2] = ["bad-adjacency", "mtu-exceeded"];
-
-/// Rewrite the packets of `frame`; true when all go to `interface-output`.
-#[inline(always)]
-fn rewrite4(
-    next_hops: &NextHopTable,
-    mut neighbours: Option<&mut Neighbours>,
-    cx: &mut NodeContext<'_>,
-    frame: &[u32],
-    nexts: &mut [u16],
-) -> bool {
-    let now = cx.now_tsc;
-    let mut all_out = true;
-    for (i, &b) in frame.iter().enumerate() {
-        let (meta, data) = cx.pool.packet_mut(b);
-        let l3 = meta.l3_offset as usize;
-        let next = 'rw: {
-            let adj = match find_adjacency(
-                next_hops,
-                neighbours.as_deref_mut(),
-                meta.next_scratch,
-                false,
-                now,
-            ) {
-                AdjacencyLookup::Found(a) => a,
-                AdjacencyLookup::Resolve => break 'rw RW_NEXT_RESOLVE,
-                AdjacencyLookup::Bad => {
-                    meta.error = cx.error_base;
-                    break 'rw RW_NEXT_DROP;
-                }
-            };
-            if l3 < eth::HEADER_LEN || data.len() < l3 + ip4::MIN_HEADER_LEN {
-                meta.error = cx.error_base;
-                break 'rw RW_NEXT_DROP;
-            }
-            let (l2, h) = data.split_at_mut(l3);
-            let total = be16(h, ip4::TOTAL_LEN);
-            if total > adj.mtu {
-                if be16(h, ip4::FRAG) & 0x4000 != 0 {
-                    meta.next_scratch = icmp_request(ICMP_UNREACHABLE, 4, adj.mtu);
-                    break 'rw RW_NEXT_ICMP;
-                }
-                meta.error = cx.error_base + 1;
-                break 'rw RW_NEXT_DROP;
-            }
-            if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
-                let ttl = h[ip4::TTL];
-                let old = u16::from_be_bytes([ttl, h[ip4::PROTOCOL]]);
-                h[ip4::TTL] = ttl.wrapping_sub(1);
-                let new = u16::from_be_bytes([h[ip4::TTL], h[ip4::PROTOCOL]]);
-                let c = checksum::update16(be16(h, ip4::CHECKSUM), old, new);
-                put16(h, ip4::CHECKSUM, c);
-            }
-            push_ethernet(meta, l2, l3, &adj, eth::TYPE_IPV4);
-            RW_NEXT_OUTPUT
-        };
-        all_out &= next == RW_NEXT_OUTPUT;
-        nexts[i] = next;
-    }
-    all_out
-}
-
-impl Node for Ip4Rewrite {
-    fn name(&self) -> &str {
-        names::IP4_REWRITE
-    }
-
-    fn next_nodes(&self) -> Vec<String> {
-        let mut v: Vec<String> = [
-            names::ERROR_DROP,
-            names::INTERFACE_OUTPUT,
-            names::IP4_ICMP_ERROR,
-        ]
-        .map(String::from)
-        .to_vec();
-        if self.neighbours.is_some() {
-            v.push(crate::neighbour::IP4_ARP.into());
-        }
-        v
-    }
-
-    fn error_reasons(&self) -> Vec<String> {
-        REWRITE_ERRORS.map(String::from).to_vec()
-    }
-
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let hops = &*self.next_hops;
-        let all_out = match &self.neighbours {
-            Some(h) => h.with(|n| rewrite4(hops, Some(n), cx, frame, nexts)),
-            None => rewrite4(hops, None, cx, frame, nexts),
-        };
-        if all_out {
-            Dispatch::AllTo(RW_NEXT_OUTPUT)
-        } else {
-            Dispatch::PerPacket
-        }
-    }
-
-    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
-        let m = pool.meta(buffer);
-        format!("tx port {}: {}", m.tx_port, describe_ip4(pool, buffer))
-    }
-}
+pub use crate::rewrite::Ip4Rewrite;

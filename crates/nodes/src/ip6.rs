@@ -1,16 +1,13 @@
-//! IPv6 forwarding nodes: `ip6-input` (header checks) and `ip6-rewrite` (MTU, hop limit,
-//! Ethernet header); `ip6-lookup` lives in `lookup`, shared with IPv4. They read shared tables
-//! only; they never allocate or keep per-packet state.
+//! IPv6 forwarding: the `ip6-input` node (header checks); `ip6-lookup` and `ip6-rewrite` are
+//! the IPv6 instances of the generic nodes in `lookup` and `rewrite`. It reads shared tables
+//! only; it never allocates or keeps per-packet state.
 
-use crate::adjacency::{push_ethernet, NextHopTable};
-use crate::neighbour::{find_adjacency, AdjacencyLookup, NeighbourHandle, Neighbours};
-use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
+use crate::{icmp_request, names};
 use graph::{Dispatch, Node, NodeContext};
-use packet::headers::{be128, be16, eth, ip6};
+use packet::headers::{be128, be16, ip6};
 use packet::meta::FLAG_L2_MULTICAST;
 use packet::BufferPool;
 use std::net::Ipv6Addr;
-use std::sync::Arc;
 
 /// ICMPv6 "packet too big".
 pub const ICMP6_PACKET_TOO_BIG: u8 = 2;
@@ -178,123 +175,4 @@ pub fn describe_ip6(pool: &BufferPool, buffer: u32) -> String {
 
 pub use crate::lookup::Ip6Lookup;
 
-/// The `ip6-rewrite` node.
-pub struct Ip6Rewrite {
-    next_hops: Arc<NextHopTable>,
-    neighbours: Option<NeighbourHandle>,
-}
-
-impl Ip6Rewrite {
-    /// A rewrite node using adjacencies of `next_hops`.
-    pub fn new(next_hops: Arc<NextHopTable>) -> Ip6Rewrite {
-        Ip6Rewrite {
-            next_hops,
-            neighbours: None,
-        }
-    }
-
-    /// Also rewrite with neighbour-table adjacencies (ids with bit 31 set); unusable ones go to
-    /// `ip6-discover`.
-    pub fn with_neighbours(mut self, neighbours: NeighbourHandle) -> Ip6Rewrite {
-        self.neighbours = Some(neighbours);
-        self
-    }
-}
-
-const RW_NEXT_DROP: u16 = 0;
-const RW_NEXT_OUTPUT: u16 = 1;
-const RW_NEXT_ICMP: u16 = 2;
-const RW_NEXT_RESOLVE: u16 = 3;
-
-/// Rewrite the packets of `frame`; true when all go to `interface-output`.
-#[inline(always)]
-fn rewrite6(
-    next_hops: &NextHopTable,
-    mut neighbours: Option<&mut Neighbours>,
-    cx: &mut NodeContext<'_>,
-    frame: &[u32],
-    nexts: &mut [u16],
-) -> bool {
-    let now = cx.now_tsc;
-    let mut all_out = true;
-    for (i, &b) in frame.iter().enumerate() {
-        let (meta, data) = cx.pool.packet_mut(b);
-        let l3 = meta.l3_offset as usize;
-        let next = 'rw: {
-            let adj = match find_adjacency(
-                next_hops,
-                neighbours.as_deref_mut(),
-                meta.next_scratch,
-                true,
-                now,
-            ) {
-                AdjacencyLookup::Found(a) => a,
-                AdjacencyLookup::Resolve => break 'rw RW_NEXT_RESOLVE,
-                AdjacencyLookup::Bad => {
-                    meta.error = cx.error_base;
-                    break 'rw RW_NEXT_DROP;
-                }
-            };
-            if l3 < eth::HEADER_LEN || data.len() < l3 + ip6::HEADER_LEN {
-                meta.error = cx.error_base;
-                break 'rw RW_NEXT_DROP;
-            }
-            let (l2, h) = data.split_at_mut(l3);
-            let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
-            if total > adj.mtu as usize {
-                meta.next_scratch = icmp_request(ICMP6_PACKET_TOO_BIG, 0, adj.mtu);
-                break 'rw RW_NEXT_ICMP;
-            }
-            if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
-                h[ip6::HOP_LIMIT] = h[ip6::HOP_LIMIT].wrapping_sub(1);
-            }
-            push_ethernet(meta, l2, l3, &adj, eth::TYPE_IPV6);
-            RW_NEXT_OUTPUT
-        };
-        all_out &= next == RW_NEXT_OUTPUT;
-        nexts[i] = next;
-    }
-    all_out
-}
-
-impl Node for Ip6Rewrite {
-    fn name(&self) -> &str {
-        names::IP6_REWRITE
-    }
-
-    fn next_nodes(&self) -> Vec<String> {
-        let mut v: Vec<String> = [
-            names::ERROR_DROP,
-            names::INTERFACE_OUTPUT,
-            names::IP6_ICMP_ERROR,
-        ]
-        .map(String::from)
-        .to_vec();
-        if self.neighbours.is_some() {
-            v.push(crate::neighbour::IP6_DISCOVER.into());
-        }
-        v
-    }
-
-    fn error_reasons(&self) -> Vec<String> {
-        vec!["bad-adjacency".into()]
-    }
-
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let hops = &*self.next_hops;
-        let all_out = match &self.neighbours {
-            Some(h) => h.with(|n| rewrite6(hops, Some(n), cx, frame, nexts)),
-            None => rewrite6(hops, None, cx, frame, nexts),
-        };
-        if all_out {
-            Dispatch::AllTo(RW_NEXT_OUTPUT)
-        } else {
-            Dispatch::PerPacket
-        }
-    }
-
-    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
-        let m = pool.meta(buffer);
-        format!("tx port {}: {}", m.tx_port, describe_ip6(pool, buffer))
-    }
-}
+pub use crate::rewrite::Ip6Rewrite;

@@ -16,6 +16,7 @@ pub mod ip6;
 pub mod lookup;
 pub mod neighbour;
 pub mod output;
+pub mod rewrite;
 pub mod xconnect;
 
 #[cfg(test)]

@@ -1,0 +1,229 @@
+//! `ip4-rewrite` and `ip6-rewrite`: one node generic over the address family. It turns each
+//! packet's adjacency (a next-hop table index, or a neighbour-table entry) into its Ethernet
+//! header, checks the MTU (too big: an ICMP error request, or a drop), decrements the TTL / hop
+//! limit of forwarded packets and sets the transmit port. Unusable neighbour entries go to
+//! `ip4-arp` / `ip6-discover`. It reads shared tables only and keeps no per-packet state.
+
+use crate::adjacency::{push_ethernet, NextHopTable};
+use crate::lookup::{Ip4, Ip6};
+use crate::neighbour::{self, find_adjacency, AdjacencyLookup, NeighbourHandle, Neighbours};
+use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
+use graph::{Dispatch, Node, NodeContext};
+use packet::checksum;
+use packet::headers::{be16, eth, ip4, ip6, put16};
+use packet::BufferPool;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// What the rewrite node needs to know about an address family.
+pub trait RewriteFamily: Send + Sync + 'static {
+    /// The node's name.
+    const NODE: &'static str;
+    /// The ICMP error node it asks for "too big" errors.
+    const ICMP_ERROR: &'static str;
+    /// The node resolving unusable neighbour entries.
+    const RESOLVE: &'static str;
+    /// Ethertype written into the Ethernet header.
+    const ETHERTYPE: u16;
+    /// Shortest L3 header.
+    const MIN_HEADER_LEN: usize;
+    /// IPv6 (which neighbour table adjacency ids name).
+    const V6: bool;
+    /// Drop reasons, by index (0 is `bad-adjacency`).
+    const ERRORS: &'static [&'static str];
+    /// For a packet whose L3 header `h` exceeds `mtu`: Ok(ICMP error request) or Err(drop reason
+    /// index); None when it fits.
+    fn over_mtu(h: &[u8], mtu: u16) -> Option<Result<u32, u16>>;
+    /// Decrement the TTL / hop limit (and fix the checksum when the header has one).
+    fn decrement_ttl(h: &mut [u8]);
+    /// One line about the packet for traces.
+    fn describe(pool: &BufferPool, buffer: u32) -> String;
+}
+
+impl RewriteFamily for Ip4 {
+    const NODE: &'static str = names::IP4_REWRITE;
+    const ICMP_ERROR: &'static str = names::IP4_ICMP_ERROR;
+    const RESOLVE: &'static str = neighbour::IP4_ARP;
+    const ETHERTYPE: u16 = eth::TYPE_IPV4;
+    const MIN_HEADER_LEN: usize = ip4::MIN_HEADER_LEN;
+    const V6: bool = false;
+    const ERRORS: &'static [&'static str] = &["bad-adjacency", "mtu-exceeded"];
+
+    #[inline(always)]
+    fn over_mtu(h: &[u8], mtu: u16) -> Option<Result<u32, u16>> {
+        if be16(h, ip4::TOTAL_LEN) <= mtu {
+            return None;
+        }
+        // DF set: "fragmentation needed"; otherwise dropped (vecplane does not fragment).
+        Some(if be16(h, ip4::FRAG) & 0x4000 != 0 {
+            Ok(icmp_request(crate::ip4::ICMP_UNREACHABLE, 4, mtu))
+        } else {
+            Err(1)
+        })
+    }
+
+    #[inline(always)]
+    fn decrement_ttl(h: &mut [u8]) {
+        let ttl = h[ip4::TTL];
+        let old = u16::from_be_bytes([ttl, h[ip4::PROTOCOL]]);
+        h[ip4::TTL] = ttl.wrapping_sub(1);
+        let new = u16::from_be_bytes([h[ip4::TTL], h[ip4::PROTOCOL]]);
+        let c = checksum::update16(be16(h, ip4::CHECKSUM), old, new);
+        put16(h, ip4::CHECKSUM, c);
+    }
+
+    fn describe(pool: &BufferPool, buffer: u32) -> String {
+        crate::ip4::describe_ip4(pool, buffer)
+    }
+}
+
+impl RewriteFamily for Ip6 {
+    const NODE: &'static str = names::IP6_REWRITE;
+    const ICMP_ERROR: &'static str = names::IP6_ICMP_ERROR;
+    const RESOLVE: &'static str = neighbour::IP6_DISCOVER;
+    const ETHERTYPE: u16 = eth::TYPE_IPV6;
+    const MIN_HEADER_LEN: usize = ip6::HEADER_LEN;
+    const V6: bool = true;
+    const ERRORS: &'static [&'static str] = &["bad-adjacency"];
+
+    #[inline(always)]
+    fn over_mtu(h: &[u8], mtu: u16) -> Option<Result<u32, u16>> {
+        let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
+        // IPv6 routers never fragment: always "packet too big".
+        (total > mtu as usize).then(|| Ok(icmp_request(crate::ip6::ICMP6_PACKET_TOO_BIG, 0, mtu)))
+    }
+
+    #[inline(always)]
+    fn decrement_ttl(h: &mut [u8]) {
+        h[ip6::HOP_LIMIT] = h[ip6::HOP_LIMIT].wrapping_sub(1);
+    }
+
+    fn describe(pool: &BufferPool, buffer: u32) -> String {
+        crate::ip6::describe_ip6(pool, buffer)
+    }
+}
+
+/// The rewrite node of family `F`.
+pub struct IpRewrite<F: RewriteFamily> {
+    next_hops: Arc<NextHopTable>,
+    neighbours: Option<NeighbourHandle>,
+    family: PhantomData<F>,
+}
+
+/// `ip4-rewrite`.
+pub type Ip4Rewrite = IpRewrite<Ip4>;
+/// `ip6-rewrite`.
+pub type Ip6Rewrite = IpRewrite<Ip6>;
+
+impl<F: RewriteFamily> IpRewrite<F> {
+    /// A rewrite node using adjacencies of `next_hops`.
+    pub fn new(next_hops: Arc<NextHopTable>) -> IpRewrite<F> {
+        IpRewrite {
+            next_hops,
+            neighbours: None,
+            family: PhantomData,
+        }
+    }
+
+    /// Also rewrite with neighbour-table adjacencies (ids with bit 31 set); unusable ones go to
+    /// `ip4-arp` / `ip6-discover`.
+    pub fn with_neighbours(mut self, neighbours: NeighbourHandle) -> IpRewrite<F> {
+        self.neighbours = Some(neighbours);
+        self
+    }
+}
+
+const RW_NEXT_DROP: u16 = 0;
+const RW_NEXT_OUTPUT: u16 = 1;
+const RW_NEXT_ICMP: u16 = 2;
+const RW_NEXT_RESOLVE: u16 = 3;
+
+/// Rewrite the packets of `frame`; true when all go to `interface-output`.
+#[inline(always)]
+fn rewrite<F: RewriteFamily>(
+    next_hops: &NextHopTable,
+    mut neighbours: Option<&mut Neighbours>,
+    cx: &mut NodeContext<'_>,
+    frame: &[u32],
+    nexts: &mut [u16],
+) -> bool {
+    let now = cx.now_tsc;
+    let mut all_out = true;
+    for (i, &b) in frame.iter().enumerate() {
+        let (meta, data) = cx.pool.packet_mut(b);
+        let l3 = meta.l3_offset as usize;
+        let next = 'rw: {
+            let id = meta.next_scratch;
+            let adj = match find_adjacency(next_hops, neighbours.as_deref_mut(), id, F::V6, now) {
+                AdjacencyLookup::Found(a) => a,
+                AdjacencyLookup::Resolve => break 'rw RW_NEXT_RESOLVE,
+                AdjacencyLookup::Bad => {
+                    meta.error = cx.error_base;
+                    break 'rw RW_NEXT_DROP;
+                }
+            };
+            if l3 < eth::HEADER_LEN || data.len() < l3 + F::MIN_HEADER_LEN {
+                meta.error = cx.error_base;
+                break 'rw RW_NEXT_DROP;
+            }
+            let (l2, h) = data.split_at_mut(l3);
+            match F::over_mtu(h, adj.mtu) {
+                None => {}
+                Some(Ok(request)) => {
+                    meta.next_scratch = request;
+                    break 'rw RW_NEXT_ICMP;
+                }
+                Some(Err(reason)) => {
+                    meta.error = cx.error_base + reason;
+                    break 'rw RW_NEXT_DROP;
+                }
+            }
+            if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
+                F::decrement_ttl(h);
+            }
+            push_ethernet(meta, l2, l3, &adj, F::ETHERTYPE);
+            RW_NEXT_OUTPUT
+        };
+        all_out &= next == RW_NEXT_OUTPUT;
+        nexts[i] = next;
+    }
+    all_out
+}
+
+impl<F: RewriteFamily> Node for IpRewrite<F> {
+    fn name(&self) -> &str {
+        F::NODE
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        let mut v: Vec<String> = [names::ERROR_DROP, names::INTERFACE_OUTPUT, F::ICMP_ERROR]
+            .map(String::from)
+            .to_vec();
+        if self.neighbours.is_some() {
+            v.push(F::RESOLVE.into());
+        }
+        v
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        F::ERRORS.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let hops = &*self.next_hops;
+        let all_out = match &self.neighbours {
+            Some(h) => h.with(|n| rewrite::<F>(hops, Some(n), cx, frame, nexts)),
+            None => rewrite::<F>(hops, None, cx, frame, nexts),
+        };
+        if all_out {
+            Dispatch::AllTo(RW_NEXT_OUTPUT)
+        } else {
+            Dispatch::PerPacket
+        }
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!("tx port {}: {}", m.tx_port, F::describe(pool, buffer))
+    }
+}
