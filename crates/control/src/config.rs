@@ -570,7 +570,6 @@ const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
 const DRIVERS_ACCEPTED: &str = "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\"";
 const XDP_MODES_ACCEPTED: &str = "\"auto\", \"native\", \"generic\"";
 const BRIDGE_KEYS: &[&str] = &["name"];
-const VLAN_ACCEPTED: &str = "a VLAN id 1..=4094";
 const IFNAME_ACCEPTED: &str = "a kernel interface name of 1 to 15 bytes without '/', ':' or \
                                whitespace, not \".\" or \"..\"";
 const ROUTE_KEYS: &[&str] = &["prefix", "via", "action"];
@@ -759,6 +758,68 @@ impl<'a> Ctx<'a> {
                     Field::Bad
                 }
             },
+        }
+    }
+
+    /// A non-empty array of distinct integers in `range` (`one`/`many`: what an item is, e.g.
+    /// "VLAN id" / "VLAN ids"; `accepted`: what errors say is accepted), every bad item reported.
+    fn distinct_ints(
+        &mut self,
+        f: &Fields<'_>,
+        key: &str,
+        range: RangeInclusive<i64>,
+        (one, many): (&str, &str),
+        accepted: &str,
+    ) -> Field<Vec<i64>> {
+        let Some(n) = f.get(key) else {
+            return Field::Missing;
+        };
+        let items = match n.get_ref() {
+            Val::Array(items) if !items.is_empty() => items,
+            Val::Array(_) => {
+                let msg =
+                    format!("expected a non-empty array of {many}, found []; accepted: {accepted}");
+                self.bad(f, key, n, msg);
+                return Field::Bad;
+            }
+            other => {
+                self.bad(
+                    f,
+                    key,
+                    n,
+                    format!(
+                        "expected a non-empty array of {many}, found {} {}; accepted: {accepted}",
+                        kind(other),
+                        show(other)
+                    ),
+                );
+                return Field::Bad;
+            }
+        };
+        let mut out = Vec::new();
+        let mut ok = true;
+        for item in items {
+            match item.get_ref() {
+                Val::Int(v) if range.contains(v) && !out.contains(v) => out.push(*v),
+                other => {
+                    self.bad(
+                        f,
+                        key,
+                        item,
+                        format!(
+                            "{} {} is not a new {one}; accepted: {accepted}",
+                            kind(other),
+                            show(other)
+                        ),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            Field::Ok(out, n.span())
+        } else {
+            Field::Bad
         }
     }
 
@@ -1047,57 +1108,13 @@ impl<'a> Ctx<'a> {
         };
         let access = self.int(f, "access-vlan", 1..=4094);
         let native = self.int(f, "native-vlan", 1..=4094);
-        let trunk = match f.get("trunk-vlans") {
-            None => Field::Missing,
-            Some(n) => match n.get_ref() {
-                Val::Array(items) if !items.is_empty() => {
-                    let mut vlans = Vec::new();
-                    let mut ok = true;
-                    for item in items {
-                        match item.get_ref() {
-                            Val::Int(v)
-                                if (1..=4094).contains(v) && !vlans.contains(&(*v as u16)) =>
-                            {
-                                vlans.push(*v as u16)
-                            }
-                            other => {
-                                self.bad(
-                                    f,
-                                    "trunk-vlans",
-                                    item,
-                                    format!(
-                                        "{} {} is not a new VLAN id; accepted: distinct VLAN \
-                                         ids 1..=4094",
-                                        kind(other),
-                                        show(other)
-                                    ),
-                                );
-                                ok = false;
-                            }
-                        }
-                    }
-                    if ok {
-                        Field::Ok(vlans, n.span())
-                    } else {
-                        Field::Bad
-                    }
-                }
-                other => {
-                    self.bad(
-                        f,
-                        "trunk-vlans",
-                        n,
-                        format!(
-                            "expected a non-empty array of VLAN ids, found {} {}; accepted: \
-                             [10, 20] with each {VLAN_ACCEPTED}",
-                            kind(other),
-                            show(other)
-                        ),
-                    );
-                    Field::Bad
-                }
-            },
-        };
+        let trunk = self.distinct_ints(
+            f,
+            "trunk-vlans",
+            1..=4094,
+            ("VLAN id", "VLAN ids"),
+            "distinct VLAN ids 1..=4094, like [10, 20]",
+        );
         let mode = match (access, trunk, native) {
             (Field::Bad, _, _) | (_, Field::Bad, _) | (_, _, Field::Bad) => None,
             (Field::Ok(_, span), Field::Ok(..), _) => {
@@ -1124,7 +1141,7 @@ impl<'a> Ctx<'a> {
                 Some(BridgePortMode::Access { pvid: v as u16 })
             }
             (Field::Missing, Field::Ok(allowed, _), native) => Some(BridgePortMode::Trunk {
-                allowed,
+                allowed: allowed.into_iter().map(|v| v as u16).collect(),
                 native: native.ok().map(|v| v as u16),
             }),
             (Field::Missing, Field::Missing, Field::Ok(_, span)) => {
@@ -1307,68 +1324,33 @@ impl<'a> Ctx<'a> {
         if let Some(v) = self.int(&f, "workers", 1..=64).ok() {
             spec.workers = v as usize;
         }
-        if let Some(n) = f.get("worker-cpus") {
-            let cpus = online_cpus();
-            let mut list = Vec::new();
-            let mut ok = true;
-            match n.get_ref() {
-                Val::Array(items) => {
-                    for item in items {
-                        match item.get_ref() {
-                            Val::Int(c)
-                                if (0..cpus as i64).contains(c)
-                                    && !list.contains(&(*c as usize)) =>
-                            {
-                                list.push(*c as usize)
-                            }
-                            other => {
-                                ok = false;
-                                self.bad(
-                                    &f,
-                                    "worker-cpus",
-                                    item,
-                                    format!(
-                                        "{} {} is not a new online CPU; accepted: distinct CPUs \
-                                         0..={} (this host has {cpus} online CPUs)",
-                                        kind(other),
-                                        show(other),
-                                        cpus.saturating_sub(1)
-                                    ),
-                                );
-                            }
-                        }
-                    }
-                }
-                other => {
-                    ok = false;
-                    self.bad(
-                        &f,
-                        "worker-cpus",
-                        n,
-                        format!(
-                            "expected an array of CPU numbers, found {} {}; accepted: [0, 1]",
-                            kind(other),
-                            show(other)
-                        ),
-                    );
-                }
-            }
-            if ok {
-                if list.len() != spec.workers {
-                    self.bad(
-                        &f,
-                        "worker-cpus",
-                        n,
-                        format!(
-                            "{} CPUs for {} worker{}; accepted: one CPU per worker",
-                            list.len(),
-                            spec.workers,
-                            if spec.workers == 1 { "" } else { "s" }
-                        ),
-                    );
-                } else {
-                    spec.worker_cpus = list;
-                }
+        let cpus = online_cpus() as i64;
+        let accepted = format!(
+            "distinct CPUs 0..={} (this host has {cpus} online CPUs), like [0, 1]",
+            cpus - 1
+        );
+        let cpu_list = self.distinct_ints(
+            &f,
+            "worker-cpus",
+            0..=cpus - 1,
+            ("online CPU", "CPUs"),
+            &accepted,
+        );
+        if let Field::Ok(list, span) = cpu_list {
+            if list.len() != spec.workers {
+                self.error(
+                    &span,
+                    "[dataplane]",
+                    Some("worker-cpus"),
+                    format!(
+                        "{} CPUs for {} worker{}; accepted: one CPU per worker",
+                        list.len(),
+                        spec.workers,
+                        if spec.workers == 1 { "" } else { "s" }
+                    ),
+                );
+            } else {
+                spec.worker_cpus = list.into_iter().map(|c| c as usize).collect();
             }
         }
         if spec.workers > 1 {
