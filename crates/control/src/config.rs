@@ -173,6 +173,8 @@ pub struct Config {
     pub spec: DataplaneSpec,
     /// The file label used in messages.
     pub label: String,
+    /// The HTTP API's TCP listener (`[api]`).
+    pub api: crate::api_config::ApiConfig,
     files: Vec<FileRef>,
 }
 
@@ -235,6 +237,7 @@ impl Config {
             Ok(Config {
                 spec: parsed.spec,
                 label: file_label.to_string(),
+                api: crate::api_config::ApiConfig::default(),
                 files: parsed.files,
             })
         } else {

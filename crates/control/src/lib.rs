@@ -3,6 +3,7 @@
 //! It reads the data plane's counters and arms traces through `RuntimeView`; it never touches packets.
 #![deny(missing_docs)]
 
+pub mod api_config;
 pub mod capture;
 pub mod client;
 pub mod commands;
@@ -14,6 +15,7 @@ mod table;
 #[cfg(test)]
 mod testutil;
 
+pub use api_config::ApiConfig;
 pub use client::{request, ClientError};
 pub use commands::{parse_command, Command, CommandError, Control, Reply};
 pub use config::{check_files, load_config, parse_config, Config, ConfigError, Issue};

@@ -45,6 +45,8 @@ pub struct DataplaneSpec {
     pub ip: IpPolicy,
     /// Neighbour (ARP/ND) table sizes and timers.
     pub neighbour: NeighbourPolicy,
+    /// How each worker waits for packets when its inputs are idle.
+    pub poll: PollPolicy,
 }
 
 impl DataplaneSpec {
@@ -76,6 +78,46 @@ impl Default for DataplaneSpec {
             bridge: BridgePolicy::default(),
             ip: IpPolicy::default(),
             neighbour: NeighbourPolicy::default(),
+            poll: PollPolicy::default(),
+        }
+    }
+}
+
+/// How a worker waits for packets (`poll-mode` in the config).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PollMode {
+    /// Poll the inputs without pause: lowest latency, one whole CPU per worker even when idle.
+    Busy,
+    /// Poll while there is traffic; after a run of empty polls sleep until an input's file
+    /// descriptor is readable (or a bounded timeout), as VPP's adaptive rx-mode does.
+    #[default]
+    Adaptive,
+}
+
+/// Poll modes of the workers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PollPolicy {
+    /// Mode per worker (index = worker); a worker past the end uses `default`.
+    pub modes: Vec<PollMode>,
+    /// Mode of workers not named in `modes`.
+    pub default: PollMode,
+    /// Longest sleep of an adaptive worker, in microseconds (it wakes earlier on traffic).
+    pub sleep_max_us: u32,
+}
+
+impl PollPolicy {
+    /// The mode of worker `w`.
+    pub fn mode_of(&self, w: usize) -> PollMode {
+        self.modes.get(w).copied().unwrap_or(self.default)
+    }
+}
+
+impl Default for PollPolicy {
+    fn default() -> Self {
+        PollPolicy {
+            modes: Vec::new(),
+            default: PollMode::default(),
+            sleep_max_us: 1000,
         }
     }
 }
