@@ -41,20 +41,6 @@ pub struct Publisher<T> {
     domain: Domain,
 }
 
-impl<T: Send + Sync> Published<T> {
-    /// Publish `initial` in `domain`; returns the publisher (make readers with
-    /// [`Publisher::reader`]).
-    pub fn new(initial: T, domain: &Domain) -> Publisher<T> {
-        Publisher {
-            table: Arc::new(Published {
-                current: AtomicPtr::new(Box::into_raw(Box::new(initial))),
-                retired: Mutex::new(Vec::new()),
-            }),
-            domain: domain.clone(),
-        }
-    }
-}
-
 impl<T: Send + Sync> Reader<T> {
     /// The current snapshot. Valid until this worker's next quiescent point (see the crate's
     /// thread-safety contract); one atomic load.
@@ -70,6 +56,17 @@ impl<T: Send + Sync> Reader<T> {
 }
 
 impl<T: Send + Sync> Publisher<T> {
+    /// Publish `initial` in `domain` (make readers with [`Publisher::reader`]).
+    pub fn new(initial: T, domain: &Domain) -> Publisher<T> {
+        Publisher {
+            table: Arc::new(Published {
+                current: AtomicPtr::new(Box::into_raw(Box::new(initial))),
+                retired: Mutex::new(Vec::new()),
+            }),
+            domain: domain.clone(),
+        }
+    }
+
     /// A reader for one worker.
     pub fn reader(&self) -> Reader<T> {
         Reader {

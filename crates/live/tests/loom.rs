@@ -3,7 +3,7 @@
 //! Run: RUSTFLAGS="--cfg loom" cargo test -p vecplane-live --test loom --release
 #![cfg(loom)]
 
-use live::{Domain, Published};
+use live::{Domain, Publisher};
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 
@@ -34,7 +34,7 @@ fn no_snapshot_is_freed_while_a_worker_can_read_it() {
     loom::model(|| {
         let (domain, mut epochs) = Domain::new(1);
         let (t0, _) = table(0);
-        let mut publisher = Published::new(t0, &domain);
+        let mut publisher = Publisher::new(t0, &domain);
         let reader = publisher.reader();
         let mut epoch = epochs.remove(0);
         let worker = loom::thread::spawn(move || {

@@ -2,7 +2,7 @@
 //! snapshot in rounds and check it is whole and not yet freed while a writer publishes and
 //! reclaims. Run it under Miri or AddressSanitizer (nightly) to catch a use after free.
 
-use live::{Domain, Published};
+use live::{Domain, Publisher};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -29,7 +29,7 @@ fn readers_never_see_a_freed_or_torn_snapshot() {
     let publications: u64 = if cfg!(miri) { 50 } else { 20_000 };
     let (domain, epochs) = Domain::new(workers);
     let freed = Arc::new(AtomicU64::new(0));
-    let mut publisher = Published::new(
+    let mut publisher = Publisher::new(
         Table {
             version: 0,
             check: !0,
@@ -92,7 +92,7 @@ fn readers_never_see_a_freed_or_torn_snapshot() {
 fn a_stalled_worker_delays_reclamation_but_not_publication() {
     let (domain, mut epochs) = Domain::new(2);
     let freed = Arc::new(AtomicU64::new(0));
-    let mut publisher = Published::new(
+    let mut publisher = Publisher::new(
         Table {
             version: 0,
             check: !0,
