@@ -1,26 +1,29 @@
 //! Longest-prefix-match forwarding tables for the `ip4-lookup` and `ip6-lookup` nodes.
-//! Owns route validation, table construction (batch, from a full route list) and lock-free lookups;
-//! it must never allocate, lock or panic on the lookup path, and never mutate a built table.
+//! Owns route validation, table construction, in-place changes of the IPv4 table and lock-free
+//! lookups; it must never allocate, lock or panic on the lookup path.
 //!
 //! * [`Ip4Fib`]: DIR-24-8 (a 2^24-entry first level of `u16`, 256-entry second-level groups).
 //! * [`Ip6Fib`]: a 2^20-entry direct first level whose entries resolve to a next hop, a short
 //!   sorted range list searched in place, or (for dense regions) an 8-bit stride table or a
 //!   path-compression skip node.
 //!
-//! Both are built once by the control thread and shared read-only with workers through an `Arc`
-//! (they are `Send + Sync`); a route change builds a new table and swaps the `Arc`.
+//! Both are shared with every worker through an `Arc` (they are `Send + Sync`). The IPv4 table
+//! changes in place, one atomic entry store at a time, through its `Ip4FibWriter` (see ip4.rs for
+//! the thread-safety contract); an IPv6 change builds a new table that is published as a whole.
 
 #![deny(missing_docs)]
 
 mod error;
 mod gen;
 mod ip4;
+mod ip4_writer;
 mod ip6;
 mod mem;
 
 pub use error::FibError;
 pub use gen::{ip4_address_in, ip6_address_in, random_ip4_routes, random_ip6_routes, SplitMix64};
 pub use ip4::Ip4Fib;
+pub use ip4_writer::Ip4FibWriter;
 pub use ip6::Ip6Fib;
 
 /// Next-hop identifier stored in the FIB. 0 means "no route".
@@ -55,3 +58,5 @@ pub(crate) fn mask6(len: u8) -> u128 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod writer_tests;

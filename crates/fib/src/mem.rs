@@ -8,9 +8,10 @@ use std::ptr::NonNull;
 /// Size of a transparent huge page on x86-64 (and the alignment we give big tables).
 const HUGE_PAGE: usize = 2 << 20;
 
-/// Plain integer element types that are valid when all bytes are zero.
-pub(crate) trait Pod: Copy + 'static + private::Sealed {}
+/// Plain integer element types (and atomics of them) that are valid when all bytes are zero.
+pub(crate) trait Pod: 'static + private::Sealed {}
 impl Pod for u16 {}
+impl Pod for std::sync::atomic::AtomicU16 {}
 impl Pod for u32 {}
 impl Pod for u128 {}
 impl Pod for crate::ip6::Skip {}
@@ -18,6 +19,7 @@ impl Pod for crate::ip6::Skip {}
 mod private {
     pub trait Sealed {}
     impl Sealed for u16 {}
+    impl Sealed for std::sync::atomic::AtomicU16 {}
     impl Sealed for u32 {}
     impl Sealed for u128 {}
     impl Sealed for crate::ip6::Skip {}
@@ -35,11 +37,12 @@ pub(crate) struct HugeBuf<T: Pod> {
     huge: bool,
 }
 
-// SAFETY: a HugeBuf exclusively owns its mapping (like a Box<[T]>); T is a plain integer, so moving
-// the owner to another thread or sharing `&HugeBuf` (read-only slice access) is data-race free.
-unsafe impl<T: Pod> Send for HugeBuf<T> {}
-// SAFETY: see Send; shared access only hands out `&[T]`, mutation needs `&mut self`.
-unsafe impl<T: Pod> Sync for HugeBuf<T> {}
+// SAFETY: a HugeBuf exclusively owns its mapping (like a Box<[T]>); T is a plain integer or an
+// atomic integer, so moving the owner to another thread is data-race free.
+unsafe impl<T: Pod + Send> Send for HugeBuf<T> {}
+// SAFETY: shared access only hands out `&[T]` (plain integers read-only, or atomics whose shared
+// mutation is data-race free by construction); non-atomic mutation needs `&mut self`.
+unsafe impl<T: Pod + Sync> Sync for HugeBuf<T> {}
 
 impl<T: Pod> HugeBuf<T> {
     /// Maps `len` zeroed elements.
@@ -114,7 +117,10 @@ impl<T: Pod> HugeBuf<T> {
     }
 
     /// Maps a copy of `src`.
-    pub(crate) fn from_slice(src: &[T]) -> Result<Self, FibError> {
+    pub(crate) fn from_slice(src: &[T]) -> Result<Self, FibError>
+    where
+        T: Copy,
+    {
         let mut buf = Self::zeroed(src.len())?;
         buf.copy_from_slice(src);
         Ok(buf)
