@@ -43,7 +43,7 @@ mod epoch;
 mod published;
 
 pub use epoch::{Domain, WorkerEpoch};
-pub use published::{Published, Publisher, Reader};
+pub use published::{fixed, Published, Publisher, Reader};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{

@@ -118,3 +118,9 @@ impl<T: Send + Sync> Publisher<T> {
         &self.domain
     }
 }
+
+/// A reader of a table that never changes (tests, tools): published once, its publisher gone.
+pub fn fixed<T: Send + Sync>(value: T) -> Reader<T> {
+    let (domain, _) = Domain::new(0);
+    Publisher::new(value, &domain).reader()
+}

@@ -1,6 +1,9 @@
-//! Adjacencies (how to reach a neighbour: port, MACs, MTU) and next-hop entries (one adjacency,
-//! an ECMP group, a drop or a local delivery) that FIB results index. Built by the control side,
-//! shared read-only by lookup and rewrite nodes; never changed while a worker uses it.
+//! Adjacencies (how to reach a neighbour: port, MACs, MTU), gateways (a next hop named by port
+//! and address, resolved in each worker's own neighbour table) and next-hop entries (one
+//! adjacency or gateway, an ECMP group, a drop or a local delivery) that FIB results index.
+//! Built by the control side and published as an immutable snapshot (`live`); lookup and rewrite
+//! nodes only read it. An id is never reused for something else until every worker moved past
+//! the snapshot that stopped using it.
 
 use packet::headers::{eth, put16, Mac};
 use packet::meta::BufferMeta;
@@ -68,6 +71,9 @@ pub enum NextHop {
     Drop,
     /// An address of vecplane itself.
     Local,
+    /// A gateway: an index into this table's gateways, resolved by the worker's neighbour
+    /// table (ARP / ND) like a connected destination, but for the gateway's address.
+    Gateway(u32),
     /// A connected prefix on `port`: the destination itself is the neighbour, resolved by the
     /// worker's neighbour table (ARP / ND) when the packet arrives.
     Glean {
@@ -80,12 +86,34 @@ pub enum NextHop {
     },
 }
 
+/// Bit 30 of an ECMP member: the member is a gateway index, not an adjacency index.
+pub const GATEWAY_MEMBER: u32 = 0x4000_0000;
+
+/// Most gateways one family's table holds (each worker keeps a resolution cache this long).
+pub const MAX_GATEWAYS: usize = 4096;
+
+/// A next hop named by port and address; each worker resolves it in its own neighbour table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gateway {
+    /// The port it is reached through (its prefix holds `addr`).
+    pub port: u16,
+    /// Its address (an IPv4 address as the low 32 bits).
+    pub addr: u128,
+    /// A static neighbour's adjacency (index into this table's adjacencies) when the address
+    /// is one: used as it is, nothing is resolved.
+    pub adjacency: Option<u32>,
+    /// Changes whenever this index changes (another gateway, another port), so workers'
+    /// caches notice.
+    pub generation: u32,
+}
+
 /// Next hops and adjacencies of one family, indexed by FIB next-hop id.
 #[derive(Clone, Debug)]
 pub struct NextHopTable {
     entries: Vec<NextHop>,
     members: Vec<u32>,
     adjacencies: Vec<Adjacency>,
+    gateways: Vec<Gateway>,
 }
 
 impl Default for NextHopTable {
@@ -94,6 +122,7 @@ impl Default for NextHopTable {
             entries: vec![NextHop::NoRoute],
             members: Vec::new(),
             adjacencies: Vec::new(),
+            gateways: Vec::new(),
         }
     }
 }
@@ -108,6 +137,71 @@ impl NextHopTable {
     pub fn add_adjacency(&mut self, adj: Adjacency) -> u32 {
         self.adjacencies.push(adj);
         (self.adjacencies.len() - 1) as u32
+    }
+
+    /// Add a gateway; returns its index (None when `MAX_GATEWAYS` are there).
+    pub fn add_gateway(&mut self, gateway: Gateway) -> Option<u32> {
+        if self.gateways.len() >= MAX_GATEWAYS {
+            return None;
+        }
+        self.gateways.push(gateway);
+        Some((self.gateways.len() - 1) as u32)
+    }
+
+    /// Replace gateway `index` (a reused index must carry a new generation).
+    pub fn set_gateway(&mut self, index: u32, gateway: Gateway) {
+        if let Some(g) = self.gateways.get_mut(index as usize) {
+            *g = gateway;
+        }
+    }
+
+    /// Replace adjacency `index` (e.g. a static neighbour's new MAC).
+    pub fn set_adjacency(&mut self, index: u32, adj: Adjacency) {
+        if let Some(a) = self.adjacencies.get_mut(index as usize) {
+            *a = adj;
+        }
+    }
+
+    /// Replace next-hop entry `id` (a free id being reused, or one being cleared).
+    pub fn set_entry(&mut self, id: u32, entry: NextHop) {
+        if let Some(e) = self.entries.get_mut(id as usize) {
+            *e = entry;
+        }
+    }
+
+    /// Store ECMP members (`GATEWAY_MEMBER` marks gateways) at the end of the member list or,
+    /// when `at` is given, over members `at..at + members.len()`; returns the first index.
+    pub fn put_members(&mut self, at: Option<u32>, members: &[u32]) -> u32 {
+        match at {
+            Some(first) => {
+                let first_us = first as usize;
+                if let Some(slots) = self.members.get_mut(first_us..first_us + members.len()) {
+                    slots.copy_from_slice(members);
+                }
+                first
+            }
+            None => {
+                let first = self.members.len() as u32;
+                self.members.extend_from_slice(members);
+                first
+            }
+        }
+    }
+
+    /// Gateway by index.
+    #[inline(always)]
+    pub fn gateway(&self, index: u32) -> Option<&Gateway> {
+        self.gateways.get(index as usize)
+    }
+
+    /// Number of gateways (including unused indices).
+    pub fn gateway_slots(&self) -> usize {
+        self.gateways.len()
+    }
+
+    /// Number of adjacency indices.
+    pub fn adjacency_slots(&self) -> usize {
+        self.adjacencies.len()
     }
 
     /// Add a next-hop entry; returns its id (for the FIB). ECMP groups pass their members.

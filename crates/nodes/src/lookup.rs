@@ -2,14 +2,17 @@
 //! packet's destination, resolves a vector of them in one batched FIB lookup, and turns the
 //! next-hop entry into an adjacency (ECMP by flow hash) or a counted drop. A connected prefix
 //! (`NextHop::Glean`) is resolved in the worker's neighbour table; a miss goes to `ip4-arp` /
-//! `ip6-discover`. It shares the FIB and next-hop table read-only and never writes packet bytes.
+//! `ip6-discover`; so is a gateway (`NextHop::Gateway`, or an ECMP member marked
+//! `GATEWAY_MEMBER`), through a per-worker cache of pinned neighbour entries. It reads the live
+//! FIB and next-hop table (see `live`) and never writes packet bytes.
 
-use crate::adjacency::{NextHop, NextHopTable};
+use crate::adjacency::{NextHop, NextHopTable, GATEWAY_MEMBER, MAX_GATEWAYS};
 use crate::flow_hash::{ip4_flow_hash, ip6_flow_hash};
 use crate::names;
 use crate::neighbour::{self, NeighbourHandle, Neighbours};
 use fib::{Ip4Fib, Ip6Fib};
 use graph::{Dispatch, Node, NodeContext};
+use live::Reader;
 use packet::headers::{be128, be32, ip4, ip6};
 use packet::meta::FLAG_FLOW_HASH;
 use packet::{BufferPool, VECTOR_SIZE};
@@ -21,6 +24,15 @@ pub trait LookupFamily: Send + Sync + 'static {
     type Addr: Copy + Default + Send;
     /// The family's FIB.
     type Fib: Send + Sync;
+    /// How a worker holds it: the IPv4 table is shared and changed in place (`Arc`); an IPv6
+    /// change publishes a new table (`live::Reader`).
+    type FibSource: Send;
+    /// The table of `source` now.
+    fn fib(source: &Self::FibSource) -> &Self::Fib;
+    /// Pin a neighbour entry for gateway `addr` on `port` (see `Neighbours::pin4`).
+    fn pin(n: &mut Neighbours, port: u16, addr: u128) -> Option<u32>;
+    /// Undo `pin` for the entry of adjacency id `id`.
+    fn unpin(n: &mut Neighbours, id: u32);
     /// The node's name.
     const NODE: &'static str;
     /// The rewrite node it feeds.
@@ -48,6 +60,17 @@ pub struct Ip4;
 impl LookupFamily for Ip4 {
     type Addr = u32;
     type Fib = Ip4Fib;
+    type FibSource = Arc<Ip4Fib>;
+    #[inline(always)]
+    fn fib(source: &Arc<Ip4Fib>) -> &Ip4Fib {
+        source
+    }
+    fn pin(n: &mut Neighbours, port: u16, addr: u128) -> Option<u32> {
+        n.pin4(port, std::net::Ipv4Addr::from(addr as u32))
+    }
+    fn unpin(n: &mut Neighbours, id: u32) {
+        n.unpin4(id);
+    }
     const NODE: &'static str = names::IP4_LOOKUP;
     const REWRITE: &'static str = names::IP4_REWRITE;
     const RESOLVE: &'static str = neighbour::IP4_ARP;
@@ -87,6 +110,17 @@ pub struct Ip6;
 impl LookupFamily for Ip6 {
     type Addr = u128;
     type Fib = Ip6Fib;
+    type FibSource = Reader<Ip6Fib>;
+    #[inline(always)]
+    fn fib(source: &Reader<Ip6Fib>) -> &Ip6Fib {
+        source.get()
+    }
+    fn pin(n: &mut Neighbours, port: u16, addr: u128) -> Option<u32> {
+        n.pin6(port, std::net::Ipv6Addr::from(addr))
+    }
+    fn unpin(n: &mut Neighbours, id: u32) {
+        n.unpin6(id);
+    }
     const NODE: &'static str = names::IP6_LOOKUP;
     const REWRITE: &'static str = names::IP6_REWRITE;
     const RESOLVE: &'static str = neighbour::IP6_DISCOVER;
@@ -118,11 +152,50 @@ impl LookupFamily for Ip6 {
 
 /// The lookup node of family `F`.
 pub struct IpLookup<F: LookupFamily> {
-    fib: Arc<F::Fib>,
-    next_hops: Arc<NextHopTable>,
+    fib: F::FibSource,
+    next_hops: Reader<NextHopTable>,
     neighbours: Option<NeighbourHandle>,
+    gateways: GatewayCache,
     addrs: Box<[F::Addr; VECTOR_SIZE]>,
     ids: Box<[u32; VECTOR_SIZE]>,
+}
+
+/// One worker's resolution of gateways: per gateway index, (generation + 1, the adjacency id
+/// of the neighbour entry pinned for it); (0, _) = not resolved yet. Allocated once.
+pub struct GatewayCache(Box<[(u32, u32)]>);
+
+impl GatewayCache {
+    fn new() -> GatewayCache {
+        GatewayCache(vec![(0, 0); MAX_GATEWAYS].into_boxed_slice())
+    }
+
+    /// The neighbour adjacency id of gateway `g` of `table` (pinning its entry the first time
+    /// this worker sees this gateway; unpinning the entry of a gateway that had the index
+    /// before). None: unknown gateway, no neighbour table, or the table is full.
+    #[inline]
+    fn resolve<F: LookupFamily>(
+        &mut self,
+        table: &NextHopTable,
+        g: u32,
+        neighbours: Option<&mut Neighbours>,
+    ) -> Option<u32> {
+        let gw = table.gateway(g)?;
+        if let Some(adjacency) = gw.adjacency {
+            return Some(adjacency);
+        }
+        let slot = self.0.get_mut(g as usize)?;
+        let tag = gw.generation.wrapping_add(1).max(1);
+        if slot.0 == tag {
+            return Some(slot.1);
+        }
+        let n = neighbours?;
+        if slot.0 != 0 {
+            F::unpin(n, slot.1);
+        }
+        let id = F::pin(n, gw.port, gw.addr)?;
+        *slot = (tag, id);
+        Some(id)
+    }
 }
 
 /// `ip4-lookup`.
@@ -131,12 +204,13 @@ pub type Ip4Lookup = IpLookup<Ip4>;
 pub type Ip6Lookup = IpLookup<Ip6>;
 
 impl<F: LookupFamily> IpLookup<F> {
-    /// A lookup node over `fib`, whose next-hop ids index `next_hops`.
-    pub fn new(fib: Arc<F::Fib>, next_hops: Arc<NextHopTable>) -> IpLookup<F> {
+    /// A lookup node over `fib`, whose next-hop ids index the published `next_hops`.
+    pub fn new(fib: F::FibSource, next_hops: Reader<NextHopTable>) -> IpLookup<F> {
         IpLookup {
             fib,
             next_hops,
             neighbours: None,
+            gateways: GatewayCache::new(),
             addrs: Box::new([F::Addr::default(); VECTOR_SIZE]),
             ids: Box::new([0; VECTOR_SIZE]),
         }
@@ -169,6 +243,7 @@ pub const ERRORS: [&str; 5] = [
 #[inline(always)]
 fn classify<F: LookupFamily>(
     next_hops: &NextHopTable,
+    gateways: &mut GatewayCache,
     ids: &[u32],
     addrs: &[F::Addr],
     mut neighbours: Option<&mut Neighbours>,
@@ -181,19 +256,47 @@ fn classify<F: LookupFamily>(
     for (i, &b) in frame.iter().enumerate() {
         let (meta, data) = cx.pool.packet_mut(b);
         let l3 = meta.l3_offset as usize;
-        let next = match next_hops.entry(ids[i]) {
-            NextHop::Adjacency(a) => {
-                meta.next_scratch = a;
-                NEXT_REWRITE
-            }
+        let member = match next_hops.entry(ids[i]) {
+            NextHop::Adjacency(a) => Some(a),
+            NextHop::Gateway(g) => Some(g | GATEWAY_MEMBER),
             NextHop::Ecmp { first, count } => {
                 if meta.flags & FLAG_FLOW_HASH == 0 {
                     meta.flow_hash = F::flow_hash(&data[l3..]);
                     meta.flags |= FLAG_FLOW_HASH;
                 }
-                meta.next_scratch = next_hops.ecmp_member(first, count, meta.flow_hash);
-                NEXT_REWRITE
+                Some(next_hops.ecmp_member(first, count, meta.flow_hash))
             }
+            _ => None,
+        };
+        if let Some(member) = member {
+            // A gateway resolves to the neighbour entry pinned for it in this worker; an
+            // adjacency index or a neighbour id goes to rewrite as it is.
+            let next =
+                if member & (GATEWAY_MEMBER | neighbour::NEIGHBOUR_ADJACENCY) == GATEWAY_MEMBER {
+                    match gateways.resolve::<F>(
+                        next_hops,
+                        member & !GATEWAY_MEMBER,
+                        neighbours.as_deref_mut(),
+                    ) {
+                        Some(adj) => {
+                            meta.next_scratch = adj;
+                            NEXT_REWRITE
+                        }
+                        None => {
+                            meta.error = cx.error_base + 3;
+                            NEXT_DROP
+                        }
+                    }
+                } else {
+                    meta.next_scratch = member;
+                    NEXT_REWRITE
+                };
+            all_ok &= next == NEXT_REWRITE;
+            nexts[i] = next;
+            continue;
+        }
+        let next = match next_hops.entry(ids[i]) {
+            NextHop::Adjacency(_) | NextHop::Gateway(_) | NextHop::Ecmp { .. } => NEXT_DROP,
             NextHop::Glean { host_bits, .. } if F::is_subnet_broadcast(addrs[i], host_bits) => {
                 // RFC 1812 5.3.5.2 / RFC 2644: directed broadcasts are not forwarded.
                 meta.error = cx.error_base + 4;
@@ -261,11 +364,14 @@ impl<F: LookupFamily> Node for IpLookup<F> {
             let l3 = cx.pool.meta(b).l3_offset as usize;
             *a = F::destination(cx.pool.data(b), l3).unwrap_or_default();
         }
-        F::lookup_batch(&self.fib, &self.addrs[..n], &mut self.ids[..n]);
-        let (hops, ids, addrs) = (&*self.next_hops, &self.ids[..n], &self.addrs[..n]);
+        F::lookup_batch(F::fib(&self.fib), &self.addrs[..n], &mut self.ids[..n]);
+        // Loaded after the FIB: every id the lookups returned is in this table (the control
+        // side publishes a next-hop entry before storing its id in the FIB).
+        let hops = self.next_hops.get();
+        let (gw, ids, addrs) = (&mut self.gateways, &self.ids[..n], &self.addrs[..n]);
         let all_ok = match &self.neighbours {
-            Some(h) => h.with(|nb| classify::<F>(hops, ids, addrs, Some(nb), cx, frame, nexts)),
-            None => classify::<F>(hops, ids, addrs, None, cx, frame, nexts),
+            Some(h) => h.with(|nb| classify::<F>(hops, gw, ids, addrs, Some(nb), cx, frame, nexts)),
+            None => classify::<F>(hops, gw, ids, addrs, None, cx, frame, nexts),
         };
         if all_ok {
             Dispatch::AllTo(NEXT_REWRITE)

@@ -1590,6 +1590,16 @@ impl Neighbours {
         pin(&mut self.v6, &self.core, port, u128::from(ip))
     }
 
+    /// Let the IPv4 entry of adjacency id `id` age out again (a gateway no route uses now).
+    pub fn unpin4(&mut self, id: u32) {
+        unpin(&mut self.v4, id);
+    }
+
+    /// As `unpin4`, for IPv6.
+    pub fn unpin6(&mut self, id: u32) {
+        unpin(&mut self.v6, id);
+    }
+
     // --- Outbox, timers, publication -----------------------------------------------------------
 
     /// Hand the outbox to `emit(next, buffer)` in order until it refuses (returns false); a
@@ -2075,6 +2085,14 @@ fn pin<A: Family>(t: &mut Table<A>, core: &Core, port: u16, ip: A) -> Option<u32
     };
     t.entries[s as usize].pinned = true;
     Some(t.id(s))
+}
+
+fn unpin<A: Family>(t: &mut Table<A>, id: u32) {
+    if let Some(s) = t.slot_of(id) {
+        if let Some(e) = t.entries.get_mut(s as usize) {
+            e.pinned = false;
+        }
+    }
 }
 
 /// Append the live entries of `t` to `rows`, never beyond its capacity (no allocation).

@@ -13,7 +13,6 @@ use packet::checksum;
 use packet::headers::{be16, eth, ip4, ip6, put16};
 use packet::BufferPool;
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 /// What the rewrite node needs to know about an address family.
 pub trait RewriteFamily: Send + Sync + 'static {
@@ -105,7 +104,7 @@ impl RewriteFamily for Ip6 {
 
 /// The rewrite node of family `F`.
 pub struct IpRewrite<F: RewriteFamily> {
-    next_hops: Arc<NextHopTable>,
+    next_hops: live::Reader<NextHopTable>,
     neighbours: Option<NeighbourHandle>,
     family: PhantomData<F>,
 }
@@ -116,8 +115,8 @@ pub type Ip4Rewrite = IpRewrite<Ip4>;
 pub type Ip6Rewrite = IpRewrite<Ip6>;
 
 impl<F: RewriteFamily> IpRewrite<F> {
-    /// A rewrite node using adjacencies of `next_hops`.
-    pub fn new(next_hops: Arc<NextHopTable>) -> IpRewrite<F> {
+    /// A rewrite node using adjacencies of the published `next_hops`.
+    pub fn new(next_hops: live::Reader<NextHopTable>) -> IpRewrite<F> {
         IpRewrite {
             next_hops,
             neighbours: None,
@@ -210,7 +209,7 @@ impl<F: RewriteFamily> Node for IpRewrite<F> {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let hops = &*self.next_hops;
+        let hops = self.next_hops.get();
         let all_out = match &self.neighbours {
             Some(h) => h.with(|n| rewrite::<F>(hops, Some(n), cx, frame, nexts)),
             None => rewrite::<F>(hops, None, cx, frame, nexts),

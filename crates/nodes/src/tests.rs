@@ -139,7 +139,6 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
         (ip6("2001:db8:50::"), 48, gs),
     ])
     .expect("fib6");
-    let (nh4, nh6) = (Arc::new(nh4), Arc::new(nh6));
     let out: Captured = Arc::default();
     let mut b = GraphBuilder::new();
     b.add_input(Box::new(Inject {
@@ -174,8 +173,11 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
         None,
     ])));
     b.add_node(Box::new(Ip4Input::new(options)));
-    b.add_node(Box::new(Ip4Lookup::new(Arc::new(fib4), nh4.clone())));
-    b.add_node(Box::new(Ip4Rewrite::new(nh4)));
+    b.add_node(Box::new(Ip4Lookup::new(
+        Arc::new(fib4),
+        live::fixed(nh4.clone()),
+    )));
+    b.add_node(Box::new(Ip4Rewrite::new(live::fixed(nh4))));
     let limiter = RateLimiter::new(1000, icmp_burst);
     b.add_node(Box::new(Ip4IcmpError::new(
         vec![
@@ -187,8 +189,11 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
         limiter,
     )));
     b.add_node(Box::new(Ip6Input::new()));
-    b.add_node(Box::new(Ip6Lookup::new(Arc::new(fib6), nh6.clone())));
-    b.add_node(Box::new(Ip6Rewrite::new(nh6)));
+    b.add_node(Box::new(Ip6Lookup::new(
+        live::fixed(fib6),
+        live::fixed(nh6.clone()),
+    )));
+    b.add_node(Box::new(Ip6Rewrite::new(live::fixed(nh6))));
     b.add_node(Box::new(Ip6IcmpError::new(
         vec![
             Some("2001:db8:1::1".parse().expect("v6")),
