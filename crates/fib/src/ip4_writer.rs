@@ -125,23 +125,7 @@ impl Ip4FibWriter {
             }
         });
         // Enough tbl8 groups for the blocks that need one, counted before painting anything.
-        let mut blocks: Vec<u32> = sorted
-            .iter()
-            .filter(|r| (r.0 >> 32) > 24)
-            .map(|r| (r.0 as u32) >> 8)
-            .filter(|&block| !self.is_extended(block as usize))
-            .collect();
-        blocks.sort_unstable();
-        blocks.dedup();
-        let available = self.free_groups.len()
-            + (Ip4Fib::MAX_TBL8_GROUPS - usize::from(self.unused))
-            + self.reclaimable_groups();
-        if blocks.len() > available {
-            return Err(FibError::TooManyTbl8Groups {
-                needed: blocks.len() + self.tbl8_groups(),
-                max: Ip4Fib::MAX_TBL8_GROUPS,
-            });
-        }
+        self.check_groups(sorted.iter().map(|r| (r.0 as u32, (r.0 >> 32) as u8)))?;
         self.rib.reserve(sorted.len());
         for (k, _, nh) in sorted {
             self.insert(k as u32, (k >> 32) as u8, NextHopId::from(nh))?;
@@ -272,6 +256,29 @@ impl Ip4FibWriter {
         }
         self.fib.routes.store(self.rib.len(), Ordering::Relaxed);
         Some(NextHopId::from(old))
+    }
+
+    /// Whether adding `routes` (prefix, length) could run out of tbl8 groups: fails with
+    /// `TooManyTbl8Groups` when the /24 blocks they extend outnumber the groups available.
+    /// `insert` of those routes cannot fail for want of a group after this passed.
+    pub fn check_groups(&self, routes: impl Iterator<Item = (u32, u8)>) -> Result<(), FibError> {
+        let mut blocks: Vec<u32> = routes
+            .filter(|&(_, len)| len > 24)
+            .map(|(prefix, _)| prefix >> 8)
+            .filter(|&block| !self.is_extended(block as usize))
+            .collect();
+        blocks.sort_unstable();
+        blocks.dedup();
+        let available = self.free_groups.len()
+            + (Ip4Fib::MAX_TBL8_GROUPS - usize::from(self.unused))
+            + self.reclaimable_groups();
+        if blocks.len() > available {
+            return Err(FibError::TooManyTbl8Groups {
+                needed: blocks.len() + self.tbl8_groups(),
+                max: Ip4Fib::MAX_TBL8_GROUPS,
+            });
+        }
+        Ok(())
     }
 
     /// Free the retired groups every worker has moved past; returns how many wait still.
