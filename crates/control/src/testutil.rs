@@ -96,6 +96,10 @@ pub(crate) fn view(workers: usize) -> RuntimeView {
         bridges: Vec::new(),
         bridge_names: Vec::new(),
         capture: Arc::new(graph::CaptureControl::new(workers)),
+        routing: Arc::new(std::sync::Mutex::new(
+            dataplane::routing::Routing::without_workers(&dataplane::DataplaneSpec::default())
+                .expect("an empty routing table builds"),
+        )),
     }
 }
 

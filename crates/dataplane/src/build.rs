@@ -4,12 +4,12 @@
 //! path.
 
 use crate::handoff::{self, Handoff, HandoffRx, HandoffTx, RssDispatch};
-use crate::spec::{DataplaneSpec, OptionsPolicy, PortDriver, RouteSpec, RouteTarget};
+use crate::routing::{Routing, RoutingReaders};
+use crate::spec::{DataplaneSpec, OptionsPolicy, PortDriver};
 use crate::view::PortView;
 use afxdp::{AfXdpConfig, AfXdpPort, Umem};
-use fib::{Ip4Fib, Ip6Fib};
 use graph::{Graph, GraphBuilder, PortStats};
-use nodes::adjacency::{Adjacency, NextHop, NextHopTable};
+use live::{Domain, WorkerEpoch};
 use nodes::bridge::{BridgeConfig, BridgeDomainConfig, BridgePortConfig, BridgeStats, L2Bridge};
 use nodes::drop::ErrorDrop;
 use nodes::ethernet::{EthernetInput, PortL2, PortMode};
@@ -25,10 +25,7 @@ use packet::{BufferPool, PoolConfig};
 use ports::{
     AfPacketConfig, AfPacketPort, FlowSet, MemoryRx, MemoryTx, PcapRx, PcapTx, TapConfig, TapPort,
 };
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
 /// Errors building a worker (the spec was valid, but a resource was not).
@@ -80,34 +77,66 @@ pub struct BuiltWorker {
     pub ports: Vec<PortView>,
     /// FIB build figures.
     pub fib: FibStats,
+    /// Its epoch handle: quiescent between rounds, offline while asleep or finished.
+    pub epoch: Option<WorkerEpoch>,
     /// Its neighbour tables (flush them into `pool` when the worker ends).
     pub neighbours: NeighbourHandle,
     /// Its bridge's counters and MAC table snapshot, when it has bridge domains.
     pub bridge: Option<Arc<BridgeStats>>,
 }
 
-/// What the workers of one data plane share: the packet capture and the software-RSS rings.
+/// What the workers of one data plane share: the packet capture, the software-RSS rings and
+/// the routing tables (one FIB for every worker).
 pub struct WorkersShared {
     /// `vecplane ctl pcap`.
     pub capture: Arc<graph::CaptureControl>,
     /// Rings between every pair of workers.
     pub handoff: Arc<Handoff>,
+    /// The live routing tables, changed by the control side.
+    pub routing: Arc<Mutex<Routing>>,
+    /// Each worker's epoch handle, taken by the worker built with that index.
+    epochs: Mutex<Vec<Option<WorkerEpoch>>>,
 }
 
 impl WorkersShared {
-    /// For the workers of `spec` (rings only when an AF_XDP port may need them).
-    pub fn new(spec: &DataplaneSpec) -> WorkersShared {
+    /// For the workers of `spec` (rings only when an AF_XDP port may need them); builds the
+    /// routing tables.
+    pub fn new(spec: &DataplaneSpec) -> Result<WorkersShared, BuildError> {
         let workers = spec.workers.max(1);
         let rss = workers > 1
             && spec
                 .ports
                 .iter()
                 .any(|p| matches!(p.driver, PortDriver::AfXdp { .. } | PortDriver::Tap { .. }));
-        WorkersShared {
+        let (domain, epochs) = Domain::new(workers);
+        let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
+        Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
             handoff: Arc::new(Handoff::new(if rss { workers } else { 0 })),
-        }
+            routing: Arc::new(Mutex::new(routing)),
+            epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
+        })
     }
+
+    /// Readers of the routing tables, for one worker.
+    pub fn readers(&self) -> RoutingReaders {
+        lock(&self.routing).readers()
+    }
+
+    /// Take worker `index`'s epoch handle (once).
+    pub fn take_epoch(&self, index: usize) -> Option<WorkerEpoch> {
+        self.epochs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(index)
+            .and_then(Option::take)
+    }
+}
+
+/// Lock the routing state, also after a panic elsewhere (its state is changed only by
+/// `Routing::apply`, which checks before it writes).
+pub fn lock(routing: &Mutex<Routing>) -> std::sync::MutexGuard<'_, Routing> {
+    routing.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// What `add_protocol_nodes` leaves for the control plane and the worker.
@@ -120,182 +149,10 @@ pub struct ProtocolState {
     pub bridge: Option<Arc<BridgeStats>>,
 }
 
-/// The next-hop ids of one family's special routes and groups, deduplicated.
-struct NextHops {
-    table: NextHopTable,
-    groups: HashMap<Vec<u32>, u32>,
-    drop: u32,
-    local: u32,
-    glean: HashMap<(u16, u8), u32>,
-}
-
-impl NextHops {
-    fn new() -> NextHops {
-        let mut table = NextHopTable::new();
-        let drop = table.add_entry(NextHop::Drop);
-        let local = table.add_entry(NextHop::Local);
-        NextHops {
-            table,
-            groups: HashMap::new(),
-            drop,
-            local,
-            glean: HashMap::new(),
-        }
-    }
-
-    /// The entry of a connected prefix on `port` with `host_bits` host bits.
-    fn glean(&mut self, port: u16, host_bits: u8) -> u32 {
-        let table = &mut self.table;
-        *self
-            .glean
-            .entry((port, host_bits))
-            .or_insert_with(|| table.add_entry(NextHop::Glean { port, host_bits }))
-    }
-
-    fn group(&mut self, adjacencies: Vec<u32>) -> u32 {
-        if let Some(&id) = self.groups.get(&adjacencies) {
-            return id;
-        }
-        let id = self.table.add_group(&adjacencies);
-        self.groups.insert(adjacencies, id);
-        id
-    }
-}
-
-/// Routes of one family as (prefix, length, next-hop id) with their next-hop table.
-type RoutingTable<A> = (Vec<(A, u8, u32)>, NextHopTable);
-
-/// Routes of one family as (prefix, length, next-hop id), in install order (later wins), and
-/// their next-hop table. `A` is the address as an integer (u32 or u128). A route's next hop
-/// that is not a static neighbour must lie in a port's prefix: `pin(port, hop)` makes it a
-/// permanent neighbour-table entry resolved by ARP/ND.
-#[allow(clippy::too_many_arguments)]
-fn routing_table<A: Copy + Eq + std::hash::Hash + std::fmt::Display>(
-    spec: &DataplaneSpec,
-    own: impl Fn(&crate::spec::PortSpec) -> Vec<(A, u8)>,
-    neighbour_ip: impl Fn(IpAddr) -> Option<A>,
-    routes: &[(A, u8, RouteTarget<A>)],
-    mask: impl Fn(A, u8) -> A,
-    host_len: u8,
-    mut pin: impl FnMut(u16, A) -> Option<u32>,
-) -> Result<RoutingTable<A>, BuildError> {
-    let mut nh = NextHops::new();
-    // Install order matters only between equal prefixes (the later wins): neighbours' host
-    // routes, connected prefixes, configured routes, then own addresses.
-    let mut out = Vec::new();
-    let mut adjacency_of = HashMap::new();
-    for n in &spec.neighbours {
-        let Some(ip) = neighbour_ip(n.ip) else {
-            continue;
-        };
-        let port = spec.ports.get(n.port).ok_or_else(|| {
-            BuildError::Routing(format!(
-                "neighbour {} names port {} which does not exist",
-                n.ip, n.port
-            ))
-        })?;
-        let adj = nh
-            .table
-            .add_adjacency(Adjacency::new(n.port as u16, port.mtu, n.mac, port.mac));
-        adjacency_of.insert(ip, adj);
-        out.push((ip, host_len, nh.group(vec![adj])));
-    }
-    for (id, port) in spec.ports.iter().enumerate() {
-        for (addr, len) in own(port) {
-            if len < host_len {
-                let glean = nh.glean(id as u16, host_len - len);
-                out.push((mask(addr, len), len, glean));
-            }
-        }
-    }
-    // The port whose prefix holds `hop` (not one of its own addresses).
-    let connected_port = |hop: A| {
-        spec.ports.iter().enumerate().find_map(|(id, p)| {
-            own(p)
-                .into_iter()
-                .any(|(addr, len)| {
-                    len < host_len && addr != hop && mask(addr, len) == mask(hop, len)
-                })
-                .then_some(id as u16)
-        })
-    };
-    for (prefix, len, target) in routes {
-        let (prefix, len) = (*prefix, *len);
-        let id = match target {
-            RouteTarget::Drop => nh.drop,
-            RouteTarget::Via(hops) => {
-                let mut adjs = Vec::with_capacity(hops.len());
-                for h in hops {
-                    let adj = match adjacency_of.get(h) {
-                        Some(adj) => *adj,
-                        None => {
-                            let port = connected_port(*h).ok_or_else(|| {
-                                BuildError::Routing(format!(
-                                    "route {prefix}/{len}: next hop {h} is neither a configured \
-                                     neighbour nor inside a port's prefix"
-                                ))
-                            })?;
-                            let id = pin(port, *h).ok_or_else(|| {
-                                BuildError::Routing(format!(
-                                    "route {prefix}/{len}: next hop {h}: the neighbour table is full"
-                                ))
-                            })?;
-                            adjacency_of.insert(*h, id);
-                            id
-                        }
-                    };
-                    adjs.push(adj);
-                }
-                nh.group(adjs)
-            }
-        };
-        out.push((prefix, len, id));
-    }
-    for port in &spec.ports {
-        for (addr, _) in own(port) {
-            out.push((addr, host_len, nh.local));
-        }
-    }
-    Ok((out, nh.table))
-}
-
-/// Routes with their addresses as integers, the form the FIBs take.
-fn integer_routes<A: Copy, B>(
-    routes: &[RouteSpec<A>],
-    to_int: impl Fn(A) -> B,
-) -> Vec<(B, u8, RouteTarget<B>)> {
-    routes
-        .iter()
-        .map(|r| {
-            let target = match &r.target {
-                RouteTarget::Drop => RouteTarget::Drop,
-                RouteTarget::Via(v) => RouteTarget::Via(v.iter().map(|a| to_int(*a)).collect()),
-            };
-            (to_int(r.prefix), r.len, target)
-        })
-        .collect()
-}
-
-fn mask4(a: u32, len: u8) -> u32 {
-    if len == 0 {
-        0
-    } else {
-        a & (u32::MAX << (32 - len))
-    }
-}
-
-fn mask6(a: u128, len: u8) -> u128 {
-    if len == 0 {
-        0
-    } else {
-        a & (u128::MAX << (128 - len))
-    }
-}
-
 impl BuiltWorker {
     /// Build worker `index` of `spec` (with a capture and handoff rings of its own).
     pub fn new(spec: &DataplaneSpec, index: usize, tsc_hz: u64) -> Result<BuiltWorker, BuildError> {
-        BuiltWorker::with_shared(spec, index, tsc_hz, &WorkersShared::new(spec))
+        BuiltWorker::with_shared(spec, index, tsc_hz, &WorkersShared::new(spec)?)
     }
 
     /// Build worker `index` of `spec` with what the workers of one data plane share.
@@ -548,7 +405,14 @@ impl BuiltWorker {
             });
         }
 
-        let protocols = add_protocol_nodes_with(spec, &mut b, tx_nodes, tsc_hz, Some(capture))?;
+        let protocols = add_protocol_nodes_with(
+            spec,
+            &mut b,
+            tx_nodes,
+            tsc_hz,
+            Some(capture),
+            shared.readers(),
+        )?;
         if needs_rss_nodes {
             let workers = spec.workers.max(1);
             b.add_node(Box::new(RssDispatch::new(
@@ -569,7 +433,8 @@ impl BuiltWorker {
             pool,
             graph,
             ports: views,
-            fib: protocols.fib,
+            fib: lock(&shared.routing).stats(),
+            epoch: shared.take_epoch(index),
             neighbours: protocols.neighbours,
             bridge: protocols.bridge,
         })
@@ -621,7 +486,11 @@ pub fn add_protocol_nodes(
     tx_nodes: Vec<Option<String>>,
     tsc_hz: u64,
 ) -> Result<ProtocolState, BuildError> {
-    add_protocol_nodes_with(spec, b, tx_nodes, tsc_hz, None)
+    // Tables nobody changes: no worker epochs to wait for.
+    let routing = Routing::without_workers(spec).map_err(|e| BuildError::Routing(e.0))?;
+    let mut state = add_protocol_nodes_with(spec, b, tx_nodes, tsc_hz, None, routing.readers())?;
+    state.fib = routing.stats();
+    Ok(state)
 }
 
 /// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given.
@@ -631,6 +500,7 @@ pub fn add_protocol_nodes_with(
     tx_nodes: Vec<Option<String>>,
     tsc_hz: u64,
     capture: Option<Arc<graph::CaptureControl>>,
+    tables: RoutingReaders,
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
         &NeighbourConfig {
@@ -696,45 +566,12 @@ pub fn add_protocol_nodes_with(
         });
     }
 
-    let mut fib = FibStats::default();
-    let routes4_spec = integer_routes(&spec.routes4, u32::from);
-    let (routes4, nh4) = routing_table(
-        spec,
-        |p| p.ip4.iter().map(|(a, l)| (u32::from(*a), *l)).collect(),
-        |ip| match ip {
-            IpAddr::V4(a) => Some(u32::from(a)),
-            IpAddr::V6(_) => None,
-        },
-        &routes4_spec,
-        mask4,
-        32,
-        |port, hop| neighbours.with(|n| n.pin4(port, hop.into())),
-    )?;
-    let t = Instant::now();
-    let fib4 = Ip4Fib::build(&routes4).map_err(|e| BuildError::Routing(e.to_string()))?;
-    fib.ip4_build_seconds = t.elapsed().as_secs_f64();
-    fib.ip4_memory_bytes = fib4.memory_bytes();
-    fib.ip4_routes = fib4.route_count();
-    let routes6_spec = integer_routes(&spec.routes6, u128::from);
-    let (routes6, nh6) = routing_table(
-        spec,
-        |p| p.ip6.iter().map(|(a, l)| (u128::from(*a), *l)).collect(),
-        |ip| match ip {
-            IpAddr::V6(a) => Some(u128::from(a)),
-            IpAddr::V4(_) => None,
-        },
-        &routes6_spec,
-        mask6,
-        128,
-        |port, hop| neighbours.with(|n| n.pin6(port, hop.into())),
-    )?;
-    let t = Instant::now();
-    let fib6 = Ip6Fib::build(&routes6).map_err(|e| BuildError::Routing(e.to_string()))?;
-    fib.ip6_build_seconds = t.elapsed().as_secs_f64();
-    fib.ip6_memory_bytes = fib6.memory_bytes();
-    fib.ip6_routes = fib6.route_count();
-    let (nh4, nh6) = (Arc::new(nh4), Arc::new(nh6));
-
+    let RoutingReaders {
+        fib4,
+        fib6,
+        next_hops4: [lookup4, rewrite4],
+        next_hops6: [lookup6, rewrite6],
+    } = tables;
     let limiter = RateLimiter::new(spec.ip.icmp_errors_per_second, spec.ip.icmp_errors_burst);
     let options = match spec.ip.ip4_options {
         OptionsPolicy::Forward => Ip4Options::Forward,
@@ -764,10 +601,10 @@ pub fn add_protocol_nodes_with(
         .add_node(Box::new(L2Xconnect::new(peers)))
         .add_node(Box::new(Ip4Input::new(options)))
         .add_node(Box::new(
-            Ip4Lookup::new(Arc::new(fib4), nh4.clone()).with_neighbours(neighbours.clone()),
+            Ip4Lookup::new(fib4, lookup4).with_neighbours(neighbours.clone()),
         ))
         .add_node(Box::new(
-            Ip4Rewrite::new(nh4).with_neighbours(neighbours.clone()),
+            Ip4Rewrite::new(rewrite4).with_neighbours(neighbours.clone()),
         ))
         .add_node(Box::new(Ip4IcmpError::new(
             spec.ports
@@ -778,10 +615,10 @@ pub fn add_protocol_nodes_with(
         )))
         .add_node(Box::new(Ip6Input::new().with_nd()))
         .add_node(Box::new(
-            Ip6Lookup::new(Arc::new(fib6), nh6.clone()).with_neighbours(neighbours.clone()),
+            Ip6Lookup::new(fib6, lookup6).with_neighbours(neighbours.clone()),
         ))
         .add_node(Box::new(
-            Ip6Rewrite::new(nh6).with_neighbours(neighbours.clone()),
+            Ip6Rewrite::new(rewrite6).with_neighbours(neighbours.clone()),
         ))
         .add_node(Box::new(Ip6IcmpError::new(
             spec.ports
@@ -798,7 +635,7 @@ pub fn add_protocol_nodes_with(
     }
     b.add_input(input);
     Ok(ProtocolState {
-        fib,
+        fib: FibStats::default(),
         neighbours,
         bridge,
     })

@@ -26,6 +26,9 @@ pub struct RuntimeView {
     pub bridge_names: Vec<String>,
     /// The packet capture of `vecplane ctl pcap` (shared by the workers).
     pub capture: Arc<graph::CaptureControl>,
+    /// The live routing tables (routes, static neighbours): read and changed by the control
+    /// side only, through `Routing::apply`.
+    pub routing: Arc<std::sync::Mutex<crate::routing::Routing>>,
 }
 
 /// One port.

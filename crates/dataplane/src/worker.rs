@@ -18,6 +18,19 @@ pub struct Dataplane {
     view: RuntimeView,
 }
 
+/// Mark a worker offline however its loop ends (also when it unwinds), so the control side
+/// never waits for a worker that is gone.
+struct OfflineOnDrop<'a>(Option<&'a mut live::WorkerEpoch>);
+
+impl Drop for OfflineOnDrop<'_> {
+    fn drop(&mut self) {
+        if let Some(e) = self.0.take() {
+            // SAFETY: the worker loop has ended; no reference from a Reader is alive.
+            unsafe { e.offline() };
+        }
+    }
+}
+
 /// Pin the calling thread to `cpu`; returns false if the kernel refused.
 pub fn pin_current_thread(cpu: usize) -> bool {
     // SAFETY: cpu_set_t is plain data; CPU_ZERO/CPU_SET write inside it; sched_setaffinity(0, ..)
@@ -40,12 +53,13 @@ impl Dataplane {
     /// Build with a known TSC frequency (benchmarks measure it once for many runs).
     pub fn with_tsc_hz(spec: &DataplaneSpec, tsc_hz: u64) -> Result<Dataplane, BuildError> {
         let mut workers = Vec::new();
-        let shared = crate::build::WorkersShared::new(spec);
+        let shared = crate::build::WorkersShared::new(spec)?;
         for index in 0..spec.workers.max(1) {
             let w = BuiltWorker::with_shared(spec, index, tsc_hz, &shared)?;
             workers.push((w, spec.cpu_of(index)));
         }
         let capture = shared.capture.clone();
+        let routing = shared.routing.clone();
         // What one worker learns about a neighbour, the others hear of.
         let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
         if handles.len() > 1 {
@@ -80,6 +94,7 @@ impl Dataplane {
                 .collect(),
             bridge_names: spec.bridges.iter().map(|b| b.name.clone()).collect(),
             capture,
+            routing,
         };
         Ok(Dataplane { workers, view })
     }
@@ -168,9 +183,15 @@ fn run_worker(
     }
     let mut received = 0u64;
     let mut rounds = 0u64;
+    let mut epoch = OfflineOnDrop(w.epoch.as_mut());
     loop {
         let n = w.graph.run_once(&mut w.pool);
         received += n as u64;
+        if let Some(e) = epoch.0.as_deref_mut() {
+            // SAFETY: between two dispatch rounds no node runs, so no reference a node took
+            // from a live::Reader is alive.
+            unsafe { e.quiescent() };
+        }
         if n == 0 && w.graph.is_finished() {
             break;
         }
@@ -184,6 +205,7 @@ fn run_worker(
             }
         }
     }
+    drop(epoch);
     w.graph.finish();
     // Packets still queued for resolution go back to the pool before it is dropped.
     crate::build::flush_neighbours(&w.neighbours, &mut w.pool, &w.graph.stats());
