@@ -9,6 +9,7 @@ pub mod client;
 pub mod commands;
 pub mod config;
 mod fibview;
+pub mod routes_api;
 pub mod server;
 pub mod stats;
 mod table;
