@@ -5,6 +5,7 @@
 //! replaces a stage of the real path with a shortcut, and never edits the data plane it measures.
 #![deny(missing_docs)]
 
+pub mod churn;
 pub mod measure;
 pub mod report;
 pub mod scenario;
@@ -226,6 +227,9 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
 pub fn run(args: &BenchArgs) -> Result<()> {
     if let veth::ScenarioArg::Veth(v) = args.scenario {
         return veth::run(args, v);
+    }
+    if args.scenario == veth::ScenarioArg::RouteChurn {
+        return churn::run(args, &|view| Ok(Box::new(churn::InProcessApi::new(view))));
     }
     let mut failed = None;
     let summaries = run_with(args, &mut |s| {

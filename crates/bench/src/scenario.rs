@@ -82,7 +82,8 @@ pub const NEIGHBOUR_MAC: [u8; 6] = [0x02, 0, 0, 0, 0x02, 0x02];
 const RX0_IP4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 const SENDER_IP4: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const TX0_IP4: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 1);
-const NEIGHBOUR_IP4: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 2);
+/// The next hop of every IPv4 route (the neighbour behind tx0).
+pub const NEIGHBOUR_IP4: Ipv4Addr = Ipv4Addr::new(198, 18, 2, 2);
 /// RFC 5180's benchmarking prefix 2001:2::/48 holds the bench's own IPv6 subnets.
 const RX0_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 1);
 const SENDER_IP6: Ipv6Addr = Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, 2);

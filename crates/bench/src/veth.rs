@@ -70,6 +70,8 @@ pub enum ScenarioArg {
     Engine(Scenario),
     /// `veth-router`, `veth-bridge`: namespaces and veths against the kernel.
     Veth(VethScenario),
+    /// `route-churn`: routes through the API while forwarding, against `ip -batch`.
+    RouteChurn,
 }
 
 impl ScenarioArg {
@@ -77,7 +79,7 @@ impl ScenarioArg {
     pub fn engine(self) -> Option<Scenario> {
         match self {
             ScenarioArg::Engine(s) => Some(s),
-            ScenarioArg::Veth(_) => None,
+            ScenarioArg::Veth(_) | ScenarioArg::RouteChurn => None,
         }
     }
 }
@@ -90,6 +92,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Engine(Scenario::Ip6),
             ScenarioArg::Veth(VethScenario::Router),
             ScenarioArg::Veth(VethScenario::Bridge),
+            ScenarioArg::RouteChurn,
         ]
     }
 
@@ -106,6 +109,10 @@ impl clap::ValueEnum for ScenarioArg {
                     "Namespaces A - R - B over veths, R bridging (vecplane vs a Linux bridge)",
                 ))
             }
+            ScenarioArg::RouteChurn => Some(PossibleValue::new("route-churn").help(
+                "Load routes through the API while forwarding, churn them, time visibility \
+                 (vs ip -batch into a namespace)",
+            )),
         }
     }
 }

@@ -149,3 +149,36 @@ fn bad_arguments_are_refused() {
     let e = bench::run_with(&missing, &mut |_| {}).expect_err("missing testpmd");
     assert_eq!(e.to_string(), bench::testpmd::NOT_INSTALLED);
 }
+
+#[test]
+fn route_churn_loads_churns_and_times_visibility() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let a = args(&["--scenario", "route-churn", "--routes", "20000", "--flows", "256"]);
+    let report = bench::churn::run_with(
+        &a,
+        &|view| Ok(Box::new(bench::churn::InProcessApi::new(view))),
+        &mut |_| {},
+    )
+    .expect("run");
+    let j = report.json();
+    assert_eq!(j["routes"], 20000, "{j}");
+    assert!(j["routes_per_second"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+    assert!(j["peak_rss_bytes"].as_u64().unwrap_or(0) > 0, "{j}");
+    assert!(j["forwarding_pps_quiet"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+    assert!(j["forwarding_pps_churn"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+    assert!(j["churn_changes_per_second"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+    assert_eq!(j["visible_samples"], 1000, "{j}");
+    assert!(j["visible_p99_us"].as_f64().unwrap_or(-1.0) >= 0.0, "{j}");
+    // The kernel's side needs root (a namespace): in CI it must have run.
+    if std::env::var_os("CI").is_some() || netlab_root() {
+        assert!(
+            j["reference"]["routes_per_second"].as_f64().unwrap_or(0.0) > 0.0,
+            "{j}"
+        );
+    }
+}
+
+fn netlab_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}

@@ -92,16 +92,19 @@ pub struct RouteBody {
     pub drop: Option<bool>,
 }
 
-/// A static neighbour in a request: `{"ip": "198.18.1.2", "mac": "02:..", "port": "out0"}`.
+/// A static neighbour in a request: `{"ip": "198.18.1.2", "mac": "02:..", "port": "out0"}`
+/// (a delete needs only `ip`).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NeighbourBody {
     /// Its address.
     pub ip: String,
     /// Its MAC.
-    pub mac: String,
+    #[serde(default)]
+    pub mac: Option<String>,
     /// The port (by name) it is reached through.
-    pub port: String,
+    #[serde(default)]
+    pub port: Option<String>,
 }
 
 /// One change of a batch: `{"op": "add"|"replace"|"delete", "route": {...}}` or with
@@ -113,10 +116,10 @@ pub struct ChangeBody {
     pub op: String,
     /// A route.
     #[serde(default)]
-    pub route: Option<Value>,
+    pub route: Option<RouteBody>,
     /// A static neighbour.
     #[serde(default)]
-    pub neighbour: Option<Value>,
+    pub neighbour: Option<NeighbourBody>,
 }
 
 /// A batch: `{"changes": [...]}`.
@@ -183,21 +186,27 @@ pub fn route_of(body: &RouteBody) -> Result<Route, ModelError> {
 /// A neighbour body as a `NeighbourSpec`, with the port named among `ports`.
 pub fn neighbour_of(body: &NeighbourBody, ports: &[String]) -> Result<NeighbourSpec, ModelError> {
     let ip = parse_ip("ip", &body.ip)?;
-    let mac = parse_mac(&body.mac).ok_or_else(|| {
+    let mac_text = body
+        .mac
+        .as_deref()
+        .ok_or_else(|| ModelError::bad("mac", "a static neighbour needs its `mac`"))?;
+    let mac = parse_mac(mac_text).ok_or_else(|| {
         ModelError::bad(
             "mac",
             format!(
-                "`{}` is not a MAC address; write six hex bytes, e.g. 02:00:00:00:00:01",
-                body.mac
+                "`{mac_text}` is not a MAC address; write six hex bytes, e.g. 02:00:00:00:00:01"
             ),
         )
     })?;
-    let port = ports.iter().position(|p| *p == body.port).ok_or_else(|| {
+    let port_name = body
+        .port
+        .as_deref()
+        .ok_or_else(|| ModelError::bad("port", "a static neighbour needs its `port` (a name)"))?;
+    let port = ports.iter().position(|p| p == port_name).ok_or_else(|| {
         ModelError::bad(
             "port",
             format!(
-                "there is no port `{}`; ports are {}",
-                body.port,
+                "there is no port `{port_name}`; ports are {}",
                 ports.join(", ")
             ),
         )
@@ -218,7 +227,13 @@ pub fn changes_of(body: &BatchBody, ports: &[String]) -> Result<Vec<Change>, Mod
     }
     let mut out = Vec::with_capacity(body.changes.len());
     for (i, c) in body.changes.iter().enumerate() {
-        let field = |f: &str| format!("changes[{i}].{f}");
+        let field = |f: &str| {
+            if f.is_empty() {
+                format!("changes[{i}]")
+            } else {
+                format!("changes[{i}].{f}")
+            }
+        };
         let err = |e: ModelError| {
             let f = e.field.clone().unwrap_or_default();
             ModelError {
@@ -227,61 +242,36 @@ pub fn changes_of(body: &BatchBody, ports: &[String]) -> Result<Vec<Change>, Mod
             }
             .at(i)
         };
+        let nested = |what: &str, e: ModelError| {
+            let f = format!("{what}.{}", e.field.clone().unwrap_or_default());
+            err(ModelError {
+                field: Some(f),
+                ..e
+            })
+        };
         let change = match (c.route.as_ref(), c.neighbour.as_ref()) {
-            (Some(r), None) => {
-                if c.op == "delete" {
-                    let prefix = r.get("prefix").and_then(Value::as_str).ok_or_else(|| {
-                        err(ModelError::bad(
-                            "route.prefix",
-                            "a delete needs the route's `prefix`",
-                        ))
-                    })?;
-                    let (prefix, len) = parse_prefix(prefix)
+            (Some(r), None) => match c.op.as_str() {
+                "delete" => {
+                    let (prefix, len) = parse_prefix(&r.prefix)
                         .map_err(|m| err(ModelError::bad("route.prefix", m)))?;
                     Change::DeleteRoute { prefix, len }
-                } else {
-                    let body: RouteBody = serde_json::from_value(r.clone())
-                        .map_err(|e| err(ModelError::bad("route", e.to_string())))?;
-                    let route = route_of(&body).map_err(|e| {
-                        let f = format!("route.{}", e.field.clone().unwrap_or_default());
-                        err(ModelError {
-                            field: Some(f),
-                            ..e
-                        })
-                    })?;
-                    match c.op.as_str() {
-                        "add" => Change::AddRoute(route),
-                        "replace" => Change::ReplaceRoute(route),
-                        _ => return Err(err(bad_op(&c.op))),
-                    }
                 }
-            }
-            (None, Some(n)) => {
-                if c.op == "delete" {
-                    let ip = n.get("ip").and_then(Value::as_str).ok_or_else(|| {
-                        err(ModelError::bad(
-                            "neighbour.ip",
-                            "a delete needs the neighbour's `ip`",
-                        ))
-                    })?;
-                    Change::DeleteNeighbour(parse_ip("neighbour.ip", ip).map_err(err)?)
-                } else {
-                    let body: NeighbourBody = serde_json::from_value(n.clone())
-                        .map_err(|e| err(ModelError::bad("neighbour", e.to_string())))?;
-                    let spec = neighbour_of(&body, ports).map_err(|e| {
-                        let f = format!("neighbour.{}", e.field.clone().unwrap_or_default());
-                        err(ModelError {
-                            field: Some(f),
-                            ..e
-                        })
-                    })?;
-                    match c.op.as_str() {
-                        "add" => Change::AddNeighbour(spec),
-                        "replace" => Change::ReplaceNeighbour(spec),
-                        _ => return Err(err(bad_op(&c.op))),
-                    }
-                }
-            }
+                "add" => Change::AddRoute(route_of(r).map_err(|e| nested("route", e))?),
+                "replace" => Change::ReplaceRoute(route_of(r).map_err(|e| nested("route", e))?),
+                _ => return Err(err(bad_op(&c.op))),
+            },
+            (None, Some(n)) => match c.op.as_str() {
+                "delete" => Change::DeleteNeighbour(
+                    parse_ip("ip", &n.ip).map_err(|e| nested("neighbour", e))?,
+                ),
+                "add" => Change::AddNeighbour(
+                    neighbour_of(n, ports).map_err(|e| nested("neighbour", e))?,
+                ),
+                "replace" => Change::ReplaceNeighbour(
+                    neighbour_of(n, ports).map_err(|e| nested("neighbour", e))?,
+                ),
+                _ => return Err(err(bad_op(&c.op))),
+            },
             _ => {
                 return Err(err(ModelError::bad(
                     "",
@@ -319,8 +309,14 @@ pub fn apply(
     if wait {
         let start = Instant::now();
         let deadline = Duration::from_secs(1);
+        // Workers pass a quiescent point every few microseconds while they forward: yield
+        // first, sleep only if that is not enough (an idle worker is offline and safe).
         while !domain.is_safe(applied.epoch) && start.elapsed() < deadline {
-            std::thread::sleep(Duration::from_micros(20));
+            if start.elapsed() < Duration::from_micros(200) {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(20));
+            }
         }
         let visible = domain.is_safe(applied.epoch);
         answer.insert("visible".into(), json!(visible));
