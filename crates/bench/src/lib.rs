@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod churn;
+pub mod fibref;
 pub mod measure;
 pub mod report;
 pub mod scenario;
@@ -14,6 +15,7 @@ pub mod testpmd;
 pub mod veth;
 
 use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
 use report::Summary;
 use scenario::{Scenario, ScenarioSpec};
 use std::path::PathBuf;
@@ -23,8 +25,11 @@ use std::path::PathBuf;
 pub enum Reference {
     /// `dpdk-testpmd --forward-mode=mac` on two `net_null` vdevs (copy=1), one forwarding core.
     Testpmd,
-    /// The Linux kernel in R (IPv4 forwarding or a bridge), for the veth scenarios.
+    /// The Linux kernel in R (IPv4 forwarding or a bridge), for the veth scenarios; `ip
+    /// -batch` into a namespace for route-churn.
     Kernel,
+    /// DPDK's `rte_fib` through `dpdk-test-fib`, for the fib scenario.
+    DpdkFib,
 }
 
 /// Arguments of `vecplane bench`.
@@ -70,6 +75,9 @@ pub struct BenchArgs {
     /// Path of dpdk-testpmd.
     #[arg(long, default_value = testpmd::DEFAULT_PATH)]
     pub testpmd_path: PathBuf,
+    /// Path of dpdk-test-fib (the fib scenario's reference).
+    #[arg(long, default_value = fibref::DEFAULT_PATH)]
+    pub dpdk_fib_path: PathBuf,
     /// Do not print progress lines on stderr.
     #[arg(long)]
     pub no_progress: bool,
@@ -227,6 +235,27 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
 pub fn run(args: &BenchArgs) -> Result<()> {
     if let veth::ScenarioArg::Veth(v) = args.scenario {
         return veth::run(args, v);
+    }
+    let wanted = match args.scenario {
+        veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
+        veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
+        veth::ScenarioArg::Engine(_) => Some(Reference::Testpmd),
+    };
+    if args.reference.is_some() && args.reference != wanted {
+        bail!(
+            "--reference {} does not go with this scenario; it takes --reference {}",
+            args.reference
+                .and_then(|r| r.to_possible_value())
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default(),
+            wanted
+                .and_then(|r| r.to_possible_value())
+                .map(|v| v.get_name().to_string())
+                .unwrap_or_default(),
+        );
+    }
+    if args.scenario == veth::ScenarioArg::Fib {
+        return fibref::run(args);
     }
     if args.scenario == veth::ScenarioArg::RouteChurn {
         return churn::run(args, &|view| Ok(Box::new(churn::InProcessApi::new(view))));

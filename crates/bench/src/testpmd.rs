@@ -26,7 +26,7 @@ pub const NOT_INSTALLED: &str = "dpdk-testpmd is not installed (apt-get install 
 pub const NAME: &str = "dpdk-testpmd mac";
 
 /// Prefix of our `--file-prefix` values (followed by `<pid>-<n>`).
-const PREFIX: &str = "vecplane-bench-";
+pub(crate) const PREFIX: &str = "vecplane-bench-";
 
 /// Longest wait for testpmd's first statistics (EAL start-up with `-m 512` takes seconds).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -307,7 +307,7 @@ pub fn runtime_dir() -> PathBuf {
 }
 
 /// Remove runtime directories left by bench processes that no longer exist.
-fn clean_stale(dir: &Path) {
+pub(crate) fn clean_stale(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

@@ -72,6 +72,8 @@ pub enum ScenarioArg {
     Veth(VethScenario),
     /// `route-churn`: routes through the API while forwarding, against `ip -batch`.
     RouteChurn,
+    /// `fib`: lookups in the FIB alone, against DPDK's `rte_fib`.
+    Fib,
 }
 
 impl ScenarioArg {
@@ -79,7 +81,7 @@ impl ScenarioArg {
     pub fn engine(self) -> Option<Scenario> {
         match self {
             ScenarioArg::Engine(s) => Some(s),
-            ScenarioArg::Veth(_) | ScenarioArg::RouteChurn => None,
+            ScenarioArg::Veth(_) | ScenarioArg::RouteChurn | ScenarioArg::Fib => None,
         }
     }
 }
@@ -93,6 +95,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Veth(VethScenario::Router),
             ScenarioArg::Veth(VethScenario::Bridge),
             ScenarioArg::RouteChurn,
+            ScenarioArg::Fib,
         ]
     }
 
@@ -112,6 +115,10 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::RouteChurn => Some(PossibleValue::new("route-churn").help(
                 "Load routes through the API while forwarding, churn them, time visibility \
                  (vs ip -batch into a namespace)",
+            )),
+            ScenarioArg::Fib => Some(PossibleValue::new("fib").help(
+                "FIB lookups alone, IPv4 and IPv6, on the same routes and addresses as DPDK's \
+                 rte_fib (--reference dpdk-fib)",
             )),
         }
     }

@@ -153,7 +153,14 @@ fn bad_arguments_are_refused() {
 #[test]
 fn route_churn_loads_churns_and_times_visibility() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let a = args(&["--scenario", "route-churn", "--routes", "20000", "--flows", "256"]);
+    let a = args(&[
+        "--scenario",
+        "route-churn",
+        "--routes",
+        "20000",
+        "--flows",
+        "256",
+    ]);
     let report = bench::churn::run_with(
         &a,
         &|view| Ok(Box::new(bench::churn::InProcessApi::new(view))),
@@ -164,9 +171,18 @@ fn route_churn_loads_churns_and_times_visibility() {
     assert_eq!(j["routes"], 20000, "{j}");
     assert!(j["routes_per_second"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
     assert!(j["peak_rss_bytes"].as_u64().unwrap_or(0) > 0, "{j}");
-    assert!(j["forwarding_pps_quiet"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
-    assert!(j["forwarding_pps_churn"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
-    assert!(j["churn_changes_per_second"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+    assert!(
+        j["forwarding_pps_quiet"].as_f64().unwrap_or(0.0) > 0.0,
+        "{j}"
+    );
+    assert!(
+        j["forwarding_pps_churn"].as_f64().unwrap_or(0.0) > 0.0,
+        "{j}"
+    );
+    assert!(
+        j["churn_changes_per_second"].as_f64().unwrap_or(0.0) > 0.0,
+        "{j}"
+    );
     assert_eq!(j["visible_samples"], 1000, "{j}");
     assert!(j["visible_p99_us"].as_f64().unwrap_or(-1.0) >= 0.0, "{j}");
     // The kernel's side needs root (a namespace): in CI it must have run.
@@ -181,4 +197,36 @@ fn route_churn_loads_churns_and_times_visibility() {
 fn netlab_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn fib_against_dpdk_reports_rates_and_memory_of_both() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let a = args(&["--scenario", "fib", "--reference", "dpdk-fib", "--routes", "20000"]);
+    if !a.dpdk_fib_path.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI installs dpdk-dev (scripts/test.sh): {} must be there",
+            a.dpdk_fib_path.display()
+        );
+        eprintln!("skipped: {} is not installed", a.dpdk_fib_path.display());
+        return;
+    }
+    for v6 in [false, true] {
+        let j = bench::fibref::compare(&a, v6, &mut |_| {}).expect("run");
+        assert_eq!(j["routes"], if v6 { 2000 } else { 20000 }, "{j}");
+        for k in ["lookups_per_second", "fib_memory_bytes"] {
+            assert!(j[k].as_f64().unwrap_or(0.0) > 0.0, "{k}: {j}");
+        }
+        for k in ["lookups_per_second", "memory_bytes", "ratio"] {
+            assert!(j["reference"][k].as_f64().unwrap_or(0.0) > 0.0, "{k}: {j}");
+        }
+    }
+}
+
+#[test]
+fn a_reference_that_does_not_fit_the_scenario_is_refused() {
+    let a = args(&["--scenario", "fib", "--reference", "testpmd"]);
+    let e = bench::run(&a).expect_err("refused");
+    assert!(e.to_string().contains("--reference dpdk-fib"), "{e}");
 }
