@@ -1,7 +1,11 @@
-//! `vecplane ctl`: send one command to a running daemon over its control socket and print the
-//! reply (text, or the JSON data with `--json`). It never interprets counters itself.
+//! `vecplane ctl`: a client of the daemon's HTTP API. The command language (`show runtime`,
+//! `trace add in0-rx 10`...) goes to `POST /v1/command` and prints the reply's text (or its
+//! JSON data with `--json`); `route`, `neighbour`, `batch` and `reload` call the REST
+//! resources. It never interprets counters itself.
 
-use control::{request, DEFAULT_SOCKET};
+use anyhow::{bail, Context};
+use control::{http, request_at, Endpoint, DEFAULT_SOCKET};
+use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,18 +16,75 @@ pub struct CtlArgs {
     /// The daemon's control socket.
     #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
     socket: PathBuf,
+    /// The daemon's TCP API instead of the socket, e.g. http://127.0.0.1:8080.
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// File holding the bearer token the TCP API needs.
+    #[arg(long, value_name = "PATH", requires = "url")]
+    token_file: Option<PathBuf>,
     /// Print the reply's JSON data (pretty-printed) instead of its text.
     #[arg(long)]
     json: bool,
-    /// The command, e.g. `show runtime` or `trace add in0-rx 10`; `help` lists them.
+    /// The command, e.g. `show runtime`, `trace add in0-rx 10`, `route add 198.19.0.0/16 via
+    /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `batch changes.json`,
+    /// `reload`; `help` lists the show/clear/trace/pcap commands.
     #[arg(required = true, value_name = "WORDS")]
     words: Vec<String>,
 }
 
+const REST_USAGE: &str = "accepted: route show [PREFIX] [ipv6] | route add|replace PREFIX \
+    (via ADDRESS... | drop) | route del PREFIX | neighbour show [ADDRESS] | neighbour \
+    add|replace ADDRESS MAC PORT | neighbour del ADDRESS | batch FILE.json | reload";
+
+fn endpoint(args: &CtlArgs) -> anyhow::Result<Endpoint> {
+    let Some(url) = &args.url else {
+        return Ok(Endpoint::Unix(args.socket.clone()));
+    };
+    let addr = url
+        .strip_prefix("http://")
+        .map(|r| r.trim_end_matches('/'))
+        .filter(|a| !a.is_empty() && !a.contains('/'))
+        .with_context(|| format!("--url {url}: accepted: http://HOST:PORT"))?;
+    let token = match &args.token_file {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read --token-file {}", p.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => None,
+    };
+    Ok(Endpoint::Tcp {
+        addr: addr.to_string(),
+        token,
+    })
+}
+
+/// Print `out`; a reader that went away (`| head`) is not an error.
+fn print(out: &str) -> anyhow::Result<ExitCode> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write the reply to stdout")),
+    }
+}
+
 /// Send the command; exit 1 when the daemon answers with an error.
 pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
+    let ep = endpoint(&args)?;
+    let first = args.words.first().map(String::as_str).unwrap_or("");
+    if matches!(
+        first,
+        "route" | "neighbour" | "neighbor" | "batch" | "reload"
+    ) {
+        return rest(&ep, &args.words, args.json);
+    }
     let command = absolute_capture_file(&args.words).join(" ");
-    let reply = request(&args.socket, &command, args.json)?;
+    let reply = request_at(&ep, &command, args.json)?;
     if !reply.ok {
         eprintln!(
             "vecplane ctl: {}",
@@ -35,21 +96,132 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     let out = if args.json {
-        let data = reply.data.unwrap_or(serde_json::Value::Null);
+        let data = reply.data.unwrap_or(Value::Null);
         serde_json::to_string_pretty(&data)? + "\n"
     } else {
         reply.text.unwrap_or_default()
     };
-    // A reader that went away (`vecplane ctl show runtime | head`) is not an error.
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(anyhow::Error::new(e).context("cannot write the reply to stdout")),
+    print(&out)
+}
+
+/// A route body from `PREFIX (via A [B...] | drop)`.
+fn route_body(words: &[String]) -> anyhow::Result<Value> {
+    match words {
+        [prefix, via, hops @ ..] if via == "via" && !hops.is_empty() => {
+            Ok(json!({"prefix": prefix, "via": hops}))
+        }
+        [prefix, drop] if drop == "drop" => Ok(json!({"prefix": prefix, "drop": true})),
+        _ => bail!("a route is PREFIX via ADDRESS [ADDRESS...] or PREFIX drop"),
     }
+}
+
+/// `ADDRESS/LENGTH` as the two path segments of `/v1/routes/{address}/{length}`.
+fn route_path(prefix: &str) -> anyhow::Result<String> {
+    let (a, l) = prefix
+        .split_once('/')
+        .with_context(|| format!("`{prefix}` is not a prefix; write ADDRESS/LENGTH"))?;
+    Ok(format!("/v1/routes/{a}/{l}"))
+}
+
+fn rest(ep: &Endpoint, words: &[String], as_json: bool) -> anyhow::Result<ExitCode> {
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    let body = |v: Value| Some(v.to_string().into_bytes());
+    let (method, path, payload) = match w.as_slice() {
+        ["reload"] => ("POST", "/v1/reload".to_string(), None),
+        ["batch", file] => {
+            let text = std::fs::read(file).with_context(|| format!("cannot read {file}"))?;
+            ("POST", "/v1/batch".to_string(), Some(text))
+        }
+        ["route", "show"] => (
+            "GET",
+            "/v1/routes?family=ipv4&limit=10000".to_string(),
+            None,
+        ),
+        ["route", "show", "ipv6"] => (
+            "GET",
+            "/v1/routes?family=ipv6&limit=10000".to_string(),
+            None,
+        ),
+        ["route", "show", prefix] => ("GET", route_path(prefix)?, None),
+        ["route", "add", rest @ ..] => (
+            "POST",
+            "/v1/routes".to_string(),
+            body(route_body(&words[2..2 + rest.len()])?),
+        ),
+        ["route", "replace", prefix, ..] => {
+            ("PUT", route_path(prefix)?, body(route_body(&words[2..])?))
+        }
+        ["route", "del" | "delete", prefix] => ("DELETE", route_path(prefix)?, None),
+        ["neighbour" | "neighbor", "show"] => ("GET", "/v1/neighbours".to_string(), None),
+        ["neighbour" | "neighbor", "show", ip] => ("GET", format!("/v1/neighbours/{ip}"), None),
+        ["neighbour" | "neighbor", "add", ip, mac, port] => (
+            "POST",
+            "/v1/neighbours".to_string(),
+            body(json!({"ip": ip, "mac": mac, "port": port})),
+        ),
+        ["neighbour" | "neighbor", "replace", ip, mac, port] => (
+            "PUT",
+            format!("/v1/neighbours/{ip}"),
+            body(json!({"mac": mac, "port": port})),
+        ),
+        ["neighbour" | "neighbor", "del" | "delete", ip] => {
+            ("DELETE", format!("/v1/neighbours/{ip}"), None)
+        }
+        _ => bail!("`{}` is not a command; {REST_USAGE}", w.join(" ")),
+    };
+    let reply = http(ep, method, &path, payload)?;
+    if !(200..300).contains(&reply.status) {
+        let v = reply.json();
+        let mut msg = reply.error_message();
+        if let Some(f) = v["error"]["field"].as_str() {
+            msg.push_str(&format!(" (field {f})"));
+        }
+        if let Some(i) = v["error"]["item"].as_u64() {
+            msg.push_str(&format!(" (item {i})"));
+        }
+        eprintln!("vecplane ctl: {msg}");
+        return Ok(ExitCode::FAILURE);
+    }
+    let v = reply.json();
+    let out = if as_json
+        || !matches!(
+            w.as_slice(),
+            ["route", "show", ..] | ["neighbour" | "neighbor", "show", ..]
+        ) {
+        serde_json::to_string_pretty(&v)? + "\n"
+    } else if let Some(routes) = v["routes"].as_array() {
+        routes.iter().map(route_line).collect::<String>()
+    } else if let Some(ns) = v["neighbours"].as_array() {
+        ns.iter().map(neighbour_line).collect::<String>()
+    } else if v.get("ip").is_some() {
+        neighbour_line(&v)
+    } else {
+        route_line(&v)
+    };
+    print(&out)
+}
+
+fn route_line(r: &Value) -> String {
+    let target = match r["via"].as_array() {
+        Some(h) => format!(
+            "via {}",
+            h.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        None => "drop".to_string(),
+    };
+    format!("{} {target}\n", r["prefix"].as_str().unwrap_or(""))
+}
+
+fn neighbour_line(n: &Value) -> String {
+    format!(
+        "{} {} {}\n",
+        n["ip"].as_str().unwrap_or(""),
+        n["mac"].as_str().unwrap_or(""),
+        n["port"].as_str().unwrap_or("")
+    )
 }
 
 /// `pcap start PORT FILE ...` with a relative FILE names it from the caller's directory (the

@@ -3,7 +3,10 @@
 //! packets; a config error exits with status 2 before anything is started.
 
 use anyhow::Context;
+use control::api::{ApiError, ApiState, HttpStatus as StatusCode, Limits};
+use control::reload::Reloader;
 use control::{final_stats_json, Config, Control, ControlSocket, DEFAULT_SOCKET};
+
 use dataplane::{Dataplane, DataplaneSpec, PortDriver};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +43,13 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 /// Set by SIGINT/SIGTERM.
 static STOP: AtomicBool = AtomicBool::new(false);
 
+/// Set by SIGHUP: reload the config file.
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_hangup(_: libc::c_int) {
+    RELOAD.store(true, Ordering::SeqCst);
+}
+
 extern "C" fn on_signal(_: libc::c_int) {
     // A second signal while stopping ends the process at once (async-signal-safe calls only).
     if STOP.swap(true, Ordering::SeqCst) {
@@ -55,6 +65,11 @@ fn install_signal_handlers() {
         unsafe {
             libc::signal(sig, handler as libc::sighandler_t);
         }
+    }
+    let hangup: extern "C" fn(libc::c_int) = on_hangup;
+    // SAFETY: the handler only stores to an atomic.
+    unsafe {
+        libc::signal(libc::SIGHUP, hangup as libc::sighandler_t);
     }
 }
 
@@ -135,6 +150,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
+    let api_config = config.api.clone();
     let spec = Arc::new(config.spec);
     install_signal_handlers();
 
@@ -156,13 +172,33 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let running = dp.start();
     let control = Arc::new(Control::new(running.view().clone(), spec.clone()));
-    let server = match socket.serve(control) {
+    let reloader = Arc::new(Reloader::new(
+        &args.config,
+        (*spec).clone(),
+        running.view().routing.clone(),
+    ));
+    let mut state = ApiState::new(control);
+    let r = reloader.clone();
+    state.reload = Some(Arc::new(move || {
+        r.reload().map_err(|e| {
+            ApiError::new(
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::CONFLICT),
+                e.to_string(),
+            )
+        })
+    }));
+    let server = match socket.serve_with(Arc::new(state), &api_config, Limits::default()) {
         Ok(s) => s,
         Err(e) => {
             running.stop();
             return Err(e.into());
         }
     };
+    if let Some(addr) = server.tcp_addr() {
+        say(format!(
+            "vecplane: API also on http://{addr} (bearer token)"
+        ));
+    }
 
     let deadline = args.seconds.map(|s| started + Duration::from_secs_f64(s));
     let reason = loop {
@@ -175,6 +211,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break "time limit";
         }
+        if RELOAD.swap(false, Ordering::SeqCst) {
+            match reloader.reload() {
+                Ok(a) => say(format!(
+                    "vecplane: reloaded {shown}: {} changes, routing version {}",
+                    a["changes"], a["version"]
+                )),
+                Err(e) => eprintln!("vecplane: reload (SIGHUP): {e}"),
+            }
+        }
+        // Retired table parts are freed once every worker moved past them.
+        dataplane::build::lock(&running.view().routing).reclaim();
         std::thread::sleep(Duration::from_millis(20));
     };
     running.stop();

@@ -5,55 +5,12 @@
 use packet::headers::{build_udp_frame, UdpFrameSpec};
 use serde_json::Value;
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
+
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let p = std::env::temp_dir().join(format!(
-            "vecplane-cli-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let p = self.path(name);
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
+mod support;
+use support::{run, stderr, stdout, Daemon, TempDir};
 
 // --- pcap files (classic format, little endian) ----------------------------------------------
 
@@ -111,116 +68,6 @@ fn udp(dst_mac: &str, src_mac: &str, src: &str, dst: &str, sport: u16) -> Vec<u8
         ttl: 64,
         frame_size: 128,
     })
-}
-
-// --- a daemon under test ---------------------------------------------------------------------
-
-struct Daemon {
-    child: Option<Child>,
-    socket: PathBuf,
-    out: PathBuf,
-    err: PathBuf,
-}
-
-impl Daemon {
-    fn start(dir: &TempDir, config: &Path, extra: &[&str]) -> Daemon {
-        let socket = dir.path("ctl/vecplane.sock");
-        let out = dir.path("daemon.out");
-        let err = dir.path("daemon.err");
-        let child = Command::new(BIN)
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .arg("--socket")
-            .arg(&socket)
-            .args(extra)
-            .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
-            .stderr(Stdio::from(std::fs::File::create(&err).unwrap()))
-            .spawn()
-            .unwrap();
-        Daemon {
-            child: Some(child),
-            socket,
-            out,
-            err,
-        }
-    }
-
-    fn logs(&self) -> String {
-        format!(
-            "--- stdout ---\n{}\n--- stderr ---\n{}",
-            std::fs::read_to_string(&self.out).unwrap_or_default(),
-            std::fs::read_to_string(&self.err).unwrap_or_default()
-        )
-    }
-
-    /// Wait until the daemon answers on its socket.
-    fn wait_ready(&mut self) {
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(20) {
-            if let Some(st) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("daemon exited early ({st}):\n{}", self.logs());
-            }
-            if self.socket.exists() && self.ctl(&["help"]).status.success() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("daemon not ready after 20 s:\n{}", self.logs());
-    }
-
-    fn ctl(&self, words: &[&str]) -> Output {
-        Command::new(BIN)
-            .arg("ctl")
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(words)
-            .output()
-            .unwrap()
-    }
-
-    fn ctl_ok(&self, words: &[&str]) -> String {
-        let o = self.ctl(words);
-        assert!(o.status.success(), "ctl {words:?} failed: {}", stderr(&o));
-        stdout(&o)
-    }
-
-    fn ctl_json(&self, words: &[&str]) -> Value {
-        let mut w = vec!["--json"];
-        w.extend_from_slice(words);
-        serde_json::from_str(&self.ctl_ok(&w)).unwrap()
-    }
-
-    /// Wait for the daemon to exit by itself; its exit code.
-    fn wait_exit(&mut self, limit: Duration) -> i32 {
-        let t0 = Instant::now();
-        let child = self.child.as_mut().unwrap();
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                self.child = None;
-                return st.code().unwrap_or(-1);
-            }
-            if t0.elapsed() > limit {
-                panic!("daemon still running after {limit:?}:\n{}", self.logs());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        let pid = self.child.as_ref().unwrap().id() as i32;
-        // SAFETY: sending a signal to our own child process.
-        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 // --- config errors (no data plane needed) ----------------------------------------------------

@@ -213,7 +213,15 @@ fn run_dpdk(path: &Path, w: &Workload, cpu: usize, groups: usize, n: usize) -> R
     .arg(w.addrs_file());
     if w.v6 {
         // 2-byte trie entries cap the tbl8 groups at 32767, too few for 100k random routes.
-        cmd.args(["-6", "-b", "trie", "-e", "4", "-g", &TRIE_GROUPS.to_string()]);
+        cmd.args([
+            "-6",
+            "-b",
+            "trie",
+            "-e",
+            "4",
+            "-g",
+            &TRIE_GROUPS.to_string(),
+        ]);
     } else {
         cmd.args(["-b", "dir", "-e", "2", "-g", &groups.max(1).to_string()]);
     }

@@ -202,7 +202,14 @@ fn netlab_root() -> bool {
 #[test]
 fn fib_against_dpdk_reports_rates_and_memory_of_both() {
     let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let a = args(&["--scenario", "fib", "--reference", "dpdk-fib", "--routes", "20000"]);
+    let a = args(&[
+        "--scenario",
+        "fib",
+        "--reference",
+        "dpdk-fib",
+        "--routes",
+        "20000",
+    ]);
     if !a.dpdk_fib_path.exists() {
         assert!(
             std::env::var_os("CI").is_none(),

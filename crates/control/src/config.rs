@@ -91,6 +91,11 @@ fn display_issues(issues: &[Issue]) -> String {
 /// Grammar (TOML, kebab-case keys; unknown keys are errors naming the accepted ones):
 ///
 /// ```toml
+/// [api]                             # optional: the HTTP API also on TCP
+/// tcp = "127.0.0.1:8080"            # address:port (the Unix control socket is always served)
+/// token-file = "api.token"          # required with tcp: one line, >= 16 characters, mode 0600;
+///                                   #   every TCP request needs `Authorization: Bearer <token>`
+///
 /// [dataplane]                       # optional
 /// buffers = 16384                   # 64..=16777216
 /// data-size = 2048                  # 256..=9216
@@ -237,7 +242,7 @@ impl Config {
             Ok(Config {
                 spec: parsed.spec,
                 label: file_label.to_string(),
-                api: crate::api_config::ApiConfig::default(),
+                api: parsed.api,
                 files: parsed.files,
             })
         } else {
@@ -450,6 +455,7 @@ impl<'t> Fields<'t> {
 struct Parsed {
     spec: DataplaneSpec,
     files: Vec<FileRef>,
+    api: crate::api_config::ApiConfig,
 }
 
 /// A port's membership in a bridge, before the bridge name is resolved.
@@ -503,7 +509,9 @@ impl Drv {
     }
 }
 
+const API_KEYS: &[&str] = &["tcp", "token-file"];
 const TOP_KEYS: &[&str] = &[
+    "api",
     "dataplane",
     "port",
     "route",
@@ -948,7 +956,11 @@ impl<'a> Ctx<'a> {
         let mut spec = DataplaneSpec::default();
         let mut files = Vec::new();
         let Some(top) = self.fields(String::new(), None, root, TOP_KEYS) else {
-            return Parsed { spec, files };
+            return Parsed {
+                spec,
+                files,
+                api: crate::api_config::ApiConfig::default(),
+            };
         };
 
         if let Some(n) = top.get("dataplane") {
@@ -1082,7 +1094,53 @@ impl<'a> Ctx<'a> {
 
         spec.ports = port_specs.into_iter().flatten().collect();
         spec.neighbours = neigh.into_iter().flatten().collect();
-        Parsed { spec, files }
+        let api = match top.get("api") {
+            Some(n) => self.api(n, base_dir),
+            None => crate::api_config::ApiConfig::default(),
+        };
+        Parsed { spec, files, api }
+    }
+
+    /// `[api]`: the TCP listener of the HTTP API and its token file.
+    fn api(&mut self, node: &Node, base_dir: &Path) -> crate::api_config::ApiConfig {
+        let mut api = crate::api_config::ApiConfig::default();
+        let Some(f) = self.fields("[api]".to_string(), Some("api"), node, API_KEYS) else {
+            return api;
+        };
+        let mut tcp_span = None;
+        match self.string(&f, "tcp") {
+            Field::Ok(s, span) => match s.parse::<std::net::SocketAddr>() {
+                Ok(a) => {
+                    api.tcp = Some(a);
+                    tcp_span = Some(span);
+                }
+                Err(_) => self.error(
+                    &span,
+                    "[api]",
+                    Some("tcp"),
+                    format!(
+                        "`{s}` is not an address and port; accepted: \"127.0.0.1:8080\" or \
+                         \"[::1]:8080\" (loopback unless the network is trusted)"
+                    ),
+                ),
+            },
+            Field::Missing | Field::Bad => {}
+        }
+        match self.string(&f, "token-file") {
+            Field::Ok(s, _) => api.token_file = Some(base_dir.join(s)),
+            Field::Missing | Field::Bad => {}
+        }
+        if let (Some(span), None) = (tcp_span, &api.token_file) {
+            self.error(
+                &span,
+                "[api]",
+                Some("tcp"),
+                "a TCP listener needs token-file: every request on it must carry the token \
+                 (`Authorization: Bearer ...`)"
+                    .to_string(),
+            );
+        }
+        api
     }
 
     /// A port's `bridge`, `access-vlan`, `trunk-vlans` and `native-vlan` keys.

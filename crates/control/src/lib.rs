@@ -3,12 +3,15 @@
 //! It reads the data plane's counters and arms traces through `RuntimeView`; it never touches packets.
 #![deny(missing_docs)]
 
+pub mod api;
 pub mod api_config;
 pub mod capture;
 pub mod client;
 pub mod commands;
 pub mod config;
 mod fibview;
+pub mod metrics;
+pub mod reload;
 pub mod routes_api;
 pub mod server;
 pub mod stats;
@@ -17,7 +20,7 @@ mod table;
 mod testutil;
 
 pub use api_config::ApiConfig;
-pub use client::{request, ClientError};
+pub use client::{http, request, request_at, ClientError, Endpoint, HttpReply};
 pub use commands::{parse_command, Command, CommandError, Control, Reply};
 pub use config::{check_files, load_config, parse_config, Config, ConfigError, Issue};
 pub use server::{ControlSocket, ServerError, ServerHandle, DEFAULT_SOCKET};

@@ -1,31 +1,21 @@
 //! The control socket: a Unix stream socket (directory 0700 when created, socket 0600, peers
-//! checked with SO_PEERCRED) served on its own threads, one JSON request and reply per line.
-//! It never blocks or locks anything the worker uses: commands only read the `RuntimeView`.
+//! checked with SO_PEERCRED) on which the HTTP API (`crate::api`) is served, and optionally a
+//! TCP listener with a bearer token. It owns the socket file's life (stale files replaced, a
+//! live daemon's socket never taken, the file removed at the end); it never touches packets.
 
-use crate::commands::{Control, Reply, Request};
+use crate::api::{ApiServer, ApiStartError, ApiState, Limits};
+use crate::commands::Control;
 pub use crate::stats::final_stats_json;
-use std::io::{BufRead, BufReader, Read, Write};
+use crate::ApiConfig;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 use thiserror::Error;
 
 /// Where `vecplane run` listens and `vecplane ctl` connects unless `--socket PATH` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/vecplane/vecplane.sock";
-
-/// Longest request line accepted.
-pub const MAX_REQUEST: usize = 64 * 1024;
-
-/// Most connections served at once (more are answered with an error and closed).
-pub const MAX_CONNECTIONS: usize = 32;
-
-/// A connection idle this long is closed.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Why the control socket could not be set up.
 #[derive(Debug, Error)]
@@ -64,6 +54,9 @@ pub enum ServerError {
         /// The I/O error.
         cause: std::io::Error,
     },
+    /// The API could not start (token file, TCP listener, runtime).
+    #[error(transparent)]
+    Api(#[from] ApiStartError),
 }
 
 /// The socket file we created; removed when dropped if it is still ours (same inode).
@@ -97,6 +90,11 @@ pub fn peer_allowed(peer: u32, own: u32) -> bool {
 
 /// The user id of the process at the other end of `stream`.
 pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
+    peer_uid_fd(stream)
+}
+
+/// The user id of the process at the other end of the Unix stream socket `fd`.
+pub fn peer_uid_fd(stream: &impl AsRawFd) -> std::io::Result<u32> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,
@@ -117,11 +115,6 @@ pub fn peer_uid(stream: &UnixStream) -> std::io::Result<u32> {
         return Err(std::io::Error::last_os_error());
     }
     Ok(cred.uid)
-}
-
-fn own_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
 }
 
 impl ControlSocket {
@@ -181,40 +174,56 @@ impl ControlSocket {
         &self.file.path
     }
 
-    /// Serve `control` on a thread of its own (one more thread per connection).
-    pub fn serve(self, control: Arc<Control>) -> Result<ServerHandle, ServerError> {
-        let path = self.file.path.display().to_string();
-        self.listener
-            .set_nonblocking(true)
-            .map_err(|cause| ServerError::Io {
-                path: path.clone(),
-                what: "make the listener non-blocking",
-                cause,
-            })?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
-        let listener = self.listener;
-        let thread = std::thread::Builder::new()
-            .name("vecplane-ctl".into())
-            .spawn(move || accept_loop(listener, control, stop2))
-            .map_err(|cause| ServerError::Io {
-                path,
-                what: "start the control thread",
-                cause,
-            })?;
+    /// Serve the HTTP API over `control` on this socket and, when `api.tcp` is set, on that
+    /// TCP address (a token file is required for it), on a thread of its own.
+    pub fn serve(
+        self,
+        control: Arc<Control>,
+        api: &ApiConfig,
+    ) -> Result<ServerHandle, ServerError> {
+        self.serve_with(Arc::new(ApiState::new(control)), api, Limits::default())
+    }
+
+    /// `serve` with a prepared state (e.g. with reload) and limits.
+    pub fn serve_with(
+        self,
+        state: Arc<ApiState>,
+        api: &ApiConfig,
+        limits: Limits,
+    ) -> Result<ServerHandle, ServerError> {
+        let tcp = match &api.tcp {
+            Some(addr) => {
+                let path = api
+                    .token_file
+                    .as_ref()
+                    .ok_or_else(|| ApiStartError::Token {
+                        path: "(none)".into(),
+                        reason: format!(
+                        "[api] tcp = \"{addr}\" needs token-file: every TCP request must carry \
+                         its token"
+                    ),
+                    })?;
+                let token = crate::api::read_token(path)?;
+                let listener =
+                    std::net::TcpListener::bind(addr).map_err(|cause| ApiStartError::Io {
+                        what: format!("listen on {addr}"),
+                        cause,
+                    })?;
+                Some((listener, token))
+            }
+            None => None,
+        };
+        let server = ApiServer::start(state, self.listener, tcp, limits)?;
         Ok(ServerHandle {
-            stop,
-            thread: Some(thread),
+            server: Some(server),
             file: self.file,
         })
     }
 }
 
-/// A served control socket. Dropping it (or `shutdown`) stops accepting and removes the socket.
-#[derive(Debug)]
+/// A served control socket. Dropping it (or `shutdown`) stops serving and removes the socket.
 pub struct ServerHandle {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    server: Option<ApiServer>,
     file: SocketFile,
 }
 
@@ -224,7 +233,12 @@ impl ServerHandle {
         &self.file.path
     }
 
-    /// Stop accepting connections and remove the socket file.
+    /// The TCP address served, if any.
+    pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.server.as_ref().and_then(ApiServer::tcp_addr)
+    }
+
+    /// Stop serving and remove the socket file.
     pub fn shutdown(self) {
         drop(self);
     }
@@ -232,133 +246,8 @@ impl ServerHandle {
 
 impl Drop for ServerHandle {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn accept_loop(listener: UnixListener, control: Arc<Control>, stop: Arc<AtomicBool>) {
-    let active = Arc::new(AtomicUsize::new(0));
-    while !stop.load(Ordering::Acquire) {
-        let mut pfd = libc::pollfd {
-            fd: listener.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, 100 ms timeout.
-        let n = unsafe { libc::poll(&mut pfd, 1, 100) };
-        if n <= 0 {
-            continue;
-        }
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        let _ = stream.set_nonblocking(false);
-        if active.load(Ordering::Acquire) >= MAX_CONNECTIONS {
-            let _ = write_reply(
-                &stream,
-                &Reply::failure(format!(
-                    "too many control connections (at most {MAX_CONNECTIONS}); try again later"
-                )),
-            );
-            continue;
-        }
-        active.fetch_add(1, Ordering::AcqRel);
-        let (c, a) = (control.clone(), active.clone());
-        let spawned = std::thread::Builder::new()
-            .name("vecplane-ctl-conn".into())
-            .spawn(move || {
-                serve_connection(stream, &c);
-                a.fetch_sub(1, Ordering::AcqRel);
-            });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::AcqRel);
-        }
-    }
-}
-
-fn write_reply(mut stream: &UnixStream, reply: &Reply) -> std::io::Result<()> {
-    let mut line = serde_json::to_string(reply).unwrap_or_else(|e| {
-        format!(
-            "{{\"ok\":false,\"error\":{}}}",
-            serde_json::Value::String(format!("cannot encode the reply: {e}"))
-        )
-    });
-    line.push('\n');
-    stream.write_all(line.as_bytes())?;
-    stream.flush()
-}
-
-/// Answer requests on one connection until EOF, an I/O error, or a protocol violation.
-fn serve_connection(stream: UnixStream, control: &Control) {
-    match peer_uid(&stream) {
-        Ok(uid) if peer_allowed(uid, own_uid()) => {}
-        Ok(uid) => {
-            let _ = write_reply(
-                &stream,
-                &Reply::failure(format!(
-                    "permission denied: uid {uid} may not use this daemon; accepted: root or \
-                     uid {}",
-                    own_uid()
-                )),
-            );
-            return;
-        }
-        Err(e) => {
-            let _ = write_reply(
-                &stream,
-                &Reply::failure(format!("cannot check the peer's credentials: {e}")),
-            );
-            return;
-        }
-    }
-    let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
-    let Ok(read_half) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(read_half);
-    loop {
-        let mut buf = Vec::new();
-        match reader
-            .by_ref()
-            .take(MAX_REQUEST as u64 + 1)
-            .read_until(b'\n', &mut buf)
-        {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if buf.len() > MAX_REQUEST {
-            let _ = write_reply(
-                &stream,
-                &Reply::failure(format!(
-                    "request longer than {MAX_REQUEST} bytes; accepted: one JSON object per line"
-                )),
-            );
-            return;
-        }
-        let Ok(text) = std::str::from_utf8(&buf) else {
-            let _ = write_reply(&stream, &Reply::failure("request is not UTF-8"));
-            return;
-        };
-        if text.trim().is_empty() {
-            continue;
-        }
-        let reply = match serde_json::from_str::<Request>(text) {
-            Ok(req) => control.execute(&req.command, req.json),
-            Err(e) => Reply::failure(format!(
-                "bad request: {e}; accepted: one JSON object per line like \
-                 {{\"command\": \"show runtime\", \"json\": false}}"
-            )),
-        };
-        if write_reply(&stream, &reply).is_err() {
-            return;
+        if let Some(s) = self.server.take() {
+            s.shutdown();
         }
     }
 }

@@ -1,9 +1,10 @@
-//! Socket tests: permissions, stale and live sockets, the line protocol, the client.
+//! Socket tests: permissions, stale and live sockets, HTTP on the socket (malformed, unknown
+//! fields, oversized bodies, half requests, too many connections), the client.
 
 use super::*;
 use crate::client::{request, ClientError};
 use crate::testutil::{spec, view, TempDir};
-use serde_json::json;
+use crate::ApiConfig;
 
 fn control() -> Arc<Control> {
     Arc::new(Control::new(view(1), Arc::new(spec())))
@@ -44,7 +45,7 @@ fn stale_socket_is_replaced() {
     drop(UnixListener::bind(&sock).unwrap()); // leaves the file, nobody listens
     assert!(sock.exists());
     let s = ControlSocket::bind(&sock).unwrap();
-    let h = s.serve(control()).unwrap();
+    let h = s.serve(control(), &ApiConfig::default()).unwrap();
     let r = request(&sock, "show errors", false).unwrap();
     assert!(r.ok);
     h.shutdown();
@@ -57,7 +58,7 @@ fn live_socket_is_not_stolen() {
     let sock = d.path().join("s.sock");
     let _first = ControlSocket::bind(&sock)
         .unwrap()
-        .serve(control())
+        .serve(control(), &ApiConfig::default())
         .unwrap();
     let e = ControlSocket::bind(&sock).unwrap_err();
     assert!(matches!(e, ServerError::InUse { .. }), "{e}");
@@ -91,7 +92,7 @@ fn socket_removal_only_if_still_ours() {
     let sock = d.path().join("s.sock");
     let h = ControlSocket::bind(&sock)
         .unwrap()
-        .serve(control())
+        .serve(control(), &ApiConfig::default())
         .unwrap();
     // Someone replaced the file: shutting down must not remove theirs.
     std::fs::remove_file(&sock).unwrap();
@@ -106,7 +107,7 @@ fn replies_text_and_json() {
     let sock = d.path().join("s.sock");
     let h = ControlSocket::bind(&sock)
         .unwrap()
-        .serve(control())
+        .serve(control(), &ApiConfig::default())
         .unwrap();
     let r = request(&sock, "show interfaces", false).unwrap();
     assert!(r.ok && r.data.is_none());
@@ -116,71 +117,136 @@ fn replies_text_and_json() {
     let r = request(&sock, "frobnicate", false).unwrap();
     assert!(!r.ok);
     assert!(r.error.unwrap().contains("accepted commands"));
+    let r = request(&sock, "show ip fib 198.18.2.9", true).unwrap();
+    assert_eq!(r.data.unwrap()["entries"][0]["prefix"], "198.18.2.0/24");
     drop(h);
 }
 
-#[test]
-fn line_protocol_several_requests_and_bad_json() {
-    let d = TempDir::new();
-    let sock = d.path().join("s.sock");
-    let _h = ControlSocket::bind(&sock)
-        .unwrap()
-        .serve(control())
-        .unwrap();
-    let mut s = UnixStream::connect(&sock).unwrap();
-    s.write_all(b"{\"command\": \"show errors\"}\n\nnot json\n{\"command\": \"help\", \"json\": true, \"x\": 1}\n{\"command\": \"show ip fib 198.18.2.9\", \"json\": true}\n")
-        .unwrap();
-    let mut r = BufReader::new(s.try_clone().unwrap());
-    let mut read = || {
-        let mut l = String::new();
-        r.read_line(&mut l).unwrap();
-        serde_json::from_str::<serde_json::Value>(&l).unwrap()
-    };
-    assert_eq!(read(), json!({"ok": true, "text": "No errors.\n"}));
-    let bad = read();
-    assert_eq!(bad["ok"], false);
-    assert!(
-        bad["error"].as_str().unwrap().starts_with("bad request:"),
-        "{bad}"
-    );
-    let unknown = read();
-    assert_eq!(unknown["ok"], false);
-    assert!(
-        unknown["error"]
-            .as_str()
-            .unwrap()
-            .contains("unknown field `x`"),
-        "{unknown}"
-    );
-    let fib = read();
-    assert_eq!(fib["ok"], true);
-    assert_eq!(fib["data"]["entries"][0]["prefix"], "198.18.2.0/24");
+/// Send raw bytes on a new connection and read until the daemon closes it (or `wait` passes).
+fn raw(sock: &Path, bytes: &[u8], wait: std::time::Duration) -> String {
+    use std::io::{Read, Write};
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(wait)).unwrap();
+    let _ = s.write_all(bytes);
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    String::from_utf8_lossy(&out).to_string()
+}
+
+fn post(path: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").into_bytes()
 }
 
 #[test]
-fn oversized_request_is_refused() {
+fn http_errors_have_one_body_and_name_what_is_wrong() {
     let d = TempDir::new();
     let sock = d.path().join("s.sock");
     let _h = ControlSocket::bind(&sock)
         .unwrap()
-        .serve(control())
+        .serve(control(), &ApiConfig::default())
         .unwrap();
-    let mut s = UnixStream::connect(&sock).unwrap();
-    let big = vec![b'x'; MAX_REQUEST + 10];
-    let _ = s.write_all(&big);
-    let mut l = String::new();
-    BufReader::new(&s).read_line(&mut l).unwrap();
-    let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+    let wait = std::time::Duration::from_secs(5);
+    let r = raw(&sock, &post("/v1/command", "{\"command\": "), wait);
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
     assert!(
-        v["error"].as_str().unwrap().contains("request longer than"),
-        "{v}"
+        r.contains("{\"error\":{") && r.contains("malformed JSON"),
+        "{r}"
     );
+    let r = raw(
+        &sock,
+        &post("/v1/command", "{\"command\": \"help\", \"x\": 1}"),
+        wait,
+    );
+    assert!(
+        r.starts_with("HTTP/1.1 400") && r.contains("unknown field `x`"),
+        "{r}"
+    );
+    let r = raw(&sock, &post("/v1/nowhere", "{}"), wait);
+    assert!(
+        r.starts_with("HTTP/1.1 404") && r.contains("openapi.json"),
+        "{r}"
+    );
+    let r = raw(
+        &sock,
+        b"DELETE /v1/runtime HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        wait,
+    );
+    assert!(
+        r.starts_with("HTTP/1.1 405") && r.contains("\"status\":405"),
+        "{r}"
+    );
+    let big = "x".repeat(crate::api::MAX_BODY + 10);
+    let r = raw(&sock, &post("/v1/batch", &big), wait);
+    assert!(
+        r.starts_with("HTTP/1.1 413") && r.contains("\"status\":413"),
+        "{r}"
+    );
+    let r = raw(&sock, &get("/v1/errors?format=text"), wait);
+    assert!(
+        r.starts_with("HTTP/1.1 200") && r.contains("No errors."),
+        "{r}"
+    );
+    let r = raw(&sock, &get("/v1/errors?colour=red"), wait);
+    assert!(
+        r.starts_with("HTTP/1.1 400") && r.contains("unknown query parameter `colour`"),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_half_sent_request_is_dropped_and_too_many_connections_are_refused() {
+    let d = TempDir::new();
+    let sock = d.path().join("s.sock");
+    let limits = crate::api::Limits {
+        max_connections: 2,
+        header_timeout: std::time::Duration::from_millis(300),
+        idle_timeout: std::time::Duration::from_millis(600),
+    };
+    let state = Arc::new(crate::api::ApiState::new(control()));
+    let _h = ControlSocket::bind(&sock)
+        .unwrap()
+        .serve_with(state, &ApiConfig::default(), limits)
+        .unwrap();
+    let start = std::time::Instant::now();
+    let r = raw(
+        &sock,
+        b"GET /v1/errors HTTP/1.1\r\nhost:",
+        std::time::Duration::from_secs(10),
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "closed by the daemon"
+    );
+    assert!(!r.contains("200 OK"), "{r}");
+    // Two silent connections take both slots; the third is refused at once.
+    let a = UnixStream::connect(&sock).unwrap();
+    let b = UnixStream::connect(&sock).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let r = raw(&sock, &get("/v1"), std::time::Duration::from_secs(5));
+    assert!(
+        r.starts_with("HTTP/1.1 503") && r.contains("too many API connections"),
+        "{r}"
+    );
+    // The daemon drops silent connections after the idle timeout; then requests are served.
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    drop((a, b));
+    let r = request(&sock, "show errors", false).unwrap();
+    assert!(r.ok);
 }
 
 #[test]
 fn peer_credentials() {
     let (a, _b) = UnixStream::pair().unwrap();
-    assert_eq!(peer_uid(&a).unwrap(), own_uid());
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(peer_uid(&a).unwrap(), unsafe { libc::geteuid() });
     assert!(peer_allowed(0, 1000));
     assert!(peer_allowed(1000, 1000));
     assert!(!peer_allowed(1001, 1000));

@@ -1,0 +1,338 @@
+//! The versioned HTTP API (`/v1`, plus `/metrics`): axum on a small tokio runtime of its own
+//! thread, served on the Unix control socket and, when configured, on a TCP address with a
+//! bearer token. Owns the router, the body limit and the token check; resources live in
+//! `resources`, connection limits in `serve`, the description in `openapi`. It never runs on a
+//! data-plane worker and changes tables only through `dataplane::routing::Routing::apply`.
+//!
+//! To add a resource: write its handler in `resources`, add its route in `router` and its line
+//! in `openapi::ENDPOINTS` (a test checks the two agree).
+
+pub mod error;
+pub mod openapi;
+mod resources;
+pub mod serve;
+#[cfg(test)]
+mod tests;
+
+use crate::commands::Control;
+use axum::extract::{DefaultBodyLimit, Request, State};
+pub use axum::http::StatusCode as HttpStatus;
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use dataplane::RuntimeView;
+pub use error::ApiError;
+use serde_json::Value;
+pub use serve::Limits;
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::sync::Arc;
+use thiserror::Error;
+use tokio::sync::Semaphore;
+
+/// Largest request body (a batch of about 40,000 route changes).
+pub const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// A reload: re-read the config file, apply the difference, describe what changed.
+pub type ReloadFn = dyn Fn() -> Result<Value, ApiError> + Send + Sync;
+
+/// What handlers share.
+pub struct ApiState {
+    /// The command engine of `vecplane ctl`.
+    pub control: Arc<Control>,
+    /// The running data plane's view (counters, routing).
+    pub view: RuntimeView,
+    /// Port names, by port id.
+    pub ports: Vec<String>,
+    /// How to reload the config, when the daemon has a config file.
+    pub reload: Option<Arc<ReloadFn>>,
+}
+
+impl ApiState {
+    /// State for `control`'s data plane, without reload.
+    pub fn new(control: Arc<Control>) -> ApiState {
+        let view = control.view().clone();
+        ApiState {
+            ports: view.ports.iter().map(|p| p.name.clone()).collect(),
+            view,
+            control,
+            reload: None,
+        }
+    }
+}
+
+/// The API's routes over `state` (no authentication: add it per listener).
+pub fn router(state: Arc<ApiState>) -> Router {
+    use resources as r;
+    Router::new()
+        .route("/v1", get(r::get_index))
+        .route("/v1/openapi.json", get(r::get_openapi))
+        .route("/v1/command", post(r::post_command))
+        .route("/v1/runtime", get(r::get_runtime))
+        .route("/v1/interfaces", get(r::get_interfaces))
+        .route("/v1/errors", get(r::get_errors))
+        .route("/v1/neighbour-tables", get(r::get_neighbour_tables))
+        .route("/v1/bridges", get(r::get_bridges))
+        .route("/v1/fib/{family}", get(r::get_fib))
+        .route(
+            "/v1/trace",
+            get(r::get_trace)
+                .post(r::post_trace)
+                .delete(r::delete_trace),
+        )
+        .route(
+            "/v1/pcap",
+            get(r::get_pcap).post(r::post_pcap).delete(r::delete_pcap),
+        )
+        .route("/v1/clear/{what}", post(r::post_clear))
+        .route("/v1/routes", get(r::get_routes).post(r::post_routes))
+        .route(
+            "/v1/routes/{address}/{length}",
+            get(r::get_route).put(r::put_route).delete(r::delete_route),
+        )
+        .route(
+            "/v1/neighbours",
+            get(r::get_neighbours).post(r::post_neighbour),
+        )
+        .route(
+            "/v1/neighbours/{ip}",
+            get(r::get_neighbour)
+                .put(r::put_neighbour)
+                .delete(r::delete_neighbour),
+        )
+        .route("/v1/batch", post(r::post_batch))
+        .route("/v1/reload", post(r::post_reload))
+        .route("/metrics", get(r::get_metrics))
+        .fallback(r::not_found)
+        .method_not_allowed_fallback(r::method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// Refuse a request without `Authorization: Bearer <token>` (compared in constant time).
+async fn require_token(State(token): State<Arc<Vec<u8>>>, req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::as_bytes);
+    let ok = given.is_some_and(|g| {
+        g.len() == token.len()
+            && g.iter()
+                .zip(token.iter())
+                .fold(0u8, |a, (x, y)| a | (x ^ y))
+                == 0
+    });
+    if ok {
+        next.run(req).await
+    } else {
+        let mut r = ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "this listener needs `Authorization: Bearer <token>` with the token of the \
+             daemon's [api] token-file",
+        )
+        .into_response();
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+        r
+    }
+}
+
+/// Why the API could not start.
+#[derive(Debug, Error)]
+pub enum ApiStartError {
+    /// The token file could not be read or is unusable.
+    #[error("[api] token-file {path}: {reason}")]
+    Token {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A listener or the runtime could not be set up.
+    #[error("API: cannot {what}: {cause}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The I/O error.
+        cause: std::io::Error,
+    },
+}
+
+/// Read the bearer token of `path`: one line, at least 16 characters, no spaces; the file must
+/// not be readable by others (it would give them the daemon).
+pub fn read_token(path: &std::path::Path) -> Result<Vec<u8>, ApiStartError> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = path.display().to_string();
+    let fail = |reason: String| ApiStartError::Token {
+        path: shown.clone(),
+        reason,
+    };
+    let meta = std::fs::metadata(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    if !meta.is_file() {
+        return Err(fail("not a regular file".into()));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(fail(format!(
+            "mode {:o} lets others read it; chmod 600 it",
+            meta.permissions().mode() & 0o777
+        )));
+    }
+    if meta.len() > 4096 {
+        return Err(fail("longer than 4096 bytes; a token is one line".into()));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read it: {e}")))?;
+    let token = text.trim();
+    if token.len() < 16 || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(fail(
+            "the token must be one line of at least 16 visible characters without spaces".into(),
+        ));
+    }
+    Ok(token.as_bytes().to_vec())
+}
+
+/// A running API server; dropping it stops it.
+pub struct ApiServer {
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    tcp_addr: Option<std::net::SocketAddr>,
+}
+
+impl ApiServer {
+    /// Serve `state` on the Unix listener `unix` (peers must be root or this user) and, when
+    /// given, on the TCP listener with the bearer `token`, under `limits`.
+    pub fn start(
+        state: Arc<ApiState>,
+        unix: StdUnixListener,
+        tcp: Option<(std::net::TcpListener, Vec<u8>)>,
+        limits: Limits,
+    ) -> Result<ApiServer, ApiStartError> {
+        let io = |what: &str| {
+            let what = what.to_string();
+            move |cause| ApiStartError::Io { what, cause }
+        };
+        unix.set_nonblocking(true)
+            .map_err(io("make the socket non-blocking"))?;
+        let tcp_addr = match &tcp {
+            Some((l, _)) => {
+                l.set_nonblocking(true)
+                    .map_err(io("make the TCP listener non-blocking"))?;
+                Some(l.local_addr().map_err(io("read the TCP address"))?)
+            }
+            None => None,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(4)
+            .thread_name("vecplane-api")
+            .enable_all()
+            .build()
+            .map_err(io("start the API runtime"))?;
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let plain = router(state);
+        let thread = std::thread::Builder::new()
+            .name("vecplane-api".into())
+            .spawn(move || {
+                runtime.block_on(run(plain, unix, tcp, limits, stop_rx));
+                runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+            })
+            .map_err(io("start the API thread"))?;
+        Ok(ApiServer {
+            shutdown: Some(stop_tx),
+            thread: Some(thread),
+            tcp_addr,
+        })
+    }
+
+    /// The TCP address served, if any.
+    pub fn tcp_addr(&self) -> Option<std::net::SocketAddr> {
+        self.tcp_addr
+    }
+
+    /// Stop serving.
+    pub fn shutdown(self) {
+        drop(self);
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn run(
+    plain: Router,
+    unix: StdUnixListener,
+    tcp: Option<(std::net::TcpListener, Vec<u8>)>,
+    limits: Limits,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    let Ok(unix) = tokio::net::UnixListener::from_std(unix) else {
+        return;
+    };
+    let (tcp, authed) = match tcp {
+        Some((l, token)) => match tokio::net::TcpListener::from_std(l) {
+            Ok(l) => {
+                let token = Arc::new(token);
+                let r = plain
+                    .clone()
+                    .layer(axum::middleware::from_fn_with_state(token, require_token));
+                (Some(l), Some(r))
+            }
+            Err(_) => (None, None),
+        },
+        None => (None, None),
+    };
+    let admission = serve::Admission {
+        slots: Arc::new(Semaphore::new(limits.max_connections)),
+        limits,
+    };
+    let own = own_uid();
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            accepted = unix.accept() => {
+                if let Ok((stream, _)) = accepted {
+                    let refused = match crate::server::peer_uid_fd(&stream) {
+                        Ok(uid) if crate::server::peer_allowed(uid, own) => None,
+                        Ok(uid) => Some(ApiError::new(
+                            StatusCode::FORBIDDEN,
+                            format!("uid {uid} may not use this daemon; accepted: root or uid {own}"),
+                        )),
+                        Err(e) => Some(ApiError::new(
+                            StatusCode::FORBIDDEN,
+                            format!("cannot check the peer's credentials: {e}"),
+                        )),
+                    };
+                    admission.admit(stream, plain.clone(), refused);
+                }
+            }
+            accepted = async {
+                match &tcp {
+                    Some(l) => l.accept().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let (Ok((stream, _)), Some(r)) = (accepted, &authed) {
+                    let _ = stream.set_nodelay(true);
+                    admission.admit(stream, r.clone(), None);
+                }
+            }
+        }
+    }
+}
+
+fn own_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}

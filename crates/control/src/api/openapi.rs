@@ -1,0 +1,330 @@
+//! The API's OpenAPI 3 description, generated from `ENDPOINTS` — the same table the router is
+//! checked against in tests, so the description cannot drift from what is served. It never
+//! serves anything itself.
+
+use serde_json::{json, Map, Value};
+
+/// One served method and path.
+pub struct Endpoint {
+    /// HTTP method, lower case.
+    pub method: &'static str,
+    /// Path with `{parameters}`.
+    pub path: &'static str,
+    /// What it does.
+    pub summary: &'static str,
+    /// Query parameters it accepts.
+    pub query: &'static [&'static str],
+    /// Schema name of its JSON body, if it takes one.
+    pub body: Option<&'static str>,
+}
+
+const fn ep(
+    method: &'static str,
+    path: &'static str,
+    summary: &'static str,
+    query: &'static [&'static str],
+    body: Option<&'static str>,
+) -> Endpoint {
+    Endpoint {
+        method,
+        path,
+        summary,
+        query,
+        body,
+    }
+}
+
+/// Every endpoint the API serves.
+pub const ENDPOINTS: &[Endpoint] = &[
+    ep("get", "/v1", "What this API is", &[], None),
+    ep("get", "/v1/openapi.json", "This description", &[], None),
+    ep(
+        "post",
+        "/v1/command",
+        "Run one line of the `vecplane ctl` command language",
+        &[],
+        Some("Command"),
+    ),
+    ep(
+        "get",
+        "/v1/runtime",
+        "Per node and worker: calls, vectors, packets, clocks",
+        &["all", "format"],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/interfaces",
+        "Per port: driver, MAC, packets, bytes, drops",
+        &["format"],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/errors",
+        "Non-zero drop counters per node and reason",
+        &["format"],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/neighbour-tables",
+        "Per worker ARP/ND entries and counters",
+        &["format"],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/bridges",
+        "Bridge domains: learned MACs and counters",
+        &["format"],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/fib/{family}",
+        "The FIB of ipv4 or ipv6; `lookup` finds the longest match",
+        &["format", "lookup"],
+        None,
+    ),
+    ep("get", "/v1/trace", "Traced packets", &["format"], None),
+    ep(
+        "post",
+        "/v1/trace",
+        "Trace the next packets of an input node",
+        &[],
+        Some("Trace"),
+    ),
+    ep(
+        "delete",
+        "/v1/trace",
+        "Forget traced packets and stop tracing",
+        &[],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/pcap",
+        "The running or last capture",
+        &["format"],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/pcap",
+        "Start a capture into a pcap file",
+        &[],
+        Some("Pcap"),
+    ),
+    ep("delete", "/v1/pcap", "Stop the capture", &[], None),
+    ep(
+        "post",
+        "/v1/clear/{what}",
+        "Restart runtime, interfaces or errors counters, or clear the trace",
+        &[],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/routes",
+        "Configured routes of a family, in prefix order, paged",
+        &["family", "after", "limit"],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/routes",
+        "Add one route or several (all or nothing)",
+        &["wait"],
+        Some("Routes"),
+    ),
+    ep(
+        "get",
+        "/v1/routes/{address}/{length}",
+        "One route",
+        &[],
+        None,
+    ),
+    ep(
+        "put",
+        "/v1/routes/{address}/{length}",
+        "Add or replace one route",
+        &["wait"],
+        Some("Route"),
+    ),
+    ep(
+        "delete",
+        "/v1/routes/{address}/{length}",
+        "Delete one route",
+        &["wait"],
+        None,
+    ),
+    ep("get", "/v1/neighbours", "Static neighbours", &[], None),
+    ep(
+        "post",
+        "/v1/neighbours",
+        "Add a static neighbour",
+        &[],
+        Some("Neighbour"),
+    ),
+    ep(
+        "get",
+        "/v1/neighbours/{ip}",
+        "One static neighbour",
+        &[],
+        None,
+    ),
+    ep(
+        "put",
+        "/v1/neighbours/{ip}",
+        "Add or replace a static neighbour",
+        &[],
+        Some("Neighbour"),
+    ),
+    ep(
+        "delete",
+        "/v1/neighbours/{ip}",
+        "Delete a static neighbour",
+        &[],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/batch",
+        "Apply route and neighbour changes as one version, all or nothing",
+        &["wait"],
+        Some("Batch"),
+    ),
+    ep(
+        "post",
+        "/v1/reload",
+        "Re-read the config file and apply what changed",
+        &[],
+        None,
+    ),
+    ep(
+        "get",
+        "/metrics",
+        "Prometheus text exposition of every counter",
+        &[],
+        None,
+    ),
+];
+
+fn schemas() -> Value {
+    let route = json!({
+        "type": "object", "additionalProperties": false, "required": ["prefix"],
+        "properties": {
+            "prefix": {"type": "string", "example": "198.19.0.0/16"},
+            "via": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 64},
+            "drop": {"type": "boolean"}
+        }
+    });
+    let neighbour = json!({
+        "type": "object", "additionalProperties": false, "required": ["ip"],
+        "properties": {
+            "ip": {"type": "string", "example": "198.18.1.2"},
+            "mac": {"type": "string", "example": "02:00:00:00:00:01"},
+            "port": {"type": "string", "example": "out0"}
+        }
+    });
+    json!({
+        "Route": route,
+        "Routes": {"oneOf": [
+            {"$ref": "#/components/schemas/Route"},
+            {"type": "object", "additionalProperties": false, "required": ["routes"],
+             "properties": {"routes": {"type": "array", "items": {"$ref": "#/components/schemas/Route"}}}}
+        ]},
+        "Neighbour": neighbour,
+        "Change": {
+            "type": "object", "additionalProperties": false, "required": ["op"],
+            "properties": {
+                "op": {"type": "string", "enum": ["add", "replace", "delete"]},
+                "route": {"$ref": "#/components/schemas/Route"},
+                "neighbour": {"$ref": "#/components/schemas/Neighbour"}
+            }
+        },
+        "Batch": {
+            "type": "object", "additionalProperties": false, "required": ["changes"],
+            "properties": {"changes": {"type": "array", "items": {"$ref": "#/components/schemas/Change"}}}
+        },
+        "Command": {
+            "type": "object", "additionalProperties": false, "required": ["command"],
+            "properties": {"command": {"type": "string", "example": "show runtime"}, "json": {"type": "boolean"}}
+        },
+        "Trace": {
+            "type": "object", "additionalProperties": false, "required": ["node", "count"],
+            "properties": {"node": {"type": "string"}, "count": {"type": "integer", "minimum": 1, "maximum": 4096}}
+        },
+        "Pcap": {
+            "type": "object", "additionalProperties": false, "required": ["port", "file"],
+            "properties": {
+                "port": {"type": "string"}, "file": {"type": "string"},
+                "direction": {"type": "string", "enum": ["rx", "tx", "both"]},
+                "count": {"type": "integer"}, "snaplen": {"type": "integer"}
+            }
+        },
+        "Error": {
+            "type": "object", "required": ["error"],
+            "properties": {"error": {"type": "object", "required": ["status", "message"],
+                "properties": {"status": {"type": "integer"}, "message": {"type": "string"},
+                    "field": {"type": "string"}, "item": {"type": "integer"}}}}
+        }
+    })
+}
+
+/// The OpenAPI document.
+pub fn document() -> Value {
+    let mut paths = Map::new();
+    for e in ENDPOINTS {
+        let mut op = Map::new();
+        op.insert("summary".into(), json!(e.summary));
+        let mut parameters: Vec<Value> = e
+            .path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        parameters.extend(e.query.iter().map(
+            |q| json!({"name": q, "in": "query", "required": false, "schema": {"type": "string"}}),
+        ));
+        if !parameters.is_empty() {
+            op.insert("parameters".into(), Value::Array(parameters));
+        }
+        if let Some(b) = e.body {
+            op.insert(
+                "requestBody".into(),
+                json!({"required": true, "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{b}")}}}}),
+            );
+        }
+        op.insert(
+            "responses".into(),
+            json!({
+                "200": {"description": "Success"},
+                "default": {"description": "Failure", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+            }),
+        );
+        let entry = paths
+            .entry(e.path.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(m) = entry {
+            m.insert(e.method.to_string(), Value::Object(op));
+        }
+    }
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "vecplane API",
+            "version": "1",
+            "description": "Live control of a vecplane data plane: routes and static neighbours \
+                            (batches all or nothing), counters, traces, captures, reload, \
+                            metrics. On the Unix control socket without credentials (peers \
+                            checked); on TCP with `Authorization: Bearer <token>`."
+        },
+        "components": {
+            "schemas": schemas(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}
+        },
+        "paths": paths,
+    })
+}

@@ -1,0 +1,198 @@
+//! `GET /metrics`: every counter of a running data plane in the Prometheus / OpenMetrics text
+//! exposition — per port, per worker and node (calls, vectors, packets, clocks), per drop
+//! reason, the buffer pool and the routing tables — with labels, counters as counters. Built
+//! with `prometheus-client` from a fresh snapshot per scrape; it only reads counters.
+
+use crate::stats::{port_counts, worker_errors, worker_nodes};
+use dataplane::RuntimeView;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(String, String)>;
+
+fn counter_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Counter> {
+    let f = Family::<Labels, Counter>::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn gauge_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Gauge> {
+    let f = Family::<Labels, Gauge>::default();
+    reg.register(name, help, f.clone());
+    f
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn gauge(v: usize) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The exposition of `view` now.
+pub fn render(view: &RuntimeView) -> String {
+    let mut reg = Registry::with_prefix("vecplane");
+
+    let rx_packets = counter_family(&mut reg, "port_rx_packets", "Packets received by a port");
+    let rx_bytes = counter_family(&mut reg, "port_rx_bytes", "Bytes received by a port");
+    let rx_drops = counter_family(
+        &mut reg,
+        "port_rx_drops",
+        "Frames a port could not receive (no buffer, too large, bad record)",
+    );
+    let tx_packets = counter_family(&mut reg, "port_tx_packets", "Packets sent by a port");
+    let tx_bytes = counter_family(&mut reg, "port_tx_bytes", "Bytes sent by a port");
+    let tx_drops = counter_family(
+        &mut reg,
+        "port_tx_drops",
+        "Packets a port could not send (ring full, write error)",
+    );
+    for p in &view.ports {
+        let c = port_counts(p);
+        let l = labels(&[("port", &p.name), ("driver", &p.driver)]);
+        rx_packets.get_or_create(&l).inc_by(c.rx_packets);
+        rx_bytes.get_or_create(&l).inc_by(c.rx_bytes);
+        rx_drops.get_or_create(&l).inc_by(c.rx_drops);
+        tx_packets.get_or_create(&l).inc_by(c.tx_packets);
+        tx_bytes.get_or_create(&l).inc_by(c.tx_bytes);
+        tx_drops.get_or_create(&l).inc_by(c.tx_drops);
+    }
+
+    let calls = counter_family(&mut reg, "node_calls", "Times a node ran");
+    let vectors = counter_family(&mut reg, "node_vectors", "Vectors a node processed");
+    let packets = counter_family(&mut reg, "node_packets", "Packets a node processed");
+    let clocks = counter_family(&mut reg, "node_clocks", "TSC ticks a node spent");
+    let drops = counter_family(&mut reg, "drops", "Packets dropped, by node and reason");
+    for w in &view.workers {
+        let worker = w.index.to_string();
+        for n in worker_nodes(&w.graph) {
+            if n.calls == 0 && n.packets == 0 {
+                continue;
+            }
+            let l = labels(&[("worker", &worker), ("node", &n.name)]);
+            calls.get_or_create(&l).inc_by(n.calls);
+            vectors.get_or_create(&l).inc_by(n.vectors);
+            packets.get_or_create(&l).inc_by(n.packets);
+            clocks.get_or_create(&l).inc_by(n.clocks);
+        }
+        for e in worker_errors(&w.graph) {
+            let l = labels(&[
+                ("worker", &worker),
+                ("node", &e.node),
+                ("reason", &e.reason),
+            ]);
+            drops.get_or_create(&l).inc_by(e.count);
+        }
+    }
+
+    let pool = gauge_family(&mut reg, "pool_buffers", "Buffers in each worker's pool");
+    pool.get_or_create(&labels(&[("backing", &view.pool_backing)]))
+        .set(gauge(view.pool_buffers));
+    let tsc = gauge_family(
+        &mut reg,
+        "tsc_hz",
+        "TSC ticks per second (node_clocks' unit)",
+    );
+    tsc.get_or_create(&Vec::new())
+        .set(i64::try_from(view.tsc_hz).unwrap_or(i64::MAX));
+    let workers = gauge_family(&mut reg, "workers", "Worker threads");
+    workers
+        .get_or_create(&Vec::new())
+        .set(gauge(view.workers.len()));
+
+    {
+        let r = dataplane::build::lock(&view.routing);
+        let (v4, v6) = r.route_counts();
+        let stats = r.stats();
+        let version = gauge_family(
+            &mut reg,
+            "routing_version",
+            "Batches applied to the routing tables",
+        );
+        version
+            .get_or_create(&Vec::new())
+            .set(i64::try_from(r.version()).unwrap_or(i64::MAX));
+        let routes = gauge_family(&mut reg, "routes", "Configured routes");
+        routes
+            .get_or_create(&labels(&[("family", "ipv4")]))
+            .set(gauge(v4));
+        routes
+            .get_or_create(&labels(&[("family", "ipv6")]))
+            .set(gauge(v6));
+        let fib = gauge_family(
+            &mut reg,
+            "fib_entries",
+            "Routes in the FIB, system ones included",
+        );
+        fib.get_or_create(&labels(&[("family", "ipv4")]))
+            .set(gauge(stats.ip4_routes));
+        fib.get_or_create(&labels(&[("family", "ipv6")]))
+            .set(gauge(stats.ip6_routes));
+        let bytes = gauge_family(
+            &mut reg,
+            "fib_memory_bytes",
+            "Bytes of the FIB lookup tables",
+        );
+        bytes
+            .get_or_create(&labels(&[("family", "ipv4")]))
+            .set(gauge(stats.ip4_memory_bytes));
+        bytes
+            .get_or_create(&labels(&[("family", "ipv6")]))
+            .set(gauge(stats.ip6_memory_bytes));
+        let neighbours = gauge_family(&mut reg, "static_neighbours", "Static neighbours");
+        neighbours
+            .get_or_create(&Vec::new())
+            .set(gauge(r.neighbours().len()));
+    }
+
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, &reg);
+    out
+}
+
+/// The same in the classic Prometheus text format (0.0.4), which `promtool check metrics` and
+/// older scrapers read: a counter's HELP and TYPE lines name its `_total` samples, and there is
+/// no `# EOF`.
+pub fn render_text(view: &RuntimeView) -> String {
+    to_text_format(&render(view))
+}
+
+/// OpenMetrics text as Prometheus text format 0.0.4.
+pub fn to_text_format(openmetrics: &str) -> String {
+    let lines: Vec<&str> = openmetrics.lines().collect();
+    let counters: std::collections::HashSet<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for l in lines {
+        if l == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = l.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(r) => out.push_str(&r),
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,48 @@
+//! The exposition: names, labels, types and values of a test view.
+
+use super::*;
+use crate::testutil::{run_node, view};
+
+#[test]
+fn counters_carry_labels_and_values() {
+    let v = view(2);
+    run_node(&v, 1, "ip4-input", 3, 3, 700, 9000);
+    if let Some(p) = v.ports.first() {
+        p.stats[0].rx_packets.add(5);
+        p.stats[1].rx_packets.add(7);
+    }
+    let text = render(&v);
+    assert!(
+        text.contains("# TYPE vecplane_port_rx_packets counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vecplane_port_rx_packets_total{port=\"in0\",driver=\"pcap\"} 12"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vecplane_node_packets_total{worker=\"1\",node=\"ip4-input\"} 700"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vecplane_routes{family=\"ipv4\"} 0"),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+}
+
+#[test]
+fn the_text_format_names_counters_by_their_samples() {
+    let v = view(1);
+    let text = render_text(&v);
+    assert!(
+        text.contains("# TYPE vecplane_port_rx_packets_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# HELP vecplane_port_rx_packets_total Packets received"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE vecplane_routes gauge"), "{text}");
+    assert!(!text.contains("# EOF"));
+}

@@ -1,0 +1,112 @@
+//! Reload: a changed file applied as one version; a bad line or a non-live change applies
+//! nothing and says where or what.
+
+use super::*;
+use crate::testutil::TempDir;
+
+const BASE: &str = r#"
+[dataplane]
+buffers = 4096
+
+[[port]]
+name = "in0"
+driver = "pcap"
+mac = "02:00:00:00:01:01"
+ip4 = ["198.18.1.1/24"]
+
+[[port]]
+name = "out0"
+driver = "pcap"
+mac = "02:00:00:00:02:01"
+ip4 = ["198.18.2.1/24"]
+
+[[neighbour]]
+ip = "198.18.2.2"
+mac = "02:00:00:00:02:02"
+port = "out0"
+"#;
+
+/// Write the config: BASE with `buffers` and `routes`.
+fn write(dir: &TempDir, routes: &str, buffers: &str) -> PathBuf {
+    let p = dir.path().join("vp.toml");
+    let base = if buffers.is_empty() {
+        BASE.to_string()
+    } else {
+        BASE.replace("buffers = 4096", &format!("buffers = {buffers}"))
+    };
+    std::fs::write(&p, format!("{base}{routes}")).expect("write config");
+    p
+}
+
+fn route(prefix: &str, via: &str) -> String {
+    format!("\n[[route]]\nprefix = \"{prefix}\"\nvia = \"{via}\"\n")
+}
+
+fn start(path: &Path) -> (Reloader, Arc<Mutex<Routing>>) {
+    let c = Config::load(path).expect("valid");
+    let routing = Arc::new(Mutex::new(
+        Routing::without_workers(&c.spec).expect("routing"),
+    ));
+    (Reloader::new(path, c.spec, routing.clone()), routing)
+}
+
+fn has(r: &Arc<Mutex<Routing>>, prefix: &str) -> bool {
+    let (ip, len) = crate::routes_api::parse_prefix(prefix).expect("prefix");
+    dataplane::build::lock(r).route(ip, len).is_some()
+}
+
+#[test]
+fn a_changed_file_is_applied_as_one_version() {
+    let d = TempDir::new();
+    let p = write(
+        &d,
+        &(route("198.19.1.0/24", "198.18.2.2") + &route("198.19.2.0/24", "198.18.2.2")),
+        "",
+    );
+    let (reloader, routing) = start(&p);
+    write(
+        &d,
+        &(route("198.19.2.0/24", "198.18.2.9") + &route("198.19.3.0/24", "198.18.2.2")),
+        "",
+    );
+    let answer = reloader.reload().expect("reloaded");
+    assert_eq!(answer["version"], 1, "{answer}");
+    assert_eq!(answer["routes_set"], 2, "{answer}");
+    assert_eq!(answer["routes_deleted"], 1, "{answer}");
+    assert!(!has(&routing, "198.19.1.0/24"));
+    assert!(has(&routing, "198.19.3.0/24"));
+    // Unchanged file: nothing to do, same version.
+    assert_eq!(reloader.reload().expect("again")["changes"], 0);
+}
+
+#[test]
+fn a_bad_line_or_a_non_live_change_applies_nothing() {
+    let d = TempDir::new();
+    let p = write(&d, &route("198.19.1.0/24", "198.18.2.2"), "");
+    let (reloader, routing) = start(&p);
+    write(
+        &d,
+        &(route("198.19.5.0/24", "198.18.2.2")
+            + "\n[[route]]\nprefix = \"198.19.6.0/33\"\nvia = \"198.18.2.2\"\n"),
+        "",
+    );
+    let e = reloader.reload().expect_err("bad line").to_string();
+    assert!(e.contains("vp.toml:") && e.contains("198.19.6.0/33"), "{e}");
+    assert!(!has(&routing, "198.19.5.0/24") && has(&routing, "198.19.1.0/24"));
+    write(&d, &route("198.19.5.0/24", "198.18.2.2"), "8192");
+    let e = reloader.reload().expect_err("not live");
+    assert!(
+        matches!(e, ReloadError::NotLive { key: "buffers", .. }),
+        "{e}"
+    );
+    // A next hop no port reaches: refused by the tables, nothing applied.
+    write(
+        &d,
+        &(route("198.19.5.0/24", "198.18.2.2") + &route("198.19.7.0/24", "203.0.113.1")),
+        "",
+    );
+    let e = reloader.reload();
+    assert!(e.is_err(), "{e:?}");
+    assert!(!has(&routing, "198.19.5.0/24"));
+    assert_eq!(dataplane::build::lock(&routing).version(), 0);
+}

@@ -1,0 +1,456 @@
+//! End-to-end tests of the HTTP API against a running daemon (memory ports): curl over the Unix
+//! socket and over TCP with the token, `vecplane ctl`, create/read/list/update/delete of routes
+//! and static neighbours, all-or-nothing batches, malformed requests, 200 concurrent clients,
+//! reload (API and SIGHUP), and `GET /metrics` checked by promtool. Addresses come from
+//! 198.18.0.0/15 only.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{stderr, stdout, Daemon, TempDir};
+
+/// A tool the test needs: in CI it must be there; elsewhere the test says what is missing.
+fn tool(name: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found || std::env::var_os("CI").is_none(),
+        "{name} is missing; scripts/test.sh installs it"
+    );
+    if !found {
+        eprintln!("skipped: {name} is not installed");
+    }
+    found
+}
+
+const CONFIG: &str = r#"
+[dataplane]
+buffers = 4096
+
+[[port]]
+name = "in0"
+driver = "memory"
+mac = "02:00:00:00:01:01"
+ip4 = ["198.18.1.1/24"]
+frame-size = 64
+flows = 16
+src-ip = "198.18.1.2"
+destinations = ["198.19.0.10", "198.19.0.11"]
+
+[[port]]
+name = "out0"
+driver = "memory"
+mac = "02:00:00:00:02:01"
+ip4 = ["198.18.2.1/24"]
+generate = false
+
+[[neighbour]]
+ip = "198.18.2.2"
+mac = "02:00:00:00:02:02"
+port = "out0"
+
+[[route]]
+prefix = "198.19.0.0/16"
+via = "198.18.2.2"
+"#;
+
+/// curl over the daemon's socket: (status, body).
+fn curl(sock: &Path, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+    let mut c = Command::new("curl");
+    c.args([
+        "-s",
+        "-m",
+        "20",
+        "-o",
+        "-",
+        "-w",
+        "\n%{http_code}",
+        "-X",
+        method,
+    ])
+    .arg("--unix-socket")
+    .arg(sock);
+    if let Some(b) = body {
+        c.args(["-H", "content-type: application/json", "--data-binary", b]);
+    }
+    c.arg(format!("http://localhost{path}"));
+    let o = c.output().expect("curl runs");
+    let text = stdout(&o);
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn json_of(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or(Value::Null)
+}
+
+fn tx_packets(dm: &Daemon) -> u64 {
+    dm.ctl_json(&["show", "interfaces"])["interfaces"][1]["tx_packets"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+#[test]
+fn routes_and_neighbours_through_curl_and_ctl() {
+    if !tool("curl") {
+        return;
+    }
+    let d = TempDir::new();
+    let cfg = d.write("api.toml", CONFIG);
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let sock = dm.socket.clone();
+
+    // Create, read, list, update, delete a route with curl.
+    let (st, b) = curl(
+        &sock,
+        "POST",
+        "/v1/routes",
+        Some(r#"{"prefix": "198.19.8.0/24", "via": ["198.18.2.7"]}"#),
+    );
+    assert_eq!(st, 201, "{b}");
+    assert_eq!(json_of(&b)["version"], 1, "{b}");
+    let (st, b) = curl(&sock, "GET", "/v1/routes/198.19.8.0/24", None);
+    assert_eq!(
+        (st, json_of(&b)),
+        (
+            200,
+            json!({"prefix": "198.19.8.0/24", "via": ["198.18.2.7"]})
+        )
+    );
+    let (st, b) = curl(
+        &sock,
+        "PUT",
+        "/v1/routes/198.19.8.0/24",
+        Some(r#"{"drop": true}"#),
+    );
+    assert_eq!(st, 200, "{b}");
+    let (_, b) = curl(&sock, "GET", "/v1/routes?family=ipv4", None);
+    let list = json_of(&b);
+    assert_eq!(list["total"], 2, "{b}");
+    assert!(
+        list["routes"].as_array().is_some_and(|r| r
+            .iter()
+            .any(|r| r == &json!({"prefix": "198.19.8.0/24", "drop": true}))),
+        "{b}"
+    );
+    let (st, _) = curl(&sock, "DELETE", "/v1/routes/198.19.8.0/24", None);
+    assert_eq!(st, 200);
+    let (st, b) = curl(&sock, "GET", "/v1/routes/198.19.8.0/24", None);
+    assert_eq!(st, 404, "{b}");
+    assert_eq!(json_of(&b)["error"]["status"], 404);
+
+    // Static neighbours with curl.
+    let (st, b) = curl(
+        &sock,
+        "POST",
+        "/v1/neighbours",
+        Some(r#"{"ip": "198.18.2.9", "mac": "02:00:00:00:02:09", "port": "out0"}"#),
+    );
+    assert_eq!(st, 201, "{b}");
+    let (st, b) = curl(
+        &sock,
+        "PUT",
+        "/v1/neighbours/198.18.2.9",
+        Some(r#"{"mac": "02:00:00:00:02:0a", "port": "out0"}"#),
+    );
+    assert_eq!(st, 200, "{b}");
+    let (_, b) = curl(&sock, "GET", "/v1/neighbours/198.18.2.9", None);
+    assert_eq!(json_of(&b)["mac"], "02:00:00:00:02:0a", "{b}");
+    let (st, _) = curl(&sock, "DELETE", "/v1/neighbours/198.18.2.9", None);
+    assert_eq!(st, 200);
+
+    // The same with vecplane ctl.
+    dm.ctl_ok(&[
+        "route",
+        "add",
+        "198.19.9.0/24",
+        "via",
+        "198.18.2.2",
+        "198.18.2.3",
+    ]);
+    let shown = dm.ctl_ok(&["route", "show", "198.19.9.0/24"]);
+    assert_eq!(shown, "198.19.9.0/24 via 198.18.2.2 198.18.2.3\n");
+    dm.ctl_ok(&["route", "replace", "198.19.9.0/24", "drop"]);
+    assert!(dm
+        .ctl_ok(&["route", "show"])
+        .contains("198.19.9.0/24 drop\n"));
+    dm.ctl_ok(&["route", "del", "198.19.9.0/24"]);
+    let gone = dm.ctl(&["route", "show", "198.19.9.0/24"]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(
+        stderr(&gone).contains("there is no route 198.19.9.0/24"),
+        "{}",
+        stderr(&gone)
+    );
+    dm.ctl_ok(&[
+        "neighbour",
+        "add",
+        "198.18.2.5",
+        "02:00:00:00:02:05",
+        "out0",
+    ]);
+    assert!(dm
+        .ctl_ok(&["neighbour", "show"])
+        .contains("198.18.2.5 02:00:00:00:02:05 out0\n"));
+    dm.ctl_ok(&["neighbour", "del", "198.18.2.5"]);
+
+    // A batch with one bad item applies nothing and names the item.
+    let batch = d.write(
+        "batch.json",
+        r#"{"changes": [
+            {"op": "add", "route": {"prefix": "198.19.20.0/24", "via": ["198.18.2.2"]}},
+            {"op": "add", "route": {"prefix": "198.19.21.0/24", "via": ["198.18.77.1"]}}
+        ]}"#,
+    );
+    let o = dm.ctl(&["batch", batch.to_str().unwrap_or("")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("(item 1)") && stderr(&o).contains("198.18.77.1"),
+        "{}",
+        stderr(&o)
+    );
+    let (st, _) = curl(&sock, "GET", "/v1/routes/198.19.20.0/24", None);
+    assert_eq!(st, 404, "nothing of the batch was applied");
+
+    // Malformed JSON, unknown fields, out-of-range values, a 10 MB body.
+    let (st, b) = curl(&sock, "POST", "/v1/batch", Some("{\"changes\": ["));
+    assert!(st == 400 && b.contains("malformed JSON"), "{st} {b}");
+    let (st, b) = curl(
+        &sock,
+        "POST",
+        "/v1/routes",
+        Some(r#"{"prefix": "198.19.0.0/16", "via": ["198.18.2.2"], "metric": 5}"#),
+    );
+    assert!(
+        st == 400 && b.contains("unknown field `metric`"),
+        "{st} {b}"
+    );
+    let (st, b) = curl(
+        &sock,
+        "POST",
+        "/v1/routes",
+        Some(r#"{"prefix": "198.19.30.0/33", "via": ["198.18.2.2"]}"#),
+    );
+    assert!(
+        st == 400 && json_of(&b)["error"]["field"] == "len",
+        "{st} {b}"
+    );
+    let big = d.write("big.json", &"x".repeat(10 * 1024 * 1024));
+    let o = Command::new("curl")
+        .args([
+            "-s",
+            "-m",
+            "20",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-X",
+            "POST",
+        ])
+        .arg("--unix-socket")
+        .arg(&sock)
+        .args(["-H", "content-type: application/json", "--data-binary"])
+        .arg(format!("@{}", big.display()))
+        .arg("http://localhost/v1/batch")
+        .output()
+        .expect("curl");
+    assert_eq!(stdout(&o).trim(), "413");
+
+    // Forwarding went on through all of it.
+    let before = tx_packets(&dm);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(tx_packets(&dm) > before);
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
+fn two_hundred_concurrent_clients_are_served_or_refused_cleanly() {
+    let d = TempDir::new();
+    let cfg = d.write("api.toml", CONFIG);
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let ep = control::Endpoint::Unix(dm.socket.clone());
+    let before = tx_packets(&dm);
+    let threads: Vec<_> = (0..200)
+        .map(|i| {
+            let ep = ep.clone();
+            std::thread::spawn(move || {
+                let path = if i % 2 == 0 {
+                    "/v1/interfaces"
+                } else {
+                    "/v1/routes?limit=5"
+                };
+                control::http(&ep, "GET", path, None).map(|r| r.status)
+            })
+        })
+        .collect();
+    let mut ok = 0;
+    for t in threads {
+        match t.join().expect("client thread") {
+            Ok(200) => ok += 1,
+            Ok(503) => {}
+            other => panic!("a client got {other:?}"),
+        }
+    }
+    assert!(ok >= 100, "only {ok} of 200 served");
+    assert!(tx_packets(&dm) > before, "forwarding went on");
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
+fn tcp_listener_needs_the_token() {
+    if !tool("curl") {
+        return;
+    }
+    let d = TempDir::new();
+    let token = d.write("api.token", "0123456789abcdef-test-token\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let cfg = d.write(
+        "api.toml",
+        &format!("[api]\ntcp = \"127.0.0.1:0\"\ntoken-file = \"api.token\"\n{CONFIG}"),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let logs = dm.logs();
+    let url = logs
+        .split("API also on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no TCP address in the logs:\n{logs}"))
+        .to_string();
+    let get = |auth: Option<&str>| {
+        let mut c = Command::new("curl");
+        c.args(["-s", "-m", "10", "-o", "-", "-w", "\n%{http_code}"]);
+        if let Some(a) = auth {
+            c.args(["-H", &format!("authorization: {a}")]);
+        }
+        let o = c
+            .arg(format!("{url}/v1/interfaces"))
+            .output()
+            .expect("curl");
+        stdout(&o)
+            .rsplit_once('\n')
+            .map(|(_, c)| c.trim().to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(get(None), "401");
+    assert_eq!(get(Some("Bearer wrong-token-of-same-len")), "401");
+    assert_eq!(get(Some("Bearer 0123456789abcdef-test-token")), "200");
+    // vecplane ctl over TCP with the token file.
+    let o = Command::new(support::BIN)
+        .args(["ctl", "--url", &url, "--token-file"])
+        .arg(&token)
+        .args(["show", "errors"])
+        .output()
+        .expect("ctl");
+    assert!(o.status.success(), "{}", stderr(&o));
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
+fn reload_applies_a_changed_file_and_refuses_a_bad_one() {
+    let d = TempDir::new();
+    let cfg = d.write("api.toml", CONFIG);
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    // A new route in the file, applied by `ctl reload` while traffic flows.
+    d.write(
+        "api.toml",
+        &format!("{CONFIG}\n[[route]]\nprefix = \"198.19.40.0/24\"\nvia = \"198.18.2.2\"\n"),
+    );
+    let answer = dm.ctl_ok(&["reload"]);
+    assert!(answer.contains("\"routes_set\": 1"), "{answer}");
+    dm.ctl_ok(&["route", "show", "198.19.40.0/24"]);
+    // One bad line: nothing changes, and the error names the line.
+    d.write(
+        "api.toml",
+        &format!(
+            "{CONFIG}\n[[route]]\nprefix = \"198.19.41.0/24\"\nvia = \"198.18.2.2\"\n\n[[route]]\nprefix = \"198.19.42.0/24\"\nvia = \"nowhere\"\n"
+        ),
+    );
+    let o = dm.ctl(&["reload"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("api.toml:") && stderr(&o).contains("nowhere"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        dm.ctl(&["route", "show", "198.19.41.0/24"]).status.code(),
+        Some(1)
+    );
+    assert_eq!(
+        dm.ctl(&["route", "show", "198.19.40.0/24"]).status.code(),
+        Some(0)
+    );
+    // A change that cannot be live: refused, naming the key.
+    d.write(
+        "api.toml",
+        &CONFIG.replace("buffers = 4096", "buffers = 8192"),
+    );
+    let o = dm.ctl(&["reload"]);
+    assert!(stderr(&o).contains("`buffers`"), "{}", stderr(&o));
+    // SIGHUP reloads too: the file without 198.19.40.0/24 removes it.
+    d.write("api.toml", CONFIG);
+    dm.signal(libc::SIGHUP);
+    let t0 = Instant::now();
+    while dm
+        .ctl(&["route", "show", "198.19.40.0/24"])
+        .status
+        .success()
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "SIGHUP did not reload:\n{}",
+            dm.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(dm.logs().contains("reloaded"), "{}", dm.logs());
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
+fn metrics_pass_promtool_and_count_packets() {
+    if !tool("curl") || !tool("promtool") {
+        return;
+    }
+    let d = TempDir::new();
+    let cfg = d.write("api.toml", CONFIG);
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    std::thread::sleep(Duration::from_millis(200));
+    let (st, text) = curl(&dm.socket, "GET", "/metrics", None);
+    assert_eq!(st, 200);
+    assert!(
+        text.contains("vecplane_port_tx_packets_total{port=\"out0\",driver=\"memory\"}"),
+        "{text}"
+    );
+    let file = d.write("metrics.txt", &text);
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!("promtool check metrics < {}", file.display()))
+        .output()
+        .expect("promtool");
+    assert!(
+        o.status.success() && stdout(&o).trim().is_empty() && stderr(&o).trim().is_empty(),
+        "promtool: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
