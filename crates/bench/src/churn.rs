@@ -195,10 +195,14 @@ fn tx_packets(view: &dataplane::RuntimeView) -> u64 {
         .map_or(0, |p| p.stats.iter().map(|s| s.tx_packets.get()).sum())
 }
 
+/// How a run reaches the API: from the running data plane's view and its spec.
+pub type MakeApi<'a> =
+    &'a dyn Fn(&dataplane::RuntimeView, &dataplane::DataplaneSpec) -> Result<Box<dyn ApiClient>>;
+
 /// Run the scenario with `api` as the way in (`make_api` gets the running data plane's view).
 pub fn run_with(
     args: &BenchArgs,
-    make_api: &dyn Fn(&dataplane::RuntimeView) -> Result<Box<dyn ApiClient>>,
+    make_api: MakeApi<'_>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<ChurnReport> {
     let routes = args.routes.unwrap_or(1_000_000);
@@ -226,7 +230,7 @@ pub fn run_with(
     let running = dp.start();
     let view = running.view().clone();
     let result = (|| -> Result<ChurnReport> {
-        let mut api = make_api(&view)?;
+        let mut api = make_api(&view, &spec)?;
         let mut report = ChurnReport {
             routes: table.len(),
             ..ChurnReport::default()
@@ -404,10 +408,7 @@ pub fn kernel_load(routes: &[(u32, u8)]) -> Result<f64> {
 }
 
 /// `vecplane bench --scenario route-churn`: run and print the report (JSON with `--json`).
-pub fn run(
-    args: &BenchArgs,
-    make_api: &dyn Fn(&dataplane::RuntimeView) -> Result<Box<dyn ApiClient>>,
-) -> Result<()> {
+pub fn run(args: &BenchArgs, make_api: MakeApi<'_>) -> Result<()> {
     let quiet = args.no_progress;
     let report = run_with(args, make_api, &mut |m| {
         if !quiet {
@@ -420,6 +421,53 @@ pub fn run(
         print!("{}", report.text());
     }
     Ok(())
+}
+
+/// The daemon's HTTP API served in this process on a Unix socket of its own (the same server
+/// `vecplane run` starts), and a client of it: requests cross a real socket and HTTP.
+pub struct HttpApi {
+    endpoint: control::Endpoint,
+    _server: control::ServerHandle,
+    _dir: TempPath,
+}
+
+/// A directory removed when dropped.
+struct TempPath(std::path::PathBuf);
+
+impl Drop for TempPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl HttpApi {
+    /// Serve the API of the data plane whose view is `view`.
+    pub fn new(view: &dataplane::RuntimeView, spec: &dataplane::DataplaneSpec) -> Result<HttpApi> {
+        let dir =
+            TempPath(std::env::temp_dir().join(format!("vecplane-churn-{}", std::process::id())));
+        let socket = dir.0.join("api.sock");
+        let control = std::sync::Arc::new(control::Control::new(
+            view.clone(),
+            std::sync::Arc::new(spec.clone()),
+        ));
+        let server = control::ControlSocket::bind(&socket)?
+            .serve(control, &control::ApiConfig::default())?;
+        Ok(HttpApi {
+            endpoint: control::Endpoint::Unix(socket),
+            _server: server,
+            _dir: dir,
+        })
+    }
+}
+
+impl ApiClient for HttpApi {
+    fn post(&mut self, path: &str, body: &[u8]) -> Result<Value> {
+        let reply = control::http(&self.endpoint, "POST", path, Some(body.to_vec()))?;
+        if !(200..300).contains(&reply.status) {
+            bail!("POST {path}: {} {}", reply.status, reply.error_message());
+        }
+        Ok(reply.json())
+    }
 }
 
 /// The API served in this process without a transport: the same model the HTTP layer calls.

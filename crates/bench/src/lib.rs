@@ -258,7 +258,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         return fibref::run(args);
     }
     if args.scenario == veth::ScenarioArg::RouteChurn {
-        return churn::run(args, &|view| Ok(Box::new(churn::InProcessApi::new(view))));
+        return churn::run(args, &|view, spec| {
+            Ok(Box::new(churn::HttpApi::new(view, spec)?))
+        });
     }
     let mut failed = None;
     let summaries = run_with(args, &mut |s| {

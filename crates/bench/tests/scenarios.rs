@@ -163,7 +163,7 @@ fn route_churn_loads_churns_and_times_visibility() {
     ]);
     let report = bench::churn::run_with(
         &a,
-        &|view| Ok(Box::new(bench::churn::InProcessApi::new(view))),
+        &|view, spec| Ok(Box::new(bench::churn::HttpApi::new(view, spec)?)),
         &mut |_| {},
     )
     .expect("run");
