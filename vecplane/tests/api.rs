@@ -454,3 +454,94 @@ fn metrics_pass_promtool_and_count_packets() {
     dm.signal(libc::SIGINT);
     assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
 }
+
+/// A child process killed and reaped when dropped (also when the test fails).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released; good enough for a test).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+#[test]
+fn a_real_prometheus_scrapes_the_packet_counters() {
+    if !tool("curl") || !tool("prometheus") {
+        return;
+    }
+    let d = TempDir::new();
+    let token = d.write("api.token", "prometheus-scrape-token-0123\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let cfg = d.write(
+        "api.toml",
+        &format!("[api]\ntcp = \"127.0.0.1:0\"\ntoken-file = \"api.token\"\n{CONFIG}"),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let logs = dm.logs();
+    let target = logs
+        .split("API also on http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no TCP address in the logs:\n{logs}"))
+        .to_string();
+    let prom_cfg = d.write(
+        "prometheus.yml",
+        &format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: vecplane\n    authorization:\n      credentials_file: {}\n    static_configs:\n      - targets: ['{target}']\n",
+            token.display()
+        ),
+    );
+    let web = format!("127.0.0.1:{}", free_port());
+    let prom = Command::new("prometheus")
+        .arg(format!("--config.file={}", prom_cfg.display()))
+        .arg(format!("--storage.tsdb.path={}", d.path("tsdb").display()))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(d.path("prometheus.log")).expect("log file"))
+        .spawn()
+        .expect("prometheus starts");
+    let prom = KillOnDrop(prom);
+    // Query until a scrape has landed (bounded).
+    let query = format!(
+        "http://{web}/api/v1/query?query=vecplane_port_tx_packets_total%7Bport%3D%22out0%22%7D"
+    );
+    let t0 = Instant::now();
+    let mut last = String::new();
+    let value = loop {
+        let o = Command::new("curl")
+            .args(["-s", "-m", "5", &query])
+            .output()
+            .expect("curl");
+        last = stdout(&o);
+        let v = json_of(&last);
+        if let Some(x) = v["data"]["result"][0]["value"][1]
+            .as_str()
+            .and_then(|s| s.parse::<f64>().ok())
+        {
+            break x;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            break -1.0;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    drop(prom);
+    assert!(
+        value > 0.0,
+        "Prometheus has no vecplane packet counter: {last}\n{}",
+        std::fs::read_to_string(d.path("prometheus.log")).unwrap_or_default()
+    );
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
