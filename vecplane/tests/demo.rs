@@ -292,7 +292,7 @@ fn bench_veth_refuses_engine_only_options() {
         ),
         (
             &["--scenario", "ip4", "--reference", "kernel"][..],
-            "are for the veth scenarios",
+            "does not go with this scenario",
         ),
         (
             &["--scenario", "veth-router", "--seconds", "0.5"][..],

@@ -169,7 +169,7 @@ fn unknown_top_level_key() {
         &with("[[neighbor]]\nip = \"198.18.1.3\"\n"),
         B + 1,
         None,
-        "unknown key `neighbor` (did you mean `neighbour`?); accepted: dataplane, port, route, neighbour, xconnect",
+        "unknown key `neighbor` (did you mean `neighbour`?); accepted: api, dataplane, port, route, neighbour, xconnect",
     );
     assert!(s.contains("test.toml:31:"));
 }
