@@ -326,6 +326,12 @@ impl InputNode for AfXdpRx {
         &self.name
     }
 
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        use std::os::fd::AsRawFd;
+        // The socket is readable when its rx ring holds descriptors.
+        Some(self.core.fd.as_raw_fd())
+    }
+
     fn next_nodes(&self) -> Vec<String> {
         vec![self.next.clone()]
     }

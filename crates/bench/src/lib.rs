@@ -238,6 +238,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let wanted = match args.scenario {
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
+        veth::ScenarioArg::Poll => None,
         veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
         veth::ScenarioArg::Engine(_) => Some(Reference::Testpmd),
     };
@@ -253,6 +254,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                 .map(|v| v.get_name().to_string())
                 .unwrap_or_default(),
         );
+    }
+    if args.scenario == veth::ScenarioArg::Poll {
+        return veth::poll_compare(args);
     }
     if args.scenario == veth::ScenarioArg::Fib {
         return fibref::run(args);

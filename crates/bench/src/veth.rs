@@ -74,6 +74,8 @@ pub enum ScenarioArg {
     RouteChurn,
     /// `fib`: lookups in the FIB alone, against DPDK's `rte_fib`.
     Fib,
+    /// `poll`: the veth router with adaptive against busy polling.
+    Poll,
 }
 
 impl ScenarioArg {
@@ -81,7 +83,10 @@ impl ScenarioArg {
     pub fn engine(self) -> Option<Scenario> {
         match self {
             ScenarioArg::Engine(s) => Some(s),
-            ScenarioArg::Veth(_) | ScenarioArg::RouteChurn | ScenarioArg::Fib => None,
+            ScenarioArg::Veth(_)
+            | ScenarioArg::RouteChurn
+            | ScenarioArg::Fib
+            | ScenarioArg::Poll => None,
         }
     }
 }
@@ -96,6 +101,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Veth(VethScenario::Bridge),
             ScenarioArg::RouteChurn,
             ScenarioArg::Fib,
+            ScenarioArg::Poll,
         ]
     }
 
@@ -115,6 +121,9 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::RouteChurn => Some(PossibleValue::new("route-churn").help(
                 "Load routes through the API while forwarding, churn them, time visibility \
                  (vs ip -batch into a namespace)",
+            )),
+            ScenarioArg::Poll => Some(PossibleValue::new("poll").help(
+                "The veth router polling adaptively and busily: idle CPU and forwarding rate",
             )),
             ScenarioArg::Fib => Some(PossibleValue::new("fib").help(
                 "FIB lookups alone, IPv4 and IPv6, on the same routes and addresses as DPDK's \
@@ -1179,4 +1188,108 @@ mod tests {
         assert!(backlog_drops().is_some());
         assert_eq!(cpu_times(100_000), None);
     }
+}
+
+/// CPU seconds (user + system) process `pid` used so far (0 when unreadable).
+fn process_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz.max(1.0)
+}
+
+/// Share of a core `vp` used over `window` with no traffic offered.
+fn idle_cpu(vp: &Vecplane, window: Duration) -> f64 {
+    let (c0, t0) = (process_cpu_seconds(vp.pid()), std::time::Instant::now());
+    std::thread::sleep(window);
+    (process_cpu_seconds(vp.pid()) - c0) / t0.elapsed().as_secs_f64()
+}
+
+/// `vecplane bench --scenario poll`: the veth router with adaptive and with busy polling,
+/// interleaved: the daemon's CPU use while idle, and the forwarding rate under the
+/// generator's load.
+pub fn poll_compare(args: &BenchArgs) -> Result<()> {
+    let p = plan(args, VethScenario::Router)?;
+    netlab::install_cleanup_handlers()?;
+    progress(&p, "building the vecplane topology".to_string());
+    let side = vecplane_side(&p)?;
+    prepare_pps(&side.topo)?;
+    let adaptive_text = std::fs::read_to_string(&side.config)?;
+    if !adaptive_text.contains("[dataplane]\n") {
+        bail!("the generated config has no [dataplane] table to set poll-mode in");
+    }
+    let mut configs = Vec::new();
+    for mode in ["adaptive", "busy"] {
+        let path = side.topo.path(&format!("poll-{mode}.toml"));
+        std::fs::write(
+            &path,
+            adaptive_text.replace(
+                "[dataplane]\n",
+                &format!("[dataplane]\npoll-mode = \"{mode}\"\n"),
+            ),
+        )?;
+        configs.push((mode, path));
+    }
+    let mut idle: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut pps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    for r in 0..p.runs {
+        for (k, (mode, config)) in configs.iter().enumerate() {
+            let vp = side.topo.start_vecplane(&p.exe, config)?;
+            std::thread::sleep(Duration::from_millis(500));
+            let cpu = idle_cpu(&vp, Duration::from_secs(3));
+            let label = format!("run {}/{} {mode}", r + 1, p.runs);
+            let m = measure(&p, &side.topo, Some(&vp), &label);
+            let stopped = vp.stop();
+            let m = m?;
+            stopped?;
+            progress(
+                &p,
+                format!(
+                    "{label}: idle {:.1}% of a core, {:.1} kpps forwarded under load",
+                    cpu * 100.0,
+                    m.pps / 1e3
+                ),
+            );
+            idle[k].push(cpu);
+            pps[k].push(m.pps);
+        }
+    }
+    let med = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        s.get(s.len() / 2).copied().unwrap_or(0.0)
+    };
+    let json = serde_json::json!({
+        "scenario": "poll",
+        "driver": side.driver.name(),
+        "runs": p.runs,
+        "idle_cpu_adaptive": med(&idle[0]),
+        "idle_cpu_busy": med(&idle[1]),
+        "pps_adaptive": med(&pps[0]),
+        "pps_busy": med(&pps[1]),
+        "forwarding_ratio_adaptive_to_busy": med(&pps[0]) / med(&pps[1]).max(1e-9),
+        "idle_cpu_goal": 0.05,
+        "ratio_goal": 0.95,
+    });
+    if args.json {
+        println!("{json}");
+    } else {
+        println!(
+            "poll ({}): idle vecplane uses {:.1}% of a core adaptive, {:.1}% busy; under load \
+             {:.1} kpps adaptive vs {:.1} kpps busy: ratio {:.3} (medians of {} runs)",
+            side.driver.name(),
+            med(&idle[0]) * 100.0,
+            med(&idle[1]) * 100.0,
+            med(&pps[0]) / 1e3,
+            med(&pps[1]) / 1e3,
+            json["forwarding_ratio_adaptive_to_busy"]
+                .as_f64()
+                .unwrap_or(0.0),
+            p.runs
+        );
+    }
+    Ok(())
 }

@@ -91,6 +91,10 @@ fn display_issues(issues: &[Issue]) -> String {
 /// Grammar (TOML, kebab-case keys; unknown keys are errors naming the accepted ones):
 ///
 /// ```toml
+/// [dataplane] poll-mode = "adaptive"  # or "busy", or one per worker: ["busy", "adaptive"];
+///                                   #   adaptive workers sleep when idle and wake on traffic
+/// [dataplane] poll-sleep-max-us = 1000  # 10..=100000: an adaptive worker's longest sleep
+///
 /// [api]                             # optional: the HTTP API also on TCP
 /// tcp = "127.0.0.1:8080"            # address:port (the Unix control socket is always served)
 /// token-file = "api.token"          # required with tcp: one line, >= 16 characters, mode 0600;
@@ -534,6 +538,8 @@ const DATAPLANE_KEYS: &[&str] = &[
     "neighbour-reachable-seconds",
     "neighbour-gc-seconds",
     "neighbour-queue",
+    "poll-mode",
+    "poll-sleep-max-us",
 ];
 const PORT_KEYS: &[&str] = &[
     "name",
@@ -1101,6 +1107,65 @@ impl<'a> Ctx<'a> {
         Parsed { spec, files, api }
     }
 
+    /// `poll-mode` (one mode, or one per worker) and `poll-sleep-max-us` of `[dataplane]`.
+    fn poll(&mut self, f: &Fields<'_>, spec: &mut DataplaneSpec) {
+        let accepted = "accepted: \"busy\" (poll without pause) or \"adaptive\" (sleep when \
+                        idle, wake on traffic), or a list with one of them per worker";
+        let mode = |s: &str| match s {
+            "busy" => Some(dataplane::PollMode::Busy),
+            "adaptive" => Some(dataplane::PollMode::Adaptive),
+            _ => None,
+        };
+        if let Some(node) = f.get("poll-mode") {
+            match node.get_ref() {
+                Val::Str(s) => match mode(s) {
+                    Some(m) => spec.poll.default = m,
+                    None => self.bad(
+                        f,
+                        "poll-mode",
+                        node,
+                        format!("`{s}` is not a mode; {accepted}"),
+                    ),
+                },
+                Val::Array(items) => {
+                    let mut modes = Vec::new();
+                    for it in items {
+                        match it.get_ref() {
+                            Val::Str(s) if mode(s).is_some() => modes.extend(mode(s)),
+                            _ => {
+                                self.bad(
+                                    f,
+                                    "poll-mode",
+                                    node,
+                                    format!("a list entry is not a mode; {accepted}"),
+                                );
+                                return;
+                            }
+                        }
+                    }
+                    if modes.len() != spec.workers {
+                        self.bad(
+                            f,
+                            "poll-mode",
+                            node,
+                            format!(
+                                "{} modes for {} worker(s); {accepted}",
+                                modes.len(),
+                                spec.workers
+                            ),
+                        );
+                        return;
+                    }
+                    spec.poll.modes = modes;
+                }
+                _ => self.bad(f, "poll-mode", node, accepted),
+            }
+        }
+        if let Some(v) = self.int(f, "poll-sleep-max-us", 10..=100_000).ok() {
+            spec.poll.sleep_max_us = v as u32;
+        }
+    }
+
     /// `[api]`: the TCP listener of the HTTP API and its token file.
     fn api(&mut self, node: &Node, base_dir: &Path) -> crate::api_config::ApiConfig {
         let mut api = crate::api_config::ApiConfig::default();
@@ -1436,6 +1501,7 @@ impl<'a> Ctx<'a> {
             ),
             Field::Missing | Field::Bad => {}
         }
+        self.poll(&f, spec);
         let max = i64::from(u32::MAX);
         if let Some(v) = self.int(&f, "icmp-errors-per-second", 0..=max).ok() {
             spec.ip.icmp_errors_per_second = v as u32;

@@ -70,8 +70,25 @@ pub fn render(view: &RuntimeView) -> String {
     let packets = counter_family(&mut reg, "node_packets", "Packets a node processed");
     let clocks = counter_family(&mut reg, "node_clocks", "TSC ticks a node spent");
     let drops = counter_family(&mut reg, "drops", "Packets dropped, by node and reason");
+    let sleeps = counter_family(
+        &mut reg,
+        "worker_sleeps",
+        "Sleeps of an idle (adaptive) worker",
+    );
+    let slept = counter_family(
+        &mut reg,
+        "worker_slept_microseconds",
+        "Time an idle (adaptive) worker spent asleep",
+    );
     for w in &view.workers {
         let worker = w.index.to_string();
+        let mode = match w.poll_mode {
+            dataplane::PollMode::Busy => "busy",
+            dataplane::PollMode::Adaptive => "adaptive",
+        };
+        let l = labels(&[("worker", &worker), ("mode", mode)]);
+        sleeps.get_or_create(&l).inc_by(w.idle.sleeps.get());
+        slept.get_or_create(&l).inc_by(w.idle.slept_ns.get() / 1000);
         for n in worker_nodes(&w.graph) {
             if n.calls == 0 && n.packets == 0 {
                 continue;

@@ -72,6 +72,8 @@ pub(crate) fn view(workers: usize) -> RuntimeView {
             cpu: Some(i + 1),
             graph: graph_stats(),
             trace: Arc::new(TraceControl::new(NODES.len())),
+            poll_mode: dataplane::PollMode::Adaptive,
+            idle: Arc::new(dataplane::idle::IdleStats::default()),
         })
         .collect();
     let port = |name: &str, mac: [u8; 6]| PortView {

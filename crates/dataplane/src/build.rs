@@ -79,6 +79,10 @@ pub struct BuiltWorker {
     pub fib: FibStats,
     /// Its epoch handle: quiescent between rounds, offline while asleep or finished.
     pub epoch: Option<WorkerEpoch>,
+    /// How it waits when idle, and its longest sleep (microseconds).
+    pub poll: (crate::spec::PollMode, u32),
+    /// Its sleeps.
+    pub idle: Arc<crate::idle::IdleStats>,
     /// Its neighbour tables (flush them into `pool` when the worker ends).
     pub neighbours: NeighbourHandle,
     /// Its bridge's counters and MAC table snapshot, when it has bridge domains.
@@ -435,6 +439,8 @@ impl BuiltWorker {
             ports: views,
             fib: lock(&shared.routing).stats(),
             epoch: shared.take_epoch(index),
+            poll: (spec.poll.mode_of(index), spec.poll.sleep_max_us),
+            idle: Arc::new(crate::idle::IdleStats::default()),
             neighbours: protocols.neighbours,
             bridge: protocols.bridge,
         })

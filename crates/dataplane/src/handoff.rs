@@ -8,6 +8,11 @@
 //! atomic indices; never a lock, an allocation or a wait on the fast path (a full ring drops
 //! the frame and counts it). Nodes: `rss-dispatch` (after the owner's rx), `handoff-tx-<port>`
 //! (a worker's transmit node for a port it has no socket on) and the input `handoff-rx`.
+//!
+//! A receiving worker that sleeps (adaptive polling) is woken through its doorbell: it
+//! announces that it sleeps, checks its rings once more, and waits on an eventfd that a
+//! producer writes only when it sees the announcement after pushing (one fence and one load per
+//! vector while the receiver is awake).
 
 use graph::{Dispatch, InputNode, Node, NodeContext, NEXT_CONSUMED};
 use nodes::flow_hash::{ip4_flow_hash, ip6_flow_hash};
@@ -15,8 +20,64 @@ use nodes::names;
 use packet::headers::{be16, eth, ip4, ip6};
 use packet::BufferPool;
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// How producers wake a sleeping receiver.
+pub struct Doorbell {
+    sleeping: AtomicBool,
+    /// An eventfd (None: the kernel refused one; the receiver then sleeps only its bounded
+    /// timeout).
+    fd: Option<OwnedFd>,
+}
+
+impl Doorbell {
+    fn new() -> Doorbell {
+        // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor we own.
+        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        Doorbell {
+            sleeping: AtomicBool::new(false),
+            // SAFETY: `raw` is a descriptor nothing else owns.
+            fd: (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) }),
+        }
+    }
+
+    /// Producer, after pushing: wake the receiver if it announced it sleeps.
+    #[inline]
+    fn ring(&self) {
+        // Orders the pushes before the load (pairs with the fence in `announce`).
+        fence(Ordering::SeqCst);
+        if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::AcqRel) {
+            if let Some(fd) = &self.fd {
+                let one: u64 = 1;
+                // SAFETY: writes 8 bytes from a live u64 to our eventfd.
+                let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            }
+        }
+    }
+
+    /// Receiver: announce that it is about to sleep.
+    fn announce(&self) {
+        self.sleeping.store(true, Ordering::SeqCst);
+        // Orders the announcement before the receiver's last look at its rings.
+        fence(Ordering::SeqCst);
+    }
+
+    /// Receiver: awake again; clear the announcement and the eventfd.
+    fn clear(&self) {
+        self.sleeping.store(false, Ordering::Relaxed);
+        if let Some(fd) = &self.fd {
+            let mut v: u64 = 0;
+            // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
+            let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        }
+    }
+
+    fn raw_fd(&self) -> Option<RawFd> {
+        self.fd.as_ref().map(|f| f.as_raw_fd())
+    }
+}
 
 /// Slots per ring (a power of two).
 pub const RING_SLOTS: usize = 1024;
@@ -45,6 +106,8 @@ pub struct HandoffRing {
     slots: Box<[UnsafeCell<Slot>]>,
     head: AtomicUsize,
     tail: AtomicUsize,
+    /// The receiver's doorbell.
+    bell: Arc<Doorbell>,
 }
 
 // SAFETY: one producer thread writes a slot only between reading `tail` (the slot is free) and
@@ -55,8 +118,13 @@ unsafe impl Sync for HandoffRing {}
 unsafe impl Send for HandoffRing {}
 
 impl HandoffRing {
-    /// An empty ring (allocates all its slots now).
+    /// An empty ring (allocates all its slots now) with a doorbell of its own.
     pub fn new() -> HandoffRing {
+        HandoffRing::with_doorbell(Arc::new(Doorbell::new()))
+    }
+
+    /// An empty ring whose receiver is woken through `bell`.
+    fn with_doorbell(bell: Arc<Doorbell>) -> HandoffRing {
         let slots = (0..RING_SLOTS)
             .map(|_| {
                 UnsafeCell::new(Slot {
@@ -72,7 +140,14 @@ impl HandoffRing {
             slots,
             head: AtomicUsize::new(0),
             tail: AtomicUsize::new(0),
+            bell,
         }
+    }
+
+    /// Producer, after a vector's pushes: wake the receiver if it sleeps.
+    #[inline]
+    fn notify(&self) {
+        self.bell.ring();
     }
 
     /// Producer: copy `data`; false when the ring is full.
@@ -132,12 +207,13 @@ pub struct Handoff {
 }
 
 impl Handoff {
-    /// Rings for `workers` workers.
+    /// Rings for `workers` workers (the rings to one worker share its doorbell).
     pub fn new(workers: usize) -> Handoff {
+        let bells: Vec<Arc<Doorbell>> = (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
         Handoff {
             workers,
             rings: (0..workers * workers)
-                .map(|_| Arc::new(HandoffRing::new()))
+                .map(|i| Arc::new(HandoffRing::with_doorbell(bells[i % workers].clone())))
                 .collect(),
         }
     }
@@ -234,6 +310,9 @@ impl Node for RssDispatch {
         if all_mine {
             return Dispatch::AllTo(0);
         }
+        for ring in &self.out {
+            ring.notify();
+        }
         Dispatch::PerPacket
     }
 }
@@ -277,6 +356,7 @@ impl Node for HandoffTx {
                 nexts[i] = 0;
             }
         }
+        self.ring.notify();
         Dispatch::PerPacket
     }
 }
@@ -301,6 +381,29 @@ impl HandoffRx {
 impl InputNode for HandoffRx {
     fn name(&self) -> &str {
         HANDOFF_RX
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        self.rings.first().and_then(|r| r.bell.raw_fd())
+    }
+
+    fn before_sleep(&self) -> bool {
+        let Some(bell) = self.rings.first().map(|r| &r.bell) else {
+            return true;
+        };
+        bell.announce();
+        // A frame pushed before the announcement was seen: no sleep.
+        if self.rings.iter().any(|r| !r.is_empty()) {
+            bell.clear();
+            return false;
+        }
+        true
+    }
+
+    fn after_sleep(&self) {
+        if let Some(r) = self.rings.first() {
+            r.bell.clear();
+        }
     }
 
     fn next_nodes(&self) -> Vec<String> {

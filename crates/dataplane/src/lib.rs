@@ -5,6 +5,7 @@
 
 pub mod build;
 pub mod handoff;
+pub mod idle;
 pub mod routing;
 pub mod spec;
 pub mod view;

@@ -57,4 +57,8 @@ pub struct WorkerView {
     pub graph: Arc<GraphStats>,
     /// Its trace switches and records.
     pub trace: Arc<TraceControl>,
+    /// `busy` or `adaptive`.
+    pub poll_mode: crate::spec::PollMode,
+    /// Its sleeps (adaptive polling).
+    pub idle: Arc<crate::idle::IdleStats>,
 }

@@ -82,6 +82,8 @@ impl Dataplane {
                     cpu: *cpu,
                     graph: w.graph.stats(),
                     trace: w.graph.trace_control(),
+                    poll_mode: w.poll.0,
+                    idle: w.idle.clone(),
                 })
                 .collect(),
             pool_backing: first.pool.backing().to_string(),
@@ -183,6 +185,7 @@ fn run_worker(
     }
     let mut received = 0u64;
     let mut rounds = 0u64;
+    let mut idler = crate::idle::Idler::new(w.poll.0, w.poll.1, &w.graph, w.idle.clone());
     let mut epoch = OfflineOnDrop(w.epoch.as_mut());
     loop {
         let n = w.graph.run_once(&mut w.pool);
@@ -191,6 +194,9 @@ fn run_worker(
             // SAFETY: between two dispatch rounds no node runs, so no reference a node took
             // from a live::Reader is alive.
             unsafe { e.quiescent() };
+        }
+        if idler.should_sleep(n) {
+            idler.sleep(&w.graph, epoch.0.as_deref_mut());
         }
         if n == 0 && w.graph.is_finished() {
             break;

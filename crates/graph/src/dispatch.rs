@@ -283,6 +283,43 @@ impl Graph {
         })
     }
 
+    /// The file descriptors of the inputs that have one (see `InputNode::wait_fd`).
+    pub fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.slots
+            .iter()
+            .filter_map(|s| match &s.imp {
+                NodeImpl::Input(n) => n.wait_fd(),
+                NodeImpl::Internal(_) => None,
+            })
+            .collect()
+    }
+
+    /// Whether every input agrees to sleep (see `InputNode::before_sleep`); when one does not,
+    /// those that agreed are told the sleep is off.
+    pub fn before_sleep(&self) -> bool {
+        let inputs = self.slots.iter().filter_map(|s| match &s.imp {
+            NodeImpl::Input(n) => Some(n),
+            NodeImpl::Internal(_) => None,
+        });
+        let mut all = true;
+        for n in inputs {
+            all &= n.before_sleep();
+        }
+        if !all {
+            self.after_sleep();
+        }
+        all
+    }
+
+    /// Tell every input the worker woke up.
+    pub fn after_sleep(&self) {
+        for s in &self.slots {
+            if let NodeImpl::Input(n) = &s.imp {
+                n.after_sleep();
+            }
+        }
+    }
+
     /// Tell every internal node the run is over (flushes output files).
     pub fn finish(&mut self) {
         for s in &mut self.slots {

@@ -188,6 +188,19 @@ pub trait InputNode: Send {
     fn is_finished(&self) -> bool {
         false
     }
+    /// A file descriptor that becomes readable when this input has packets, for a worker
+    /// that sleeps while idle (adaptive polling). None: the worker cannot wait on it and
+    /// sleeps at most its bounded timeout (memory ports, pcap files, timers).
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// The worker is about to sleep: false when this input already has work (the sleep is
+    /// skipped). An input woken by other threads announces here that it sleeps.
+    fn before_sleep(&self) -> bool {
+        true
+    }
+    /// The worker woke up (clear what `before_sleep` announced).
+    fn after_sleep(&self) {}
     /// One line describing a received packet for the trace (cold path).
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);

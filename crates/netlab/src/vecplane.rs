@@ -374,6 +374,11 @@ impl Vecplane {
         Ok(())
     }
 
+    /// The daemon's process id (`ip netns exec` replaces itself with it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The control socket.
     pub fn socket(&self) -> &Path {
         &self.socket

@@ -243,6 +243,12 @@ fn last_os_error() -> std::io::Error {
 }
 
 impl AfPacketSocket {
+    /// The socket's descriptor (for waiting on it).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.fd.as_raw_fd()
+    }
+
     fn os(&self, op: &str, source: std::io::Error) -> PortError {
         os_err(&self.interface, op, source)
     }
@@ -822,6 +828,11 @@ impl AfPacketRx {
 impl InputNode for AfPacketRx {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        // Readable once a ring block is retired (full, or after the block timeout).
+        Some(self.sock.raw_fd())
     }
 
     fn next_nodes(&self) -> Vec<String> {

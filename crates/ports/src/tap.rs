@@ -112,6 +112,12 @@ fn tap_err(name: &str, op: &str, source: std::io::Error) -> PortError {
 }
 
 impl TapDevice {
+    /// The device's descriptor (for waiting on it).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.fd.as_raw_fd()
+    }
+
     /// Create (or attach to) the TAP device of `config`. Cold path.
     pub fn open(config: &TapConfig) -> Result<Arc<TapDevice>, PortError> {
         let name = &config.name;
@@ -284,6 +290,10 @@ impl TapRx {
 impl InputNode for TapRx {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.dev.raw_fd())
     }
 
     fn next_nodes(&self) -> Vec<String> {

@@ -1581,3 +1581,47 @@ fn several_workers() {
         "{two}[[port]]\nname = \"x\"\ndriver = \"af-packet\"\nmac = \"02:00:00:00:01:01\"\n"
     ));
 }
+
+#[test]
+fn poll_mode_one_or_per_worker_and_sleep_bound() {
+    let s = ok("[dataplane]\npoll-mode = \"busy\"\npoll-sleep-max-us = 500\n");
+    assert_eq!(s.poll.mode_of(0), dataplane::PollMode::Busy);
+    assert_eq!(s.poll.sleep_max_us, 500);
+    let s = ok("[dataplane]\nworkers = 2\npoll-mode = [\"busy\", \"adaptive\"]\n");
+    assert_eq!(s.poll.mode_of(1), dataplane::PollMode::Adaptive);
+    assert_eq!(ok("").poll.mode_of(0), dataplane::PollMode::Adaptive);
+    one_error(
+        "[dataplane]\npoll-mode = \"lazy\"\n",
+        2,
+        Some("poll-mode"),
+        "`lazy` is not a mode; accepted: \"busy\"",
+    );
+    one_error(
+        "[dataplane]\nworkers = 2\npoll-mode = [\"busy\"]\n",
+        3,
+        Some("poll-mode"),
+        "1 modes for 2 worker(s)",
+    );
+    one_error(
+        "[dataplane]\npoll-sleep-max-us = 5\n",
+        2,
+        Some("poll-sleep-max-us"),
+        "10..=100000",
+    );
+}
+
+#[test]
+fn api_tcp_needs_a_token_file() {
+    one_error(
+        "[api]\ntcp = \"127.0.0.1:8080\"\n",
+        2,
+        Some("tcp"),
+        "needs token-file",
+    );
+    one_error(
+        "[api]\ntcp = \"localhost\"\ntoken-file = \"t\"\n",
+        2,
+        Some("tcp"),
+        "not an address and port",
+    );
+}
