@@ -517,7 +517,7 @@ fn a_real_prometheus_scrapes_the_packet_counters() {
         "http://{web}/api/v1/query?query=vecplane_port_tx_packets_total%7Bport%3D%22out0%22%7D"
     );
     let t0 = Instant::now();
-    let mut last = String::new();
+    let mut last;
     let value = loop {
         let o = Command::new("curl")
             .args(["-s", "-m", "5", &query])

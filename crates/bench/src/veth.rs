@@ -1143,53 +1143,6 @@ fn stability(p: &Plan, runs: usize) -> Result<Report> {
     Ok(Report { text, json })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::ValueEnum;
-
-    #[test]
-    fn scenario_names_parse() {
-        for (name, want) in [
-            ("l2xc", ScenarioArg::Engine(Scenario::L2xc)),
-            ("ip6", ScenarioArg::Engine(Scenario::Ip6)),
-            ("veth-router", ScenarioArg::Veth(VethScenario::Router)),
-            ("veth-bridge", ScenarioArg::Veth(VethScenario::Bridge)),
-        ] {
-            assert_eq!(ScenarioArg::from_str(name, false), Ok(want));
-        }
-        assert!(ScenarioArg::from_str("veth", false).is_err());
-        assert_eq!(ScenarioArg::Veth(VethScenario::Router).engine(), None);
-    }
-
-    #[test]
-    fn spread_is_sample_statistics() {
-        let (mean, min, max, sd, cv) = spread(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
-        assert!((mean - 5.0).abs() < 1e-12);
-        assert_eq!((min, max), (2.0, 9.0));
-        assert!((sd - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
-        assert!((cv - sd / 5.0).abs() < 1e-12);
-        assert_eq!(spread(&[]), (0.0, 0.0, 0.0, 0.0, 0.0));
-        assert_eq!(spread(&[3.0]).3, 0.0);
-    }
-
-    #[test]
-    fn cpu_times_reads_proc_stat() {
-        let t = cpu_times(0).expect("cpu0 in /proc/stat");
-        assert!(t.user <= t.busy && t.softirq <= t.busy && t.busy <= t.total && t.total > 0);
-        let later = CpuTimes {
-            user: t.user + 10,
-            softirq: t.softirq + 20,
-            busy: t.busy + 50,
-            total: t.total + 100,
-        };
-        assert_eq!(t.shares(later), (0.5, 0.1, 0.2));
-        assert_eq!(t.shares(t), (0.0, 0.0, 0.0));
-        assert!(backlog_drops().is_some());
-        assert_eq!(cpu_times(100_000), None);
-    }
-}
-
 /// CPU seconds (user + system) process `pid` used so far (0 when unreadable).
 fn process_cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -1292,4 +1245,51 @@ pub fn poll_compare(args: &BenchArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::ValueEnum;
+
+    #[test]
+    fn scenario_names_parse() {
+        for (name, want) in [
+            ("l2xc", ScenarioArg::Engine(Scenario::L2xc)),
+            ("ip6", ScenarioArg::Engine(Scenario::Ip6)),
+            ("veth-router", ScenarioArg::Veth(VethScenario::Router)),
+            ("veth-bridge", ScenarioArg::Veth(VethScenario::Bridge)),
+        ] {
+            assert_eq!(ScenarioArg::from_str(name, false), Ok(want));
+        }
+        assert!(ScenarioArg::from_str("veth", false).is_err());
+        assert_eq!(ScenarioArg::Veth(VethScenario::Router).engine(), None);
+    }
+
+    #[test]
+    fn spread_is_sample_statistics() {
+        let (mean, min, max, sd, cv) = spread(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]);
+        assert!((mean - 5.0).abs() < 1e-12);
+        assert_eq!((min, max), (2.0, 9.0));
+        assert!((sd - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
+        assert!((cv - sd / 5.0).abs() < 1e-12);
+        assert_eq!(spread(&[]), (0.0, 0.0, 0.0, 0.0, 0.0));
+        assert_eq!(spread(&[3.0]).3, 0.0);
+    }
+
+    #[test]
+    fn cpu_times_reads_proc_stat() {
+        let t = cpu_times(0).expect("cpu0 in /proc/stat");
+        assert!(t.user <= t.busy && t.softirq <= t.busy && t.busy <= t.total && t.total > 0);
+        let later = CpuTimes {
+            user: t.user + 10,
+            softirq: t.softirq + 20,
+            busy: t.busy + 50,
+            total: t.total + 100,
+        };
+        assert_eq!(t.shares(later), (0.5, 0.1, 0.2));
+        assert_eq!(t.shares(t), (0.0, 0.0, 0.0));
+        assert!(backlog_drops().is_some());
+        assert_eq!(cpu_times(100_000), None);
+    }
 }
