@@ -984,10 +984,23 @@ class Model:
                 return
             src = int.from_bytes(h[8:24], "big")
             dst = int.from_bytes(h[24:40], "big")
-            if src >> 120 == 0xFF or src in (0, 1) or dst in (0, 1):
-                r = drop("ip6-input", "bad-source")
+            # Address checks as Linux's ip6_rcv_core and RFC 4291, in vecplane's order.
+            def v4_mapped(a):
+                return a >> 32 == 0xFFFF
+            if src >> 120 == 0xFF:
+                r = drop("ip6-input", "multicast-source")
+            elif src == 0:
+                r = drop("ip6-input", "unspecified-source")
+            elif src == 1 or dst == 1:
+                r = drop("ip6-input", "loopback-address")
+            elif v4_mapped(src) or v4_mapped(dst):
+                r = drop("ip6-input", "v4-mapped-address")
+            elif dst == 0:
+                r = drop("ip6-input", "unspecified-destination")
             elif dst >> 120 == 0xFF:
-                r = drop("ip6-input", "multicast-destination")
+                scope = (dst >> 112) & 0xF
+                r = drop("ip6-input", {0: "reserved-multicast-scope",
+                                       1: "interface-local-multicast"}.get(scope, "multicast-destination"))
             elif src >> 118 == 0xFE80 >> 6 or dst >> 118 == 0xFE80 >> 6:
                 r = drop("ip6-input", "link-local")
             elif frame[0] & 1:

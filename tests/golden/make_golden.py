@@ -322,6 +322,22 @@ def router_cases():
         ("drop", "ip6-input", "bad-version"))
     add("IPv6 ethertype, 20 bytes of header", eth(etype=0x86DD) / Raw(good6[14:34]),
         ("drop", "ip6-input", "too-short"))
+    # Addresses ip6_rcv_core and RFC 4291 refuse on a wire, and what a router does not forward.
+    for what, src, dst, reason in [
+        ("multicast source", "ff0e::1", "2001:db8:100::5", "multicast-source"),
+        ("unspecified source", "::", "2001:db8:100::5", "unspecified-source"),
+        ("loopback source", "::1", "2001:db8:100::5", "loopback-address"),
+        ("loopback destination", HOST6, "::1", "loopback-address"),
+        ("v4-mapped source", "::ffff:198.18.1.2", "2001:db8:100::5", "v4-mapped-address"),
+        ("v4-mapped destination", HOST6, "::ffff:198.18.2.2", "v4-mapped-address"),
+        ("unspecified destination", HOST6, "::", "unspecified-destination"),
+        ("multicast scope 0", HOST6, "ff00::5", "reserved-multicast-scope"),
+        ("interface-local multicast", HOST6, "ff01::5", "interface-local-multicast"),
+        ("global multicast", HOST6, "ff0e::5", "multicast-destination"),
+        ("link-local destination", HOST6, "fe80::5", "link-local"),
+    ]:
+        add(f"udp6 with a {what} ({src} -> {dst})", v6(dst, udp("addr6"), src=src),
+            ("drop", "ip6-input", reason))
     neighbour_cases(add)
     return c
 

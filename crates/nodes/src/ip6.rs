@@ -24,6 +24,47 @@ fn is_link_local(a: u128) -> bool {
     a >> 118 == 0xfe80 >> 6
 }
 
+/// `::ffff:0:0/96`: an IPv4 address written as IPv6; never on the wire (RFC 4291 2.5.5.2).
+#[inline(always)]
+fn is_v4_mapped(a: u128) -> bool {
+    a >> 32 == 0xffff
+}
+
+/// The scope field of a multicast address (RFC 4291 2.7).
+#[inline(always)]
+fn multicast_scope(a: u128) -> u8 {
+    ((a >> 112) & 0xf) as u8
+}
+
+/// Why `ip6-input` refuses to forward a packet between `src` and `dst` (its `INPUT_ERRORS`
+/// index), checked as Linux's `ip6_rcv_core` and RFC 4291 require of a packet that arrived on
+/// a wire, plus what a router must not forward (link-local scope, multicast).
+#[inline(always)]
+fn address_error(src: u128, dst: u128) -> Option<u16> {
+    const LOOPBACK: u128 = 1;
+    if is_multicast(src) {
+        Some(3) // multicast-source: RFC 4291 2.7
+    } else if src == 0 {
+        Some(7) // unspecified-source: RFC 4291 2.5.2, never forwarded
+    } else if src == LOOPBACK || dst == LOOPBACK {
+        Some(8) // loopback-address: RFC 4291 2.5.3, not from a wire
+    } else if is_v4_mapped(src) || is_v4_mapped(dst) {
+        Some(9) // v4-mapped-address
+    } else if dst == 0 {
+        Some(10) // unspecified-destination
+    } else if is_multicast(dst) {
+        Some(match multicast_scope(dst) {
+            0 => 11, // reserved-multicast-scope: RFC 4291 2.7, silently dropped
+            1 => 12, // interface-local-multicast: loopback only
+            _ => 4,  // multicast-destination: not forwarded by this router
+        })
+    } else if is_link_local(src) || is_link_local(dst) {
+        Some(5) // link-local
+    } else {
+        None
+    }
+}
+
 /// The `ip6-input` node.
 #[derive(Default)]
 pub struct Ip6Input {
@@ -54,14 +95,20 @@ const IN_NEXT_ICMP: u16 = 2;
 const IN_NEXT_ND: u16 = 3;
 
 /// `ip6-input` drop reasons, by index.
-pub const INPUT_ERRORS: [&str; 7] = [
+pub const INPUT_ERRORS: [&str; 13] = [
     "too-short",
     "bad-version",
     "bad-length",
-    "bad-source",
+    "multicast-source",
     "multicast-destination",
     "link-local",
     "l2-multicast",
+    "unspecified-source",
+    "loopback-address",
+    "v4-mapped-address",
+    "unspecified-destination",
+    "reserved-multicast-scope",
+    "interface-local-multicast",
 ];
 
 impl Node for Ip6Input {
@@ -118,14 +165,8 @@ impl Node for Ip6Input {
                 }
                 let src = be128(h, ip6::SRC);
                 let dst = be128(h, ip6::DST);
-                if is_multicast(src) || src == 0 || src == 1 || dst == 0 || dst == 1 {
-                    break 'check fail(3);
-                }
-                if is_multicast(dst) {
-                    break 'check fail(4);
-                }
-                if is_link_local(src) || is_link_local(dst) {
-                    break 'check fail(5);
+                if let Some(reason) = address_error(src, dst) {
+                    break 'check fail(reason);
                 }
                 // A unicast packet received as a link-layer multicast is not forwarded.
                 if meta.flags & FLAG_L2_MULTICAST != 0 {

@@ -647,12 +647,52 @@ fn ip6_errors_are_counted() {
         (
             udp6("ff02::1", "2001:db8:2::2", 64, 100),
             "ip6-input",
-            "bad-source",
+            "multicast-source",
         ),
         (
             udp6("::", "2001:db8:2::2", 64, 100),
             "ip6-input",
-            "bad-source",
+            "unspecified-source",
+        ),
+        (
+            udp6("::1", "2001:db8:2::2", 64, 100),
+            "ip6-input",
+            "loopback-address",
+        ),
+        (
+            udp6("2001:db8:1::2", "::1", 64, 100),
+            "ip6-input",
+            "loopback-address",
+        ),
+        (
+            udp6("::ffff:198.18.1.2", "2001:db8:2::2", 64, 100),
+            "ip6-input",
+            "v4-mapped-address",
+        ),
+        (
+            udp6("2001:db8:1::2", "::ffff:198.18.2.2", 64, 100),
+            "ip6-input",
+            "v4-mapped-address",
+        ),
+        (
+            udp6("2001:db8:1::2", "::", 64, 100),
+            "ip6-input",
+            "unspecified-destination",
+        ),
+        (
+            udp6("2001:db8:1::2", "ff00::1", 64, 100),
+            "ip6-input",
+            "reserved-multicast-scope",
+        ),
+        (
+            udp6("2001:db8:1::2", "ff01::1", 64, 100),
+            "ip6-input",
+            "interface-local-multicast",
+        ),
+        (
+            udp6("2001:db8:1::2", "fe80::9", 64, 100),
+            "ip6-input",
+            "link-local",
         ),
         (
             udp6("2001:db8:1::2", "ff02::1", 64, 100),
