@@ -19,12 +19,10 @@ fn tool(name: &str) -> bool {
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    assert!(
-        found || std::env::var_os("CI").is_none(),
-        "{name} is missing; scripts/test.sh installs it"
-    );
     if !found {
-        eprintln!("skipped: {name} is not installed");
+        testenv::skip(&format!(
+            "{name} is not installed (scripts/test.sh installs it)"
+        ));
     }
     found
 }

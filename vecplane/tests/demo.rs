@@ -24,7 +24,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 macro_rules! require_root {
     ($tools:expr) => {
         if let Some(why) = netlab::missing_prerequisite($tools) {
-            println!("skipped: {why}");
+            testenv::skip(&why);
             return;
         }
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -75,7 +75,10 @@ fn route_through_vecplane(driver: Driver) {
         Err(e) => {
             if let Some(c) = e.downcast_ref::<control::ConfigError>() {
                 if unsupported_feature(c).is_some() {
-                    println!("skipped: this build does not accept {}: {c}", driver.name());
+                    testenv::skip(&format!(
+                        "this build does not accept {}: {c}",
+                        driver.name()
+                    ));
                     return;
                 }
             }
@@ -333,7 +336,7 @@ fn json_of(stdout: &str) -> serde_json::Value {
 fn bench_veth_router_measures_vecplane_and_the_kernel() {
     require_root!(&["ip", "ethtool", "tc"]);
     if !has_gen() {
-        println!("skipped: this vecplane has no `gen` subcommand");
+        testenv::skip("this vecplane has no `gen` subcommand");
         return;
     }
     let (ok, out, err) = bench(
@@ -376,7 +379,7 @@ fn bench_veth_router_measures_vecplane_and_the_kernel() {
 fn bench_veth_bridge_measures_vecplane_and_the_linux_bridge() {
     require_root!(&["ip", "ethtool", "tc"]);
     if !has_gen() {
-        println!("skipped: this vecplane has no `gen` subcommand");
+        testenv::skip("this vecplane has no `gen` subcommand");
         return;
     }
     let (ok, out, err) = bench(

@@ -24,7 +24,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 macro_rules! require_root {
     ($tools:expr) => {
         if let Some(why) = netlab::missing_prerequisite($tools) {
-            println!("skipped: {why}");
+            testenv::skip(&why);
             return;
         }
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -374,7 +374,7 @@ for f in frames:
 fn bad_frames_are_dropped_and_counted_while_good_traffic_flows() {
     require_root!(&["ip", "ethtool", "ping", "iperf3", "python3"]);
     if let Err(why) = golden_support::python_with_scapy() {
-        println!("skipped: {why}");
+        testenv::skip(&why);
         return;
     }
     let t =
@@ -627,7 +627,7 @@ fn tap_ports_with_two_workers_route_between_namespaces() {
 fn oversized_frame_is_dropped_and_counted_on_af_packet() {
     require_root!(&["ip", "ethtool", "ping", "iperf3", "python3"]);
     if let Err(why) = golden_support::python_with_scapy() {
-        println!("skipped: {why}");
+        testenv::skip(&why);
         return;
     }
     let t =

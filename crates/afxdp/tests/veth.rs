@@ -1,5 +1,5 @@
 //! End-to-end tests of the AF_XDP port on veth pairs and network namespaces. They need root:
-//! without it each test prints why it is skipped and passes. Topology:
+//! without it each test prints why it is skipped and passes (in CI it fails). Topology:
 //!
 //! ```text
 //! ns A (198.18.1.2/24) a0 ==veth== a1  [vecplane, this process's namespace]  b1 ==veth== b0 (198.18.2.2/24) ns B
@@ -40,7 +40,9 @@ fn is_root() -> bool {
 /// Take the serial lock, or `None` (with a message) when the test cannot run here.
 fn begin(test: &str) -> Option<MutexGuard<'static, ()>> {
     if !is_root() {
-        println!("SKIPPED {test}: needs root (network namespaces, veth, XDP, AF_XDP)");
+        testenv::skip(&format!(
+            "{test}: needs root (network namespaces, veth, XDP, AF_XDP)"
+        ));
         return None;
     }
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

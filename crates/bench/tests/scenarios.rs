@@ -211,12 +211,10 @@ fn fib_against_dpdk_reports_rates_and_memory_of_both() {
         "20000",
     ]);
     if !a.dpdk_fib_path.exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI installs dpdk-dev (scripts/test.sh): {} must be there",
+        testenv::skip(&format!(
+            "{} is not installed (scripts/test.sh installs dpdk-dev)",
             a.dpdk_fib_path.display()
-        );
-        eprintln!("skipped: {} is not installed", a.dpdk_fib_path.display());
+        ));
         return;
     }
     for v6 in [false, true] {

@@ -17,7 +17,7 @@ const PREFIX: &str = "vnlt";
 macro_rules! require_root {
     () => {
         if let Some(why) = netlab::missing_prerequisite(&["ip", "ethtool", "ping"]) {
-            println!("skipped: {why}");
+            testenv::skip(&why);
             return;
         }
         let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -553,7 +553,7 @@ mod tests {
     fn tx_write_errors_count_drops() {
         let full = Path::new("/dev/full");
         if !full.exists() {
-            println!("skipped: /dev/full does not exist");
+            testenv::skip("/dev/full does not exist");
             return;
         }
         let stats = Arc::new(PortStats::default());

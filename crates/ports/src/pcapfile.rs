@@ -655,7 +655,7 @@ mod tests {
     fn flush_reports_write_errors() {
         let path = Path::new("/dev/full");
         if !path.exists() {
-            println!("skipped: /dev/full does not exist");
+            testenv::skip("/dev/full does not exist");
             return;
         }
         let mut w = PcapWriter::create(path).expect("create /dev/full");
@@ -697,7 +697,7 @@ mod tests {
         {
             Ok(o) => o,
             Err(e) => {
-                println!("skipped: cannot run tcpdump ({e})");
+                testenv::skip(&format!("cannot run tcpdump ({e})"));
                 return;
             }
         };

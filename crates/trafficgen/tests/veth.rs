@@ -69,7 +69,7 @@ fn missing_prerequisite() -> Option<String> {
 /// The serial lock, or `None` after printing why the test cannot run here.
 fn begin() -> Option<MutexGuard<'static, ()>> {
     if let Some(why) = missing_prerequisite() {
-        println!("skipped: {why}");
+        testenv::skip(&why);
         return None;
     }
     let guard = SERIAL.lock().unwrap_or_else(|p| p.into_inner());

@@ -30,7 +30,7 @@ pub static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 macro_rules! require_root {
     ($skip:expr) => {
         if let Some(why) = $skip {
-            println!("skipped: {why}");
+            testenv::skip(&why);
             return;
         }
         let _serial = common::SERIAL.lock().unwrap_or_else(|e| e.into_inner());
