@@ -284,10 +284,8 @@ mod tests {
         // SAFETY: `fd` was just returned to us and is owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // SAFETY: resizing a memfd we own.
-        assert_eq!(
-            unsafe { libc::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 4096) },
-            0
-        );
+        let rc = unsafe { libc::ftruncate(std::os::fd::AsRawFd::as_raw_fd(&fd), 4096) };
+        assert_eq!(rc, 0);
         Arc::new(Mmap::map(&fd, 0, 4096).expect("map"))
     }
 
