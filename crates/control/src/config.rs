@@ -200,7 +200,7 @@ impl Config {
     /// Read and validate the config file at `path` (relative pcap paths resolve against its
     /// directory). Does not check that pcap files exist: see [`Config::check_files`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+        let text = read_bounded(path).map_err(|cause| ConfigError::Read {
             path: path.display().to_string(),
             cause,
         })?;
@@ -421,6 +421,8 @@ struct Ctx<'a> {
     file: &'a str,
     line_starts: Vec<usize>,
     issues: Vec<Issue>,
+    /// Own subnets seen so far: (network, length, line, port).
+    own_nets: Vec<(IpAddr, u8, usize, String)>,
 }
 
 /// Outcome of reading one field: absent, present but invalid (already reported), or a value
@@ -614,6 +616,7 @@ impl<'a> Ctx<'a> {
             file,
             line_starts: first_line_break_positions(text),
             issues: Vec::new(),
+            own_nets: Vec::new(),
         }
     }
 
@@ -1923,6 +1926,19 @@ impl<'a> Ctx<'a> {
                         ok = false;
                         continue;
                     }
+                    if let Some(why) = unusable_own_address(ip, len) {
+                        self.error(
+                            &span,
+                            &section,
+                            Some(key),
+                            format!(
+                                "`{s}`: {why}; accepted: a unicast address of the port's own \
+                                 subnet, like {example}"
+                            ),
+                        );
+                        ok = false;
+                        continue;
+                    }
                     let line = self.line_of(span.start);
                     if let Some((first, other)) = seen.get(&ip) {
                         let msg = format!(
@@ -1933,7 +1949,27 @@ impl<'a> Ctx<'a> {
                         ok = false;
                         continue;
                     }
+                    let net = mask(ip, len);
+                    if let Some((onet, olen, oline, oport)) = self
+                        .own_nets
+                        .iter()
+                        .find(|(n, l, _, p)| {
+                            p != port && contains(*n, *l, net)
+                                || p != port && contains(net, len, *n)
+                        })
+                        .cloned()
+                    {
+                        let msg = format!(
+                            "subnet {net}/{len} overlaps {onet}/{olen} of port `{oport}` (line \
+                             {oline}); accepted: one subnet per port, not shared with another \
+                             port"
+                        );
+                        self.error(&span, &section, Some(key), msg);
+                        ok = false;
+                        continue;
+                    }
                     seen.insert(ip, (line, port.to_string()));
+                    self.own_nets.push((net, len, line, port.to_string()));
                     out.push((ip, len));
                 }
                 Ok((ip, _)) => {
@@ -2587,6 +2623,78 @@ fn online_cpus() -> usize {
 }
 
 /// Parse `ADDRESS/LENGTH`; the error text completes "`X` ...".
+/// Largest config file read (a bigger one is refused before it is read).
+pub const MAX_CONFIG_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Read a config file: a regular file (a FIFO or a device would block or never end) of at
+/// most `MAX_CONFIG_BYTES`.
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device or directory is not a config file)",
+        ));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "{} bytes; a config file is at most {MAX_CONFIG_BYTES} bytes",
+                meta.len()
+            ),
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX_CONFIG_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("it grew past {MAX_CONFIG_BYTES} bytes while being read"),
+        ));
+    }
+    Ok(text)
+}
+
+/// Why `ip/len` cannot be an address of a port (None: it can).
+fn unusable_own_address(ip: IpAddr, len: u8) -> Option<&'static str> {
+    match ip {
+        IpAddr::V4(a) => {
+            if a.is_unspecified() {
+                Some("the unspecified address 0.0.0.0 cannot be a port's address")
+            } else if a.is_loopback() {
+                Some("a loopback address (127.0.0.0/8) cannot be a port's address")
+            } else if a.is_multicast() {
+                Some("a multicast address cannot be a port's address")
+            } else if a.is_broadcast() {
+                Some("the broadcast address 255.255.255.255 cannot be a port's address")
+            } else if len <= 30 && {
+                let host = u32::from(a) & (u32::MAX >> len);
+                host == 0 || host == u32::MAX >> len
+            } {
+                Some("it is the network or the broadcast address of its own subnet")
+            } else {
+                None
+            }
+        }
+        IpAddr::V6(a) => {
+            if a.is_unspecified() {
+                Some("the unspecified address :: cannot be a port's address")
+            } else if a.is_loopback() {
+                Some("the loopback address ::1 cannot be a port's address")
+            } else if a.is_multicast() {
+                Some("a multicast address cannot be a port's address")
+            } else if u128::from(a) >> 32 == 0xffff {
+                Some("an IPv4-mapped address (::ffff:0:0/96) cannot be a port's address")
+            } else {
+                None
+            }
+        }
+    }
+}
+
 pub(crate) fn parse_prefix(s: &str) -> Result<(IpAddr, u8), String> {
     let Some((a, l)) = s.split_once('/') else {
         return Err("has no prefix length".to_string());

@@ -1625,3 +1625,50 @@ fn api_tcp_needs_a_token_file() {
         "not an address and port",
     );
 }
+
+#[test]
+fn own_addresses_must_be_usable_unicast_and_subnets_not_shared() {
+    let port = |ip: &str| {
+        format!("[[port]]\nname = \"p0\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:09:01\"\nip4 = [\"{ip}\"]\n")
+    };
+    for (ip, needle) in [
+        ("127.0.0.1/8", "loopback"),
+        ("224.0.0.5/24", "multicast"),
+        ("255.255.255.255/24", "broadcast address 255.255.255.255"),
+        ("0.0.0.0/24", "unspecified"),
+        ("198.18.1.0/24", "network or the broadcast address"),
+        ("198.18.1.255/24", "network or the broadcast address"),
+    ] {
+        one_error(&port(ip), 5, Some("ip4"), needle);
+    }
+    // /31 and /32 have no network or broadcast address.
+    ok(&port("198.18.1.0/31"));
+    let v6 = |ip: &str| {
+        format!("[[port]]\nname = \"p0\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:09:01\"\nip6 = [\"{ip}\"]\n")
+    };
+    for (ip, needle) in [
+        ("::1/128", "loopback"),
+        ("ff02::1/64", "multicast"),
+        ("::/64", "unspecified"),
+        ("::ffff:198.18.1.1/120", "IPv4-mapped"),
+    ] {
+        one_error(&v6(ip), 5, Some("ip6"), needle);
+    }
+    // The same subnet on two ports.
+    let two = format!(
+        "{}\n[[port]]\nname = \"p1\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:09:02\"\nip4 = [\"198.18.1.9/16\"]\n",
+        port("198.18.1.1/24")
+    );
+    one_error(
+        &two,
+        11,
+        Some("ip4"),
+        "overlaps 198.18.1.0/24 of port `p0` (line 5)",
+    );
+}
+
+#[test]
+fn a_config_that_is_not_a_regular_file_is_refused() {
+    let e = Config::load(Path::new("/dev/zero")).expect_err("a device");
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+}
