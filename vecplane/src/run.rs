@@ -154,6 +154,20 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec = Arc::new(config.spec);
     install_signal_handlers();
 
+    // Every output (pcap tx files, --stats-json) is checked before any is created or
+    // truncated: no symlink, a regular file, not the config or an input, not locked.
+    let mut protected = spec.input_files();
+    protected.extend(ports::outfile::file_id(&args.config));
+    let mut outputs = spec.output_files();
+    if let Some(p) = &args.stats_json {
+        outputs.push(p.as_path());
+    }
+    if let Err(e) = ports::outfile::check_outputs(&outputs, &protected) {
+        eprintln!("{e}");
+        eprintln!("vecplane run: nothing was started");
+        return Ok(ExitCode::from(2));
+    }
+
     // Bind first: a socket in use must not cost a data plane start.
     let socket = ControlSocket::bind(&args.socket)?;
     let dp = Dataplane::new(&spec)
@@ -171,7 +185,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     let running = dp.start();
-    let control = Arc::new(Control::new(running.view().clone(), spec.clone()));
+    let control =
+        Arc::new(Control::new(running.view().clone(), spec.clone()).protect(&args.config));
     let reloader = Arc::new(Reloader::new(
         &args.config,
         (*spec).clone(),
@@ -244,7 +259,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.stats_json {
         let mut text = serde_json::to_string_pretty(&stats)?;
         text.push('\n');
-        std::fs::write(path, text)
+        use std::io::Write;
+        ports::outfile::create_output(path, &protected)
+            .map_err(anyhow::Error::from)
+            .and_then(|mut f| f.write_all(text.as_bytes()).map_err(anyhow::Error::from))
             .with_context(|| format!("cannot write --stats-json {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)

@@ -490,3 +490,77 @@ fn pcap_l2xc_run_rewrites_macs() {
         assert_eq!(o[12..], f[12..]);
     }
 }
+
+// --- files a root daemon writes on an operator's word ----------------------------------------
+
+/// `vecplane run` of PCAP_ROUTER with `tx` replaced by `tx`; its output and exit code.
+fn run_with_tx(d: &TempDir, tx: &str, extra: &[&str]) -> std::process::Output {
+    let cfg = d.write(
+        "files.toml",
+        &PCAP_ROUTER.replace("tx = \"out.pcap\"", &format!("tx = \"{tx}\"")),
+    );
+    let mut args = vec!["run", "--config", cfg.to_str().unwrap_or(""), "--socket"];
+    let sock = d.path("files.sock");
+    args.push(sock.to_str().unwrap_or(""));
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn outputs_never_overwrite_inputs_symlinks_or_the_config() {
+    let d = TempDir::new();
+    let frames = vec![udp(IN0, HOST, "198.18.1.2", "198.19.0.1", 1000)];
+    write_pcap(&d.path("in.pcap"), &frames);
+    let input = std::fs::read(d.path("in.pcap")).unwrap();
+    std::fs::create_dir_all(d.path("sub")).unwrap();
+    // The input by another spelling.
+    let o = run_with_tx(&d, "sub/../in.pcap", &["--seconds", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("input of this run"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(d.path("in.pcap")).unwrap(),
+        input,
+        "the input is intact"
+    );
+    // A symlink to a file the operator may not write.
+    std::fs::write(d.path("precious"), b"keep me").unwrap();
+    std::os::unix::fs::symlink(d.path("precious"), d.path("link.pcap")).unwrap();
+    let o = run_with_tx(&d, "link.pcap", &["--seconds", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("symbolic link"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(d.path("precious")).unwrap(), b"keep me");
+    // --stats-json naming the config, or a missing directory: refused at start, nothing written.
+    let cfg = d.path("files.toml");
+    let o = run_with_tx(
+        &d,
+        "out.pcap",
+        &["--stats-json", cfg.to_str().unwrap(), "--seconds", "1"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let after = std::fs::read_to_string(&cfg).unwrap();
+    assert_eq!(after, PCAP_ROUTER, "the config is intact");
+    let missing = d.path("no/such/dir/stats.json");
+    let o = run_with_tx(
+        &d,
+        "out.pcap",
+        &["--stats-json", missing.to_str().unwrap(), "--seconds", "1"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("stats.json"), "{}", stderr(&o));
+    // A good run still works, and its output exists.
+    let o = run_with_tx(&d, "out.pcap", &["--seconds", "5"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(d.path("out.pcap").exists());
+}
+
+#[test]
+fn a_fifo_as_pcap_input_is_refused() {
+    let d = TempDir::new();
+    let fifo = d.path("in.pcap");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path that lives across the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let o = run_with_tx(&d, "out.pcap", &["--seconds", "2"]);
+    assert_ne!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a regular file"), "{}", stderr(&o));
+}

@@ -59,8 +59,10 @@ impl CaptureJob {
         port_id: u16,
         request: CaptureRequest,
         tsc_hz: u64,
+        forbidden: &[ports::outfile::FileId],
     ) -> Result<CaptureJob, String> {
-        let mut writer = PcapWriter::create(&request.file).map_err(|e| e.to_string())?;
+        let mut writer =
+            PcapWriter::create_checked(&request.file, forbidden).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let written = Arc::new(AtomicU64::new(0));
         let error = Arc::new(Mutex::new(None));

@@ -398,12 +398,25 @@ pub struct Control {
     started: Instant,
     base: Mutex<Baselines>,
     capture: Mutex<Option<CaptureJob>>,
+    /// Files no capture may overwrite (the config file, the run's inputs).
+    protected: Vec<ports::outfile::FileId>,
 }
 
 impl Control {
+    /// Also refuse captures into the file `path` (the config file).
+    pub fn protect(mut self, path: &std::path::Path) -> Control {
+        self.protected.extend(ports::outfile::file_id(path));
+        self
+    }
+
+    fn protected_files(&self) -> Vec<ports::outfile::FileId> {
+        self.protected.clone()
+    }
+
     /// Serve `view` of a data plane built from `spec`; "time since start" counts from now.
     pub fn new(view: RuntimeView, spec: Arc<DataplaneSpec>) -> Control {
         let now = Instant::now();
+        let protected = spec.input_files();
         Control {
             fib: FibView::new(&spec),
             view,
@@ -418,6 +431,7 @@ impl Control {
                 errors_at: now,
             }),
             capture: Mutex::new(None),
+            protected,
         }
     }
 
@@ -448,6 +462,7 @@ impl Control {
             port as u16,
             r.clone(),
             self.view.tsc_hz,
+            &self.protected_files(),
         )
         .map_err(|e| CommandError(format!("cannot capture into {}: {e}", r.file.display())))?;
         let out = started.status(self.view.capture.lost.get());

@@ -1954,8 +1954,7 @@ impl<'a> Ctx<'a> {
                         .own_nets
                         .iter()
                         .find(|(n, l, _, p)| {
-                            p != port && contains(*n, *l, net)
-                                || p != port && contains(net, len, *n)
+                            p != port && (contains(*n, *l, net) || contains(net, len, *n))
                         })
                         .cloned()
                     {

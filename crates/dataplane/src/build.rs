@@ -254,8 +254,14 @@ impl BuiltWorker {
                         b.add_input(Box::new(node));
                     }
                     if let Some(path) = tx {
-                        let node = PcapTx::create(tx_name.clone(), id as u16, path, stats.clone())
-                            .map_err(|e| port_err(e.to_string()))?;
+                        let node = PcapTx::create_checked(
+                            tx_name.clone(),
+                            id as u16,
+                            path,
+                            stats.clone(),
+                            &spec.input_files(),
+                        )
+                        .map_err(|e| port_err(e.to_string()))?;
                         b.add_node(Box::new(node));
                         tx_nodes.push(Some(tx_name));
                     } else {

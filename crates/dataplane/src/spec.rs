@@ -50,6 +50,28 @@ pub struct DataplaneSpec {
 }
 
 impl DataplaneSpec {
+    /// Identities of the files the run reads (pcap `rx`), which no output may overwrite.
+    pub fn input_files(&self) -> Vec<ports::outfile::FileId> {
+        self.ports
+            .iter()
+            .filter_map(|p| match &p.driver {
+                PortDriver::Pcap { rx: Some(rx), .. } => ports::outfile::file_id(rx),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The pcap files the run writes (`tx`).
+    pub fn output_files(&self) -> Vec<&std::path::Path> {
+        self.ports
+            .iter()
+            .filter_map(|p| match &p.driver {
+                PortDriver::Pcap { tx: Some(tx), .. } => Some(tx.as_path()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The CPU worker `w` is pinned to, if any.
     pub fn cpu_of(&self, w: usize) -> Option<usize> {
         if self.workers <= 1 && w == 0 {

@@ -170,14 +170,40 @@ impl PcapTx {
         path: &Path,
         stats: Arc<PortStats>,
     ) -> Result<PcapTx, PortError> {
-        Ok(PcapTx {
+        PcapTx::create_checked(node_name, port_id, path, stats, &[])
+    }
+
+    /// `create`, refusing also the files `forbidden` (the config and the inputs of a run).
+    pub fn create_checked(
+        node_name: String,
+        port_id: u16,
+        path: &Path,
+        stats: Arc<PortStats>,
+        forbidden: &[crate::outfile::FileId],
+    ) -> Result<PcapTx, PortError> {
+        Ok(PcapTx::with_writer(
+            node_name,
+            port_id,
+            PcapWriter::create_checked(path, forbidden)?,
+            stats,
+        ))
+    }
+
+    /// A node writing through `writer`.
+    pub(crate) fn with_writer(
+        node_name: String,
+        port_id: u16,
+        writer: PcapWriter<File>,
+        stats: Arc<PortStats>,
+    ) -> PcapTx {
+        PcapTx {
             name: node_name,
             port_id,
-            writer: PcapWriter::create(path)?,
+            writer,
             stats,
             error: None,
             flushed: true,
-        })
+        }
     }
 
     /// The port number this node stands for.
@@ -557,7 +583,14 @@ mod tests {
             return;
         }
         let stats = Arc::new(PortStats::default());
-        let mut tx = PcapTx::create("pcap-tx".into(), 0, full, stats.clone()).expect("create");
+        // A device is refused as an output file; the write path is tested on it directly.
+        assert!(PcapTx::create("pcap-tx".into(), 0, full, stats.clone()).is_err());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(full)
+            .expect("open /dev/full");
+        let writer = PcapWriter::new(file, "/dev/full").expect("header buffered");
+        let mut tx = PcapTx::with_writer("pcap-tx".into(), 0, writer, stats.clone());
         let mut p = pool(256, 2048);
         let mut bufs = [0u32; 256];
         let mut sent = 0u64;

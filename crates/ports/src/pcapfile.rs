@@ -66,7 +66,8 @@ impl PcapReader<BufReader<File>> {
     /// Open a pcap file and read its header.
     pub fn open(path: &Path) -> Result<Self, PortError> {
         let name = path_name(path);
-        let file = File::open(path).map_err(|e| PortError::io(&name, "open for reading", e))?;
+        // A regular file only: a FIFO could block the worker (and a capture) forever.
+        let file = crate::outfile::open_input(path)?;
         PcapReader::new(BufReader::with_capacity(IO_BUFFER, file), &name)
     }
 }
@@ -313,10 +314,19 @@ pub struct PcapWriter<W: Write> {
 }
 
 impl PcapWriter<File> {
-    /// Create (or truncate) a pcap file and write its header.
+    /// Create (or truncate) a pcap file and write its header (see `outfile::create_output`:
+    /// no symlink, a regular file only, locked against a second writer).
     pub fn create(path: &Path) -> Result<Self, PortError> {
+        PcapWriter::create_checked(path, &[])
+    }
+
+    /// `create`, refusing also the files `forbidden` (the config and the inputs of a run).
+    pub fn create_checked(
+        path: &Path,
+        forbidden: &[crate::outfile::FileId],
+    ) -> Result<Self, PortError> {
         let name = path_name(path);
-        let file = File::create(path).map_err(|e| PortError::io(&name, "create", e))?;
+        let file = crate::outfile::create_output(path, forbidden)?;
         PcapWriter::new(file, &name)
     }
 }
@@ -658,7 +668,13 @@ mod tests {
             testenv::skip("/dev/full does not exist");
             return;
         }
-        let mut w = PcapWriter::create(path).expect("create /dev/full");
+        // A device is refused as an output file; the write path is tested on it directly.
+        assert!(PcapWriter::create(path).is_err());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open /dev/full");
+        let mut w = PcapWriter::new(file, "/dev/full").expect("header buffered");
         w.write_record(1, &[0u8; 60], 60).expect("buffered");
         let err = w.flush().expect_err("disk full");
         assert!(err.to_string().contains("/dev/full"), "{err}");
