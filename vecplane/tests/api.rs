@@ -543,3 +543,22 @@ fn a_real_prometheus_scrapes_the_packet_counters() {
     dm.signal(libc::SIGINT);
     assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
 }
+
+#[test]
+fn show_ip_fib_shows_routes_the_api_changed() {
+    let d = TempDir::new();
+    let cfg = d.write("api.toml", CONFIG);
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    dm.ctl_ok(&["route", "add", "198.19.77.0/24", "via", "198.18.2.2"]);
+    let fib = dm.ctl_ok(&["show", "ip", "fib", "198.19.77.9"]);
+    assert!(fib.contains("198.19.77.0/24"), "{fib}");
+    dm.ctl_ok(&["route", "del", "198.19.77.0/24"]);
+    let fib = dm.ctl_ok(&["show", "ip", "fib", "198.19.77.9"]);
+    assert!(
+        !fib.contains("198.19.77.0/24") && fib.contains("198.19.0.0/16"),
+        "{fib}"
+    );
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}

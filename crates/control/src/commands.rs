@@ -14,6 +14,7 @@ use graph::trace::MAX_TRACE_RECORDS;
 use packet::headers::format_mac;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use thiserror::Error;
@@ -169,6 +170,23 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("clear errors", "restart the error counters from zero"),
 ];
+
+/// A route of the live tables as a route of the spec's family `A` (None: another family).
+fn narrow<A: Copy>(
+    r: &dataplane::routing::Route,
+    f: impl Fn(IpAddr) -> Option<A>,
+) -> Option<dataplane::RouteSpec<A>> {
+    Some(dataplane::RouteSpec {
+        prefix: f(r.prefix)?,
+        len: r.len,
+        target: match &r.target {
+            dataplane::RouteTarget::Drop => dataplane::RouteTarget::Drop,
+            dataplane::RouteTarget::Via(h) => {
+                dataplane::RouteTarget::Via(h.iter().filter_map(|a| f(*a)).collect())
+            }
+        },
+    })
+}
 
 /// A command that could not be parsed or executed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -394,7 +412,6 @@ struct Baselines {
 pub struct Control {
     view: RuntimeView,
     spec: Arc<DataplaneSpec>,
-    fib: FibView,
     started: Instant,
     base: Mutex<Baselines>,
     capture: Mutex<Option<CaptureJob>>,
@@ -409,6 +426,34 @@ impl Control {
         self
     }
 
+    /// The spec with the routes and static neighbours of the running tables.
+    fn live_spec(&self) -> DataplaneSpec {
+        let mut spec = (*self.spec).clone();
+        let r = dataplane::build::lock(&self.view.routing);
+        spec.neighbours = r.neighbours();
+        spec.routes4 = r
+            .routes(false, None, usize::MAX)
+            .iter()
+            .filter_map(|x| {
+                narrow(x, |a| match a {
+                    IpAddr::V4(v) => Some(v),
+                    IpAddr::V6(_) => None,
+                })
+            })
+            .collect();
+        spec.routes6 = r
+            .routes(true, None, usize::MAX)
+            .iter()
+            .filter_map(|x| {
+                narrow(x, |a| match a {
+                    IpAddr::V6(v) => Some(v),
+                    IpAddr::V4(_) => None,
+                })
+            })
+            .collect();
+        spec
+    }
+
     fn protected_files(&self) -> Vec<ports::outfile::FileId> {
         self.protected.clone()
     }
@@ -418,7 +463,6 @@ impl Control {
         let now = Instant::now();
         let protected = spec.input_files();
         Control {
-            fib: FibView::new(&spec),
             view,
             spec,
             started: now,
@@ -516,10 +560,13 @@ impl Control {
             Command::ShowRuntime { all } => Ok(self.show_runtime(*all)),
             Command::ShowInterfaces => Ok(self.show_interfaces()),
             Command::ShowErrors => Ok(self.show_errors()),
-            Command::ShowFib { v6, query } => self
-                .fib
-                .show(&self.spec, *v6, query.as_deref(), json)
-                .map_err(CommandError),
+            Command::ShowFib { v6, query } => {
+                // The routes and static neighbours as they are now (the API changes them).
+                let spec = self.live_spec();
+                FibView::new(&spec)
+                    .show(&spec, *v6, query.as_deref(), json)
+                    .map_err(CommandError)
+            }
             Command::ShowTrace => Ok(self.show_trace()),
             Command::ShowNeighbours => Ok(self.show_neighbours()),
             Command::ShowBridge => Ok(self.show_bridge()),

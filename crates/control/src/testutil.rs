@@ -64,8 +64,14 @@ pub(crate) fn graph_stats() -> Arc<GraphStats> {
     })
 }
 
-/// A view with two ports (in0, out0) and `workers` workers, all counters zero.
+/// A view with two ports (in0, out0) and `workers` workers, all counters zero, whose routing
+/// tables hold the routes of `spec()`.
 pub(crate) fn view(workers: usize) -> RuntimeView {
+    view_with(workers, &spec())
+}
+
+/// `view`, with the routing tables of `spec`.
+pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
     let ws: Vec<WorkerView> = (0..workers)
         .map(|i| WorkerView {
             index: i,
@@ -99,7 +105,7 @@ pub(crate) fn view(workers: usize) -> RuntimeView {
         bridge_names: Vec::new(),
         capture: Arc::new(graph::CaptureControl::new(workers)),
         routing: Arc::new(std::sync::Mutex::new(
-            dataplane::routing::Routing::without_workers(&dataplane::DataplaneSpec::default())
+            dataplane::routing::Routing::without_workers(spec)
                 .expect("an empty routing table builds"),
         )),
     }

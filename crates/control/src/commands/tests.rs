@@ -462,7 +462,7 @@ fn show_fib_caps_text_but_not_json() {
             target: dataplane::RouteTarget::Drop,
         });
     }
-    let c = Control::new(view(1), Arc::new(s));
+    let c = Control::new(crate::testutil::view_with(1, &s), Arc::new(s));
     let t = text(&c, "show ip fib");
     let lines = t.lines().count();
     assert!(lines <= crate::fibview::MAX_TEXT_LINES + 3, "{lines}");

@@ -24,8 +24,9 @@ fn counters_carry_labels_and_values() {
         text.contains("vecplane_node_packets_total{worker=\"1\",node=\"ip4-input\"} 700"),
         "{text}"
     );
+    let routes = crate::testutil::spec().routes4.len();
     assert!(
-        text.contains("vecplane_routes{family=\"ipv4\"} 0"),
+        text.contains(&format!("vecplane_routes{{family=\"ipv4\"}} {routes}")),
         "{text}"
     );
     assert!(text.trim_end().ends_with("# EOF"), "{text}");
