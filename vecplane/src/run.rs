@@ -250,11 +250,14 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             .unwrap_or(0)
     };
     say(format!(
-        "vecplane: stopped ({reason}) after {:.1} s: rx {} packets, tx {} packets, {} dropped",
+        "vecplane: stopped ({reason}) after {:.1} s: rx {} packets, tx {} packets, {} dropped \
+         in the graph, {} rx drops and {} tx drops at the ports",
         started.elapsed().as_secs_f64(),
         sum("rx_packets"),
         sum("tx_packets"),
-        stats["drops_total"].as_u64().unwrap_or(0)
+        stats["drops_total"].as_u64().unwrap_or(0),
+        sum("rx_drops"),
+        sum("tx_drops")
     ));
     if let Some(path) = &args.stats_json {
         let mut text = serde_json::to_string_pretty(&stats)?;
