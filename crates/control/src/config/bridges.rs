@@ -33,6 +33,7 @@ impl Ctx<'_> {
                 bridge_names.push(None);
                 continue;
             };
+            self.remember_lines(&f);
             match self.string(&f, "name") {
                 Field::Ok(s, span) if valid_name(s) => {
                     if let Some(Some((_, first))) = bridge_names

@@ -6,6 +6,7 @@ use super::util::suggest;
 use super::value::{kind, show, Node, Val};
 use super::Issue;
 use packet::headers::{parse_mac, Mac};
+use std::collections::HashMap;
 use std::net::IpAddr;
 use std::ops::{Range, RangeInclusive};
 
@@ -16,6 +17,8 @@ pub(super) struct Ctx<'a> {
     pub(super) file: &'a str,
     pub(super) line_starts: Vec<usize>,
     pub(super) issues: Vec<Issue>,
+    /// Lines of sections and keys that `live_diff` may name: "SECTION" and "SECTION.KEY".
+    pub(super) lines: HashMap<String, usize>,
 }
 
 /// Outcome of reading one field: absent, present but invalid (already reported), or a value
@@ -66,6 +69,7 @@ impl<'a> Ctx<'a> {
             file,
             line_starts: first_line_break_positions(text),
             issues: Vec::new(),
+            lines: HashMap::new(),
         }
     }
 
@@ -73,6 +77,16 @@ impl<'a> Ctx<'a> {
         match self.line_starts.binary_search(&offset) {
             Ok(i) => i + 1,
             Err(i) => i,
+        }
+    }
+
+    /// Remember the lines of table `f` and of its keys, for messages about a later reload.
+    pub(super) fn remember_lines(&mut self, f: &Fields<'_>) {
+        let line = self.line_of(f.span.start);
+        self.lines.insert(f.section.clone(), line);
+        for (k, n) in &f.entries {
+            let line = self.line_of(n.span().start);
+            self.lines.insert(format!("{}.{k}", f.section), line);
         }
     }
 

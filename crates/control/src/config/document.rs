@@ -8,6 +8,7 @@ use super::ports::{SeenKernel, PORT_KEYS};
 use super::routes::{NEIGHBOUR_KEYS, ROUTE_KEYS, XCONNECT_KEYS};
 use super::value::{kind, Node, Val};
 use super::FileRef;
+use crate::api_config::ApiConfig;
 use dataplane::{DataplaneSpec, NeighbourSpec, PortSpec};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 pub(super) struct Parsed {
     pub(super) spec: DataplaneSpec,
     pub(super) files: Vec<FileRef>,
+    pub(super) api: ApiConfig,
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
@@ -25,18 +27,23 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "neighbour",
     "xconnect",
     "bridge",
+    "api",
 ];
 
 impl Ctx<'_> {
     pub(super) fn document(&mut self, root: &Node, base_dir: &Path) -> Parsed {
         let mut spec = DataplaneSpec::default();
         let mut files = Vec::new();
+        let mut api = ApiConfig::default();
         let Some(top) = self.fields(String::new(), None, root, TOP_KEYS) else {
-            return Parsed { spec, files };
+            return Parsed { spec, files, api };
         };
 
         if let Some(n) = top.get("dataplane") {
             self.dataplane(n, &mut spec);
+        }
+        if let Some(n) = top.get("api") {
+            api = self.api(n, base_dir, &mut files);
         }
         let ports = self.array_of_tables(&top, "port");
         let routes = self.array_of_tables(&top, "route");
@@ -60,6 +67,7 @@ impl Ctx<'_> {
                 memberships.push(None);
                 continue;
             };
+            self.remember_lines(&f);
             memberships.push(self.membership(&f));
             let (name, port, refs) = self.port(
                 &f,
@@ -112,6 +120,7 @@ impl Ctx<'_> {
             let Some(f) = self.fields(section, None, node, XCONNECT_KEYS) else {
                 continue;
             };
+            self.remember_lines(&f);
             if let Some(x) = self.xconnect(&f, &port_names, &mut seen_from) {
                 spec.xconnects.push(x);
             }
@@ -123,7 +132,7 @@ impl Ctx<'_> {
 
         spec.ports = port_specs.into_iter().flatten().collect();
         spec.neighbours = neigh.into_iter().flatten().collect();
-        Parsed { spec, files }
+        Parsed { spec, files, api }
     }
 
     pub(super) fn array_of_tables<'t>(&mut self, top: &Fields<'t>, key: &str) -> Vec<&'t Node> {

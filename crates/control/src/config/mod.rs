@@ -6,6 +6,7 @@
 //! then one module per concept: `policies` ([dataplane]), `ports`, `routes` (routes, neighbours,
 //! xconnects), `bridges`; `util` holds pure helpers shared with the command language.
 
+mod api;
 mod bridges;
 mod ctx;
 mod document;
@@ -17,6 +18,7 @@ mod value;
 
 use ctx::Ctx;
 use dataplane::DataplaneSpec;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -119,6 +121,17 @@ fn display_issues(issues: &[Issue]) -> String {
 /// neighbour-queue = 4               # 1..=256 packets queued per unresolved neighbour
 /// bridge-max-macs = 65536           # 0..=16777216 MACs learned per worker (more are refused)
 /// bridge-age-seconds = 300          # 0..=4294967295 (0: never age)
+/// poll-mode = "adaptive"            # "busy" | "adaptive" for every worker, or an array with one
+///                                   #   per worker like ["busy", "adaptive"]; default "adaptive":
+///                                   #   an idle worker sleeps (up to poll-sleep-max-us) and wakes
+///                                   #   on traffic; "busy" polls without pause (one whole CPU)
+/// poll-sleep-max-us = 1000          # 10..=100000: longest sleep of an adaptive worker
+///
+/// [api]                             # optional: the HTTP API also on TCP (always on the socket)
+/// tcp = "127.0.0.1:8080"            # ADDRESS:PORT (port 1..=65535); requires token-file
+/// token-file = "/etc/vecplane/token" # file holding the bearer token every TCP request carries;
+///                                   #   relative to the config's directory; must exist when
+///                                   #   `vecplane run` starts (checked with the pcap files)
 ///
 /// [[port]]                          # port id = order of appearance
 /// name = "in0"                      # [a-zA-Z0-9_.-]{1,32}, unique
@@ -187,15 +200,29 @@ pub struct Config {
     /// The HTTP API's TCP listener (`[api]`).
     pub api: crate::api_config::ApiConfig,
     files: Vec<FileRef>,
+    /// Lines of sections and keys ("[[port]] #2", "[[port]] #2.driver"), for reload messages.
+    #[allow(dead_code)] // read by live_diff
+    lines: HashMap<String, usize>,
 }
 
+/// A file the config names, checked by `check_files`.
 #[derive(Clone, Debug)]
 struct FileRef {
     section: String,
     field: &'static str,
     line: usize,
     path: PathBuf,
-    is_rx: bool,
+    kind: FileKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FileKind {
+    /// A pcap port's input: must exist.
+    PcapRx,
+    /// A pcap port's output: its directory must exist.
+    PcapTx,
+    /// The API's bearer token: must be an existing regular file.
+    Token,
 }
 
 impl Config {
@@ -248,8 +275,9 @@ impl Config {
             Ok(Config {
                 spec: parsed.spec,
                 label: file_label.to_string(),
-                api: crate::api_config::ApiConfig::default(),
+                api: parsed.api,
                 files: parsed.files,
+                lines: ctx.lines,
             })
         } else {
             ctx.issues.sort_by_key(|i| i.line);
@@ -262,7 +290,21 @@ impl Config {
     pub fn check_files(&self) -> Result<(), ConfigError> {
         let mut issues = Vec::new();
         for f in &self.files {
-            let problem = if f.is_rx {
+            let problem = if f.kind == FileKind::Token {
+                match std::fs::metadata(&f.path) {
+                    Ok(m) if m.is_file() => None,
+                    Ok(_) => Some(format!(
+                        "{} is not a regular file; accepted: a file holding the API's bearer \
+                         token (path relative to the config file's directory)",
+                        f.path.display()
+                    )),
+                    Err(e) => Some(format!(
+                        "cannot open {}: {e}; accepted: an existing file holding the API's \
+                         bearer token (path relative to the config file's directory)",
+                        f.path.display()
+                    )),
+                }
+            } else if f.kind == FileKind::PcapRx {
                 match std::fs::metadata(&f.path) {
                     Ok(m) if m.is_dir() => Some(format!(
                         "{} is a directory; accepted: a pcap file (path relative to the config \

@@ -1,10 +1,11 @@
-//! The `[dataplane]` table: buffers, workers and their CPUs, and the policies of the IP, neighbour
-//! and bridge nodes. Values are range-checked here; nothing is applied.
+//! The `[dataplane]` table: buffers, workers and their CPUs and poll modes, and the policies of the
+//! IP, neighbour and bridge nodes. Values are range-checked here; nothing is applied.
 
-use super::ctx::{Ctx, Field};
+use super::ctx::{Ctx, Field, Fields};
 use super::util::online_cpus;
 use super::value::Node;
-use dataplane::{DataplaneSpec, OptionsPolicy};
+use super::value::{kind, show, Val};
+use dataplane::{DataplaneSpec, OptionsPolicy, PollMode, PollPolicy};
 
 pub(super) const DATAPLANE_KEYS: &[&str] = &[
     "buffers",
@@ -21,7 +22,11 @@ pub(super) const DATAPLANE_KEYS: &[&str] = &[
     "neighbour-reachable-seconds",
     "neighbour-gc-seconds",
     "neighbour-queue",
+    "poll-mode",
+    "poll-sleep-max-us",
 ];
+
+const POLL_MODES_ACCEPTED: &str = "\"busy\", \"adaptive\"";
 
 impl Ctx<'_> {
     pub(super) fn dataplane(&mut self, node: &Node, spec: &mut DataplaneSpec) {
@@ -33,6 +38,7 @@ impl Ctx<'_> {
         ) else {
             return;
         };
+        self.remember_lines(&f);
         if let Some(v) = self.int(&f, "buffers", 64..=16_777_216).ok() {
             spec.buffers = v as u32;
         }
@@ -139,6 +145,80 @@ impl Ctx<'_> {
         }
         if let Some(v) = self.int(&f, "neighbour-queue", 1..=256).ok() {
             spec.neighbour.queue_per_neighbour = v as u16;
+        }
+        if let Some(v) = self.int(&f, "poll-sleep-max-us", 10..=100_000).ok() {
+            spec.poll.sleep_max_us = v as u32;
+        }
+        self.poll_mode(&f, &mut spec.poll, spec.workers);
+    }
+
+    /// `poll-mode`: one mode for every worker, or an array with one mode per worker.
+    fn poll_mode(&mut self, f: &Fields<'_>, poll: &mut PollPolicy, workers: usize) {
+        let Some(n) = f.get("poll-mode") else {
+            return;
+        };
+        let accepted = format!(
+            "{POLL_MODES_ACCEPTED}, or an array with one of them per worker like \
+             [\"busy\", \"adaptive\"]"
+        );
+        let mode_of = |v: &Val| match v {
+            Val::Str(s) if s == "busy" => Some(PollMode::Busy),
+            Val::Str(s) if s == "adaptive" => Some(PollMode::Adaptive),
+            _ => None,
+        };
+        match n.get_ref() {
+            Val::Array(items) => {
+                let mut modes = Vec::new();
+                for item in items {
+                    match mode_of(item.get_ref()) {
+                        Some(m) => modes.push(m),
+                        None => self.bad(
+                            f,
+                            "poll-mode",
+                            item,
+                            format!(
+                                "{} {} is not a poll mode; accepted: {POLL_MODES_ACCEPTED}",
+                                kind(item.get_ref()),
+                                show(item.get_ref())
+                            ),
+                        ),
+                    }
+                }
+                if modes.len() != items.len() {
+                    return;
+                }
+                if modes.len() != workers {
+                    self.bad(
+                        f,
+                        "poll-mode",
+                        n,
+                        format!(
+                            "{} poll modes for {workers} worker{}; accepted: one mode per worker, \
+                             or a single mode for all: {POLL_MODES_ACCEPTED}",
+                            modes.len(),
+                            if workers == 1 { "" } else { "s" }
+                        ),
+                    );
+                    return;
+                }
+                poll.modes = modes;
+            }
+            other => match mode_of(other) {
+                Some(m) => {
+                    poll.modes = Vec::new();
+                    poll.default = m;
+                }
+                None => self.bad(
+                    f,
+                    "poll-mode",
+                    n,
+                    format!(
+                        "{} {} is not a poll mode; accepted: {accepted}",
+                        kind(other),
+                        show(other)
+                    ),
+                ),
+            },
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use super::ctx::{Ctx, Field, Fields};
 use super::util::{parse_prefix, valid_name};
-use super::{FileRef, MAC_ACCEPTED, NAME_ACCEPTED};
+use super::{FileKind, FileRef, MAC_ACCEPTED, NAME_ACCEPTED};
 use dataplane::{DataplaneSpec, MemoryPortSpec, PortDriver, PortSpec, XdpModeChoice};
 use packet::headers::Mac;
 use std::collections::HashMap;
@@ -265,7 +265,11 @@ impl Ctx<'_> {
                                 field: key,
                                 line: ctx.line_of(span.start),
                                 path: p.clone(),
-                                is_rx: key == "rx",
+                                kind: if key == "rx" {
+                                    FileKind::PcapRx
+                                } else {
+                                    FileKind::PcapTx
+                                },
                             });
                             Some(p)
                         }

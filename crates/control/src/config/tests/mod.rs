@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 mod bridges;
 mod examples;
+mod policies;
 mod ports;
 mod routes;
 
