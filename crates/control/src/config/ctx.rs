@@ -130,9 +130,14 @@ impl<'a> Ctx<'a> {
             if accepted.contains(&key) {
                 out.push((key, v));
             } else {
-                let hint = suggest(key, accepted)
-                    .map(|s| format!(" (did you mean `{s}`?)"))
-                    .unwrap_or_default();
+                let hint = if key == "route-file" && !section.is_empty() {
+                    " (`route-file` is a top-level key: put it before the first [table])"
+                        .to_string()
+                } else {
+                    suggest(key, accepted)
+                        .map(|s| format!(" (did you mean `{s}`?)"))
+                        .unwrap_or_default()
+                };
                 self.error(
                     &k.span(),
                     &section,

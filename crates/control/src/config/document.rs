@@ -1,10 +1,11 @@
-//! The whole document: the top-level keys, the order sections are read in (dataplane, ports,
-//! neighbours, routes, xconnects, bridges) and what each needs from the ones before. The rules of
-//! each section live in its own module; this one only wires them together.
+//! The whole document: the top-level keys, the order sections are read in (dataplane, api, ports,
+//! neighbours, routes, the route file, xconnects, bridges) and what each needs from the ones
+//! before. The rules of each section live in its own module; this one only wires them together.
 
 use super::bridges::Membership;
 use super::ctx::{Ctx, Fields};
 use super::ports::{SeenKernel, PORT_KEYS};
+use super::route_file::RouteContext;
 use super::routes::{NEIGHBOUR_KEYS, ROUTE_KEYS, XCONNECT_KEYS};
 use super::value::{kind, Node, Val};
 use super::FileRef;
@@ -28,6 +29,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "xconnect",
     "bridge",
     "api",
+    "route-file",
 ];
 
 impl Ctx<'_> {
@@ -112,6 +114,13 @@ impl Ctx<'_> {
             };
             self.route(&f, &neigh_ips, &connected, &mut seen_prefixes, &mut spec);
         }
+        let rc = RouteContext {
+            neighbours: &neigh_ips,
+            connected: &connected,
+            table_routes: &seen_prefixes,
+            config_label: self.file,
+        };
+        self.route_file(&top, base_dir, &rc, &mut spec);
 
         // Cross-connects.
         let mut seen_from: HashMap<usize, usize> = HashMap::new();

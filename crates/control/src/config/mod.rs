@@ -1,10 +1,12 @@
 //! The config file: TOML text -> a validated `DataplaneSpec`, every rule checked and every error
 //! collected with FILE:LINE, the section and the field. Parsing is pure (nothing is applied, nothing
-//! started); the only filesystem access is reading the file, and `check_files` for pcap paths.
+//! started); the only filesystem access is reading the file and its route file (regular files,
+//! size-bounded), and `check_files` for the pcap and token paths.
 //!
-//! Layout: `value` (spanned TOML tree), `ctx` (issues and key readers), `document` (section order),
-//! then one module per concept: `policies` ([dataplane]), `ports`, `routes` (routes, neighbours,
-//! xconnects), `bridges`; `util` holds pure helpers shared with the command language.
+//! Layout: `read` (bounded reads of regular files), `value` (spanned TOML tree), `ctx` (issues and
+//! key readers), `document` (section order), then one module per concept: `policies`
+//! ([dataplane]), `api` ([api]), `ports`, `routes` (routes, neighbours, xconnects), `route_file`,
+//! `bridges`; `util` holds pure helpers shared with the command language.
 
 mod api;
 mod bridges;
@@ -12,6 +14,8 @@ mod ctx;
 mod document;
 mod policies;
 mod ports;
+mod read;
+mod route_file;
 mod routes;
 mod util;
 mod value;
@@ -27,6 +31,7 @@ use value::Val;
 
 use ctx::{MAC_ACCEPTED, NAME_ACCEPTED};
 pub use ports::{DEFAULT_FLOWS, DEFAULT_FRAME_SIZE, DEFAULT_SRC_MAC};
+pub use read::{CONFIG_MAX_BYTES, ROUTE_FILE_MAX_BYTES};
 pub(crate) use util::{contains, mask, parse_prefix};
 
 /// One problem found in a config file.
@@ -104,6 +109,9 @@ fn display_issues(issues: &[Issue]) -> String {
 /// Grammar (TOML, kebab-case keys; unknown keys are errors naming the accepted ones):
 ///
 /// ```toml
+/// route-file = "routes.txt"         # optional, top level (before any [table]): more routes, one
+///                                   #   per line, relative to the config's directory; see below
+///
 /// [dataplane]                       # optional
 /// buffers = 16384                   # 64..=16777216
 /// data-size = 2048                  # 256..=9216
@@ -191,6 +199,17 @@ fn display_issues(issues: &[Issue]) -> String {
 /// [[bridge]]                        # a bridge domain; ports join it with `bridge = "br0"`
 /// name = "br0"                      # [a-zA-Z0-9_.-]{1,32}, unique; at least two ports
 /// ```
+///
+/// The route file (a regular file of at most 1 GiB; the config itself at most 64 MiB) holds one
+/// route per line, IPv4 and IPv6 mixed, with the rules of `[[route]]` (a prefix in the file and in
+/// a `[[route]]` is a duplicate); errors name ROUTE-FILE:LINE:
+///
+/// ```text
+/// # comment; blank lines are skipped
+/// 198.18.2.0/24 via 198.18.1.2              # PREFIX via ADDRESS [ADDRESS...] (ECMP)
+/// 2001:db8:9::/48 via 2001:db8:1::2 2001:db8:1::3
+/// 198.18.66.0/24 drop                       # PREFIX drop
+/// ```
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The validated data plane description.
@@ -229,7 +248,7 @@ impl Config {
     /// Read and validate the config file at `path` (relative pcap paths resolve against its
     /// directory). Does not check that pcap files exist: see [`Config::check_files`].
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
+        let text = read::read_text(path, CONFIG_MAX_BYTES).map_err(|cause| ConfigError::Read {
             path: path.display().to_string(),
             cause,
         })?;
@@ -280,7 +299,8 @@ impl Config {
                 lines: ctx.lines,
             })
         } else {
-            ctx.issues.sort_by_key(|i| i.line);
+            // The config's problems in line order, then those of its route file.
+            ctx.issues.sort_by_key(|i| (i.file != file_label, i.line));
             Err(ConfigError::Invalid(ctx.issues))
         }
     }

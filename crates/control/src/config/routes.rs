@@ -239,49 +239,10 @@ impl Ctx<'_> {
                             ok = false;
                             continue;
                         };
-                        if let Some((net, _)) = prefix {
-                            if net.is_ipv6() != ip.is_ipv6() {
-                                self.error(
-                                    &span,
-                                    &section,
-                                    Some("via"),
-                                    format!(
-                                        "next hop {ip} is {} but the route is {}; accepted: a \
-                                         [[neighbour]] of the route's family",
-                                        family(ip),
-                                        family(net)
-                                    ),
-                                );
-                                ok = false;
-                                continue;
-                            }
-                        }
-                        let on_link = connected
-                            .iter()
-                            .any(|(a, l)| *a != ip && contains(*a, *l, ip));
-                        if !neighbours.contains_key(&ip) && !on_link {
-                            let mut known: Vec<&IpAddr> = neighbours
-                                .keys()
-                                .filter(|n| n.is_ipv6() == ip.is_ipv6())
-                                .collect();
-                            known.sort();
-                            let list = if known.is_empty() {
-                                format!("(no {} [[neighbour]] is defined)", family(ip))
-                            } else {
-                                short_list(known.iter().map(|a| a.to_string()))
-                            };
-                            self.error(
-                                &span,
-                                &section,
-                                Some("via"),
-                                format!(
-                                    "next hop {ip} is neither a [[neighbour]] nor on a port's \
-                                     subnet; accepted: an address inside a port's `{}` prefix \
-                                     (resolved by {}), or the ip of a [[neighbour]]: {list}",
-                                    if ip.is_ipv6() { "ip6" } else { "ip4" },
-                                    if ip.is_ipv6() { "ND" } else { "ARP" }
-                                ),
-                            );
+                        if let Some(why) =
+                            next_hop_problem(ip, prefix.map(|p| p.0), neighbours, connected)
+                        {
+                            self.error(&span, &section, Some("via"), why);
                             ok = false;
                             continue;
                         }
@@ -403,4 +364,46 @@ impl Ctx<'_> {
             dst_mac: dst_mac?,
         })
     }
+}
+
+/// Why `ip` cannot be a next hop of a route to `net` (None: it can): it must be of the route's
+/// family and be a static neighbour or a host on a port's subnet (not the port's own address).
+pub(super) fn next_hop_problem(
+    ip: IpAddr,
+    net: Option<IpAddr>,
+    neighbours: &HashMap<IpAddr, usize>,
+    connected: &[(IpAddr, u8)],
+) -> Option<String> {
+    if let Some(net) = net {
+        if net.is_ipv6() != ip.is_ipv6() {
+            return Some(format!(
+                "next hop {ip} is {} but the route is {}; accepted: a [[neighbour]] of the \
+                 route's family",
+                family(ip),
+                family(net)
+            ));
+        }
+    }
+    let on_link = connected
+        .iter()
+        .any(|(a, l)| *a != ip && contains(*a, *l, ip));
+    if neighbours.contains_key(&ip) || on_link {
+        return None;
+    }
+    let mut known: Vec<&IpAddr> = neighbours
+        .keys()
+        .filter(|n| n.is_ipv6() == ip.is_ipv6())
+        .collect();
+    known.sort();
+    let list = if known.is_empty() {
+        format!("(no {} [[neighbour]] is defined)", family(ip))
+    } else {
+        short_list(known.iter().map(|a| a.to_string()))
+    };
+    Some(format!(
+        "next hop {ip} is neither a [[neighbour]] nor on a port's subnet; accepted: an address \
+         inside a port's `{}` prefix (resolved by {}), or the ip of a [[neighbour]]: {list}",
+        if ip.is_ipv6() { "ip6" } else { "ip4" },
+        if ip.is_ipv6() { "ND" } else { "ARP" }
+    ))
 }

@@ -17,6 +17,7 @@ mod bridges;
 mod examples;
 mod policies;
 mod ports;
+mod route_file;
 mod routes;
 
 const FILE: &str = "test.toml";
