@@ -7,6 +7,7 @@ use super::ctx::{Ctx, Fields};
 use super::ports::{SeenKernel, PORT_KEYS};
 use super::route_file::RouteContext;
 use super::routes::{NEIGHBOUR_KEYS, ROUTE_KEYS, XCONNECT_KEYS};
+use super::validation::SeenAddrs;
 use super::value::{kind, Node, Val};
 use super::FileRef;
 use crate::api_config::ApiConfig;
@@ -58,7 +59,7 @@ impl Ctx<'_> {
         let mut port_names: Vec<Option<String>> = Vec::new();
         let mut port_specs: Vec<Option<PortSpec>> = Vec::new();
         let mut seen_names: HashMap<String, (usize, usize)> = HashMap::new();
-        let mut seen_ips: HashMap<IpAddr, (usize, String)> = HashMap::new();
+        let mut seen_ips = SeenAddrs::default();
         let mut seen_tx: HashMap<PathBuf, (usize, String)> = HashMap::new();
         let mut seen_kernel = SeenKernel::default();
         for (i, node) in ports.iter().enumerate() {

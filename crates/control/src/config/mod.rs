@@ -18,6 +18,7 @@ mod read;
 mod route_file;
 mod routes;
 mod util;
+mod validation;
 mod value;
 
 use ctx::Ctx;
@@ -146,8 +147,11 @@ fn display_issues(issues: &[Issue]) -> String {
 /// driver = "pcap"                   # "pcap" | "memory" | "af-packet" | "af-xdp" | "tap"
 /// mac = "02:00:00:00:01:01"         # required, unicast, not all zero
 /// mtu = 1500                        # 68..=9000, default 1500
-/// ip4 = ["198.18.1.1/24"]           # own addresses, prefix 1..=32, unique over all ports
-/// ip6 = ["2001:db8:1::1/64"]        # prefix 1..=128
+/// ip4 = ["198.18.1.1/24"]           # own addresses, prefix 1..=32, unique over all ports; not
+///                                   #   loopback, multicast, 0.0.0.0, 255.255.255.255, nor the
+///                                   #   network or broadcast address of its subnet (up to /30);
+///                                   #   a subnet (or an overlapping one) on one port only
+/// ip6 = ["2001:db8:1::1/64"]        # prefix 1..=128; not ::, ::1, multicast or IPv4-mapped
 /// rx = "in.pcap"                    # pcap only, optional; relative to the config's directory
 /// tx = "out.pcap"                   # pcap only, optional; not the same file as rx or another tx
 /// frame-size = 64                   # memory only: 64..=9000 (default 64), must hold the headers

@@ -4,6 +4,7 @@
 
 use super::ctx::{Ctx, Field, Fields};
 use super::util::{parse_prefix, valid_name};
+use super::validation::{own_address_problem, SeenAddrs};
 use super::{FileKind, FileRef, MAC_ACCEPTED, NAME_ACCEPTED};
 use dataplane::{DataplaneSpec, MemoryPortSpec, PortDriver, PortSpec, XdpModeChoice};
 use packet::headers::Mac;
@@ -119,7 +120,7 @@ impl Ctx<'_> {
         spec: &DataplaneSpec,
         base_dir: &Path,
         seen_names: &mut HashMap<String, (usize, usize)>,
-        seen_ips: &mut HashMap<IpAddr, (usize, String)>,
+        seen_ips: &mut SeenAddrs,
         seen_tx: &mut HashMap<PathBuf, (usize, String)>,
         seen_kernel: &mut SeenKernel,
     ) -> (Option<String>, Option<PortSpec>, Vec<FileRef>) {
@@ -475,7 +476,7 @@ impl Ctx<'_> {
         key: &str,
         v6: bool,
         port: &str,
-        seen: &mut HashMap<IpAddr, (usize, String)>,
+        seen: &mut SeenAddrs,
     ) -> Option<Vec<(IpAddr, u8)>> {
         let items = match self.strings(f, key, false) {
             Field::Ok(items, _) => items,
@@ -506,17 +507,17 @@ impl Ctx<'_> {
                         ok = false;
                         continue;
                     }
-                    let line = self.line_of(span.start);
-                    if let Some((first, other)) = seen.get(&ip) {
-                        let msg = format!(
-                            "address {ip} is already assigned to port `{other}` at line {first}; \
-                             accepted: an address assigned once"
-                        );
-                        self.error(&span, &section, Some(key), msg);
+                    if let Some(why) = own_address_problem(s, ip, len) {
+                        self.error(&span, &section, Some(key), why);
                         ok = false;
                         continue;
                     }
-                    seen.insert(ip, (line, port.to_string()));
+                    let line = self.line_of(span.start);
+                    if let Err(why) = seen.claim(ip, len, line, port) {
+                        self.error(&span, &section, Some(key), why);
+                        ok = false;
+                        continue;
+                    }
                     out.push((ip, len));
                 }
                 Ok((ip, _)) => {

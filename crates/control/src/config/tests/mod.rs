@@ -13,6 +13,7 @@ use packet::headers::{parse_mac, Mac};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
+mod addresses;
 mod bridges;
 mod examples;
 mod policies;

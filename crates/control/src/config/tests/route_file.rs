@@ -164,7 +164,11 @@ fn route_file_line_errors() {
         2,
         "duplicate route 2001:db8:9::/48: also at line 1",
     );
-    route_error("198.18.2.0/24 drop\n\u{ff}\n", 2, "`\u{ff}` has no prefix length");
+    route_error(
+        "198.18.2.0/24 drop\n\u{ff}\n",
+        2,
+        "`\u{ff}` has no prefix length",
+    );
 }
 
 #[test]
