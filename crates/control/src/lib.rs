@@ -18,6 +18,9 @@ mod testutil;
 pub use api_config::ApiConfig;
 pub use client::{request, ClientError};
 pub use commands::{parse_command, Command, CommandError, Control, Reply};
-pub use config::{check_files, load_config, parse_config, Config, ConfigError, Issue};
+pub use config::{
+    check_files, live_diff, load_config, parse_config, Config, ConfigError, Issue, LiveDiff,
+    NotLive,
+};
 pub use server::{ControlSocket, ServerError, ServerHandle, DEFAULT_SOCKET};
 pub use stats::final_stats_json;

@@ -6,11 +6,13 @@
 //! Layout: `read` (bounded reads of regular files), `value` (spanned TOML tree), `ctx` (issues and
 //! key readers), `document` (section order), then one module per concept: `policies`
 //! ([dataplane]), `api` ([api]), `ports`, `routes` (routes, neighbours, xconnects), `route_file`,
-//! `bridges`; `util` holds pure helpers shared with the command language.
+//! `bridges`, `validation` (own addresses); `diff` compares two configs for a reload; `util` holds
+//! pure helpers shared with the command language.
 
 mod api;
 mod bridges;
 mod ctx;
+mod diff;
 mod document;
 mod policies;
 mod ports;
@@ -31,6 +33,7 @@ use toml::Spanned;
 use value::Val;
 
 use ctx::{MAC_ACCEPTED, NAME_ACCEPTED};
+pub use diff::{live_diff, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
 pub use ports::{DEFAULT_FLOWS, DEFAULT_FRAME_SIZE, DEFAULT_SRC_MAC};
 pub use read::{CONFIG_MAX_BYTES, ROUTE_FILE_MAX_BYTES};
 pub(crate) use util::{contains, mask, parse_prefix};
@@ -224,7 +227,6 @@ pub struct Config {
     pub api: crate::api_config::ApiConfig,
     files: Vec<FileRef>,
     /// Lines of sections and keys ("[[port]] #2", "[[port]] #2.driver"), for reload messages.
-    #[allow(dead_code)] // read by live_diff
     lines: HashMap<String, usize>,
 }
 

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 
 mod addresses;
 mod bridges;
+mod diff;
 mod examples;
 mod policies;
 mod ports;
