@@ -151,6 +151,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let api_config = config.api.clone();
+    let reload_base = config.clone();
     let spec = Arc::new(config.spec);
     install_signal_handlers();
 
@@ -189,7 +190,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         Arc::new(Control::new(running.view().clone(), spec.clone()).protect(&args.config));
     let reloader = Arc::new(Reloader::new(
         &args.config,
-        (*spec).clone(),
+        reload_base,
         running.view().routing.clone(),
     ));
     let mut state = ApiState::new(control);

@@ -22,6 +22,9 @@ mod testutil;
 pub use api_config::ApiConfig;
 pub use client::{http, request, request_at, ClientError, Endpoint, HttpReply};
 pub use commands::{parse_command, Command, CommandError, Control, Reply};
-pub use config::{check_files, load_config, parse_config, Config, ConfigError, Issue};
+pub use config::{
+    check_files, live_diff, load_config, parse_config, Config, ConfigError, Issue, LiveDiff,
+    NotLive,
+};
 pub use server::{ControlSocket, ServerError, ServerHandle, DEFAULT_SOCKET};
 pub use stats::final_stats_json;

@@ -5,9 +5,8 @@
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
-use dataplane::{DataplaneSpec, NeighbourSpec, RouteSpec, RouteTarget};
+use dataplane::{RouteSpec, RouteTarget};
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -19,16 +18,11 @@ pub enum ReloadError {
     /// The new file is invalid (its errors name FILE:LINE).
     #[error("{0}")]
     Invalid(String),
-    /// Something that cannot change while running differs.
-    #[error(
-        "{file}: `{key}` differs from the running config and cannot change while vecplane runs \
-         (restart to change it); nothing was applied"
-    )]
+    /// Something that cannot change while running differs (each key named, with its line).
+    #[error("{what}\nthese cannot change while vecplane runs (restart to change them); nothing was applied")]
     NotLive {
-        /// The config file.
-        file: String,
-        /// The key.
-        key: &'static str,
+        /// The differences, one per line (FILE:LINE: key ...).
+        what: String,
     },
     /// The routing tables refused the batch (e.g. a next hop no port reaches).
     #[error("{file}: {message}; nothing was applied")]
@@ -53,12 +47,8 @@ impl ReloadError {
 /// The running config and where it came from.
 pub struct Reloader {
     path: PathBuf,
-    running: Mutex<DataplaneSpec>,
+    running: Mutex<Config>,
     routing: Arc<Mutex<Routing>>,
-}
-
-fn route_key<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> (IpAddr, u8) {
-    (r.prefix.into(), r.len)
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -72,75 +62,43 @@ fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
     }
 }
 
-/// The keys whose values differ between `old` and `new` and cannot change live.
-fn not_live(old: &DataplaneSpec, new: &DataplaneSpec) -> Option<&'static str> {
-    let checks: [(&'static str, bool); 11] = [
-        ("buffers", old.buffers != new.buffers),
-        ("data-size", old.data_size != new.data_size),
-        ("workers", old.workers != new.workers),
-        (
-            "worker-cpu / worker-cpus",
-            old.worker_cpu != new.worker_cpu || old.worker_cpus != new.worker_cpus,
-        ),
-        ("[[port]]", old.ports != new.ports),
-        ("[[xconnect]]", old.xconnects != new.xconnects),
-        ("[[bridge]]", old.bridges != new.bridges),
-        (
-            "[bridge] (MAC table size and aging)",
-            old.bridge != new.bridge,
-        ),
-        ("[ip] (ICMP error rate, IPv4 options)", old.ip != new.ip),
-        (
-            "[neighbour] (table size and timers)",
-            old.neighbour != new.neighbour,
-        ),
-        ("poll-mode / poll-sleep-max-us", old.poll != new.poll),
-    ];
-    checks.iter().find(|(_, d)| *d).map(|(k, _)| *k)
+/// A diff's routes as changes: additions and changes as replacements (a route the API added
+/// meanwhile does not make the reload fail), deletions of what is there.
+fn route_changes<A: Copy + Into<IpAddr>>(
+    c: &crate::config::RouteChanges<A>,
+    out: &mut Vec<Change>,
+) {
+    out.extend(
+        c.added
+            .iter()
+            .chain(&c.changed)
+            .map(|r| Change::ReplaceRoute(as_route(r))),
+    );
+    out.extend(c.removed.iter().map(|r| Change::DeleteRoute {
+        prefix: r.prefix.into(),
+        len: r.len,
+    }));
 }
 
-/// The changes that take `old`'s routes and neighbours to `new`'s. Additions are written as
-/// replacements and deletions of what is no longer there are left out, so routes the API
-/// changed since do not make a reload fail.
-pub fn route_changes(old: &DataplaneSpec, new: &DataplaneSpec) -> Vec<Change> {
-    let mut changes = Vec::new();
-    let old_n: BTreeMap<IpAddr, &NeighbourSpec> =
-        old.neighbours.iter().map(|n| (n.ip, n)).collect();
-    let new_n: BTreeMap<IpAddr, &NeighbourSpec> =
-        new.neighbours.iter().map(|n| (n.ip, n)).collect();
-    let mut old_r: BTreeMap<(IpAddr, u8), Route> = BTreeMap::new();
-    old_r.extend(old.routes4.iter().map(|r| (route_key(r), as_route(r))));
-    old_r.extend(old.routes6.iter().map(|r| (route_key(r), as_route(r))));
-    let mut new_r: BTreeMap<(IpAddr, u8), Route> = BTreeMap::new();
-    new_r.extend(new.routes4.iter().map(|r| (route_key(r), as_route(r))));
-    new_r.extend(new.routes6.iter().map(|r| (route_key(r), as_route(r))));
-    for (k, n) in &new_n {
-        match old_n.get(k) {
-            Some(o) if o == n => {}
-            _ => changes.push(Change::ReplaceNeighbour((*n).clone())),
-        }
-    }
-    for (k, r) in &new_r {
-        match old_r.get(k) {
-            Some(o) if o == r => {}
-            _ => changes.push(Change::ReplaceRoute(r.clone())),
-        }
-    }
-    for k in old_r.keys().filter(|k| !new_r.contains_key(k)) {
-        changes.push(Change::DeleteRoute {
-            prefix: k.0,
-            len: k.1,
-        });
-    }
-    for k in old_n.keys().filter(|k| !new_n.contains_key(k)) {
-        changes.push(Change::DeleteNeighbour(*k));
-    }
-    changes
+/// All the changes of `diff`, in an order a batch accepts (neighbours first, their deletion
+/// last).
+pub fn changes_of(diff: &crate::config::LiveDiff) -> Vec<Change> {
+    let n = &diff.neighbours;
+    let mut out: Vec<Change> = n
+        .added
+        .iter()
+        .chain(&n.changed)
+        .map(|x| Change::ReplaceNeighbour(x.clone()))
+        .collect();
+    route_changes(&diff.routes4, &mut out);
+    route_changes(&diff.routes6, &mut out);
+    out.extend(n.removed.iter().map(|x| Change::DeleteNeighbour(x.ip)));
+    out
 }
 
 impl Reloader {
     /// For the daemon started from `path` with `running`, whose tables are `routing`.
-    pub fn new(path: &Path, running: DataplaneSpec, routing: Arc<Mutex<Routing>>) -> Reloader {
+    pub fn new(path: &Path, running: Config, routing: Arc<Mutex<Routing>>) -> Reloader {
         Reloader {
             path: path.to_path_buf(),
             running: Mutex::new(running),
@@ -155,12 +113,35 @@ impl Reloader {
             .and_then(|c| c.check_files().map(|()| c))
             .map_err(|e| ReloadError::Invalid(e.to_string()))?;
         let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(key) = not_live(&running, &config.spec) {
-            return Err(ReloadError::NotLive { file, key });
+        let diff =
+            crate::config::live_diff(&running, &config).map_err(|n| ReloadError::NotLive {
+                what: n.to_string(),
+            })?;
+        // Policies the data plane does not take live yet: refused like the rest.
+        let pending: Vec<&str> = [
+            (
+                diff.ip.is_some(),
+                "icmp-errors-per-second / icmp-errors-burst",
+            ),
+            (
+                diff.neighbour.is_some(),
+                "neighbour-reachable-seconds / neighbour-gc-seconds",
+            ),
+            (diff.bridge.is_some(), "bridge-age-seconds"),
+            (diff.poll.is_some(), "poll-mode / poll-sleep-max-us"),
+        ]
+        .iter()
+        .filter(|(d, _)| *d)
+        .map(|(_, k)| *k)
+        .collect();
+        if !pending.is_empty() {
+            return Err(ReloadError::NotLive {
+                what: format!("{file}: [dataplane] {} changed", pending.join(", ")),
+            });
         }
         let mut routing = dataplane::build::lock(&self.routing);
         // Deletions of what the API already removed are left out.
-        let changes: Vec<Change> = route_changes(&running, &config.spec)
+        let changes: Vec<Change> = changes_of(&diff)
             .into_iter()
             .filter(|c| match c {
                 Change::DeleteRoute { prefix, len } => routing.route(*prefix, *len).is_some(),
@@ -190,7 +171,7 @@ impl Reloader {
             "neighbours_set": counts(|c| matches!(c, Change::ReplaceNeighbour(_))),
             "neighbours_deleted": counts(|c| matches!(c, Change::DeleteNeighbour(_))),
         });
-        *running = config.spec;
+        *running = config;
         Ok(answer)
     }
 }

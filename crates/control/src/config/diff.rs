@@ -1,0 +1,456 @@
+//! What a reload would change: `live_diff(old, new)` compares two validated configs and lists the
+//! changes the data plane can apply while running (routes, static neighbours, ICMP rate,
+//! neighbour timers, bridge aging, poll modes), or refuses with every key that needs a restart,
+//! naming its line in the new file. It compares only; it never applies anything.
+
+use super::{Config, Issue};
+use dataplane::{
+    BridgePolicy, DataplaneSpec, IpPolicy, NeighbourPolicy, NeighbourSpec, OptionsPolicy,
+    PollPolicy, PortDriver, PortSpec, RouteSpec,
+};
+use std::collections::HashMap;
+use std::fmt;
+use std::hash::Hash;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// The changes of one route table, by prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteChanges<A> {
+    /// Prefixes only the new config has (in its order).
+    pub added: Vec<RouteSpec<A>>,
+    /// Prefixes only the old config has (their old routes, in the old order).
+    pub removed: Vec<RouteSpec<A>>,
+    /// Prefixes in both whose target differs (their new routes, in the new order).
+    pub changed: Vec<RouteSpec<A>>,
+}
+
+impl<A> Default for RouteChanges<A> {
+    fn default() -> Self {
+        RouteChanges {
+            added: Vec::new(),
+            removed: Vec::new(),
+            changed: Vec::new(),
+        }
+    }
+}
+
+impl<A> RouteChanges<A> {
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// The changes of the static neighbours, by address.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NeighbourChanges {
+    /// Addresses only the new config has.
+    pub added: Vec<NeighbourSpec>,
+    /// Addresses only the old config has (their old entries).
+    pub removed: Vec<NeighbourSpec>,
+    /// Addresses in both whose MAC or port differs (their new entries).
+    pub changed: Vec<NeighbourSpec>,
+}
+
+impl NeighbourChanges {
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// What a reload changes, all of it applicable while running. A policy is `Some(new)` only when
+/// it differs from the old one (the whole new policy, so it can be published as one value).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveDiff {
+    /// IPv4 routes.
+    pub routes4: RouteChanges<Ipv4Addr>,
+    /// IPv6 routes.
+    pub routes6: RouteChanges<Ipv6Addr>,
+    /// Static neighbours.
+    pub neighbours: NeighbourChanges,
+    /// ICMP error rate and burst (`ip4_options` is equal: it is not live).
+    pub ip: Option<IpPolicy>,
+    /// Neighbour timers (`capacity` and `queue_per_neighbour` are equal: they are not live).
+    pub neighbour: Option<NeighbourPolicy>,
+    /// Bridge MAC aging (`max_macs` is equal: it is not live).
+    pub bridge: Option<BridgePolicy>,
+    /// Poll modes and the adaptive sleep bound.
+    pub poll: Option<PollPolicy>,
+}
+
+impl LiveDiff {
+    /// The reload changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.routes4.is_empty()
+            && self.routes6.is_empty()
+            && self.neighbours.is_empty()
+            && self.ip.is_none()
+            && self.neighbour.is_none()
+            && self.bridge.is_none()
+            && self.poll.is_none()
+    }
+}
+
+/// A reload that cannot be applied while running: every difference that needs a restart, each
+/// naming its key and, where the new file has it, its line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotLive(pub Vec<Issue>);
+
+impl fmt::Display for NotLive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, issue) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NotLive {}
+
+/// What every refusal says can change live.
+const LIVE: &str = "changes that need a restart of vecplane; live: routes (and the route file), \
+                    [[neighbour]], icmp-errors-per-second, icmp-errors-burst, \
+                    neighbour-reachable-seconds, neighbour-gc-seconds, bridge-age-seconds, \
+                    poll-mode, poll-sleep-max-us";
+
+/// Compare two validated configs: what a reload from `old` to `new` changes, or why it cannot
+/// be applied while running (then nothing of it may be applied).
+pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
+    let mut refusals = Refusals {
+        new,
+        issues: Vec::new(),
+    };
+    let DataplaneSpec {
+        buffers,
+        data_size,
+        worker_cpu,
+        workers,
+        worker_cpus,
+        ports,
+        routes4,
+        routes6,
+        neighbours,
+        xconnects,
+        bridges,
+        bridge,
+        ip,
+        neighbour,
+        poll,
+    } = &new.spec;
+    let o = &old.spec;
+    let dp = "[dataplane]";
+    refusals.value(dp, "buffers", &o.buffers, buffers);
+    refusals.value(dp, "data-size", &o.data_size, data_size);
+    refusals.value(dp, "worker-cpu", &o.worker_cpu, worker_cpu);
+    refusals.value(dp, "workers", &o.workers, workers);
+    refusals.value(dp, "worker-cpus", &o.worker_cpus, worker_cpus);
+    let options = |p: OptionsPolicy| match p {
+        OptionsPolicy::Forward => "forward",
+        OptionsPolicy::Drop => "drop",
+    };
+    refusals.value(
+        dp,
+        "ip4-options",
+        &options(o.ip.ip4_options),
+        &options(ip.ip4_options),
+    );
+    refusals.value(
+        dp,
+        "neighbour-capacity",
+        &o.neighbour.capacity,
+        &neighbour.capacity,
+    );
+    refusals.value(
+        dp,
+        "neighbour-queue",
+        &o.neighbour.queue_per_neighbour,
+        &neighbour.queue_per_neighbour,
+    );
+    refusals.value(dp, "bridge-max-macs", &o.bridge.max_macs, &bridge.max_macs);
+    refusals.ports(&o.ports, ports);
+    refusals.list("[[xconnect]]", "xconnect", &o.xconnects, xconnects);
+    refusals.list("[[bridge]]", "bridge", &o.bridges, bridges);
+    refusals.value("[api]", "tcp", &old.api.tcp, &new.api.tcp);
+    refusals.value(
+        "[api]",
+        "token-file",
+        &old.api.token_file,
+        &new.api.token_file,
+    );
+    if !refusals.issues.is_empty() {
+        return Err(NotLive(refusals.issues));
+    }
+
+    let live_ip = IpPolicy {
+        ip4_options: o.ip.ip4_options,
+        ..*ip
+    };
+    let live_neighbour = NeighbourPolicy {
+        capacity: o.neighbour.capacity,
+        queue_per_neighbour: o.neighbour.queue_per_neighbour,
+        ..*neighbour
+    };
+    let live_bridge = BridgePolicy {
+        max_macs: o.bridge.max_macs,
+        ..*bridge
+    };
+    Ok(LiveDiff {
+        routes4: route_changes(&o.routes4, routes4),
+        routes6: route_changes(&o.routes6, routes6),
+        neighbours: neighbour_changes(&o.neighbours, neighbours),
+        ip: (live_ip != o.ip).then_some(live_ip),
+        neighbour: (live_neighbour != o.neighbour).then_some(live_neighbour),
+        bridge: (live_bridge != o.bridge).then_some(live_bridge),
+        poll: (*poll != o.poll).then(|| poll.clone()),
+    })
+}
+
+/// Collects the differences that are not live, with lines from the new config.
+struct Refusals<'c> {
+    new: &'c Config,
+    issues: Vec<Issue>,
+}
+
+impl Refusals<'_> {
+    /// The line of `section.key` in the new file, else of `section`, else 0.
+    fn line(&self, section: &str, key: Option<&str>) -> usize {
+        key.and_then(|k| self.new.lines.get(&format!("{section}.{k}")))
+            .or_else(|| self.new.lines.get(section))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn refuse(&mut self, section: &str, key: Option<&str>, what: String) {
+        self.issues.push(Issue {
+            file: self.new.label.clone(),
+            line: self.line(section, key),
+            section: section.to_string(),
+            field: key.map(str::to_string),
+            message: format!("{what}; not applied: {LIVE}"),
+        });
+    }
+
+    fn value<T: PartialEq + fmt::Debug>(&mut self, section: &str, key: &str, old: &T, new: &T) {
+        if old != new {
+            self.refuse(
+                section,
+                Some(key),
+                format!("changed from {} to {}", show(old), show(new)),
+            );
+        }
+    }
+
+    /// Ports are compared by position (a port's id is its index).
+    fn ports(&mut self, old: &[PortSpec], new: &[PortSpec]) {
+        for (i, (o, n)) in old.iter().zip(new).enumerate() {
+            let section = format!("[[port]] #{}", i + 1);
+            if o.name != n.name {
+                self.refuse(
+                    &section,
+                    Some("name"),
+                    format!(
+                        "port {} was `{}` and is now `{}` (ports are numbered in file order)",
+                        i + 1,
+                        o.name,
+                        n.name
+                    ),
+                );
+                continue;
+            }
+            let port = |what: &str| format!("port `{}`: {what}", n.name);
+            if o.mac != n.mac {
+                self.refuse(&section, Some("mac"), port("its mac changed"));
+            }
+            if o.mtu != n.mtu {
+                let what = format!("`mtu` changed from {} to {}", o.mtu, n.mtu);
+                self.refuse(&section, Some("mtu"), port(&what));
+            }
+            if o.ip4 != n.ip4 || o.ip6 != n.ip6 {
+                let key = if o.ip4 != n.ip4 { "ip4" } else { "ip6" };
+                let list = |v4: &[(Ipv4Addr, u8)], v6: &[(Ipv6Addr, u8)]| {
+                    let v: Vec<String> = if key == "ip4" {
+                        v4.iter().map(|(a, l)| format!("{a}/{l}")).collect()
+                    } else {
+                        v6.iter().map(|(a, l)| format!("{a}/{l}")).collect()
+                    };
+                    format!("[{}]", v.join(", "))
+                };
+                self.refuse(
+                    &section,
+                    Some(key),
+                    port(&format!(
+                        "`{key}` changed from {} to {}",
+                        list(&o.ip4, &o.ip6),
+                        list(&n.ip4, &n.ip6)
+                    )),
+                );
+            }
+            if o.driver != n.driver {
+                let key = driver_key(&o.driver, &n.driver);
+                self.refuse(&section, Some(key), port(&format!("its `{key}` changed")));
+            }
+        }
+        for (i, n) in new.iter().enumerate().skip(old.len()) {
+            let section = format!("[[port]] #{}", i + 1);
+            self.refuse(&section, None, format!("port `{}` is added", n.name));
+        }
+        for o in old.iter().skip(new.len()) {
+            self.issues.push(Issue {
+                file: self.new.label.clone(),
+                line: 0,
+                section: String::new(),
+                field: None,
+                message: format!("port `{}` is removed; not applied: {LIVE}", o.name),
+            });
+        }
+    }
+
+    /// Xconnects and bridges: any difference (added, removed, other members) needs a restart.
+    fn list<T: PartialEq>(&mut self, header: &str, what: &str, old: &[T], new: &[T]) {
+        if old == new {
+            return;
+        }
+        let first = old
+            .iter()
+            .zip(new)
+            .position(|(o, n)| o != n)
+            .unwrap_or(old.len().min(new.len()));
+        let section = format!("{header} #{}", first + 1);
+        let message = if new.len() > old.len() && first == old.len() {
+            format!("{what} {} is added", first + 1)
+        } else if new.len() < old.len() && first == new.len() {
+            format!("{what} {} is removed", first + 1)
+        } else {
+            format!("{what} {} changed (its name, ports or settings)", first + 1)
+        };
+        if first < new.len() {
+            self.refuse(&section, None, message);
+        } else {
+            self.issues.push(Issue {
+                file: self.new.label.clone(),
+                line: 0,
+                section: String::new(),
+                field: None,
+                message: format!("{message}; not applied: {LIVE}"),
+            });
+        }
+    }
+}
+
+/// A value as messages show it: strings and lists as written, options without `Some`.
+fn show<T: fmt::Debug>(v: &T) -> String {
+    let s = format!("{v:?}");
+    if s == "None" {
+        "(unset)".to_string()
+    } else if let Some(inner) = s.strip_prefix("Some(").and_then(|r| r.strip_suffix(')')) {
+        inner.to_string()
+    } else {
+        s
+    }
+}
+
+/// The config key of the first driver setting that differs.
+fn driver_key(old: &PortDriver, new: &PortDriver) -> &'static str {
+    match (old, new) {
+        (PortDriver::Pcap { rx: a, .. }, PortDriver::Pcap { rx: b, .. }) if a != b => "rx",
+        (PortDriver::Pcap { .. }, PortDriver::Pcap { .. }) => "tx",
+        (PortDriver::AfPacket { interface: a, .. }, PortDriver::AfPacket { interface: b, .. })
+            if a != b =>
+        {
+            "interface"
+        }
+        (PortDriver::AfPacket { .. }, PortDriver::AfPacket { .. }) => "fanout",
+        (PortDriver::AfXdp { interface: a, .. }, PortDriver::AfXdp { interface: b, .. })
+            if a != b =>
+        {
+            "interface"
+        }
+        (PortDriver::AfXdp { queues: a, .. }, PortDriver::AfXdp { queues: b, .. }) if a != b => {
+            "queues"
+        }
+        (PortDriver::AfXdp { .. }, PortDriver::AfXdp { .. }) => "xdp-mode",
+        (PortDriver::Tap { name: a, .. }, PortDriver::Tap { name: b, .. }) if a != b => "interface",
+        (PortDriver::Tap { .. }, PortDriver::Tap { .. }) => "vnet-hdr",
+        (PortDriver::Memory(a), PortDriver::Memory(b)) => {
+            if a.frame_size != b.frame_size {
+                "frame-size"
+            } else if a.flows != b.flows {
+                "flows"
+            } else if a.dst_mac != b.dst_mac {
+                "dst-mac"
+            } else if a.src_mac != b.src_mac {
+                "src-mac"
+            } else if a.vlan != b.vlan {
+                "vlan"
+            } else if a.src_ip != b.src_ip {
+                "src-ip"
+            } else if a.destinations != b.destinations {
+                "destinations"
+            } else if a.limit != b.limit {
+                "limit"
+            } else {
+                "generate"
+            }
+        }
+        _ => "driver",
+    }
+}
+
+/// Routes added, removed and changed, by (prefix, length).
+fn route_changes<A: Copy + Eq + Hash>(
+    old: &[RouteSpec<A>],
+    new: &[RouteSpec<A>],
+) -> RouteChanges<A> {
+    let mut out = RouteChanges::default();
+    if old == new {
+        return out;
+    }
+    let index: HashMap<(A, u8), usize> = old
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ((r.prefix, r.len), i))
+        .collect();
+    let mut kept = vec![false; old.len()];
+    for r in new {
+        match index.get(&(r.prefix, r.len)) {
+            Some(&i) => {
+                kept[i] = true;
+                if old[i].target != r.target {
+                    out.changed.push(r.clone());
+                }
+            }
+            None => out.added.push(r.clone()),
+        }
+    }
+    out.removed = old
+        .iter()
+        .zip(&kept)
+        .filter(|(_, k)| !**k)
+        .map(|(r, _)| r.clone())
+        .collect();
+    out
+}
+
+/// Static neighbours added, removed and changed, by address.
+fn neighbour_changes(old: &[NeighbourSpec], new: &[NeighbourSpec]) -> NeighbourChanges {
+    let mut out = NeighbourChanges::default();
+    let index: HashMap<IpAddr, &NeighbourSpec> = old.iter().map(|n| (n.ip, n)).collect();
+    for n in new {
+        match index.get(&n.ip) {
+            Some(o) if *o != n => out.changed.push(n.clone()),
+            Some(_) => {}
+            None => out.added.push(n.clone()),
+        }
+    }
+    let now: HashMap<IpAddr, ()> = new.iter().map(|n| (n.ip, ())).collect();
+    out.removed = old
+        .iter()
+        .filter(|o| !now.contains_key(&o.ip))
+        .cloned()
+        .collect();
+    out
+}

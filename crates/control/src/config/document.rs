@@ -1,0 +1,169 @@
+//! The whole document: the top-level keys, the order sections are read in (dataplane, api, ports,
+//! neighbours, routes, the route file, xconnects, bridges) and what each needs from the ones
+//! before. The rules of each section live in its own module; this one only wires them together.
+
+use super::bridges::Membership;
+use super::ctx::{Ctx, Fields};
+use super::ports::{SeenKernel, PORT_KEYS};
+use super::route_file::RouteContext;
+use super::routes::{NEIGHBOUR_KEYS, ROUTE_KEYS, XCONNECT_KEYS};
+use super::validation::SeenAddrs;
+use super::value::{kind, Node, Val};
+use super::FileRef;
+use crate::api_config::ApiConfig;
+use dataplane::{DataplaneSpec, NeighbourSpec, PortSpec};
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+pub(super) struct Parsed {
+    pub(super) spec: DataplaneSpec,
+    pub(super) files: Vec<FileRef>,
+    pub(super) api: ApiConfig,
+}
+
+pub(super) const TOP_KEYS: &[&str] = &[
+    "dataplane",
+    "port",
+    "route",
+    "neighbour",
+    "xconnect",
+    "bridge",
+    "api",
+    "route-file",
+];
+
+impl Ctx<'_> {
+    pub(super) fn document(&mut self, root: &Node, base_dir: &Path) -> Parsed {
+        let mut spec = DataplaneSpec::default();
+        let mut files = Vec::new();
+        let mut api = ApiConfig::default();
+        let Some(top) = self.fields(String::new(), None, root, TOP_KEYS) else {
+            return Parsed { spec, files, api };
+        };
+
+        if let Some(n) = top.get("dataplane") {
+            self.dataplane(n, &mut spec);
+        }
+        if let Some(n) = top.get("api") {
+            api = self.api(n, base_dir, &mut files);
+        }
+        let ports = self.array_of_tables(&top, "port");
+        let routes = self.array_of_tables(&top, "route");
+        let neighbours = self.array_of_tables(&top, "neighbour");
+        let xconnects = self.array_of_tables(&top, "xconnect");
+        let bridges = self.array_of_tables(&top, "bridge");
+
+        // Ports.
+        let mut memberships: Vec<Option<Membership>> = Vec::new();
+        let mut port_names: Vec<Option<String>> = Vec::new();
+        let mut port_specs: Vec<Option<PortSpec>> = Vec::new();
+        let mut seen_names: HashMap<String, (usize, usize)> = HashMap::new();
+        let mut seen_ips = SeenAddrs::default();
+        let mut seen_tx: HashMap<PathBuf, (usize, String)> = HashMap::new();
+        let mut seen_kernel = SeenKernel::default();
+        for (i, node) in ports.iter().enumerate() {
+            let section = format!("[[port]] #{}", i + 1);
+            let Some(f) = self.fields(section.clone(), None, node, PORT_KEYS) else {
+                port_names.push(None);
+                port_specs.push(None);
+                memberships.push(None);
+                continue;
+            };
+            self.remember_lines(&f);
+            memberships.push(self.membership(&f));
+            let (name, port, refs) = self.port(
+                &f,
+                &spec,
+                base_dir,
+                &mut seen_names,
+                &mut seen_ips,
+                &mut seen_tx,
+                &mut seen_kernel,
+            );
+            port_names.push(name);
+            port_specs.push(port);
+            files.extend(refs);
+        }
+
+        // Neighbours.
+        let mut neigh: Vec<Option<NeighbourSpec>> = Vec::new();
+        let mut neigh_ips: HashMap<IpAddr, usize> = HashMap::new();
+        for (i, node) in neighbours.iter().enumerate() {
+            let section = format!("[[neighbour]] #{}", i + 1);
+            let Some(f) = self.fields(section, None, node, NEIGHBOUR_KEYS) else {
+                neigh.push(None);
+                continue;
+            };
+            neigh.push(self.neighbour(&f, &port_names, &port_specs, &mut neigh_ips));
+        }
+
+        // Routes: a next hop is a static neighbour or a host on a port's prefix.
+        let connected: Vec<(IpAddr, u8)> = port_specs
+            .iter()
+            .flatten()
+            .flat_map(|p| {
+                let v4 = p.ip4.iter().map(|(a, l)| (IpAddr::V4(*a), *l));
+                v4.chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
+            })
+            .collect();
+        let mut seen_prefixes: HashMap<(IpAddr, u8), usize> = HashMap::new();
+        for (i, node) in routes.iter().enumerate() {
+            let section = format!("[[route]] #{}", i + 1);
+            let Some(f) = self.fields(section, None, node, ROUTE_KEYS) else {
+                continue;
+            };
+            self.route(&f, &neigh_ips, &connected, &mut seen_prefixes, &mut spec);
+        }
+        let rc = RouteContext {
+            neighbours: &neigh_ips,
+            connected: &connected,
+            table_routes: &seen_prefixes,
+            config_label: self.file,
+        };
+        self.route_file(&top, base_dir, &rc, &mut spec);
+
+        // Cross-connects.
+        let mut seen_from: HashMap<usize, usize> = HashMap::new();
+        for (i, node) in xconnects.iter().enumerate() {
+            let section = format!("[[xconnect]] #{}", i + 1);
+            let Some(f) = self.fields(section, None, node, XCONNECT_KEYS) else {
+                continue;
+            };
+            self.remember_lines(&f);
+            if let Some(x) = self.xconnect(&f, &port_names, &mut seen_from) {
+                spec.xconnects.push(x);
+            }
+        }
+
+        // Bridges and their ports.
+        let bridge_names = self.bridge_names(&bridges);
+        self.bridges(&memberships, &bridge_names, &port_specs, &mut spec);
+
+        spec.ports = port_specs.into_iter().flatten().collect();
+        spec.neighbours = neigh.into_iter().flatten().collect();
+        Parsed { spec, files, api }
+    }
+
+    pub(super) fn array_of_tables<'t>(&mut self, top: &Fields<'t>, key: &str) -> Vec<&'t Node> {
+        let Some(n) = top.get(key) else {
+            return Vec::new();
+        };
+        match n.get_ref() {
+            Val::Array(items) => items.iter().collect(),
+            other => {
+                self.error(
+                    &n.span(),
+                    "",
+                    Some(key),
+                    format!(
+                        "expected an array of tables, found {}; accepted: one `[[{key}]]` \
+                         header per {key}",
+                        kind(other)
+                    ),
+                );
+                Vec::new()
+            }
+        }
+    }
+}
