@@ -334,8 +334,9 @@ impl InputNode for AfXdpRx {
         Some(self.core.fd.as_raw_fd())
     }
 
-    /// Frames left on the transmit ring are sent only when `poll` kicks them (an epoll wait
-    /// does not): no sleep while there are any.
+    /// Frames left on the transmit ring are sent only when something kicks them (`poll` does
+    /// on every round, the sleep's `ppoll` once, for one kernel batch): no sleep while there
+    /// are any.
     fn before_sleep(&self) -> bool {
         self.tx_watch.pending() == 0
     }

@@ -84,7 +84,7 @@ pub struct BuiltWorker {
     pub poll: (crate::spec::PollMode, u32),
     /// Its sleeps.
     pub idle: Arc<crate::idle::IdleStats>,
-    /// Its doorbell (in its epoll set): rung to wake it while it sleeps.
+    /// Its doorbell (in its wait set): rung to wake it while it sleeps.
     pub doorbell: Arc<Doorbell>,
     /// Its neighbour tables (flush them into `pool` when the worker ends).
     pub neighbours: NeighbourHandle,

@@ -17,7 +17,7 @@
 //!
 //! A receiving worker that sleeps (adaptive polling) is woken through its `Doorbell`: it
 //! announces that it sleeps, checks its rings once more (`before_sleep`), and waits on its
-//! epoll set, where the doorbell's eventfd is; a producer writes it only when it sees the
+//! wait set, where the doorbell's eventfd is; a producer writes it only when it sees the
 //! announcement after a vector's pushes (one fence and one load per vector while the receiver
 //! is awake).
 

@@ -1,12 +1,19 @@
 //! How an idle worker waits (`poll-mode`): a busy worker polls without pause; an adaptive one,
-//! after a run of empty rounds, sleeps in one `epoll_pwait2` on its epoll set (its inputs'
-//! AF_XDP, AF_PACKET and TAP sockets and its own doorbell, registered once) until one is
+//! after a run of empty rounds, sleeps in one `ppoll` on its wait set (its inputs' AF_XDP,
+//! AF_PACKET and TAP sockets and its own doorbell, a `pollfd` array built once) until one is
 //! readable, its next timer is due, or a sleep that doubles from 8 us up to `poll-sleep-max-us`
 //! ends, as VPP's adaptive rx-mode and Open vSwitch's `pmd-sleep-max` do. It owns the single
 //! sleep site of a worker; it never sleeps while an input has work or the worker must stop, and
 //! always marks the worker offline in the epoch domain first, so the control thread never waits
 //! for a sleeping worker. Nothing here runs while packets flow: a round that received anything
 //! costs one compare.
+//!
+//! Why `ppoll` and not an epoll set: an epoll registration stays on each socket's wait queue
+//! while the worker is awake, so every wake-up the kernel raises on it (each receive batch, each
+//! transmit completion) runs epoll's callback; on the veth router that cost 7-10% of the
+//! forwarding rate under load (`vecplane bench --scenario poll`: 0.90-0.93x busy with epoll
+//! against 1.01x with `ppoll`). `ppoll` is on the wait queues only while the worker sleeps; the
+//! price is one registration per descriptor per sleep, which only an idle worker pays.
 
 use crate::spec::PollMode;
 use graph::{Counter, Graph};
@@ -22,9 +29,6 @@ pub const EMPTY_ROUNDS: u32 = 256;
 /// The first (shortest) sleep, in microseconds.
 pub const FIRST_SLEEP_US: u32 = 8;
 
-/// Epoll data word of the doorbell (inputs use their index).
-const DOORBELL_TOKEN: u64 = u64::MAX;
-
 /// A worker's idle counters (read by `show runtime` and `/metrics`).
 #[derive(Debug, Default)]
 pub struct IdleStats {
@@ -36,7 +40,7 @@ pub struct IdleStats {
     pub woken_by_input: Counter,
 }
 
-/// How other threads wake a worker that sleeps: an eventfd in its epoll set and a flag the
+/// How other threads wake a worker that sleeps: an eventfd in its wait set and a flag the
 /// worker raises before it sleeps. A producer handing it frames rings only when it sees the
 /// flag (one fence and one load per vector while the worker is awake, no system call).
 pub struct Doorbell {
@@ -200,13 +204,11 @@ pub enum Woken {
     Timeout,
 }
 
-/// One worker's idle policy, its epoll set and its doorbell: the single sleep site.
+/// One worker's idle policy, its wait set and its doorbell: the single sleep site.
 pub struct Idler {
     policy: IdlePolicy,
-    /// The epoll set (None: busy mode, or the kernel refused one: timed sleeps only).
-    epoll: Option<OwnedFd>,
-    /// Whether `epoll_pwait2` (Linux 5.11) works; else `epoll_wait` in whole milliseconds.
-    pwait2: bool,
+    /// What a sleep waits on: the inputs' descriptors and the doorbell's (empty in busy mode).
+    fds: Vec<libc::pollfd>,
     bell: Arc<Doorbell>,
     stats: Arc<IdleStats>,
     tsc_hz: u64,
@@ -214,7 +216,7 @@ pub struct Idler {
 
 impl Idler {
     /// For a worker in `mode` whose inputs are those of `graph`, woken through `bell`, sleeping
-    /// at most `max_us`. Builds the epoll set once (cold).
+    /// at most `max_us`. Builds the wait set once (cold).
     pub fn new(
         mode: PollMode,
         max_us: u32,
@@ -223,14 +225,22 @@ impl Idler {
         stats: Arc<IdleStats>,
         tsc_hz: u64,
     ) -> Idler {
-        let epoll = match mode {
-            PollMode::Busy => None,
-            PollMode::Adaptive => epoll_set(graph, &bell),
+        let fds = match mode {
+            PollMode::Busy => Vec::new(),
+            PollMode::Adaptive => graph
+                .wait_fds()
+                .into_iter()
+                .chain(bell.raw_fd())
+                .map(|fd| libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect(),
         };
         Idler {
             policy: IdlePolicy::new(mode, max_us),
-            epoll,
-            pwait2: true,
+            fds,
             bell,
             stats,
             tsc_hz: tsc_hz.max(1),
@@ -309,53 +319,27 @@ impl Idler {
         }
     }
 
-    /// Wait on the epoll set for at most `ns` nanoseconds; whether a descriptor was ready.
+    /// Wait on the wait set for at most `ns` nanoseconds; whether a descriptor was ready (a
+    /// signal or an error counts as a timeout: the next round polls every input anyway).
     fn wait(&mut self, ns: u64) -> bool {
-        let Some(ep) = &self.epoll else {
-            std::thread::sleep(std::time::Duration::from_nanos(ns));
-            return false;
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
         };
-        // The events themselves are not needed: the next round polls every input.
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        if self.pwait2 {
-            let ts = libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as libc::time_t,
-                tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-            };
-            // SAFETY: epoll_pwait2(epfd, events, maxevents, timeout, sigmask, sigsetsize):
-            // `events` is a live array of 8 entries, `ts` lives across the call, no signal
-            // mask is passed.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_epoll_pwait2,
-                    ep.as_raw_fd(),
-                    events.as_mut_ptr(),
-                    events.len() as libc::c_int,
-                    &ts as *const libc::timespec,
-                    std::ptr::null::<libc::sigset_t>(),
-                    0usize,
-                )
-            };
-            if r >= 0 {
-                return r > 0;
-            }
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOSYS) {
-                return false;
-            }
-            // Older kernel: whole milliseconds from now on.
-            self.pwait2 = false;
+        for p in &mut self.fds {
+            p.revents = 0;
         }
-        let ms = ns.div_ceil(1_000_000).min(i32::MAX as u64) as libc::c_int;
-        // SAFETY: `events` is a live array of 8 entries.
-        let r = unsafe {
-            libc::epoll_wait(
-                ep.as_raw_fd(),
-                events.as_mut_ptr(),
-                events.len() as libc::c_int,
-                ms,
+        // SAFETY: `fds` is a live array of `fds.len()` pollfd (possibly empty: a plain timed
+        // sleep); `ts` lives across the call; no signal mask is passed.
+        let ready = unsafe {
+            libc::ppoll(
+                self.fds.as_mut_ptr(),
+                self.fds.len() as libc::nfds_t,
+                &ts,
+                std::ptr::null(),
             )
         };
-        r > 0
+        ready > 0
     }
 
     /// The policy (for tests and counters).
@@ -363,44 +347,10 @@ impl Idler {
         &self.policy
     }
 
-    /// Whether sleeps wait on an epoll set (false: busy, or timed sleeps only).
-    pub fn has_epoll(&self) -> bool {
-        self.epoll.is_some()
+    /// How many descriptors a sleep waits on (0: busy mode).
+    pub fn wait_set_len(&self) -> usize {
+        self.fds.len()
     }
-}
-
-/// An epoll set with every input's wait descriptor and the doorbell, level-triggered (None
-/// when the kernel refuses one).
-fn epoll_set(graph: &Graph, bell: &Doorbell) -> Option<OwnedFd> {
-    // SAFETY: epoll_create1 takes no pointers; a non-negative result is a descriptor we own.
-    let raw = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-    if raw < 0 {
-        return None;
-    }
-    // SAFETY: `raw` is a new descriptor nothing else owns.
-    let ep = unsafe { OwnedFd::from_raw_fd(raw) };
-    let fds = graph
-        .wait_fds()
-        .into_iter()
-        .enumerate()
-        .map(|(i, fd)| (fd, i as u64))
-        .chain(bell.raw_fd().map(|fd| (fd, DOORBELL_TOKEN)));
-    for (fd, token) in fds {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: `ev` is a live epoll_event; `fd` is open for the worker's lifetime (its
-        // input, or the doorbell the idler holds).
-        let r = unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if r < 0 {
-            eprintln!(
-                "vecplane: worker cannot wait on descriptor {fd}: {} (it wakes on timeouts)",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-    Some(ep)
 }
 
 #[cfg(test)]
@@ -526,7 +476,7 @@ mod tests {
             busy: false,
         };
         let (mut idler, g, bell) = setup(input, 100_000);
-        assert!(idler.has_epoll());
+        assert_eq!(idler.wait_set_len(), 2, "the input and the doorbell");
         let stop = AtomicBool::new(false);
         // Nothing readable: the sleep times out after its length (8 us first).
         assert_eq!(idler.sleep(&g, None, &stop, None), Woken::Timeout);

@@ -188,9 +188,9 @@ pub trait InputNode: Send {
     fn is_finished(&self) -> bool {
         false
     }
-    /// A file descriptor that becomes readable (level-triggered, `EPOLLIN`) when this input
-    /// has packets, for a worker that sleeps while idle (adaptive polling); the worker adds it
-    /// to its epoll set once, when it starts, and it must stay open as long as the input. None:
+    /// A file descriptor that becomes readable (`POLLIN`) when this input has packets, for a
+    /// worker that sleeps while idle (adaptive polling); the worker adds it to its wait set
+    /// once, when it starts, and it must stay open as long as the input. None:
     /// the worker cannot wait on it and sleeps at most its bounded timeout (memory ports, pcap
     /// files, timers).
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
