@@ -1,9 +1,9 @@
 //! `vecplane bench --scenario poll`: adaptive against busy polling on the veth router (netlab's
 //! A - R - B, R = `vecplane run`, one worker pinned to the forwarding CPU, AF_XDP when this build
 //! can start it, else AF_PACKET). Each run starts the daemon with `poll-mode = "adaptive"` and
-//! then with `"busy"`, interleaved: its CPU use (user + system from /proc/PID/stat) over 3 s
-//! with no traffic, then the forwarding rate under `vecplane gen tx`'s load, as the veth
-//! scenarios measure it. It owns nothing but the report; the topology and processes are
+//! then with `"busy"`, interleaved: first its CPU use (user + system from /proc/PID/stat) over
+//! 3 s with no traffic and the round trip of pings 50 ms apart; then, with the sink on B0, the
+//! forwarding rate under `vecplane gen tx`'s load, as the veth scenarios measure it. It owns nothing but the report; the topology and processes are
 //! `veth`'s and are deleted with it.
 
 use crate::report;
@@ -41,6 +41,28 @@ fn idle_cpu(vp: &Vecplane, window: Duration) -> f64 {
     (process_cpu_seconds(vp.pid()) - c0) / t0.elapsed().as_secs_f64()
 }
 
+/// Pings A -> B through R, one every 50 ms (so an adaptive worker sleeps between them): the
+/// average round trip in microseconds (`ping`'s summary), each crossing R twice.
+fn ping_rtt_us(topo: &netlab::Topology) -> Result<f64> {
+    let b = topo.b_ip4().to_string();
+    let out = topo.exec_timeout(
+        netlab::Host::A,
+        &["ping", "-n", "-q", "-c", "40", "-i", "0.05", "-W", "2", &b],
+        Duration::from_secs(30),
+    )?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    parse_rtt_avg_ms(&text)
+        .map(|ms| ms * 1000.0)
+        .with_context(|| format!("ping printed no round-trip summary: {}", text.trim()))
+}
+
+/// The average of `rtt min/avg/max/mdev = 0.045/0.060/0.091/0.010 ms`.
+fn parse_rtt_avg_ms(text: &str) -> Option<f64> {
+    let line = text.lines().find(|l| l.contains("min/avg/max"))?;
+    let values = line.split('=').nth(1)?.trim();
+    values.split('/').nth(1)?.trim().parse().ok()
+}
+
 fn median(v: &[f64]) -> f64 {
     report::median(v).unwrap_or(0.0)
 }
@@ -49,6 +71,7 @@ fn median(v: &[f64]) -> f64 {
 #[derive(Default)]
 struct Side {
     idle: Vec<f64>,
+    rtt_us: Vec<f64>,
     runs: Vec<PpsRun>,
 }
 
@@ -65,6 +88,8 @@ impl Side {
         json!({
             "idle_cpu": median(&self.idle),
             "idle_cpu_runs": self.idle,
+            "ping_rtt_us": median(&self.rtt_us),
+            "ping_rtt_us_runs": self.rtt_us,
             "pps": median(&self.pps()),
             "pps_runs": self.pps(),
             "offered_pps": self.med(|r| r.offered_pps),
@@ -82,7 +107,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     netlab::install_cleanup_handlers()?;
     veth::progress(&p, "building the vecplane topology".to_string());
     let side = veth::vecplane_side(&p)?;
-    veth::prepare_pps(&side.topo)?;
     let text = std::fs::read_to_string(&side.config)
         .with_context(|| format!("cannot read {}", side.config.display()))?;
     if !text.contains("[dataplane]\n") {
@@ -101,12 +125,35 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         configs.push(path);
     }
     let mut sides = [Side::default(), Side::default()];
+    // Idle phase, before the sink on B0 that would drop the pings.
     for r in 0..p.runs {
         for (k, mode) in modes.iter().enumerate() {
             let vp = side.topo.start_vecplane(&p.exe, &configs[k])?;
             // Past start-up (FIB build, sockets), then idle.
             std::thread::sleep(Duration::from_millis(500));
             let cpu = idle_cpu(&vp, Duration::from_secs_f64(IDLE_SECONDS));
+            let rtt = ping_rtt_us(&side.topo);
+            let stopped = vp.stop();
+            let rtt = rtt?;
+            stopped?;
+            veth::progress(
+                &p,
+                format!(
+                    "run {}/{} {mode}: idle {:.1}% of a core, ping round trip {rtt:.0} us",
+                    r + 1,
+                    p.runs,
+                    cpu * 100.0
+                ),
+            );
+            sides[k].idle.push(cpu);
+            sides[k].rtt_us.push(rtt);
+        }
+    }
+    // Load phase.
+    veth::prepare_pps(&side.topo)?;
+    for r in 0..p.runs {
+        for (k, mode) in modes.iter().enumerate() {
+            let vp = side.topo.start_vecplane(&p.exe, &configs[k])?;
             let label = format!("run {}/{} {mode}", r + 1, p.runs);
             let m = veth::measure(&p, &side.topo, Some(&vp), &label);
             let stopped = vp.stop();
@@ -115,9 +162,8 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             veth::progress(
                 &p,
                 format!(
-                    "{label}: idle {:.1}% of a core; under load {:.1} kpps forwarded (offered \
-                     {:.1}), CPU {} busy {:.0}%, {} sleeps ({:.1}% of the window asleep)",
-                    cpu * 100.0,
+                    "{label}: under load {:.1} kpps forwarded (offered {:.1}), CPU {} busy \
+                     {:.0}%, {} sleeps ({:.1}% of the window asleep)",
                     m.pps / 1e3,
                     m.offered_pps / 1e3,
                     p.fwd_cpu,
@@ -126,7 +172,6 @@ pub fn run(args: &BenchArgs) -> Result<()> {
                     100.0 * m.slept_seconds / m.seconds.max(1e-9)
                 ),
             );
-            sides[k].idle.push(cpu);
             sides[k].runs.push(m);
         }
     }
@@ -154,6 +199,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             "idle: the daemon's user + system CPU time over {IDLE_SECONDS} s without traffic \
              (every thread, the control thread included)"
         ),
+        "ping: A -> B through R, 40 pings 50 ms apart (an adaptive worker sleeps between \
+         them), average round trip; each crosses R twice"
+            .to_string(),
     ];
     let json = json!({
         "scenario": "poll",
@@ -200,9 +248,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     for (name, s) in [("adaptive", a), ("busy", b)] {
         out.push_str(&format!(
-            "  {name:<9} idle {:>5.1}% of a core; under load {:>7.1} kpps (runs: {}), CPU busy \
-             {:.0}%, {:.1}% of the window asleep\n",
+            "  {name:<9} idle {:>5.1}% of a core, ping {:.0} us; under load {:>7.1} kpps (runs: \
+             {}), CPU busy {:.0}%, {:.1}% of the window asleep\n",
             median(&s.idle) * 100.0,
+            median(&s.rtt_us),
             median(&s.pps()) / 1e3,
             s.pps()
                 .iter()
@@ -241,5 +290,9 @@ mod tests {
         assert_eq!(process_cpu_seconds(u32::MAX), 0.0);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[]), 0.0);
+        let ping = "--- 198.18.2.2 ping statistics ---\n40 packets transmitted, 40 received, \
+                    0% packet loss, time 1990ms\nrtt min/avg/max/mdev = 0.045/0.060/0.091/0.010 ms\n";
+        assert_eq!(parse_rtt_avg_ms(ping), Some(0.060));
+        assert_eq!(parse_rtt_avg_ms("100% packet loss"), None);
     }
 }
