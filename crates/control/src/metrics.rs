@@ -75,10 +75,12 @@ pub fn render(view: &RuntimeView) -> String {
         "worker_sleeps",
         "Sleeps of an idle (adaptive) worker",
     );
-    let slept = counter_family(
-        &mut reg,
-        "worker_slept_microseconds",
+    // Seconds, Prometheus's base unit (promtool refuses microseconds).
+    let slept = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
+    reg.register(
+        "worker_slept_seconds",
         "Time an idle (adaptive) worker spent asleep",
+        slept.clone(),
     );
     for w in &view.workers {
         let worker = w.index.to_string();
@@ -88,7 +90,9 @@ pub fn render(view: &RuntimeView) -> String {
         };
         let l = labels(&[("worker", &worker), ("mode", mode)]);
         sleeps.get_or_create(&l).inc_by(w.idle.sleeps.get());
-        slept.get_or_create(&l).inc_by(w.idle.slept_ns.get() / 1000);
+        slept
+            .get_or_create(&l)
+            .inc_by(w.idle.slept_ns.get() as f64 / 1e9);
         for n in worker_nodes(&w.graph) {
             if n.calls == 0 && n.packets == 0 {
                 continue;
