@@ -328,8 +328,17 @@ impl InputNode for AfXdpRx {
 
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         use std::os::fd::AsRawFd;
-        // The socket is readable when its rx ring holds descriptors.
+        // The socket is readable when its rx ring holds descriptors. The fill ring's
+        // need_wakeup kick is made by every `poll` that finds it set, so the worker's last
+        // round before a sleep leaves the driver able to receive.
         Some(self.core.fd.as_raw_fd())
+    }
+
+    /// Frames left on the transmit ring are sent only when something kicks them (`poll` does
+    /// on every round, the sleep's `ppoll` once, for one kernel batch): no sleep while there
+    /// are any.
+    fn before_sleep(&self) -> bool {
+        self.tx_watch.pending() == 0
     }
 
     fn next_nodes(&self) -> Vec<String> {

@@ -8,6 +8,7 @@
 pub mod churn;
 pub mod fibref;
 pub mod measure;
+pub mod poll;
 pub mod report;
 pub mod scenario;
 pub mod sys;
@@ -256,7 +257,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         );
     }
     if args.scenario == veth::ScenarioArg::Poll {
-        return veth::poll_compare(args);
+        return poll::run(args);
     }
     if args.scenario == veth::ScenarioArg::Fib {
         return fibref::run(args);

@@ -153,23 +153,23 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Everything a veth run needs, resolved from the arguments.
 #[derive(Clone, Debug)]
-struct Plan {
-    scenario: VethScenario,
-    seconds: f64,
-    warmup: f64,
-    runs: usize,
-    frame_size: usize,
-    flows: u32,
-    fwd_cpu: usize,
-    gen_cpu: usize,
-    driver: VethDriver,
-    reference: bool,
-    exe: PathBuf,
-    tsc_hz: u64,
-    progress: bool,
+pub(crate) struct Plan {
+    pub(crate) scenario: VethScenario,
+    pub(crate) seconds: f64,
+    pub(crate) warmup: f64,
+    pub(crate) runs: usize,
+    pub(crate) frame_size: usize,
+    pub(crate) flows: u32,
+    pub(crate) fwd_cpu: usize,
+    pub(crate) gen_cpu: usize,
+    pub(crate) driver: VethDriver,
+    pub(crate) reference: bool,
+    pub(crate) exe: PathBuf,
+    pub(crate) tsc_hz: u64,
+    pub(crate) progress: bool,
 }
 
-fn plan(args: &BenchArgs, scenario: VethScenario) -> Result<Plan> {
+pub(crate) fn plan(args: &BenchArgs, scenario: VethScenario) -> Result<Plan> {
     if args.sweep {
         bail!("--sweep is for the engine scenarios (l2xc, ip4, ip6); use --frame-size");
     }
@@ -270,10 +270,10 @@ struct Report {
 }
 
 /// The vecplane side's topology and the config it runs.
-struct VecplaneSide {
-    topo: Topology,
-    config: PathBuf,
-    driver: Driver,
+pub(crate) struct VecplaneSide {
+    pub(crate) topo: Topology,
+    pub(crate) config: PathBuf,
+    pub(crate) driver: Driver,
     forwarding: Forwarding,
     notes: Vec<String>,
 }
@@ -281,7 +281,7 @@ struct VecplaneSide {
 /// Build the vecplane topology and find the config this build accepts and can start: af-xdp
 /// first (unless told otherwise), then af-packet; for the bridge, a bridge domain, else two
 /// cross-connects (said in the notes).
-fn vecplane_side(p: &Plan) -> Result<VecplaneSide> {
+pub(crate) fn vecplane_side(p: &Plan) -> Result<VecplaneSide> {
     let topo =
         Topology::build_with_prefix(PREFIX_VECPLANE, Mode::Dataplane(p.scenario.addressing()))?;
     let drivers: Vec<Driver> = match p.driver {
@@ -382,7 +382,7 @@ fn kernel_side(p: &Plan) -> Result<Topology> {
 /// Settings of both topologies for the packet-rate runs: GRO on Ra gives it the NAPI context a
 /// generator transmitting with XDP into A0 needs when Ra has no XDP program of its own (64-byte
 /// UDP frames are never merged), and the sink on B0.
-fn prepare_pps(topo: &Topology) -> Result<()> {
+pub(crate) fn prepare_pps(topo: &Topology) -> Result<()> {
     let ra = topo.names().ra.clone();
     topo.ethtool_k(Host::R, &ra, &[("gro", true)])?;
     install_sink(topo)
@@ -484,24 +484,24 @@ fn cpu_times(cpu: usize) -> Option<CpuTimes> {
 
 /// One measured run.
 #[derive(Clone, Debug, serde::Serialize)]
-struct PpsRun {
+pub(crate) struct PpsRun {
     /// Forwarded packets per second (B0's receive counter over the window).
-    pps: f64,
+    pub(crate) pps: f64,
     /// Packets counted in the window.
     packets: u64,
     /// Window length.
-    seconds: f64,
+    pub(crate) seconds: f64,
     /// What the generator sent per second over its whole run (frames A0 accepted).
-    offered_pps: f64,
+    pub(crate) offered_pps: f64,
     /// How the generator sent (`vecplane gen tx`'s `method`).
     generator: String,
     /// Share of the forwarding CPU that was busy in the window (vecplane polls: about 1).
-    fwd_cpu_busy: f64,
+    pub(crate) fwd_cpu_busy: f64,
     /// Share of the forwarding CPU spent in user space (vecplane's worker; for the kernel,
     /// other processes competing with its forwarding).
     fwd_cpu_user: f64,
     /// TSC ticks of the forwarding CPU's busy time per forwarded packet.
-    cycles_per_packet: f64,
+    pub(crate) cycles_per_packet: f64,
     /// Share of the generator's CPU spent in softirq: on veth, Ra's receive processing (NAPI)
     /// runs there, in the sender's context.
     gen_cpu_softirq: f64,
@@ -518,10 +518,19 @@ struct PpsRun {
     /// vecplane only: drops by node/reason over the window (`show errors`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     drops: Vec<Value>,
+    /// vecplane only: sleeps of its workers in the window (adaptive polling).
+    pub(crate) sleeps: u64,
+    /// vecplane only: seconds its workers slept in the window (summed over workers).
+    pub(crate) slept_seconds: f64,
 }
 
 /// Run the generator in A through `topo` and measure what reaches B0.
-fn measure(p: &Plan, topo: &Topology, vp: Option<&Vecplane>, label: &str) -> Result<PpsRun> {
+pub(crate) fn measure(
+    p: &Plan,
+    topo: &Topology,
+    vp: Option<&Vecplane>,
+    label: &str,
+) -> Result<PpsRun> {
     let n = topo.names().clone();
     let gen_seconds = START_TIMEOUT.as_secs_f64() + p.warmup + p.seconds + 5.0;
     let args: Vec<String> = vec![
@@ -629,9 +638,9 @@ fn measure_window(
     let fwd1 = cpu_times(p.fwd_cpu);
     let gen1 = cpu_times(p.gen_cpu);
     let bl1 = backlog_drops();
-    let (nodes, drops) = match vp {
+    let (nodes, drops, (sleeps, slept_seconds)) = match vp {
         Some(v) => vecplane_figures(v)?,
-        None => (Vec::new(), Vec::new()),
+        None => (Vec::new(), Vec::new(), (0, 0.0)),
     };
     if let Some(s) = gen.try_wait()? {
         bail!(
@@ -675,12 +684,29 @@ fn measure_window(
         },
         nodes,
         drops,
+        sleeps,
+        slept_seconds,
     })
 }
 
 /// Per-node figures and drops since the last clear.
-fn vecplane_figures(v: &Vecplane) -> Result<(Vec<Value>, Vec<Value>)> {
+#[allow(clippy::type_complexity)]
+fn vecplane_figures(v: &Vecplane) -> Result<(Vec<Value>, Vec<Value>, (u64, f64))> {
     let rt = v.request("show runtime", true)?;
+    let workers = rt
+        .data
+        .as_ref()
+        .and_then(|d| d.get("workers"))
+        .and_then(Value::as_array);
+    let idle = workers.into_iter().flatten().fold((0, 0.0), |(n, s), w| {
+        (
+            n + w.get("sleeps").and_then(Value::as_u64).unwrap_or(0),
+            s + w
+                .get("slept_seconds")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0),
+        )
+    });
     let nodes = rt
         .data
         .as_ref()
@@ -708,10 +734,10 @@ fn vecplane_figures(v: &Vecplane) -> Result<(Vec<Value>, Vec<Value>)> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    Ok((nodes, drops))
+    Ok((nodes, drops, idle))
 }
 
-fn progress(p: &Plan, line: String) {
+pub(crate) fn progress(p: &Plan, line: String) {
     if p.progress {
         eprintln!("{}: {line}", p.scenario.name());
     }
@@ -1141,110 +1167,6 @@ fn stability(p: &Plan, runs: usize) -> Result<Report> {
         ));
     }
     Ok(Report { text, json })
-}
-
-/// CPU seconds (user + system) process `pid` used so far (0 when unreadable).
-fn process_cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz.max(1.0)
-}
-
-/// Share of a core `vp` used over `window` with no traffic offered.
-fn idle_cpu(vp: &Vecplane, window: Duration) -> f64 {
-    let (c0, t0) = (process_cpu_seconds(vp.pid()), std::time::Instant::now());
-    std::thread::sleep(window);
-    (process_cpu_seconds(vp.pid()) - c0) / t0.elapsed().as_secs_f64()
-}
-
-/// `vecplane bench --scenario poll`: the veth router with adaptive and with busy polling,
-/// interleaved: the daemon's CPU use while idle, and the forwarding rate under the
-/// generator's load.
-pub fn poll_compare(args: &BenchArgs) -> Result<()> {
-    let p = plan(args, VethScenario::Router)?;
-    netlab::install_cleanup_handlers()?;
-    progress(&p, "building the vecplane topology".to_string());
-    let side = vecplane_side(&p)?;
-    prepare_pps(&side.topo)?;
-    let adaptive_text = std::fs::read_to_string(&side.config)?;
-    if !adaptive_text.contains("[dataplane]\n") {
-        bail!("the generated config has no [dataplane] table to set poll-mode in");
-    }
-    let mut configs = Vec::new();
-    for mode in ["adaptive", "busy"] {
-        let path = side.topo.path(&format!("poll-{mode}.toml"));
-        std::fs::write(
-            &path,
-            adaptive_text.replace(
-                "[dataplane]\n",
-                &format!("[dataplane]\npoll-mode = \"{mode}\"\n"),
-            ),
-        )?;
-        configs.push((mode, path));
-    }
-    let mut idle: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    let mut pps: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    for r in 0..p.runs {
-        for (k, (mode, config)) in configs.iter().enumerate() {
-            let vp = side.topo.start_vecplane(&p.exe, config)?;
-            std::thread::sleep(Duration::from_millis(500));
-            let cpu = idle_cpu(&vp, Duration::from_secs(3));
-            let label = format!("run {}/{} {mode}", r + 1, p.runs);
-            let m = measure(&p, &side.topo, Some(&vp), &label);
-            let stopped = vp.stop();
-            let m = m?;
-            stopped?;
-            progress(
-                &p,
-                format!(
-                    "{label}: idle {:.1}% of a core, {:.1} kpps forwarded under load",
-                    cpu * 100.0,
-                    m.pps / 1e3
-                ),
-            );
-            idle[k].push(cpu);
-            pps[k].push(m.pps);
-        }
-    }
-    let med = |v: &[f64]| {
-        let mut s = v.to_vec();
-        s.sort_by(|a, b| a.total_cmp(b));
-        s.get(s.len() / 2).copied().unwrap_or(0.0)
-    };
-    let json = serde_json::json!({
-        "scenario": "poll",
-        "driver": side.driver.name(),
-        "runs": p.runs,
-        "idle_cpu_adaptive": med(&idle[0]),
-        "idle_cpu_busy": med(&idle[1]),
-        "pps_adaptive": med(&pps[0]),
-        "pps_busy": med(&pps[1]),
-        "forwarding_ratio_adaptive_to_busy": med(&pps[0]) / med(&pps[1]).max(1e-9),
-        "idle_cpu_goal": 0.05,
-        "ratio_goal": 0.95,
-    });
-    if args.json {
-        println!("{json}");
-    } else {
-        println!(
-            "poll ({}): idle vecplane uses {:.1}% of a core adaptive, {:.1}% busy; under load \
-             {:.1} kpps adaptive vs {:.1} kpps busy: ratio {:.3} (medians of {} runs)",
-            side.driver.name(),
-            med(&idle[0]) * 100.0,
-            med(&idle[1]) * 100.0,
-            med(&pps[0]) / 1e3,
-            med(&pps[1]) / 1e3,
-            json["forwarding_ratio_adaptive_to_busy"]
-                .as_f64()
-                .unwrap_or(0.0),
-            p.runs
-        );
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -374,6 +374,8 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
 /// Counter values at the last `clear`, subtracted from what the data plane reports.
 struct Baselines {
     runtime: Vec<Vec<NodeCounts>>,
+    /// Per worker: (sleeps, nanoseconds asleep).
+    idle: Vec<(u64, u64)>,
     runtime_at: Instant,
     ports: Vec<PortCounts>,
     ports_at: Instant,
@@ -387,7 +389,9 @@ struct Baselines {
 /// JSON shapes (the `data` field of a reply when the request has `"json": true`):
 /// * `help` → `{"commands":[{"command","help"}]}`
 /// * `show runtime [all]` → `{"time_since_start","time_since_clear","tsc_hz",
-///   "workers":[{"worker","cpu","nodes":[NODE]}],"total":[NODE]}` with NODE =
+///   "workers":[{"worker","cpu","poll_mode","sleeps","slept_seconds","nodes":[NODE]}],
+///   "total":[NODE]}` (`poll_mode`: "busy" or "adaptive"; sleeps of an idle adaptive worker
+///   and the time it spent asleep, since the last clear) with NODE =
 ///   `{"name","calls","vectors","packets","clocks","clocks_per_packet","vectors_per_call"}`
 ///   (`clocks_per_packet` = clocks/packets, `vectors_per_call` = packets/calls, both 0 when the
 ///   denominator is 0; nodes with 0 calls are left out unless `all`, as in the text)
@@ -468,6 +472,7 @@ impl Control {
             started: now,
             base: Mutex::new(Baselines {
                 runtime: Vec::new(),
+                idle: Vec::new(),
                 runtime_at: now,
                 ports: Vec::new(),
                 ports_at: now,
@@ -582,8 +587,10 @@ impl Control {
             }
             Command::ClearRuntime => {
                 let snap = self.runtime_now();
+                let idle = self.idle_now();
                 let mut b = self.baselines();
                 b.runtime = snap;
+                b.idle = idle;
                 b.runtime_at = Instant::now();
                 Ok(cleared("runtime", "runtime counters cleared"))
             }
@@ -627,6 +634,14 @@ impl Control {
             .collect()
     }
 
+    fn idle_now(&self) -> Vec<(u64, u64)> {
+        self.view
+            .workers
+            .iter()
+            .map(|w| (w.idle.sleeps.get(), w.idle.slept_ns.get()))
+            .collect()
+    }
+
     fn errors_now(&self) -> Vec<Vec<ErrorCount>> {
         self.view
             .workers
@@ -637,14 +652,27 @@ impl Control {
 
     fn show_runtime(&self, all: bool) -> (String, Value) {
         let now = self.runtime_now();
-        let (per_worker, since_clear) = {
+        let idle_now = self.idle_now();
+        let (per_worker, idle, since_clear) = {
             let b = self.baselines();
             let per: Vec<Vec<NodeCounts>> = now
                 .iter()
                 .enumerate()
                 .map(|(i, w)| minus_nodes(w, b.runtime.get(i)))
                 .collect();
-            (per, b.runtime_at.elapsed().as_secs_f64())
+            let idle: Vec<(u64, u64)> = idle_now
+                .iter()
+                .enumerate()
+                .map(|(i, &(n, ns))| {
+                    let (bn, bns) = b.idle.get(i).copied().unwrap_or((0, 0));
+                    (n.saturating_sub(bn), ns.saturating_sub(bns))
+                })
+                .collect();
+            (per, idle, b.runtime_at.elapsed().as_secs_f64())
+        };
+        let mode = |w: &dataplane::WorkerView| match w.poll_mode {
+            dataplane::PollMode::Busy => "busy",
+            dataplane::PollMode::Adaptive => "adaptive",
         };
         let total = sum_nodes(&per_worker);
         let since_start = self.started.elapsed().as_secs_f64();
@@ -691,7 +719,13 @@ impl Control {
                 .cpu
                 .map(|c| format!("cpu {c}"))
                 .unwrap_or_else(|| "not pinned".into());
-            text.push_str(&format!("Worker {} ({cpu}):\n", w.index));
+            let (sleeps, slept_ns) = idle.get(w.index).copied().unwrap_or((0, 0));
+            text.push_str(&format!(
+                "Worker {} ({cpu}, {} polling: {sleeps} sleeps, {:.3} s asleep):\n",
+                w.index,
+                mode(w),
+                slept_ns as f64 / 1e9
+            ));
             text.push_str(&table(nodes));
         }
         if self.view.workers.len() > 1 {
@@ -705,6 +739,9 @@ impl Control {
             "workers": self.view.workers.iter().zip(per_worker.iter()).map(|(w, nodes)| json!({
                 "worker": w.index,
                 "cpu": w.cpu,
+                "poll_mode": mode(w),
+                "sleeps": idle.get(w.index).map_or(0, |i| i.0),
+                "slept_seconds": idle.get(w.index).map_or(0.0, |i| i.1 as f64 / 1e9),
                 "nodes": nodes.iter().filter(keep).map(|n| n.json(true)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "total": total.iter().filter(keep).map(|n| n.json(true)).collect::<Vec<_>>(),

@@ -75,6 +75,7 @@ pub fn render(view: &RuntimeView) -> String {
         "worker_sleeps",
         "Sleeps of an idle (adaptive) worker",
     );
+    // Seconds, Prometheus's base unit (promtool refuses microseconds).
     let slept = Family::<Labels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
     reg.register(
         "worker_slept_seconds",

@@ -3,7 +3,8 @@
 //! and the bridge. Runs once, on the control thread, before the worker starts; never on the fast
 //! path.
 
-use crate::handoff::{self, Handoff, HandoffRx, HandoffTx, RssDispatch};
+use crate::handoff::{self, Handoff, HandoffRx, HandoffTx, RssDispatch, SharedOutbox};
+use crate::idle::Doorbell;
 use crate::routing::{Routing, RoutingReaders};
 use crate::spec::{DataplaneSpec, OptionsPolicy, PortDriver};
 use crate::view::PortView;
@@ -83,6 +84,8 @@ pub struct BuiltWorker {
     pub poll: (crate::spec::PollMode, u32),
     /// Its sleeps.
     pub idle: Arc<crate::idle::IdleStats>,
+    /// Its doorbell (in its wait set): rung to wake it while it sleeps.
+    pub doorbell: Arc<Doorbell>,
     /// Its neighbour tables (flush them into `pool` when the worker ends).
     pub neighbours: NeighbourHandle,
     /// Its bridge's counters and MAC table snapshot, when it has bridge domains.
@@ -96,6 +99,8 @@ pub struct WorkersShared {
     pub capture: Arc<graph::CaptureControl>,
     /// Rings between every pair of workers.
     pub handoff: Arc<Handoff>,
+    /// Each worker's doorbell (index = worker): rung by whoever hands it work while it sleeps.
+    pub doorbells: Vec<Arc<Doorbell>>,
     /// The live routing tables, changed by the control side.
     pub routing: Arc<Mutex<Routing>>,
     /// Each worker's epoch handle, taken by the worker built with that index.
@@ -114,9 +119,12 @@ impl WorkersShared {
                 .any(|p| matches!(p.driver, PortDriver::AfXdp { .. } | PortDriver::Tap { .. }));
         let (domain, epochs) = Domain::new(workers);
         let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
+        let doorbells: Vec<Arc<Doorbell>> =
+            (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
         Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
-            handoff: Arc::new(Handoff::new(if rss { workers } else { 0 })),
+            handoff: Arc::new(Handoff::new(if rss { &doorbells } else { &[] })),
+            doorbells,
             routing: Arc::new(Mutex::new(routing)),
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
         })
@@ -125,6 +133,13 @@ impl WorkersShared {
     /// Readers of the routing tables, for one worker.
     pub fn readers(&self) -> RoutingReaders {
         lock(&self.routing).readers()
+    }
+
+    /// Worker `index`'s outbox of handoff rings (an error when there are no rings).
+    fn outbox(&self, index: usize) -> Result<SharedOutbox, BuildError> {
+        self.handoff.outbox(index).ok_or_else(|| {
+            BuildError::Routing(format!("worker {index}: no software-RSS rings were built"))
+        })
     }
 
     /// Take worker `index`'s epoch handle (once).
@@ -234,7 +249,8 @@ impl BuiltWorker {
                     b.add_node(Box::new(HandoffTx::new(
                         tx_name.clone(),
                         id as u16,
-                        shared.handoff.ring(index, 0),
+                        0,
+                        shared.outbox(index)?,
                     )));
                     needs_rss_nodes = true;
                     tx_nodes.push(Some(tx_name));
@@ -314,7 +330,8 @@ impl BuiltWorker {
                         b.add_node(Box::new(HandoffTx::new(
                             tx_name.clone(),
                             id as u16,
-                            shared.handoff.ring(index, owner),
+                            owner,
+                            shared.outbox(index)?,
                         )));
                         detail = format!("software RSS: sent by worker {owner}");
                         needs_rss_nodes = true;
@@ -427,16 +444,13 @@ impl BuiltWorker {
             let workers = spec.workers.max(1);
             b.add_node(Box::new(RssDispatch::new(
                 index,
-                (0..workers)
-                    .map(|w| shared.handoff.ring(index, w))
-                    .collect(),
+                workers,
+                shared.outbox(index)?,
             )));
-            b.add_input(Box::new(HandoffRx::new(
-                (0..workers)
-                    .filter(|&w| w != index)
-                    .map(|w| shared.handoff.ring(w, index))
-                    .collect(),
-            )));
+            let inbox = shared.handoff.take_inbox(index).ok_or_else(|| {
+                BuildError::Routing(format!("worker {index}: its handoff rings were taken"))
+            })?;
+            b.add_input(Box::new(HandoffRx::new(inbox)));
         }
         let graph = b.build(index, tsc_hz)?;
         Ok(BuiltWorker {
@@ -447,6 +461,11 @@ impl BuiltWorker {
             epoch: shared.take_epoch(index),
             poll: (spec.poll.mode_of(index), spec.poll.sleep_max_us),
             idle: Arc::new(crate::idle::IdleStats::default()),
+            doorbell: shared
+                .doorbells
+                .get(index)
+                .cloned()
+                .unwrap_or_else(|| Arc::new(Doorbell::new())),
             neighbours: protocols.neighbours,
             bridge: protocols.bridge,
         })

@@ -9,75 +9,28 @@
 //! the frame and counts it). Nodes: `rss-dispatch` (after the owner's rx), `handoff-tx-<port>`
 //! (a worker's transmit node for a port it has no socket on) and the input `handoff-rx`.
 //!
-//! A receiving worker that sleeps (adaptive polling) is woken through its doorbell: it
-//! announces that it sleeps, checks its rings once more, and waits on an eventfd that a
-//! producer writes only when it sees the announcement after pushing (one fence and one load per
-//! vector while the receiver is awake).
+//! A ring is split at creation into a `Producer` and a `Consumer`, neither `Clone`: pushing and
+//! popping take `&mut self`, so safe code cannot push (or pop) from two threads at once. A
+//! worker's producers (one per other worker) live in its `Outbox`, which the worker's
+//! `rss-dispatch` and `handoff-tx-*` nodes share through a `WorkerCell` (a second borrow at the
+//! same time, which only a node leaked to another thread could cause, panics instead of racing).
+//!
+//! A receiving worker that sleeps (adaptive polling) is woken through its `Doorbell`: it
+//! announces that it sleeps, checks its rings once more (`before_sleep`), and waits on its
+//! wait set, where the doorbell's eventfd is; a producer writes it only when it sees the
+//! announcement after a vector's pushes (one fence and one load per vector while the receiver
+//! is awake).
 
+use crate::idle::Doorbell;
 use graph::{Dispatch, InputNode, Node, NodeContext, NEXT_CONSUMED};
 use nodes::flow_hash::{ip4_flow_hash, ip6_flow_hash};
 use nodes::names;
+use nodes::neighbour::WorkerCell;
 use packet::headers::{be16, eth, ip4, ip6};
 use packet::BufferPool;
 use std::cell::UnsafeCell;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
-
-/// How producers wake a sleeping receiver.
-pub struct Doorbell {
-    sleeping: AtomicBool,
-    /// An eventfd (None: the kernel refused one; the receiver then sleeps only its bounded
-    /// timeout).
-    fd: Option<OwnedFd>,
-}
-
-impl Doorbell {
-    fn new() -> Doorbell {
-        // SAFETY: eventfd takes no pointers; a non-negative result is a new descriptor we own.
-        let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        Doorbell {
-            sleeping: AtomicBool::new(false),
-            // SAFETY: `raw` is a descriptor nothing else owns.
-            fd: (raw >= 0).then(|| unsafe { OwnedFd::from_raw_fd(raw) }),
-        }
-    }
-
-    /// Producer, after pushing: wake the receiver if it announced it sleeps.
-    #[inline]
-    fn ring(&self) {
-        // Orders the pushes before the load (pairs with the fence in `announce`).
-        fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::Relaxed) && self.sleeping.swap(false, Ordering::AcqRel) {
-            if let Some(fd) = &self.fd {
-                let one: u64 = 1;
-                // SAFETY: writes 8 bytes from a live u64 to our eventfd.
-                let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
-            }
-        }
-    }
-
-    /// Receiver: announce that it is about to sleep.
-    fn announce(&self) {
-        self.sleeping.store(true, Ordering::SeqCst);
-        // Orders the announcement before the receiver's last look at its rings.
-        fence(Ordering::SeqCst);
-    }
-
-    /// Receiver: awake again; clear the announcement and the eventfd.
-    fn clear(&self) {
-        self.sleeping.store(false, Ordering::Relaxed);
-        if let Some(fd) = &self.fd {
-            let mut v: u64 = 0;
-            // SAFETY: reads at most 8 bytes into a live u64 from our non-blocking eventfd.
-            let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
-        }
-    }
-
-    fn raw_fd(&self) -> Option<RawFd> {
-        self.fd.as_ref().map(|f| f.as_raw_fd())
-    }
-}
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Slots per ring (a power of two).
 pub const RING_SLOTS: usize = 1024;
@@ -101,91 +54,101 @@ struct Slot {
     bytes: Box<[u8; SLOT_BYTES]>,
 }
 
-/// A bounded single-producer single-consumer ring of frame copies.
-pub struct HandoffRing {
+/// The memory of a bounded single-producer single-consumer ring of frame copies, shared by
+/// its two halves only.
+struct Ring {
     slots: Box<[UnsafeCell<Slot>]>,
     head: AtomicUsize,
     tail: AtomicUsize,
-    /// The receiver's doorbell.
-    bell: Arc<Doorbell>,
 }
 
-// SAFETY: one producer thread writes a slot only between reading `tail` (the slot is free) and
-// publishing `head` with Release; the one consumer reads it only after seeing that `head` with
-// Acquire and before publishing `tail` with Release. No slot is ever accessed by both at once.
-unsafe impl Sync for HandoffRing {}
+// SAFETY: only the one `Producer` (whose methods take `&mut self`) writes a slot, and only
+// between reading `tail` (the slot is free) and publishing `head` with Release; only the one
+// `Consumer` (`&mut self` too) reads it, after seeing that `head` with Acquire and before
+// publishing `tail` with Release. No slot is ever accessed by both at once.
+unsafe impl Sync for Ring {}
 // SAFETY: the slots are plain owned data.
-unsafe impl Send for HandoffRing {}
+unsafe impl Send for Ring {}
 
-impl HandoffRing {
-    /// An empty ring (allocates all its slots now) with a doorbell of its own.
-    pub fn new() -> HandoffRing {
-        HandoffRing::with_doorbell(Arc::new(Doorbell::new()))
+impl Ring {
+    fn len(&self) -> usize {
+        self.head
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.tail.load(Ordering::Acquire))
     }
+}
 
-    /// An empty ring whose receiver is woken through `bell`.
-    fn with_doorbell(bell: Arc<Doorbell>) -> HandoffRing {
-        let slots = (0..RING_SLOTS)
-            .map(|_| {
-                UnsafeCell::new(Slot {
-                    kind: Kind::Rx,
-                    port: 0,
-                    length: 0,
-                    timestamp_ns: 0,
-                    bytes: Box::new([0; SLOT_BYTES]),
-                })
+/// A new empty ring (allocates all its slots now) whose consumer is woken through `bell`: its
+/// two halves.
+pub fn ring(bell: Arc<Doorbell>) -> (Producer, Consumer) {
+    let slots = (0..RING_SLOTS)
+        .map(|_| {
+            UnsafeCell::new(Slot {
+                kind: Kind::Rx,
+                port: 0,
+                length: 0,
+                timestamp_ns: 0,
+                bytes: Box::new([0; SLOT_BYTES]),
             })
-            .collect();
-        HandoffRing {
-            slots,
-            head: AtomicUsize::new(0),
-            tail: AtomicUsize::new(0),
+        })
+        .collect();
+    let ring = Arc::new(Ring {
+        slots,
+        head: AtomicUsize::new(0),
+        tail: AtomicUsize::new(0),
+    });
+    (
+        Producer {
+            ring: ring.clone(),
             bell,
-        }
-    }
+            pushed: false,
+        },
+        Consumer { ring },
+    )
+}
 
-    /// Producer, after a vector's pushes: wake the receiver if it sleeps.
-    #[inline]
-    fn notify(&self) {
-        self.bell.ring();
-    }
+/// The pushing half of a ring (not `Clone`: one thread pushes).
+pub struct Producer {
+    ring: Arc<Ring>,
+    bell: Arc<Doorbell>,
+    /// Pushed since the last `notify`.
+    pushed: bool,
+}
 
-    /// Producer: copy `data`; false when the ring is full.
-    fn push(&self, kind: Kind, port: u16, timestamp_ns: u64, data: &[u8]) -> bool {
-        let head = self.head.load(Ordering::Relaxed);
-        let tail = self.tail.load(Ordering::Acquire);
+impl Producer {
+    /// Copy `data`; false when the ring is full or `data` longer than a slot.
+    fn push(&mut self, kind: Kind, port: u16, timestamp_ns: u64, data: &[u8]) -> bool {
+        let r = &*self.ring;
+        let head = r.head.load(Ordering::Relaxed);
+        let tail = r.tail.load(Ordering::Acquire);
         if head.wrapping_sub(tail) >= RING_SLOTS || data.len() > SLOT_BYTES {
             return false;
         }
-        // SAFETY: see the `Sync` impl: slot `head` is free and only this producer writes it.
-        let slot = unsafe { &mut *self.slots[head % RING_SLOTS].get() };
+        // SAFETY: see the `Sync` impl of `Ring`: slot `head` is free and only this producer
+        // (borrowed mutably) writes it.
+        let slot = unsafe { &mut *r.slots[head % RING_SLOTS].get() };
         slot.kind = kind;
         slot.port = port;
         slot.length = data.len() as u16;
         slot.timestamp_ns = timestamp_ns;
         slot.bytes[..data.len()].copy_from_slice(data);
-        self.head.store(head.wrapping_add(1), Ordering::Release);
+        r.head.store(head.wrapping_add(1), Ordering::Release);
+        self.pushed = true;
         true
     }
 
-    /// Consumer: hand the oldest frame to `f`; false when the ring is empty.
-    fn pop(&self, f: impl FnOnce(&Slot)) -> bool {
-        let tail = self.tail.load(Ordering::Relaxed);
-        let head = self.head.load(Ordering::Acquire);
-        if head == tail {
-            return false;
+    /// After a vector's pushes: wake the consumer if it sleeps (nothing when nothing was
+    /// pushed).
+    #[inline]
+    fn notify(&mut self) {
+        if std::mem::take(&mut self.pushed) {
+            self.bell.ring();
         }
-        // SAFETY: see the `Sync` impl: slot `tail` was published and only this consumer reads it.
-        f(unsafe { &*self.slots[tail % RING_SLOTS].get() });
-        self.tail.store(tail.wrapping_add(1), Ordering::Release);
-        true
     }
 
     /// Frames waiting.
     pub fn len(&self) -> usize {
-        self.head
-            .load(Ordering::Acquire)
-            .wrapping_sub(self.tail.load(Ordering::Acquire))
+        self.ring.len()
     }
 
     /// True when no frame waits.
@@ -194,33 +157,113 @@ impl HandoffRing {
     }
 }
 
-impl Default for HandoffRing {
-    fn default() -> Self {
-        HandoffRing::new()
+/// The popping half of a ring (not `Clone`: one thread pops).
+pub struct Consumer {
+    ring: Arc<Ring>,
+}
+
+impl Consumer {
+    /// Hand the oldest frame to `f`; false when the ring is empty.
+    fn pop(&mut self, f: impl FnOnce(&Slot)) -> bool {
+        let r = &*self.ring;
+        let tail = r.tail.load(Ordering::Relaxed);
+        let head = r.head.load(Ordering::Acquire);
+        if head == tail {
+            return false;
+        }
+        // SAFETY: see the `Sync` impl of `Ring`: slot `tail` was published and only this
+        // consumer (borrowed mutably) reads it.
+        f(unsafe { &*r.slots[tail % RING_SLOTS].get() });
+        r.tail.store(tail.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// Frames waiting.
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// True when no frame waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
-/// The rings of a data plane: `ring(from, to)` for every ordered pair of workers.
-pub struct Handoff {
-    workers: usize,
-    rings: Vec<Arc<HandoffRing>>,
+/// One worker's sending side: a producer to every other worker.
+pub struct Outbox {
+    /// Index = receiving worker (None: this worker itself, or no ring).
+    to: Vec<Option<Producer>>,
 }
 
-impl Handoff {
-    /// Rings for `workers` workers (the rings to one worker share its doorbell).
-    pub fn new(workers: usize) -> Handoff {
-        let bells: Vec<Arc<Doorbell>> = (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
-        Handoff {
-            workers,
-            rings: (0..workers * workers)
-                .map(|i| Arc::new(HandoffRing::with_doorbell(bells[i % workers].clone())))
-                .collect(),
+impl Outbox {
+    /// Copy `data` into the ring to worker `to`; false when there is none or it is full.
+    #[inline]
+    fn push(&mut self, to: usize, kind: Kind, port: u16, timestamp_ns: u64, data: &[u8]) -> bool {
+        match self.to.get_mut(to) {
+            Some(Some(p)) => p.push(kind, port, timestamp_ns, data),
+            _ => false,
         }
     }
 
-    /// The ring from worker `from` to worker `to`.
-    pub fn ring(&self, from: usize, to: usize) -> Arc<HandoffRing> {
-        self.rings[from * self.workers + to].clone()
+    /// After a vector's pushes: wake the receivers that sleep and were handed frames.
+    #[inline]
+    fn notify(&mut self) {
+        for p in self.to.iter_mut().flatten() {
+            p.notify();
+        }
+    }
+}
+
+/// A worker's outbox as its nodes share it (borrowed once per vector).
+pub type SharedOutbox = Arc<WorkerCell<Outbox>>;
+
+/// The rings of a data plane, one for every ordered pair of workers, handed out once: worker
+/// `w`'s outbox (shared by its nodes) and its inbox (the consumers of the rings to it).
+pub struct Handoff {
+    outboxes: Vec<SharedOutbox>,
+    inboxes: Mutex<Vec<Option<Vec<Consumer>>>>,
+}
+
+impl Handoff {
+    /// Rings between the workers whose doorbells are `bells` (index = worker; none when
+    /// `bells` is empty). The rings to worker `w` ring `bells[w]`.
+    pub fn new(bells: &[Arc<Doorbell>]) -> Handoff {
+        let workers = bells.len();
+        let mut outs: Vec<Vec<Option<Producer>>> = (0..workers)
+            .map(|_| (0..workers).map(|_| None).collect())
+            .collect();
+        let mut ins: Vec<Vec<Consumer>> = (0..workers).map(|_| Vec::new()).collect();
+        for (to, bell) in bells.iter().enumerate() {
+            for (from, out) in outs.iter_mut().enumerate() {
+                if from != to {
+                    let (p, c) = ring(bell.clone());
+                    out[to] = Some(p);
+                    ins[to].push(c);
+                }
+            }
+        }
+        Handoff {
+            outboxes: outs
+                .into_iter()
+                .map(|to| Arc::new(WorkerCell::new(Outbox { to })))
+                .collect(),
+            inboxes: Mutex::new(ins.into_iter().map(Some).collect()),
+        }
+    }
+
+    /// Worker `from`'s outbox, for its nodes only (None: no rings).
+    pub fn outbox(&self, from: usize) -> Option<SharedOutbox> {
+        self.outboxes.get(from).cloned()
+    }
+
+    /// Take worker `to`'s inbox: the consumers of the rings from every other worker (once;
+    /// None after, or without rings).
+    pub fn take_inbox(&self, to: usize) -> Option<Vec<Consumer>> {
+        self.inboxes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(to)
+            .and_then(Option::take)
     }
 }
 
@@ -256,7 +299,8 @@ pub fn worker_of(hash: u32, workers: usize) -> usize {
 /// flows (to `ethernet-input`) and copies the others' into their rings.
 pub struct RssDispatch {
     worker: usize,
-    out: Vec<Arc<HandoffRing>>,
+    workers: usize,
+    out: SharedOutbox,
 }
 
 /// Name of the node.
@@ -265,9 +309,13 @@ pub const RSS_DISPATCH: &str = "rss-dispatch";
 pub const HANDOFF_RX: &str = "handoff-rx";
 
 impl RssDispatch {
-    /// For worker `worker`; `out[w]` is the ring to worker `w`.
-    pub fn new(worker: usize, out: Vec<Arc<HandoffRing>>) -> RssDispatch {
-        RssDispatch { worker, out }
+    /// For worker `worker` of `workers`, handing other workers' flows over through `out`.
+    pub fn new(worker: usize, workers: usize, out: SharedOutbox) -> RssDispatch {
+        RssDispatch {
+            worker,
+            workers,
+            out,
+        }
     }
 }
 
@@ -287,31 +335,32 @@ impl Node for RssDispatch {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        let workers = self.out.len();
-        let mut all_mine = true;
-        for (i, &b) in frame.iter().enumerate() {
-            let to =
-                frame_flow_hash(cx.pool.data(b)).map_or(self.worker, |h| worker_of(h, workers));
-            if to == self.worker {
-                nexts[i] = 0;
-                continue;
+        let (me, workers) = (self.worker, self.workers);
+        // One borrow of the outbox per vector.
+        let all_mine = self.out.with(|out| {
+            let mut all_mine = true;
+            for (i, &b) in frame.iter().enumerate() {
+                let to = frame_flow_hash(cx.pool.data(b)).map_or(me, |h| worker_of(h, workers));
+                if to == me {
+                    nexts[i] = 0;
+                    continue;
+                }
+                all_mine = false;
+                let m = *cx.pool.meta(b);
+                if out.push(to, Kind::Rx, m.rx_port, m.timestamp_ns, cx.pool.data(b)) {
+                    // Copied: this buffer is done here.
+                    cx.pool.free(b);
+                    nexts[i] = NEXT_CONSUMED;
+                } else {
+                    cx.pool.meta_mut(b).error = cx.error_base;
+                    nexts[i] = 1;
+                }
             }
-            all_mine = false;
-            let m = *cx.pool.meta(b);
-            if self.out[to].push(Kind::Rx, m.rx_port, m.timestamp_ns, cx.pool.data(b)) {
-                // Copied: this buffer is done here.
-                cx.pool.free(b);
-                nexts[i] = NEXT_CONSUMED;
-            } else {
-                cx.pool.meta_mut(b).error = cx.error_base;
-                nexts[i] = 1;
-            }
-        }
+            out.notify();
+            all_mine
+        });
         if all_mine {
             return Dispatch::AllTo(0);
-        }
-        for ring in &self.out {
-            ring.notify();
         }
         Dispatch::PerPacket
     }
@@ -322,13 +371,19 @@ impl Node for RssDispatch {
 pub struct HandoffTx {
     name: String,
     port: u16,
-    ring: Arc<HandoffRing>,
+    owner: usize,
+    out: SharedOutbox,
 }
 
 impl HandoffTx {
-    /// For `port`, handing over to its owner through `ring`.
-    pub fn new(name: String, port: u16, ring: Arc<HandoffRing>) -> HandoffTx {
-        HandoffTx { name, port, ring }
+    /// For `port`, handing over to worker `owner` through this worker's `out`.
+    pub fn new(name: String, port: u16, owner: usize, out: SharedOutbox) -> HandoffTx {
+        HandoffTx {
+            name,
+            port,
+            owner,
+            out,
+        }
     }
 }
 
@@ -346,17 +401,20 @@ impl Node for HandoffTx {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-        for (i, &b) in frame.iter().enumerate() {
-            let ts = cx.pool.meta(b).timestamp_ns;
-            if self.ring.push(Kind::Tx, self.port, ts, cx.pool.data(b)) {
-                cx.pool.free(b);
-                nexts[i] = NEXT_CONSUMED;
-            } else {
-                cx.pool.meta_mut(b).error = cx.error_base;
-                nexts[i] = 0;
+        let (port, owner) = (self.port, self.owner);
+        self.out.with(|out| {
+            for (i, &b) in frame.iter().enumerate() {
+                let ts = cx.pool.meta(b).timestamp_ns;
+                if out.push(owner, Kind::Tx, port, ts, cx.pool.data(b)) {
+                    cx.pool.free(b);
+                    nexts[i] = NEXT_CONSUMED;
+                } else {
+                    cx.pool.meta_mut(b).error = cx.error_base;
+                    nexts[i] = 0;
+                }
             }
-        }
-        self.ring.notify();
+            out.notify();
+        });
         Dispatch::PerPacket
     }
 }
@@ -364,13 +422,13 @@ impl Node for HandoffTx {
 /// `handoff-rx`: receives what other workers handed over: received frames go to
 /// `ethernet-input`, frames to transmit to `interface-output`.
 pub struct HandoffRx {
-    rings: Vec<Arc<HandoffRing>>,
+    rings: Vec<Consumer>,
     next_ring: usize,
 }
 
 impl HandoffRx {
-    /// Polling `rings` (the rings from every other worker to this one).
-    pub fn new(rings: Vec<Arc<HandoffRing>>) -> HandoffRx {
+    /// Polling `rings` (the consumers of the rings from every other worker to this one).
+    pub fn new(rings: Vec<Consumer>) -> HandoffRx {
         HandoffRx {
             rings,
             next_ring: 0,
@@ -383,27 +441,10 @@ impl InputNode for HandoffRx {
         HANDOFF_RX
     }
 
-    fn wait_fd(&self) -> Option<RawFd> {
-        self.rings.first().and_then(|r| r.bell.raw_fd())
-    }
-
+    /// Frames pushed before the worker announced its sleep are seen here (those pushed after
+    /// ring its doorbell).
     fn before_sleep(&self) -> bool {
-        let Some(bell) = self.rings.first().map(|r| &r.bell) else {
-            return true;
-        };
-        bell.announce();
-        // A frame pushed before the announcement was seen: no sleep.
-        if self.rings.iter().any(|r| !r.is_empty()) {
-            bell.clear();
-            return false;
-        }
-        true
-    }
-
-    fn after_sleep(&self) {
-        if let Some(r) = self.rings.first() {
-            r.bell.clear();
-        }
+        self.rings.iter().all(Consumer::is_empty)
     }
 
     fn next_nodes(&self) -> Vec<String> {
@@ -419,7 +460,7 @@ impl InputNode for HandoffRx {
         let mut n = 0;
         let rings = self.rings.len();
         for k in 0..rings {
-            let ring = &self.rings[(self.next_ring + k) % rings];
+            let ring = &mut self.rings[(self.next_ring + k) % rings];
             while n < out.len() && !ring.is_empty() {
                 let Some(b) = cx.pool.alloc() else {
                     return (n, Dispatch::PerPacket);
@@ -465,20 +506,71 @@ mod tests {
 
     #[test]
     fn ring_keeps_order_and_refuses_when_full() {
-        let r = HandoffRing::new();
+        let (mut p, mut c) = ring(Arc::new(Doorbell::new()));
         for i in 0..RING_SLOTS {
-            assert!(r.push(Kind::Rx, 1, i as u64, &[i as u8; 60]));
+            assert!(p.push(Kind::Rx, 1, i as u64, &[i as u8; 60]));
         }
-        assert!(!r.push(Kind::Rx, 1, 0, &[0; 60]), "full");
-        assert!(!HandoffRing::new().push(Kind::Rx, 1, 0, &[0; SLOT_BYTES + 1]));
+        assert!(!p.push(Kind::Rx, 1, 0, &[0; 60]), "full");
+        assert_eq!((p.len(), c.len()), (RING_SLOTS, RING_SLOTS));
+        let (mut p2, _c2) = ring(Arc::new(Doorbell::new()));
+        assert!(!p2.push(Kind::Rx, 1, 0, &[0; SLOT_BYTES + 1]));
         for i in 0..RING_SLOTS {
-            assert!(r.pop(|s| {
+            assert!(c.pop(|s| {
                 assert_eq!(s.timestamp_ns, i as u64);
                 assert_eq!(&s.bytes[..60], &[i as u8; 60]);
             }));
         }
-        assert!(!r.pop(|_| {}));
-        assert!(r.is_empty());
+        assert!(!c.pop(|_| {}));
+        assert!(c.is_empty() && p.is_empty());
+    }
+
+    #[test]
+    fn halves_cross_threads_in_order() {
+        let (mut p, mut c) = ring(Arc::new(Doorbell::new()));
+        const N: u64 = 100_000;
+        let producer = std::thread::spawn(move || {
+            let mut i = 0u64;
+            while i < N {
+                if p.push(Kind::Tx, 7, i, &i.to_le_bytes()) {
+                    i += 1;
+                    p.notify();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let mut want = 0u64;
+        while want < N {
+            c.pop(|s| {
+                assert_eq!((s.kind, s.port, s.timestamp_ns), (Kind::Tx, 7, want));
+                assert_eq!(&s.bytes[..8], &want.to_le_bytes());
+                want += 1;
+            });
+        }
+        producer.join().expect("producer");
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn handoff_hands_each_half_out_once_and_rings_the_receiver() {
+        let bells: Vec<Arc<Doorbell>> = (0..3).map(|_| Arc::new(Doorbell::new())).collect();
+        let h = Handoff::new(&bells);
+        let mut inbox1 = h.take_inbox(1).expect("inbox of worker 1");
+        assert_eq!(inbox1.len(), 2, "from workers 0 and 2");
+        assert!(h.take_inbox(1).is_none(), "taken once");
+        let out0 = h.outbox(0).expect("outbox of worker 0");
+        assert!(
+            !out0.with(|o| o.push(0, Kind::Rx, 0, 0, &[1; 60])),
+            "no ring to itself"
+        );
+        out0.with(|o| {
+            assert!(o.push(1, Kind::Rx, 3, 9, &[1; 60]));
+            o.notify();
+        });
+        assert!(inbox1[0].pop(|s| assert_eq!((s.port, s.timestamp_ns), (3, 9))));
+        assert!(inbox1.iter().all(Consumer::is_empty));
+        assert!(Handoff::new(&[]).outbox(0).is_none());
+        assert!(Handoff::new(&[]).take_inbox(0).is_none());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! blocks and never locks. The control thread only builds them and reads their counters.
 
 use crate::build::{BuildError, BuiltWorker, FibStats};
+use crate::idle::{Doorbell, Woken};
 use crate::spec::DataplaneSpec;
 use crate::view::{RuntimeView, WorkerView};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -115,6 +116,7 @@ impl Dataplane {
     /// then flush outputs. Worker 0 runs on the current thread (pinned if the spec says so),
     /// the others on scoped threads. Returns packets received.
     pub fn run_inline(&mut self, stop: &AtomicBool, deadline: Option<Instant>) -> u64 {
+        let tsc_hz = self.view.tsc_hz;
         let (first, rest) = self.workers.split_at_mut(1);
         std::thread::scope(|scope| {
             let others: Vec<_> = rest
@@ -124,11 +126,11 @@ impl Dataplane {
                     let cpu = *cpu;
                     std::thread::Builder::new()
                         .name(format!("vecplane-worker-{}", i + 1))
-                        .spawn_scoped(scope, move || run_worker(w, cpu, stop, deadline))
+                        .spawn_scoped(scope, move || run_worker(w, cpu, stop, deadline, tsc_hz))
                 })
                 .collect();
             let (w, cpu) = &mut first[0];
-            let mut received = run_worker(w, *cpu, stop, deadline);
+            let mut received = run_worker(w, *cpu, stop, deadline, tsc_hz);
             for h in others {
                 match h {
                     Ok(h) => received += h.join().unwrap_or(0),
@@ -144,6 +146,12 @@ impl Dataplane {
         let stop = Arc::new(AtomicBool::new(false));
         let running = Arc::new(AtomicUsize::new(self.workers.len()));
         let view = self.view.clone();
+        let tsc_hz = view.tsc_hz;
+        let doorbells = self
+            .workers
+            .iter()
+            .map(|(w, _)| w.doorbell.clone())
+            .collect();
         let mut handles = Vec::new();
         for (index, (mut w, cpu)) in self.workers.into_iter().enumerate() {
             let (s, r) = (stop.clone(), running.clone());
@@ -153,7 +161,7 @@ impl Dataplane {
                     // Count this worker out however it ends, also when it unwinds from a
                     // panic, so the control thread never waits for a worker that is gone.
                     let _finished = CountDownOnDrop(r);
-                    run_worker(&mut w, cpu, &s, None);
+                    run_worker(&mut w, cpu, &s, None, tsc_hz);
                 });
             match handle {
                 Ok(h) => handles.push(h),
@@ -168,6 +176,7 @@ impl Dataplane {
             stop,
             running,
             handles,
+            doorbells,
         }
     }
 }
@@ -179,13 +188,21 @@ fn run_worker(
     cpu: Option<usize>,
     stop: &AtomicBool,
     deadline: Option<Instant>,
+    tsc_hz: u64,
 ) -> u64 {
     if let Some(cpu) = cpu {
         pin_current_thread(cpu);
     }
     let mut received = 0u64;
     let mut rounds = 0u64;
-    let mut idler = crate::idle::Idler::new(w.poll.0, w.poll.1, &w.graph, w.idle.clone());
+    let mut idler = crate::idle::Idler::new(
+        w.poll.0,
+        w.poll.1,
+        &w.graph,
+        w.doorbell.clone(),
+        w.idle.clone(),
+        tsc_hz,
+    );
     let mut epoch = OfflineOnDrop(w.epoch.as_mut());
     loop {
         let n = w.graph.run_once(&mut w.pool);
@@ -195,14 +212,15 @@ fn run_worker(
             // from a live::Reader is alive.
             unsafe { e.quiescent() };
         }
-        if idler.should_sleep(n) {
-            idler.sleep(&w.graph, epoch.0.as_deref_mut());
-        }
         if n == 0 && w.graph.is_finished() {
             break;
         }
         rounds += 1;
-        if rounds.is_multiple_of(CHECK_EVERY) {
+        // After a sleep (a round apart at most: each may have lasted `poll-sleep-max-us`),
+        // check at once rather than every CHECK_EVERY rounds.
+        let slept = idler.should_sleep(n)
+            && idler.sleep(&w.graph, epoch.0.as_deref_mut(), stop, deadline) != Woken::NotSlept;
+        if slept || rounds.is_multiple_of(CHECK_EVERY) {
             if stop.load(Ordering::Relaxed) {
                 break;
             }
@@ -233,6 +251,8 @@ pub struct RunningDataplane {
     stop: Arc<AtomicBool>,
     running: Arc<AtomicUsize>,
     handles: Vec<std::thread::JoinHandle<()>>,
+    /// The workers' doorbells: `stop` wakes the sleeping ones at once.
+    doorbells: Vec<Arc<Doorbell>>,
 }
 
 impl RunningDataplane {
@@ -250,6 +270,9 @@ impl RunningDataplane {
     /// Ask the workers to stop, wait for them, flush their outputs.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Release);
+        for bell in &self.doorbells {
+            bell.wake();
+        }
         for h in self.handles {
             let _ = h.join();
         }

@@ -320,6 +320,17 @@ impl Graph {
         }
     }
 
+    /// The soonest timer of any input (see `InputNode::next_timer`), in TSC ticks.
+    pub fn next_timer(&self) -> Option<u64> {
+        self.slots
+            .iter()
+            .filter_map(|s| match &s.imp {
+                NodeImpl::Input(n) => n.next_timer(),
+                NodeImpl::Internal(_) => None,
+            })
+            .min()
+    }
+
     /// Tell every internal node the run is over (flushes output files).
     pub fn finish(&mut self) {
         for s in &mut self.slots {

@@ -188,19 +188,27 @@ pub trait InputNode: Send {
     fn is_finished(&self) -> bool {
         false
     }
-    /// A file descriptor that becomes readable when this input has packets, for a worker
-    /// that sleeps while idle (adaptive polling). None: the worker cannot wait on it and
-    /// sleeps at most its bounded timeout (memory ports, pcap files, timers).
+    /// A file descriptor that becomes readable (`POLLIN`) when this input has packets, for a
+    /// worker that sleeps while idle (adaptive polling); the worker adds it to its wait set
+    /// once, when it starts, and it must stay open as long as the input. None:
+    /// the worker cannot wait on it and sleeps at most its bounded timeout (memory ports, pcap
+    /// files, timers).
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
-    /// The worker is about to sleep: false when this input already has work (the sleep is
-    /// skipped). An input woken by other threads announces here that it sleeps.
+    /// The worker is about to sleep (it already announced so to the threads that may hand it
+    /// work): false when this input still has work its descriptor would not report (the sleep
+    /// is skipped). Cold path.
     fn before_sleep(&self) -> bool {
         true
     }
-    /// The worker woke up (clear what `before_sleep` announced).
+    /// The worker woke up, or its sleep was called off. Cold path.
     fn after_sleep(&self) {}
+    /// The TSC time at which this input has timer work to do in `poll` (e.g. neighbour
+    /// retries), so a sleeping worker wakes for it. None: no timer. Cold path.
+    fn next_timer(&self) -> Option<u64> {
+        None
+    }
     /// One line describing a received packet for the trace (cold path).
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);

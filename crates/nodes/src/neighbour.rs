@@ -1622,18 +1622,32 @@ impl Neighbours {
     }
 
     /// Timer work, at most once a millisecond: merge news from other workers, sweep
-    /// `SWEEP_BATCH` entries of each family, publish the snapshot once a second.
+    /// `SWEEP_BATCH` entries of each family per millisecond since the last sweep (a worker
+    /// that slept catches up), publish the snapshot once a second.
     pub fn maintain(&mut self, pool: &mut BufferPool, now: u64) {
-        if now.wrapping_sub(self.last_sweep) < self.core.ticks.sweep {
+        let since = now.wrapping_sub(self.last_sweep);
+        if since < self.core.ticks.sweep {
             return;
         }
         self.last_sweep = now;
         self.send_news();
         self.merge_news(pool, now);
-        self.sweep(pool, now, SWEEP_BATCH);
+        let batches = (since / self.core.ticks.sweep).min(MAX_CAPACITY as u64) as usize;
+        self.sweep(pool, now, SWEEP_BATCH.saturating_mul(batches));
         if self.last_publish == 0 || now.wrapping_sub(self.last_publish) >= self.core.ticks.hz {
             self.publish(now);
         }
+    }
+
+    /// When `maintain` next has work that should not wait for traffic (TSC), for a worker
+    /// that sleeps while idle: the next sweep while packets wait in the outbox, for news or
+    /// for resolution; else the next publication of the snapshot (entries age by a sweep
+    /// that catches up whenever it runs).
+    pub fn next_timer(&self) -> u64 {
+        if self.core.outbox.len > 0 || self.core.news_len > 0 || self.core.queue.used > 0 {
+            return self.last_sweep.wrapping_add(self.core.ticks.sweep);
+        }
+        self.last_publish.wrapping_add(self.core.ticks.hz)
     }
 
     /// Age the next `count` entries of each family now (deletes, retries, probes).
@@ -2479,6 +2493,10 @@ impl InputNode for NeighbourTx {
 
     fn is_finished(&self) -> bool {
         self.neighbours.with(|n| n.outbox_len() == 0)
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        Some(self.neighbours.with(|n| n.next_timer()))
     }
 
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {

@@ -170,6 +170,30 @@ fn help_lists_commands() {
 // --- show runtime ----------------------------------------------------------------------------
 
 #[test]
+fn show_runtime_counts_sleeps_since_the_last_clear() {
+    let c = control(1);
+    let idle = c.view().workers[0].idle.clone();
+    idle.sleeps.add(3);
+    idle.slept_ns.add(2_500_000_000);
+    let t = text(&c, "show runtime");
+    assert!(
+        t.contains("Worker 0 (cpu 1, adaptive polling: 3 sleeps, 2.500 s asleep):"),
+        "{t}"
+    );
+    let d = data(&c, "show runtime");
+    let w = &d["workers"][0];
+    assert_eq!(
+        (&w["poll_mode"], &w["sleeps"], &w["slept_seconds"]),
+        (&json!("adaptive"), &json!(3), &json!(2.5))
+    );
+    text(&c, "clear runtime");
+    idle.sleeps.add(1);
+    let d = data(&c, "show runtime");
+    assert_eq!(d["workers"][0]["sleeps"], 1);
+    assert_eq!(d["workers"][0]["slept_seconds"], 0.0);
+}
+
+#[test]
 fn show_runtime_table_hides_idle_nodes() {
     let c = control(1);
     let v = c.view().clone();
@@ -179,7 +203,10 @@ fn show_runtime_table_hides_idle_nodes() {
     let lines: Vec<&str> = t.lines().collect();
     assert!(lines[0].starts_with("Time "), "{t}");
     assert!(lines[0].contains("s since start") && lines[0].contains("since last clear"));
-    assert_eq!(lines[1], "Worker 0 (cpu 1):");
+    assert_eq!(
+        lines[1],
+        "Worker 0 (cpu 1, adaptive polling: 0 sleeps, 0.000 s asleep):"
+    );
     assert_eq!(
         lines[2],
         "Name        Calls  Vectors  Packets  Clocks/Pkt  Vectors/Call"
@@ -237,7 +264,7 @@ fn show_runtime_json_shape() {
     // The text has a total section when there are several workers.
     let t = text(&c, "show runtime");
     assert!(
-        t.contains("Worker 1 (cpu 2):") && t.contains("Total (2 workers):"),
+        t.contains("Worker 1 (cpu 2, adaptive polling: ") && t.contains("Total (2 workers):"),
         "{t}"
     );
 }

@@ -33,6 +33,22 @@ fn counters_carry_labels_and_values() {
 }
 
 #[test]
+fn worker_sleeps_in_seconds() {
+    let v = view(1);
+    v.workers[0].idle.sleeps.add(4);
+    v.workers[0].idle.slept_ns.add(1_500_000_000);
+    let text = render(&v);
+    assert!(
+        text.contains("vecplane_worker_sleeps_total{worker=\"0\",mode=\"adaptive\"} 4"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vecplane_worker_slept_seconds_total{worker=\"0\",mode=\"adaptive\"} 1.5"),
+        "{text}"
+    );
+}
+
+#[test]
 fn the_text_format_names_counters_by_their_samples() {
     let v = view(1);
     let text = render_text(&v);
