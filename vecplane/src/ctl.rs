@@ -84,6 +84,17 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         return rest(&ep, &args.words, args.json);
     }
     let command = absolute_capture_file(&args.words).join(" ");
+    if args.json {
+        if let Ok(control::Command::ShowFib {
+            v6,
+            query: control::commands::FibQuery::Page { after, .. },
+        }) = control::parse_command(&command)
+        {
+            if !args.words.iter().any(|w| w == "limit") {
+                return fib_pages(&ep, v6, after);
+            }
+        }
+    }
     let reply = request_at(&ep, &command, args.json)?;
     if !reply.ok {
         eprintln!(
@@ -102,6 +113,75 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         reply.text.unwrap_or_default()
     };
     print(&out)
+}
+
+/// `--json show ip[6] fib [after PREFIX]`: every page from the daemon, printed as they come as
+/// one document, the same text `serde_json::to_string_pretty` makes of the whole listing, so the
+/// client, like the daemon, holds one page of a million-route table at a time.
+fn fib_pages(ep: &Endpoint, v6: bool, mut after: Option<String>) -> anyhow::Result<ExitCode> {
+    let fam = if v6 { "ip6" } else { "ip" };
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut first = true;
+    let mut printed = 0usize;
+    loop {
+        let line = match &after {
+            Some(a) => format!("show {fam} fib after {a}"),
+            None => format!("show {fam} fib"),
+        };
+        let reply = request_at(ep, &line, true)?;
+        if !reply.ok {
+            eprintln!(
+                "vecplane ctl: {}",
+                reply
+                    .error
+                    .as_deref()
+                    .unwrap_or("the daemon reported an error without a message")
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        let data = reply.data.unwrap_or(Value::Null);
+        let entries = data["entries"].as_array().cloned().unwrap_or_default();
+        let mut text = String::new();
+        if first {
+            text.push_str(&format!(
+                "{{\n  \"family\": {},\n  \"total\": {},\n  \"entries\": [",
+                data["family"], data["total"]
+            ));
+        }
+        first = false;
+        for e in &entries {
+            if printed > 0 {
+                text.push(',');
+            }
+            printed += 1;
+            text.push('\n');
+            for (j, l) in serde_json::to_string_pretty(e)?.lines().enumerate() {
+                if j > 0 {
+                    text.push('\n');
+                }
+                text.push_str("    ");
+                text.push_str(l);
+            }
+        }
+        after = data["next"].as_str().map(str::to_string);
+        if after.is_none() {
+            text.push_str(if printed > 0 { "\n  ],\n" } else { "],\n" });
+            text.push_str("  \"next\": null\n}\n");
+        }
+        match out.write_all(text.as_bytes()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            Err(e) => return Err(anyhow::Error::new(e).context("cannot write the reply")),
+        }
+        if after.is_none() {
+            break;
+        }
+    }
+    match out.flush() {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write the reply")),
+    }
 }
 
 /// A route body from `PREFIX (via A [B...] | drop)`.

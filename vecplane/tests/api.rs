@@ -562,3 +562,72 @@ fn show_ip_fib_shows_routes_the_api_changed() {
     dm.signal(libc::SIGINT);
     assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
 }
+
+#[test]
+fn a_large_fib_is_listed_in_pages_and_printed_as_one_document() {
+    if !tool("curl") {
+        return;
+    }
+    let d = TempDir::new();
+    // 25,000 routes from a route file: three pages of at most 10,000.
+    let mut routes = String::new();
+    for i in 0..25_000u32 {
+        routes.push_str(&format!(
+            "198.19.{}.{}/32 via 198.18.2.2\n",
+            i / 256,
+            i % 256
+        ));
+    }
+    d.write("routes.txt", &routes);
+    let cfg = d.write(
+        "api.toml",
+        &format!("route-file = \"routes.txt\"\n{CONFIG}"),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    // The daemon answers one page at a time.
+    let page = dm.ctl_json(&["show", "ip", "fib", "limit", "10000"]);
+    assert_eq!(page["total"], 25_003, "{}", page["total"]);
+    assert_eq!(page["entries"].as_array().map(Vec::len), Some(10_000));
+    assert!(page["next"].is_string(), "{}", page["next"]);
+    // ctl follows `next` and prints one document, exactly as pretty-printing the whole would.
+    let o = dm.ctl(&["--json", "show", "ip", "fib"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let doc = json_of(&text);
+    let entries = doc["entries"].as_array().cloned().unwrap_or_default();
+    assert_eq!(entries.len(), 25_003);
+    assert_eq!(doc["next"], Value::Null);
+    assert_eq!(
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        text
+    );
+    // In prefix order, each once: the connected /24s first, then the /16 route and the /32s.
+    let prefixes: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["prefix"].as_str())
+        .collect();
+    let mut unique = prefixes.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), prefixes.len());
+    assert_eq!(prefixes[0], "198.18.1.0/24");
+    // Over HTTP: the same pages.
+    let (code, body) = curl(
+        &dm.socket,
+        "GET",
+        "/v1/fib/ipv4?after=198.19.0.0/16&limit=2",
+        None,
+    );
+    assert_eq!(code, 200, "{body}");
+    let v = json_of(&body);
+    assert_eq!(v["entries"][0]["prefix"], "198.19.0.0/32", "{body}");
+    assert_eq!(v["next"], "198.19.0.1/32", "{body}");
+    let (code, body) = curl(&dm.socket, "GET", "/v1/fib/ipv4?limit=0", None);
+    assert_eq!(code, 400, "{body}");
+    // Text stays one screenful and says how to go on.
+    let t = dm.ctl_ok(&["show", "ip", "fib"]);
+    assert!(t.lines().count() <= 1003, "{}", t.lines().count());
+    assert!(t.contains("more entries"), "{t}");
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}

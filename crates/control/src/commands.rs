@@ -4,6 +4,7 @@
 
 use crate::capture::{parse_start, CaptureJob, CaptureRequest};
 use crate::fibview::FibView;
+pub use crate::fibview::{FibQuery, MAX_PAGE};
 use crate::stats::{
     minus_nodes, port_counts, sum_errors, sum_nodes, worker_errors, worker_nodes, ErrorCount,
     NodeCounts, PortCounts,
@@ -14,7 +15,6 @@ use graph::trace::MAX_TRACE_RECORDS;
 use packet::headers::format_mac;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use thiserror::Error;
@@ -82,12 +82,12 @@ pub enum Command {
     ShowInterfaces,
     /// `show errors`
     ShowErrors,
-    /// `show ip fib [ARG]` / `show ip6 fib [ARG]`
+    /// `show ip fib [PREFIX|ADDRESS | [after PREFIX] [limit N]]` (`ip6` for IPv6)
     ShowFib {
         /// IPv6 (`ip6`) rather than IPv4 (`ip`).
         v6: bool,
-        /// A prefix or address to look up.
-        query: Option<String>,
+        /// A page of the listing, or a lookup.
+        query: FibQuery,
     },
     /// `show trace`
     ShowTrace,
@@ -140,12 +140,13 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "per bridge domain: learned MACs (VLAN, MAC, port, age) and learning/flooding counters",
     ),
     (
-        "show ip fib [PREFIX|ADDRESS]",
-        "IPv4 routes; with an argument, the longest matching route",
+        "show ip fib [PREFIX|ADDRESS | after PREFIX | limit N]",
+        "IPv4 routes (the first 1,000 lines; JSON: pages of up to 10,000 entries, `after` the \
+         previous page's `next`); with an address or prefix, the longest matching route",
     ),
     (
-        "show ip6 fib [PREFIX|ADDRESS]",
-        "IPv6 routes; with an argument, the longest matching route",
+        "show ip6 fib [PREFIX|ADDRESS | after PREFIX | limit N]",
+        "IPv6 routes, as `show ip fib`",
     ),
     (
         "pcap start PORT FILE [rx|tx|both] [count N] [snaplen N]",
@@ -171,23 +172,6 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("clear errors", "restart the error counters from zero"),
 ];
 
-/// A route of the live tables as a route of the spec's family `A` (None: another family).
-fn narrow<A: Copy>(
-    r: &dataplane::routing::Route,
-    f: impl Fn(IpAddr) -> Option<A>,
-) -> Option<dataplane::RouteSpec<A>> {
-    Some(dataplane::RouteSpec {
-        prefix: f(r.prefix)?,
-        len: r.len,
-        target: match &r.target {
-            dataplane::RouteTarget::Drop => dataplane::RouteTarget::Drop,
-            dataplane::RouteTarget::Via(h) => {
-                dataplane::RouteTarget::Via(h.iter().filter_map(|a| f(*a)).collect())
-            }
-        },
-    })
-}
-
 /// A command that could not be parsed or executed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 #[error("{0}")]
@@ -202,6 +186,56 @@ fn accepted_commands() -> String {
 }
 
 /// Match `word` against `options`: exact, else a unique prefix (VPP style: `sh int`).
+/// The words after `show ip fib`: nothing, `after PREFIX`, `limit N` (both in that order), or
+/// one address or prefix to look up.
+fn fib_query(fam: &str, words: &[&str]) -> Result<FibQuery, CommandError> {
+    let cmd = format!("show {fam} fib");
+    let usage = || {
+        format!(
+            "accepted: `{cmd}`, `{cmd} PREFIX|ADDRESS`, `{cmd} [after PREFIX] [limit N]` \
+             (N from 1 to {MAX_PAGE})"
+        )
+    };
+    let mut after = None;
+    let mut limit = MAX_PAGE;
+    let mut rest = words;
+    match rest {
+        [] => {}
+        ["after" | "limit", ..] => {}
+        [arg] => return Ok(FibQuery::Lookup(arg.to_string())),
+        [arg, more, ..] => {
+            return Err(CommandError(format!(
+                "unexpected `{more}` after `{cmd} {arg}`; {}",
+                usage()
+            )))
+        }
+    }
+    if let ["after", p, tail @ ..] = rest {
+        after = Some(p.to_string());
+        rest = tail;
+    }
+    if let ["limit", n, tail @ ..] = rest {
+        limit = match n.parse::<usize>() {
+            Ok(v) if (1..=MAX_PAGE).contains(&v) => v,
+            _ => {
+                return Err(CommandError(format!(
+                    "`{cmd} limit {n}`: `{n}` is not a number of entries; {}",
+                    usage()
+                )))
+            }
+        };
+        rest = tail;
+    }
+    match rest {
+        [] => Ok(FibQuery::Page { after, limit }),
+        [w, ..] => Err(CommandError(format!(
+            "`{cmd} {}`: unexpected `{w}`; {}",
+            words.join(" "),
+            usage()
+        ))),
+    }
+}
+
 fn pick<'o>(word: &str, options: &[&'o str]) -> Result<&'o str, String> {
     let w = word.to_ascii_lowercase();
     if let Some(o) = options.iter().find(|o| **o == w) {
@@ -321,11 +355,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                         return Err(bad(format!("`show {fam}` needs `fib`")));
                     };
                     pick(f, &["fib"]).map_err(bad)?;
-                    let query = words.get(3).map(|s| s.to_string());
-                    extra(
-                        4,
-                        &format!("show {fam} fib {}", query.as_deref().unwrap_or("")),
-                    )?;
+                    let query = fib_query(fam, &words[3..])?;
                     Ok(Command::ShowFib { v6, query })
                 }
             }
@@ -404,8 +434,11 @@ struct Baselines {
 ///   "aged","moves","refused","flooded","flood_copies","macs"},"macs":[{"domain","vlan","mac",
 ///   "port","age_seconds"}]}]}`
 /// * `show errors` → `{"time_since_clear","errors":[{"node","reason","count"}],"total"}` (non-zero only)
-/// * `show ip fib` / `show ip6 fib` → `{"family":"ip4"|"ip6","total","entries":[ENTRY]}`, with an
-///   argument `{"family","query","entries":[ENTRY]}` (0 or 1 entry); ENTRY = `{"prefix","type":
+/// * `show ip fib` / `show ip6 fib [after PREFIX] [limit N]` → `{"family":"ip4"|"ip6","total",
+///   "entries":[ENTRY],"next":PREFIX|null}`: one page of at most N (default and most `MAX_PAGE`)
+///   entries in prefix order; `next` is the last entry's prefix when more follow (ask again
+///   `after` it). With an address or prefix: `{"family","query","entries":[ENTRY]}` (the
+///   longest match: 0 or 1 entry); ENTRY = `{"prefix","type":
 ///   "via"|"drop"|"connected","next_hops":[{"ip","port","mac"}],"port"(connected only)}`
 /// * `pcap start ...`, `pcap stop`, `show pcap` → `{"port","direction","file","count","snaplen",
 ///   "state":"running"|"done"|"failed","written","lost","error"}` (`show pcap` before any
@@ -428,34 +461,6 @@ impl Control {
     pub fn protect(mut self, path: &std::path::Path) -> Control {
         self.protected.extend(ports::outfile::file_id(path));
         self
-    }
-
-    /// The spec with the routes and static neighbours of the running tables.
-    fn live_spec(&self) -> DataplaneSpec {
-        let mut spec = (*self.spec).clone();
-        let r = dataplane::build::lock(&self.view.routing);
-        spec.neighbours = r.neighbours();
-        spec.routes4 = r
-            .routes(false, None, usize::MAX)
-            .iter()
-            .filter_map(|x| {
-                narrow(x, |a| match a {
-                    IpAddr::V4(v) => Some(v),
-                    IpAddr::V6(_) => None,
-                })
-            })
-            .collect();
-        spec.routes6 = r
-            .routes(true, None, usize::MAX)
-            .iter()
-            .filter_map(|x| {
-                narrow(x, |a| match a {
-                    IpAddr::V6(v) => Some(v),
-                    IpAddr::V4(_) => None,
-                })
-            })
-            .collect();
-        spec
     }
 
     fn protected_files(&self) -> Vec<ports::outfile::FileId> {
@@ -566,10 +571,11 @@ impl Control {
             Command::ShowInterfaces => Ok(self.show_interfaces()),
             Command::ShowErrors => Ok(self.show_errors()),
             Command::ShowFib { v6, query } => {
-                // The routes and static neighbours as they are now (the API changes them).
-                let spec = self.live_spec();
-                FibView::new(&spec)
-                    .show(&spec, *v6, query.as_deref(), json)
+                // The routes and static neighbours as they are now (the API changes them): one
+                // bounded page read under the routing lock.
+                let routing = dataplane::build::lock(&self.view.routing);
+                FibView::new(&self.spec, &routing, *v6)
+                    .show(query, json)
                     .map_err(CommandError)
             }
             Command::ShowTrace => Ok(self.show_trace()),

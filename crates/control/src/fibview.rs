@@ -1,36 +1,64 @@
-//! The routing table as `show ip fib` / `show ip6 fib` present it, computed from the spec the
-//! control plane keeps (configured routes, their neighbours, and the ports' connected prefixes).
-//! It never reads the data plane's FIB and never touches packets.
+//! The routing table as `show ip fib` / `show ip6 fib` present it: the live routes (from
+//! `Routing`, under its lock), their static neighbours, and the ports' connected prefixes. Every
+//! answer is one bounded page (at most `MAX_PAGE` entries, in prefix order, after a given
+//! prefix), so listing a million-route table never holds more than a page in the daemon; a
+//! lookup is at most one hash probe per prefix length. It never touches packets or workers.
 
 use crate::config::{contains, mask};
 use crate::table::{render, Align};
-use dataplane::{DataplaneSpec, RouteTarget};
+use dataplane::routing::{Route, Routing};
+use dataplane::{DataplaneSpec, NeighbourSpec, RouteTarget};
 use packet::headers::format_mac;
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::net::IpAddr;
 
-/// Most text lines a FIB listing prints (JSON has every entry).
+/// Most text lines a FIB listing prints (`--json` pages through every entry).
 pub(crate) const MAX_TEXT_LINES: usize = 1000;
 
-#[derive(Debug)]
+/// Most entries one JSON page holds; `next` names where the following page starts.
+pub const MAX_PAGE: usize = 10_000;
+
+/// What a `show ip fib` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FibQuery {
+    /// A page of the listing: the entries after `after` (from the start when None), at most
+    /// `limit` of them.
+    Page {
+        /// The prefix the page starts after (`after PREFIX`).
+        after: Option<String>,
+        /// Most entries (`limit N`, 1..=`MAX_PAGE`; default `MAX_PAGE`).
+        limit: usize,
+    },
+    /// The longest entry covering an address or prefix.
+    Lookup(String),
+}
+
+#[derive(Clone, Debug)]
 enum Kind {
     Via(Vec<IpAddr>),
     Drop,
     Connected(usize),
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Entry {
     net: IpAddr,
     len: u8,
     kind: Kind,
 }
 
-/// Both FIBs, sorted by prefix.
-#[derive(Debug)]
-pub(crate) struct FibView {
-    v4: Vec<Entry>,
-    v6: Vec<Entry>,
+impl Entry {
+    fn of_route(r: Route) -> Entry {
+        Entry {
+            net: r.prefix,
+            len: r.len,
+            kind: match r.target {
+                RouteTarget::Via(h) => Kind::Via(h),
+                RouteTarget::Drop => Kind::Drop,
+            },
+        }
+    }
 }
 
 /// A next hop resolved to its neighbour.
@@ -40,104 +68,182 @@ struct Hop {
     mac: String,
 }
 
-impl FibView {
-    pub(crate) fn new(spec: &DataplaneSpec) -> FibView {
-        let mut v4 = Vec::new();
-        let mut v6 = Vec::new();
-        for r in &spec.routes4 {
-            v4.push(Entry {
-                net: IpAddr::V4(r.prefix),
-                len: r.len,
-                kind: match &r.target {
-                    RouteTarget::Via(h) => Kind::Via(h.iter().map(|a| IpAddr::V4(*a)).collect()),
-                    RouteTarget::Drop => Kind::Drop,
-                },
-            });
-        }
-        for r in &spec.routes6 {
-            v6.push(Entry {
-                net: IpAddr::V6(r.prefix),
-                len: r.len,
-                kind: match &r.target {
-                    RouteTarget::Via(h) => Kind::Via(h.iter().map(|a| IpAddr::V6(*a)).collect()),
-                    RouteTarget::Drop => Kind::Drop,
-                },
-            });
-        }
+/// One family's FIB as `show` reads it: the ports come from the spec (they do not change at
+/// run time), the routes and neighbours from the live tables.
+pub(crate) struct FibView<'a> {
+    spec: &'a DataplaneSpec,
+    routing: &'a Routing,
+    v6: bool,
+    /// Connected prefixes of this family, sorted.
+    connected: Vec<Entry>,
+}
+
+impl<'a> FibView<'a> {
+    pub(crate) fn new(spec: &'a DataplaneSpec, routing: &'a Routing, v6: bool) -> FibView<'a> {
+        let mut connected = Vec::new();
         for (i, p) in spec.ports.iter().enumerate() {
-            for (a, l) in &p.ip4 {
-                v4.push(Entry {
-                    net: mask(IpAddr::V4(*a), *l),
-                    len: *l,
-                    kind: Kind::Connected(i),
-                });
-            }
-            for (a, l) in &p.ip6 {
-                v6.push(Entry {
-                    net: mask(IpAddr::V6(*a), *l),
-                    len: *l,
+            let nets: Vec<(IpAddr, u8)> = if v6 {
+                p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)).collect()
+            } else {
+                p.ip4.iter().map(|(a, l)| (IpAddr::V4(*a), *l)).collect()
+            };
+            for (a, l) in nets {
+                connected.push(Entry {
+                    net: mask(a, l),
+                    len: l,
                     kind: Kind::Connected(i),
                 });
             }
         }
-        v4.sort_by_key(|a| (a.net, a.len));
-        v6.sort_by_key(|a| (a.net, a.len));
-        FibView { v4, v6 }
+        connected.sort_by_key(|e| (e.net, e.len));
+        FibView {
+            spec,
+            routing,
+            v6,
+            connected,
+        }
     }
 
-    /// `show ip fib [ARG]` (v6: `show ip6 fib [ARG]`): text and JSON data, or an error message.
+    fn names(&self) -> (&'static str, &'static str, &'static str) {
+        if self.v6 {
+            ("ip6", "show ip6 fib", "IPv6")
+        } else {
+            ("ip4", "show ip fib", "IPv4")
+        }
+    }
+
+    /// `show ip fib ...`: text and JSON data, or an error message. Without `want_json` the
+    /// JSON data of a listing is left out (`Value::Null`).
     pub(crate) fn show(
         &self,
-        spec: &DataplaneSpec,
-        v6: bool,
-        arg: Option<&str>,
+        query: &FibQuery,
         want_json: bool,
     ) -> Result<(String, Value), String> {
-        let entries = if v6 { &self.v6 } else { &self.v4 };
-        let (fam, cmd) = if v6 {
-            ("ip6", "show ip6 fib")
-        } else {
-            ("ip4", "show ip fib")
-        };
-        let Some(arg) = arg else {
-            let routes = entries
-                .iter()
-                .filter(|e| !matches!(e.kind, Kind::Connected(_)))
-                .count();
-            let head = format!(
-                "{} FIB: {} ({}, {} connected)\n",
-                if v6 { "IPv6" } else { "IPv4" },
-                plural(entries.len(), "entry", "entries"),
-                plural(routes, "route", "routes"),
-                entries.len() - routes
-            );
-            if entries.is_empty() {
-                return Ok((head, json!({"family": fam, "entries": [], "total": 0})));
-            }
-            let (table, shown) = text(spec, entries.iter());
-            let mut t = head + &table;
-            if shown < entries.len() {
-                t.push_str(&format!(
-                    "... {} more entries omitted (the JSON reply, `vecplane ctl --json {cmd}`, \
-                     has all)\n",
-                    entries.len() - shown
-                ));
-            }
-            // The full listing is only built when asked for (a million routes take a while).
-            let data = if want_json {
-                json!({
-                    "family": fam,
-                    "entries": entries.iter().map(|e| entry_json(spec, e)).collect::<Vec<_>>(),
-                    "total": entries.len(),
-                })
-            } else {
-                Value::Null
-            };
-            return Ok((t, data));
-        };
+        match query {
+            FibQuery::Lookup(arg) => self.lookup(arg),
+            FibQuery::Page { after, limit } => self.page(after.as_deref(), *limit, want_json),
+        }
+    }
 
-        // A prefix or an address: the longest entry covering it.
-        let example = if v6 { "2001:db8:2::10" } else { "198.18.2.10" };
+    /// Parse `arg` as a prefix of this family (for `after`).
+    fn prefix_arg(&self, arg: &str, what: &str) -> Result<(IpAddr, u8), String> {
+        let (_, cmd, fam) = self.names();
+        let example = if self.v6 {
+            "2001:db8:2::/48"
+        } else {
+            "198.18.2.0/24"
+        };
+        let (ip, len) = crate::config::parse_prefix(arg).map_err(|why| {
+            format!("`{cmd} {what} {arg}`: `{arg}` {why}; accepted: an {fam} prefix like {example}")
+        })?;
+        if ip.is_ipv6() != self.v6 {
+            return Err(format!(
+                "`{cmd} {what} {arg}`: `{arg}` is not an {fam} prefix; accepted: an {fam} prefix \
+                 like {example}"
+            ));
+        }
+        Ok((mask(ip, len), len))
+    }
+
+    fn page(
+        &self,
+        after: Option<&str>,
+        limit: usize,
+        want_json: bool,
+    ) -> Result<(String, Value), String> {
+        let (fam, cmd, family) = self.names();
+        let start = after.map(|a| self.prefix_arg(a, "after")).transpose()?;
+        let (r4, r6) = self.routing.route_counts();
+        let routes = if self.v6 { r6 } else { r4 };
+        let total = routes + self.connected.len();
+        // Text shows one screenful from the start (or `after`); JSON one page. One entry more
+        // than shown tells whether more follow.
+        let want = if want_json {
+            limit
+        } else {
+            limit.min(MAX_TEXT_LINES)
+        };
+        let mut entries = self.merged(start, want + 1);
+        let more = entries.len() > want;
+        entries.truncate(want);
+        let neighbours = self.neighbours();
+        let mut text = String::new();
+        if start.is_none() {
+            text = format!(
+                "{family} FIB: {} ({}, {} connected)\n",
+                plural(total, "entry", "entries"),
+                plural(routes, "route", "routes"),
+                self.connected.len()
+            );
+        }
+        let (table, shown) = if entries.is_empty() {
+            (String::new(), 0)
+        } else {
+            self.text(&neighbours, entries.iter())
+        };
+        text.push_str(&table);
+        if shown > 0 && (more || shown < entries.len()) {
+            let last = &entries[shown - 1];
+            let count = if start.is_none() {
+                format!("{} more entries", total.saturating_sub(shown))
+            } else {
+                "more entries".to_string()
+            };
+            text.push_str(&format!(
+                "... {count} (`vecplane ctl --json {cmd}` lists all; `{cmd} after {}/{}` goes on)\n",
+                last.net, last.len
+            ));
+        }
+        let data = if want_json {
+            let next = entries
+                .last()
+                .filter(|_| more)
+                .map(|e| format!("{}/{}", e.net, e.len));
+            json!({
+                "family": fam,
+                "total": total,
+                "entries": entries.iter().map(|e| self.entry_json(&neighbours, e)).collect::<Vec<_>>(),
+                "next": next,
+            })
+        } else {
+            Value::Null
+        };
+        Ok((text, data))
+    }
+
+    /// Up to `limit` entries after `start`: routes and connected prefixes merged in order.
+    fn merged(&self, start: Option<(IpAddr, u8)>, limit: usize) -> Vec<Entry> {
+        let routes = self.routing.routes(self.v6, start, limit);
+        let connected = self
+            .connected
+            .iter()
+            .filter(|e| start.is_none_or(|s| (e.net, e.len) > s));
+        let mut out: Vec<Entry> = Vec::with_capacity(limit.min(routes.len() + 8));
+        let mut routes = routes.into_iter().map(Entry::of_route).peekable();
+        let mut connected = connected.peekable();
+        while out.len() < limit {
+            let take_route = match (routes.peek(), connected.peek()) {
+                (Some(r), Some(c)) => (r.net, r.len) <= (c.net, c.len),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => break,
+            };
+            if take_route {
+                out.extend(routes.next());
+            } else {
+                out.extend(connected.next().cloned());
+            }
+        }
+        out
+    }
+
+    fn lookup(&self, arg: &str) -> Result<(String, Value), String> {
+        let (fam, cmd, _) = self.names();
+        let example = if self.v6 {
+            "2001:db8:2::10"
+        } else {
+            "198.18.2.10"
+        };
         let (ip, len) = if arg.contains('/') {
             let (ip, len) = crate::config::parse_prefix(arg).map_err(|why| {
                 format!(
@@ -157,12 +263,16 @@ impl FibView {
                 format!(
                     "`{cmd} {arg}`: `{arg}` is not an address or prefix; accepted: an address like \
                      {example} or a prefix like {}",
-                    if v6 { "2001:db8:2::/48" } else { "198.18.2.0/24" }
+                    if self.v6 {
+                        "2001:db8:2::/48"
+                    } else {
+                        "198.18.2.0/24"
+                    }
                 )
             })?;
             (ip, if ip.is_ipv6() { 128 } else { 32 })
         };
-        if ip.is_ipv6() != v6 {
+        if ip.is_ipv6() != self.v6 {
             let right = if ip.is_ipv6() {
                 "show ip6 fib"
             } else {
@@ -173,122 +283,146 @@ impl FibView {
                 if ip.is_ipv6() { "IPv6" } else { "IPv4" }
             ));
         }
-        let best = entries
+        // The longest route: one probe per length, from `len` down.
+        let route = (0..=len)
+            .rev()
+            .find_map(|l| self.routing.route(mask(ip, l), l))
+            .map(Entry::of_route);
+        let connected = self
+            .connected
             .iter()
             .filter(|e| e.len <= len && contains(e.net, e.len, ip))
             .max_by_key(|e| e.len);
+        let best = match (route, connected) {
+            (Some(r), Some(c)) if c.len > r.len => Some(c.clone()),
+            (Some(r), _) => Some(r),
+            (None, c) => c.cloned(),
+        };
         match best {
             None => Ok((
                 format!("no route matches {arg}\n"),
                 json!({"family": fam, "query": arg, "entries": []}),
             )),
             Some(e) => {
-                let (t, _) = text(spec, std::iter::once(e));
+                let neighbours = self.neighbours();
+                let (t, _) = self.text(&neighbours, std::iter::once(&e));
                 Ok((
                     t,
-                    json!({"family": fam, "query": arg, "entries": [entry_json(spec, e)]}),
+                    json!({"family": fam, "query": arg, "entries": [self.entry_json(&neighbours, &e)]}),
                 ))
             }
         }
+    }
+
+    /// The static neighbours by address (a few; routes resolve their next hops here).
+    fn neighbours(&self) -> HashMap<IpAddr, NeighbourSpec> {
+        self.routing
+            .neighbours()
+            .into_iter()
+            .map(|n| (n.ip, n))
+            .collect()
+    }
+
+    fn hop(&self, neighbours: &HashMap<IpAddr, NeighbourSpec>, ip: IpAddr) -> Hop {
+        match neighbours.get(&ip) {
+            Some(n) => Hop {
+                ip,
+                port: self.port_name(n.port),
+                mac: format_mac(&n.mac),
+            },
+            None => Hop {
+                ip,
+                port: String::new(),
+                mac: String::new(),
+            },
+        }
+    }
+
+    fn port_name(&self, i: usize) -> String {
+        self.spec
+            .ports
+            .get(i)
+            .map(|p| p.name.clone())
+            .unwrap_or_default()
+    }
+
+    fn entry_json(&self, neighbours: &HashMap<IpAddr, NeighbourSpec>, e: &Entry) -> Value {
+        let prefix = format!("{}/{}", e.net, e.len);
+        match &e.kind {
+            Kind::Via(hops) => json!({
+                "prefix": prefix,
+                "type": "via",
+                "next_hops": hops.iter().map(|h| {
+                    let h = self.hop(neighbours, *h);
+                    json!({"ip": h.ip.to_string(), "port": h.port, "mac": h.mac})
+                }).collect::<Vec<_>>(),
+            }),
+            Kind::Drop => json!({"prefix": prefix, "type": "drop", "next_hops": []}),
+            Kind::Connected(p) => json!({
+                "prefix": prefix,
+                "type": "connected",
+                "port": self.port_name(*p),
+                "next_hops": [],
+            }),
+        }
+    }
+
+    /// The table of `entries`, capped at `MAX_TEXT_LINES` rows; returns it and the entries shown.
+    fn text<'e>(
+        &self,
+        neighbours: &HashMap<IpAddr, NeighbourSpec>,
+        entries: impl Iterator<Item = &'e Entry>,
+    ) -> (String, usize) {
+        let mut rows: Vec<Vec<String>> = Vec::new();
+        let mut shown = 0;
+        for e in entries {
+            let prefix = format!("{}/{}", e.net, e.len);
+            let mut new_rows = Vec::new();
+            match &e.kind {
+                Kind::Via(hops) => {
+                    for (i, h) in hops.iter().enumerate() {
+                        let h = self.hop(neighbours, *h);
+                        new_rows.push(vec![
+                            if i == 0 {
+                                prefix.clone()
+                            } else {
+                                String::new()
+                            },
+                            format!("via {}", h.ip),
+                            h.port,
+                            h.mac,
+                        ]);
+                    }
+                }
+                Kind::Drop => {
+                    new_rows.push(vec![prefix, "drop".into(), String::new(), String::new()])
+                }
+                Kind::Connected(p) => new_rows.push(vec![
+                    prefix,
+                    "connected".into(),
+                    self.port_name(*p),
+                    String::new(),
+                ]),
+            }
+            if rows.len() + new_rows.len() > MAX_TEXT_LINES {
+                break;
+            }
+            rows.extend(new_rows);
+            shown += 1;
+        }
+        let t = render(
+            &[
+                ("Prefix", Align::Left),
+                ("Next hop", Align::Left),
+                ("Port", Align::Left),
+                ("MAC", Align::Left),
+            ],
+            &rows,
+        );
+        (t, shown)
     }
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
-}
-
-fn hop(spec: &DataplaneSpec, ip: IpAddr) -> Hop {
-    match spec.neighbours.iter().find(|n| n.ip == ip) {
-        Some(n) => Hop {
-            ip,
-            port: spec
-                .ports
-                .get(n.port)
-                .map(|p| p.name.clone())
-                .unwrap_or_default(),
-            mac: format_mac(&n.mac),
-        },
-        None => Hop {
-            ip,
-            port: String::new(),
-            mac: String::new(),
-        },
-    }
-}
-
-fn port_name(spec: &DataplaneSpec, i: usize) -> String {
-    spec.ports
-        .get(i)
-        .map(|p| p.name.clone())
-        .unwrap_or_default()
-}
-
-fn entry_json(spec: &DataplaneSpec, e: &Entry) -> Value {
-    let prefix = format!("{}/{}", e.net, e.len);
-    match &e.kind {
-        Kind::Via(hops) => json!({
-            "prefix": prefix,
-            "type": "via",
-            "next_hops": hops.iter().map(|h| {
-                let h = hop(spec, *h);
-                json!({"ip": h.ip.to_string(), "port": h.port, "mac": h.mac})
-            }).collect::<Vec<_>>(),
-        }),
-        Kind::Drop => json!({"prefix": prefix, "type": "drop", "next_hops": []}),
-        Kind::Connected(p) => json!({
-            "prefix": prefix,
-            "type": "connected",
-            "port": port_name(spec, *p),
-            "next_hops": [],
-        }),
-    }
-}
-
-/// The table of `entries`, capped at `MAX_TEXT_LINES` rows; returns it and the entries shown.
-fn text<'e>(spec: &DataplaneSpec, entries: impl Iterator<Item = &'e Entry>) -> (String, usize) {
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut shown = 0;
-    for e in entries {
-        let prefix = format!("{}/{}", e.net, e.len);
-        let mut new_rows = Vec::new();
-        match &e.kind {
-            Kind::Via(hops) => {
-                for (i, h) in hops.iter().enumerate() {
-                    let h = hop(spec, *h);
-                    new_rows.push(vec![
-                        if i == 0 {
-                            prefix.clone()
-                        } else {
-                            String::new()
-                        },
-                        format!("via {}", h.ip),
-                        h.port,
-                        h.mac,
-                    ]);
-                }
-            }
-            Kind::Drop => new_rows.push(vec![prefix, "drop".into(), String::new(), String::new()]),
-            Kind::Connected(p) => new_rows.push(vec![
-                prefix,
-                "connected".into(),
-                port_name(spec, *p),
-                String::new(),
-            ]),
-        }
-        if rows.len() + new_rows.len() > MAX_TEXT_LINES {
-            break;
-        }
-        rows.extend(new_rows);
-        shown += 1;
-    }
-    let t = render(
-        &[
-            ("Prefix", Align::Left),
-            ("Next hop", Align::Left),
-            ("Port", Align::Left),
-            ("MAC", Align::Left),
-        ],
-        &rows,
-    );
-    (t, shown)
 }

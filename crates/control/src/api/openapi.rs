@@ -83,8 +83,9 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep(
         "get",
         "/v1/fib/{family}",
-        "The FIB of ipv4 or ipv6; `lookup` finds the longest match",
-        &["format", "lookup"],
+        "The FIB of ipv4 or ipv6, one page of at most `limit` (10,000) entries `after` a prefix \
+         (the previous page's `next`); `lookup` finds the longest match",
+        &["format", "lookup", "after", "limit"],
         None,
     ),
     ep("get", "/v1/trace", "Traced packets", &["format"], None),

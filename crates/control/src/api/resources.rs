@@ -211,10 +211,10 @@ show!(
     []
 );
 
-/// `GET /v1/fib/{family}[?lookup=ADDRESS|PREFIX]`.
+/// `GET /v1/fib/{family}[?lookup=ADDRESS|PREFIX | ?after=PREFIX&limit=N]`.
 pub(crate) async fn get_fib(State(s): Shared, Path(family): Path<String>, q: Params) -> Response {
     let run = || -> Result<(String, bool), ApiError> {
-        let map = params(q, &["format", "lookup"])?;
+        let map = params(q, &["format", "lookup", "after", "limit"])?;
         let fam = match family.as_str() {
             "ipv4" => "ip",
             "ipv6" => "ip6",
@@ -229,8 +229,22 @@ pub(crate) async fn get_fib(State(s): Shared, Path(family): Path<String>, q: Par
             if l.split_whitespace().count() != 1 {
                 return Err(ApiError::bad("lookup", "give one address or prefix"));
             }
+            if map.contains_key("after") || map.contains_key("limit") {
+                return Err(ApiError::bad(
+                    "lookup",
+                    "a lookup is one entry; give `lookup` or `after`/`limit`, not both",
+                ));
+            }
             line.push(' ');
             line.push_str(l);
+        }
+        for key in ["after", "limit"] {
+            if let Some(v) = map.get(key) {
+                if v.split_whitespace().count() != 1 {
+                    return Err(ApiError::bad(key, format!("`{v}` is not one word")));
+                }
+                line.push_str(&format!(" {key} {v}"));
+            }
         }
         Ok((line, wants_text(&map)?))
     };

@@ -43,21 +43,44 @@ fn parses_every_command() {
             "show ip fib",
             Command::ShowFib {
                 v6: false,
-                query: None,
+                query: FibQuery::Page {
+                    after: None,
+                    limit: MAX_PAGE,
+                },
             },
         ),
         (
             "show ip fib 198.18.2.0/24",
             Command::ShowFib {
                 v6: false,
-                query: Some("198.18.2.0/24".into()),
+                query: FibQuery::Lookup("198.18.2.0/24".into()),
             },
         ),
         (
             "show ip6 fib 2001:db8::1",
             Command::ShowFib {
                 v6: true,
-                query: Some("2001:db8::1".into()),
+                query: FibQuery::Lookup("2001:db8::1".into()),
+            },
+        ),
+        (
+            "show ip fib after 198.18.0.0/15 limit 2",
+            Command::ShowFib {
+                v6: false,
+                query: FibQuery::Page {
+                    after: Some("198.18.0.0/15".into()),
+                    limit: 2,
+                },
+            },
+        ),
+        (
+            "show ip6 fib limit 7",
+            Command::ShowFib {
+                v6: true,
+                query: FibQuery::Page {
+                    after: None,
+                    limit: 7,
+                },
             },
         ),
         ("show trace", Command::ShowTrace),
@@ -91,7 +114,10 @@ fn accepts_unique_prefixes_and_blanks() {
         parse_command("sh ip f"),
         Ok(Command::ShowFib {
             v6: false,
-            query: None
+            query: FibQuery::Page {
+                after: None,
+                limit: MAX_PAGE
+            }
         })
     );
 }
@@ -464,6 +490,56 @@ fn show_ip6_fib() {
 }
 
 #[test]
+fn show_ip_fib_pages_in_prefix_order() {
+    let c = control(1);
+    let all = data(&c, "show ip fib");
+    assert_eq!(all["next"], Value::Null);
+    let mut got = Vec::new();
+    let mut line = "show ip fib limit 2".to_string();
+    loop {
+        let page = data(&c, &line);
+        assert_eq!(page["total"], 5);
+        let entries = page["entries"].as_array().expect("entries").clone();
+        assert!(entries.len() <= 2, "{page}");
+        got.extend(entries);
+        match page["next"].as_str() {
+            Some(next) => line = format!("show ip fib after {next} limit 2"),
+            None => break,
+        }
+    }
+    assert_eq!(Value::Array(got), all["entries"]);
+    // Text after a prefix: no header, the rest of the table.
+    let t = text(&c, "show ip fib after 198.18.2.0/24");
+    assert_eq!(
+        t.lines().collect::<Vec<_>>(),
+        vec![
+            "Prefix           Next hop   Port  MAC",
+            "198.18.2.128/25  drop",
+            "198.18.3.0/24    connected  out0",
+        ]
+    );
+    let t = text(&c, "show ip fib limit 1");
+    assert!(
+        t.contains("... 4 more entries") && t.contains("`show ip fib after 198.18.0.0/15` goes on"),
+        "{t}"
+    );
+    for bad in [
+        "show ip fib limit 0",
+        "show ip fib limit 10001",
+        "show ip fib limit x",
+        "show ip fib after 198.18.0.0/15 x",
+        "show ip fib 198.18.0.0/15 after",
+    ] {
+        let e = parse_command(bad).expect_err(bad).0;
+        assert!(e.contains("accepted: `show ip fib`"), "{bad}: {e}");
+    }
+    let e = error(&c, "show ip fib after 2001:db8::/32");
+    assert!(e.contains("is not an IPv4 prefix"), "{e}");
+    let e = error(&c, "show ip6 fib after banana");
+    assert!(e.contains("accepted: an IPv6 prefix like"), "{e}");
+}
+
+#[test]
 fn show_fib_argument_errors() {
     let c = control(1);
     let e = error(&c, "show ip fib 198.18.2.1/24");
@@ -480,7 +556,7 @@ fn show_fib_argument_errors() {
 }
 
 #[test]
-fn show_fib_caps_text_but_not_json() {
+fn show_fib_caps_text_and_pages_json() {
     let mut s = spec();
     for i in 0..1500u32 {
         s.routes4.push(dataplane::RouteSpec {
@@ -494,10 +570,18 @@ fn show_fib_caps_text_but_not_json() {
     let lines = t.lines().count();
     assert!(lines <= crate::fibview::MAX_TEXT_LINES + 3, "{lines}");
     let last = t.lines().last().unwrap();
-    assert!(last.contains("more entries omitted"), "{last}");
+    assert!(
+        last.contains("more entries (`vecplane ctl --json"),
+        "{last}"
+    );
     let d = data(&c, "show ip fib");
     assert_eq!(d["entries"].as_array().unwrap().len(), 1505);
     assert_eq!(d["total"], 1505);
+    assert_eq!(d["next"], Value::Null);
+    // A page of 1000: `next` is its last prefix.
+    let d = data(&c, "show ip fib limit 1000");
+    assert_eq!(d["entries"].as_array().unwrap().len(), 1000);
+    assert_eq!(d["next"], d["entries"][999]["prefix"]);
 }
 
 // --- trace -----------------------------------------------------------------------------------
