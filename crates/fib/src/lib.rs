@@ -7,9 +7,10 @@
 //!   sorted range list searched in place, or (for dense regions) an 8-bit stride table or a
 //!   path-compression skip node.
 //!
-//! Both are shared with every worker through an `Arc` (they are `Send + Sync`). The IPv4 table
-//! changes in place, one atomic entry store at a time, through its `Ip4FibWriter` (see ip4.rs for
-//! the thread-safety contract); an IPv6 change builds a new table that is published as a whole.
+//! Both are shared with every worker through an `Arc` (they are `Send + Sync`) and change in
+//! place while workers read them, through their writers (`Ip4FibWriter`, `Ip6FibWriter`; see
+//! ip4.rs and ip6.rs for the thread-safety contracts): a change touches only what its prefix
+//! covers, and memory a reader may still be in is reused only after an epoch grace period.
 
 #![deny(missing_docs)]
 
@@ -18,6 +19,8 @@ mod gen;
 mod ip4;
 mod ip4_writer;
 mod ip6;
+mod ip6_build;
+mod ip6_writer;
 mod mem;
 
 pub use error::FibError;
@@ -25,6 +28,7 @@ pub use gen::{ip4_address_in, ip6_address_in, random_ip4_routes, random_ip6_rout
 pub use ip4::Ip4Fib;
 pub use ip4_writer::Ip4FibWriter;
 pub use ip6::Ip6Fib;
+pub use ip6_writer::Ip6FibWriter;
 
 /// Next-hop identifier stored in the FIB. 0 means "no route".
 pub type NextHopId = u32;
@@ -58,5 +62,7 @@ pub(crate) fn mask6(len: u8) -> u128 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod writer6_tests;
 #[cfg(test)]
 mod writer_tests;

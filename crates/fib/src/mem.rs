@@ -12,17 +12,58 @@ const HUGE_PAGE: usize = 2 << 20;
 pub(crate) trait Pod: 'static + private::Sealed {}
 impl Pod for u16 {}
 impl Pod for std::sync::atomic::AtomicU16 {}
+impl Pod for std::sync::atomic::AtomicU32 {}
 impl Pod for u32 {}
 impl Pod for u128 {}
-impl Pod for crate::ip6::Skip {}
+impl Pod for Slot<u32> {}
+impl Pod for Slot<u128> {}
+impl Pod for Slot<crate::ip6::Skip> {}
 
 mod private {
     pub trait Sealed {}
     impl Sealed for u16 {}
     impl Sealed for std::sync::atomic::AtomicU16 {}
+    impl Sealed for std::sync::atomic::AtomicU32 {}
     impl Sealed for u32 {}
     impl Sealed for u128 {}
-    impl Sealed for crate::ip6::Skip {}
+    impl Sealed for super::Slot<u32> {}
+    impl Sealed for super::Slot<u128> {}
+    impl Sealed for super::Slot<crate::ip6::Skip> {}
+}
+
+/// A table element that one writer fills while it is unreachable to readers and that readers
+/// then only read: the IPv6 table's stride tables, range lists and skip nodes.
+///
+/// Contract (upheld by `Ip6FibWriter`): a slot is written only while no published entry leads to
+/// it (fresh, or retired and past every worker's grace period); the entry that makes it
+/// reachable is stored afterwards with `Release` and loaded by readers with `Acquire`, so every
+/// read of a slot happens after its last write and before its next one.
+#[repr(transparent)]
+pub(crate) struct Slot<T: Copy>(std::cell::UnsafeCell<T>);
+
+// SAFETY: shared access is reads only, except `set`, whose callers guarantee (contract above) that
+// no other thread can access the slot at the same time; T is plain data.
+unsafe impl<T: Copy + Send> Sync for Slot<T> {}
+
+impl<T: Copy> Slot<T> {
+    /// The value.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> T {
+        // SAFETY: readers reach a slot only through a published entry, after its last write
+        // (Slot's contract), so this read races with no write.
+        unsafe { *self.0.get() }
+    }
+
+    /// Overwrite the value.
+    ///
+    /// # Safety
+    /// No other thread may read or write the slot until a `Release` store (or a grace period of
+    /// the epoch domain) orders this write before their access.
+    #[inline]
+    pub(crate) unsafe fn set(&self, v: T) {
+        // SAFETY: exclusive by the caller's guarantee.
+        unsafe { *self.0.get() = v }
+    }
 }
 
 /// A zero-initialised array of `len` elements in its own anonymous mapping.
@@ -114,16 +155,6 @@ impl<T: Pod> HugeBuf<T> {
             map_len,
             huge,
         })
-    }
-
-    /// Maps a copy of `src`.
-    pub(crate) fn from_slice(src: &[T]) -> Result<Self, FibError>
-    where
-        T: Copy,
-    {
-        let mut buf = Self::zeroed(src.len())?;
-        buf.copy_from_slice(src);
-        Ok(buf)
     }
 
     /// Size of the table in bytes (without alignment slack).

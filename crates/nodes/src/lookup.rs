@@ -110,10 +110,10 @@ pub struct Ip6;
 impl LookupFamily for Ip6 {
     type Addr = u128;
     type Fib = Ip6Fib;
-    type FibSource = Reader<Ip6Fib>;
+    type FibSource = Arc<Ip6Fib>;
     #[inline(always)]
-    fn fib(source: &Reader<Ip6Fib>) -> &Ip6Fib {
-        source.get()
+    fn fib(source: &Arc<Ip6Fib>) -> &Ip6Fib {
+        source
     }
     fn pin(n: &mut Neighbours, port: u16, addr: u128) -> Option<u32> {
         n.pin6(port, std::net::Ipv6Addr::from(addr))

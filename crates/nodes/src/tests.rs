@@ -190,7 +190,7 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
     )));
     b.add_node(Box::new(Ip6Input::new()));
     b.add_node(Box::new(Ip6Lookup::new(
-        live::fixed(fib6),
+        Arc::new(fib6),
         live::fixed(nh6.clone()),
     )));
     b.add_node(Box::new(Ip6Rewrite::new(live::fixed(nh6))));

@@ -6,9 +6,9 @@
 //! # Design
 //!
 //! * **What workers read.** Per family a lookup table (IPv4: `fib::Ip4Fib`, DIR-24-8 changed in
-//!   place with one atomic store per entry; IPv6: an `Ip6Fib` snapshot rebuilt per batch and
-//!   published through `live`) and a next-hop table snapshot (`NextHopTable`, published
-//!   through `live`). A FIB entry holds a next-hop id; the id's entry names gateways by address
+//!   place with one atomic store per entry; IPv6: `fib::Ip6Fib`, changed in place per
+//!   first-level region, the regions a batch touched re-encoded once at its end) and a next-hop
+//!   table snapshot (`NextHopTable`, published through `live`). A FIB entry holds a next-hop id; the id's entry names gateways by address
 //!   and port (one, or an ECMP set). A gateway is a static neighbour's adjacency, or is resolved
 //!   by each worker in its own neighbour table (ARP / ND): routes no longer depend on
 //!   per-worker neighbour slots, so one FIB serves every worker.
@@ -18,7 +18,7 @@
 //!   tbl8 groups). One bad item: nothing changes and the error names it. Then, in this order:
 //!   neighbours' adjacencies and gateways, next-hop ids for the new targets, the next-hop
 //!   tables published, the FIB entries written (additions first, shortest prefix first), the
-//!   IPv6 table published, and only then the ids no route uses any more released.
+//!   IPv6 regions re-encoded, and only then the ids no route uses any more released.
 //! * **Versions.** Each applied batch gets the next version number and the epoch it was
 //!   completed at: once `domain().is_safe(epoch)` every worker forwards by it. Within a batch
 //!   each route flips atomically (a packet sees its old or its new next hop, never a mix), as in
@@ -70,7 +70,7 @@ pub struct RoutingReaders {
     /// The shared IPv4 FIB.
     pub fib4: Arc<fib::Ip4Fib>,
     /// The published IPv6 FIB.
-    pub fib6: Reader<fib::Ip6Fib>,
+    pub fib6: Arc<fib::Ip6Fib>,
     /// The published IPv4 next-hop table, for `ip4-lookup` and for `ip4-rewrite`.
     pub next_hops4: [Reader<NextHopTable>; 2],
     /// The published IPv6 next-hop table, for `ip6-lookup` and for `ip6-rewrite`.
@@ -158,7 +158,8 @@ pub struct Routing {
     ports: Vec<PortInfo>,
     neighbours: BTreeMap<IpAddr, StaticNeighbour>,
     version: u64,
-    ip4_build_seconds: f64,
+    /// Seconds the initial load (both families) took.
+    load_seconds: f64,
 }
 
 impl std::fmt::Debug for Routing {
@@ -289,7 +290,7 @@ impl Routing {
                 .collect(),
             neighbours: BTreeMap::new(),
             version: 0,
-            ip4_build_seconds: 0.0,
+            load_seconds: 0.0,
         };
         for (id, p) in spec.ports.iter().enumerate() {
             let addrs = p
@@ -321,7 +322,7 @@ impl Routing {
         let t = Instant::now();
         r.apply(&changes)
             .map_err(|e| RoutingError(e.message.clone()))?;
-        r.ip4_build_seconds = t.elapsed().as_secs_f64();
+        r.load_seconds = t.elapsed().as_secs_f64();
         r.version = 0;
         Ok(r)
     }
@@ -346,7 +347,7 @@ impl Routing {
     pub fn readers(&self) -> RoutingReaders {
         RoutingReaders {
             fib4: self.v4.fib.fib(),
-            fib6: self.v6.fib.reader(),
+            fib6: self.v6.fib.fib(),
             next_hops4: [self.v4.book.reader(), self.v4.book.reader()],
             next_hops6: [self.v6.book.reader(), self.v6.book.reader()],
         }
@@ -373,10 +374,10 @@ impl Routing {
     /// FIB sizes and build time.
     pub fn stats(&self) -> FibStats {
         FibStats {
-            ip4_build_seconds: self.ip4_build_seconds,
+            ip4_build_seconds: self.load_seconds,
             ip4_memory_bytes: self.v4.fib.memory_bytes(),
             ip4_routes: self.v4.fib.route_count(),
-            ip6_build_seconds: self.v6.fib.rebuild_seconds(),
+            ip6_build_seconds: self.load_seconds,
             ip6_memory_bytes: self.v6.fib.memory_bytes(),
             ip6_routes: self.v6.fib.route_count(),
         }

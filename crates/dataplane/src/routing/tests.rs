@@ -96,7 +96,6 @@ fn seen4(r: &RoutingReaders, a: &str) -> Seen {
 fn seen6(r: &RoutingReaders, a: &str) -> Seen {
     let id = r
         .fib6
-        .get()
         .lookup(u128::from(a.parse::<Ipv6Addr>().expect("test address")));
     seen(r.next_hops6[0].get(), id)
 }
