@@ -23,6 +23,16 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+echo "== concurrency: loom model of the epoch/publication protocol"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-live --release --test loom
+if cargo +nightly --version >/dev/null 2>&1; then
+  echo "== concurrency: AddressSanitizer (nightly) on readers racing writers (live snapshots, IPv4/IPv6 FIBs)"
+  RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan cargo +nightly test -q \
+    --target x86_64-unknown-linux-gnu -p vecplane-live -p vecplane-fib -- racing readers_never stalled
+elif [ "${CI:-}" = "true" ]; then
+  echo "no nightly toolchain: the AddressSanitizer run cannot run in CI" >&2
+  exit 1
+fi
 echo "== fuzz (bounded)"
 if cargo +nightly --version >/dev/null 2>&1; then
   scripts/fuzz.sh "${VECPLANE_FUZZ_SECONDS:-60}"

@@ -192,6 +192,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         &args.config,
         reload_base,
         running.view().routing.clone(),
+        running.view().policies(),
     ));
     let mut state = ApiState::new(control);
     let r = reloader.clone();

@@ -2,7 +2,8 @@
 //! and AF_XDP): an idle adaptive worker leaves the CPU (under 5% of a core over 3 s) and still
 //! forwards a ping burst and a bounded UDP burst without loss when traffic comes back; a busy
 //! worker keeps its core. With two workers on a one-queue AF_XDP port (software RSS), the worker
-//! without a socket is woken by its doorbell when frames are handed to it. Addresses are
+//! without a socket is woken by its doorbell when frames are handed to it. `ctl reload` switches a
+//! running worker between the modes. Addresses are
 //! 198.18.0.0/15 only; namespaces are deleted also when a test fails.
 
 use netlab::{addr, Addressing, Host, Mode, Topology, Vecplane};
@@ -263,5 +264,64 @@ fn idle_adaptive_workers_behind_software_rss_wake_on_handoffs_af_xdp() {
         "both workers were handed frames: {figures:?}\n{}",
         vp.log()
     );
+    vp.stop().expect("stops");
+}
+
+/// `vecplane ctl reload` switches a running worker between adaptive and busy polling: the idle
+/// process's CPU follows, and no restart happens (the same process forwards a ping after).
+#[test]
+fn reload_switches_the_poll_mode_of_a_running_worker() {
+    if !prerequisites() {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let t =
+        Topology::build_with_prefix("vppm", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let path = config(&t, "af-packet", "adaptive", 1);
+    let vp = t
+        .start_vecplane(Path::new(BIN), &path)
+        .expect("vecplane run starts");
+    let (ok, text) = ping_ok(&t);
+    assert!(ok, "before: {text}\n{}", vp.log());
+    let reload = |mode: &str| {
+        let text = std::fs::read_to_string(&path).expect("config");
+        let old = if mode == "busy" { "adaptive" } else { "busy" };
+        std::fs::write(
+            &path,
+            text.replace(
+                &format!("poll-mode = \"{old}\""),
+                &format!("poll-mode = \"{mode}\""),
+            ),
+        )
+        .expect("rewrite config");
+        let ep = control::Endpoint::Unix(vp.socket().to_path_buf());
+        let r = control::http(&ep, "POST", "/v1/reload", None).expect("reload answers");
+        let body = String::from_utf8_lossy(&r.body).to_string();
+        assert_eq!(r.status, 200, "{body}");
+        assert!(body.contains("poll-mode"), "{body}");
+        // A sleeping worker takes the change when its sleep ends (1 ms).
+        std::thread::sleep(Duration::from_millis(300));
+        let rt = vp.request("show runtime", true).expect("show runtime");
+        let data = rt.data.expect("data");
+        assert_eq!(data["workers"][0]["poll_mode"], mode, "{data}");
+    };
+    reload("busy");
+    let busy = cpu_share(vp.pid(), Duration::from_secs(2));
+    reload("adaptive");
+    std::thread::sleep(Duration::from_millis(500));
+    let idle = cpu_share(vp.pid(), Duration::from_secs(2));
+    println!(
+        "after reload: busy {:.1}%, adaptive {:.1}% of a core",
+        busy * 100.0,
+        idle * 100.0
+    );
+    assert!(
+        busy > 0.25 && idle < 0.15,
+        "busy {:.1}%, adaptive {:.1}%",
+        busy * 100.0,
+        idle * 100.0
+    );
+    let (ok, text) = ping_ok(&t);
+    assert!(ok, "after: {text}\n{}", vp.log());
     vp.stop().expect("stops");
 }

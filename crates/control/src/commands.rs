@@ -676,7 +676,7 @@ impl Control {
                 .collect();
             (per, idle, b.runtime_at.elapsed().as_secs_f64())
         };
-        let mode = |w: &dataplane::WorkerView| match w.poll_mode {
+        let mode = |w: &dataplane::WorkerView| match w.poll.mode() {
             dataplane::PollMode::Busy => "busy",
             dataplane::PollMode::Adaptive => "adaptive",
         };

@@ -84,7 +84,7 @@ pub fn render(view: &RuntimeView) -> String {
     );
     for w in &view.workers {
         let worker = w.index.to_string();
-        let mode = match w.poll_mode {
+        let mode = match w.poll.mode() {
             dataplane::PollMode::Busy => "busy",
             dataplane::PollMode::Adaptive => "adaptive",
         };

@@ -1,11 +1,12 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
 //! compare it with the running one, and apply what may change live — routes and static
-//! neighbours — as one routing batch. Anything else that differs is refused with the key it
-//! is under, and then nothing is applied. It never restarts a port or a worker.
+//! neighbours as one routing batch, then the live policies (poll modes) — or nothing: anything
+//! else that differs is refused with the key it is under and its line. It never restarts a
+//! port or a worker.
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
-use dataplane::{RouteSpec, RouteTarget};
+use dataplane::{LivePolicies, RouteSpec, RouteTarget};
 use serde_json::{json, Value};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -49,6 +50,7 @@ pub struct Reloader {
     path: PathBuf,
     running: Mutex<Config>,
     routing: Arc<Mutex<Routing>>,
+    policies: LivePolicies,
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -97,12 +99,19 @@ pub fn changes_of(diff: &crate::config::LiveDiff) -> Vec<Change> {
 }
 
 impl Reloader {
-    /// For the daemon started from `path` with `running`, whose tables are `routing`.
-    pub fn new(path: &Path, running: Config, routing: Arc<Mutex<Routing>>) -> Reloader {
+    /// For the daemon started from `path` with `running`, whose tables are `routing` and whose
+    /// live settings are `policies`.
+    pub fn new(
+        path: &Path,
+        running: Config,
+        routing: Arc<Mutex<Routing>>,
+        policies: LivePolicies,
+    ) -> Reloader {
         Reloader {
             path: path.to_path_buf(),
             running: Mutex::new(running),
             routing,
+            policies,
         }
     }
 
@@ -128,7 +137,6 @@ impl Reloader {
                 "neighbour-reachable-seconds / neighbour-gc-seconds",
             ),
             (diff.bridge.is_some(), "bridge-age-seconds"),
-            (diff.poll.is_some(), "poll-mode / poll-sleep-max-us"),
         ]
         .iter()
         .filter(|(d, _)| *d)
@@ -161,6 +169,14 @@ impl Reloader {
                 .version
         };
         drop(routing);
+        // The routing batch is in: the policies cannot fail.
+        let mut policies: Vec<&str> = Vec::new();
+        if let Some(p) = &diff.poll {
+            for (w, setting) in self.policies.poll.iter().enumerate() {
+                setting.set(p.mode_of(w), p.sleep_max_us);
+            }
+            policies.push("poll-mode");
+        }
         let counts = |f: fn(&Change) -> bool| changes.iter().filter(|c| f(c)).count();
         let answer = json!({
             "file": file,
@@ -170,6 +186,7 @@ impl Reloader {
             "routes_deleted": counts(|c| matches!(c, Change::DeleteRoute { .. })),
             "neighbours_set": counts(|c| matches!(c, Change::ReplaceNeighbour(_))),
             "neighbours_deleted": counts(|c| matches!(c, Change::DeleteNeighbour(_))),
+            "policies_changed": policies,
         });
         *running = config;
         Ok(answer)

@@ -78,7 +78,10 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
             cpu: Some(i + 1),
             graph: graph_stats(),
             trace: Arc::new(TraceControl::new(NODES.len())),
-            poll_mode: dataplane::PollMode::Adaptive,
+            poll: Arc::new(dataplane::idle::PollSetting::new(
+                dataplane::PollMode::Adaptive,
+                1000,
+            )),
             idle: Arc::new(dataplane::idle::IdleStats::default()),
         })
         .collect();

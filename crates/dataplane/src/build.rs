@@ -80,8 +80,8 @@ pub struct BuiltWorker {
     pub fib: FibStats,
     /// Its epoch handle: quiescent between rounds, offline while asleep or finished.
     pub epoch: Option<WorkerEpoch>,
-    /// How it waits when idle, and its longest sleep (microseconds).
-    pub poll: (crate::spec::PollMode, u32),
+    /// How it waits when idle, and its longest sleep (microseconds); changed live.
+    pub poll: Arc<crate::idle::PollSetting>,
     /// Its sleeps.
     pub idle: Arc<crate::idle::IdleStats>,
     /// Its doorbell (in its wait set): rung to wake it while it sleeps.
@@ -459,7 +459,10 @@ impl BuiltWorker {
             ports: views,
             fib: lock(&shared.routing).stats(),
             epoch: shared.take_epoch(index),
-            poll: (spec.poll.mode_of(index), spec.poll.sleep_max_us),
+            poll: Arc::new(crate::idle::PollSetting::new(
+                spec.poll.mode_of(index),
+                spec.poll.sleep_max_us,
+            )),
             idle: Arc::new(crate::idle::IdleStats::default()),
             doorbell: shared
                 .doorbells

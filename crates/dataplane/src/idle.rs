@@ -19,7 +19,7 @@ use crate::spec::PollMode;
 use graph::{Counter, Graph};
 use live::WorkerEpoch;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -113,6 +113,61 @@ impl Doorbell {
 impl Default for Doorbell {
     fn default() -> Self {
         Doorbell::new()
+    }
+}
+
+/// A worker's poll mode and longest sleep, changed live by the control plane (reload) and read
+/// by the worker between rounds: it compares `generation` every few rounds and after each sleep,
+/// and rebuilds its `Idler` (cold) when it moved. A sleeping worker takes a change when its
+/// current sleep ends (within the old `poll-sleep-max-us`).
+#[derive(Debug)]
+pub struct PollSetting {
+    adaptive: AtomicBool,
+    sleep_max_us: AtomicU32,
+    generation: AtomicU64,
+}
+
+impl PollSetting {
+    /// `mode`, sleeping at most `sleep_max_us`.
+    pub fn new(mode: PollMode, sleep_max_us: u32) -> PollSetting {
+        PollSetting {
+            adaptive: AtomicBool::new(mode == PollMode::Adaptive),
+            sleep_max_us: AtomicU32::new(sleep_max_us),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// The mode and the longest sleep now.
+    pub fn get(&self) -> (PollMode, u32) {
+        let mode = if self.adaptive.load(Ordering::Acquire) {
+            PollMode::Adaptive
+        } else {
+            PollMode::Busy
+        };
+        (mode, self.sleep_max_us.load(Ordering::Acquire))
+    }
+
+    /// The mode now.
+    pub fn mode(&self) -> PollMode {
+        self.get().0
+    }
+
+    /// Change both; returns whether anything changed.
+    pub fn set(&self, mode: PollMode, sleep_max_us: u32) -> bool {
+        if self.get() == (mode, sleep_max_us) {
+            return false;
+        }
+        self.adaptive
+            .store(mode == PollMode::Adaptive, Ordering::Release);
+        self.sleep_max_us.store(sleep_max_us, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// Moves on every `set` that changed something.
+    #[inline(always)]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 }
 

@@ -13,5 +13,5 @@ pub mod worker;
 
 pub use build::{BuildError, BuiltWorker, FibStats};
 pub use spec::*;
-pub use view::{PortView, RuntimeView, WorkerView};
+pub use view::{LivePolicies, PortView, RuntimeView, WorkerView};
 pub use worker::{pin_current_thread, Dataplane, RunningDataplane};

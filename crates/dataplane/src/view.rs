@@ -31,6 +31,23 @@ pub struct RuntimeView {
     pub routing: Arc<std::sync::Mutex<crate::routing::Routing>>,
 }
 
+/// The settings of a running data plane that the control plane changes live (reload): each a
+/// set of atomics the workers read between rounds.
+#[derive(Clone, Debug, Default)]
+pub struct LivePolicies {
+    /// Each worker's poll mode and longest sleep.
+    pub poll: Vec<Arc<crate::idle::PollSetting>>,
+}
+
+impl RuntimeView {
+    /// The handles to the settings that change live.
+    pub fn policies(&self) -> LivePolicies {
+        LivePolicies {
+            poll: self.workers.iter().map(|w| w.poll.clone()).collect(),
+        }
+    }
+}
+
 /// One port.
 #[derive(Clone, Debug)]
 pub struct PortView {
@@ -57,8 +74,8 @@ pub struct WorkerView {
     pub graph: Arc<GraphStats>,
     /// Its trace switches and records.
     pub trace: Arc<TraceControl>,
-    /// `busy` or `adaptive`.
-    pub poll_mode: crate::spec::PollMode,
+    /// `busy` or `adaptive`, and the longest sleep: read and changed live.
+    pub poll: Arc<crate::idle::PollSetting>,
     /// Its sleeps (adaptive polling).
     pub idle: Arc<crate::idle::IdleStats>,
 }

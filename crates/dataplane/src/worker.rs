@@ -83,7 +83,7 @@ impl Dataplane {
                     cpu: *cpu,
                     graph: w.graph.stats(),
                     trace: w.graph.trace_control(),
-                    poll_mode: w.poll.0,
+                    poll: w.poll.clone(),
                     idle: w.idle.clone(),
                 })
                 .collect(),
@@ -195,14 +195,14 @@ fn run_worker(
     }
     let mut received = 0u64;
     let mut rounds = 0u64;
-    let mut idler = crate::idle::Idler::new(
-        w.poll.0,
-        w.poll.1,
-        &w.graph,
-        w.doorbell.clone(),
-        w.idle.clone(),
-        tsc_hz,
-    );
+    let setting = w.poll.clone();
+    let (bell, stats) = (w.doorbell.clone(), w.idle.clone());
+    let idler_of = |graph: &graph::Graph| {
+        let (mode, max_us) = setting.get();
+        crate::idle::Idler::new(mode, max_us, graph, bell.clone(), stats.clone(), tsc_hz)
+    };
+    let mut generation = setting.generation();
+    let mut idler = idler_of(&w.graph);
     let mut epoch = OfflineOnDrop(w.epoch.as_mut());
     loop {
         let n = w.graph.run_once(&mut w.pool);
@@ -226,6 +226,11 @@ fn run_worker(
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
                 break;
+            }
+            if setting.generation() != generation {
+                // The control plane changed the poll mode (reload): a new wait set.
+                generation = setting.generation();
+                idler = idler_of(&w.graph);
             }
         }
     }

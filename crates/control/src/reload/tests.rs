@@ -47,7 +47,10 @@ fn start(path: &Path) -> (Reloader, Arc<Mutex<Routing>>) {
     let routing = Arc::new(Mutex::new(
         Routing::without_workers(&c.spec).expect("routing"),
     ));
-    (Reloader::new(path, c, routing.clone()), routing)
+    (
+        Reloader::new(path, c, routing.clone(), Default::default()),
+        routing,
+    )
 }
 
 fn has(r: &Arc<Mutex<Routing>>, prefix: &str) -> bool {
@@ -109,4 +112,53 @@ fn a_bad_line_or_a_non_live_change_applies_nothing() {
     assert!(e.is_err(), "{e:?}");
     assert!(!has(&routing, "198.19.5.0/24"));
     assert_eq!(dataplane::build::lock(&routing).version(), 0);
+}
+
+#[test]
+fn poll_modes_change_live_and_only_with_the_rest() {
+    let d = TempDir::new();
+    let p = write(&d, &route("198.19.1.0/24", "198.18.2.2"), "");
+    let c = Config::load(&p).expect("valid");
+    let routing = Arc::new(Mutex::new(
+        Routing::without_workers(&c.spec).expect("routing"),
+    ));
+    let settings: Vec<_> = (0..2)
+        .map(|_| {
+            Arc::new(dataplane::idle::PollSetting::new(
+                dataplane::PollMode::Adaptive,
+                1000,
+            ))
+        })
+        .collect();
+    let policies = LivePolicies {
+        poll: settings.clone(),
+    };
+    let reloader = Reloader::new(&p, c, routing.clone(), policies);
+    let with_poll = |poll: &str, routes: &str| {
+        let text = write(&d, routes, "").display().to_string();
+        let body = std::fs::read_to_string(&text).expect("read");
+        std::fs::write(
+            &text,
+            body.replace("buffers = 4096", &format!("buffers = 4096\n{poll}")),
+        )
+        .expect("write");
+    };
+    // One bad route and a poll change: nothing applied, the workers keep adaptive.
+    with_poll(
+        "poll-mode = \"busy\"",
+        &route("198.19.7.0/24", "203.0.113.1"),
+    );
+    assert!(reloader.reload().is_err());
+    assert!(settings
+        .iter()
+        .all(|s| s.get() == (dataplane::PollMode::Adaptive, 1000)));
+    // Good: both workers busy, and the answer says so.
+    with_poll(
+        "poll-mode = \"busy\"\npoll-sleep-max-us = 200",
+        &route("198.19.1.0/24", "198.18.2.2"),
+    );
+    let answer = reloader.reload().expect("reloaded");
+    assert_eq!(answer["policies_changed"], json!(["poll-mode"]), "{answer}");
+    assert_eq!(settings[0].get(), (dataplane::PollMode::Busy, 200));
+    assert_eq!(settings[1].get(), (dataplane::PollMode::Busy, 200));
 }
