@@ -1,8 +1,8 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
 //! compare it with the running one, and apply what may change live — routes and static
-//! neighbours as one routing batch, then the live policies (poll modes) — or nothing: anything
-//! else that differs is refused with the key it is under and its line. It never restarts a
-//! port or a worker.
+//! neighbours as one routing batch, then the live policies (poll modes, ICMP error rate) — or
+//! nothing: anything else that differs is refused with the key it is under and its line. It
+//! never restarts a port or a worker.
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
@@ -129,10 +129,6 @@ impl Reloader {
         // Policies the data plane does not take live yet: refused like the rest.
         let pending: Vec<&str> = [
             (
-                diff.ip.is_some(),
-                "icmp-errors-per-second / icmp-errors-burst",
-            ),
-            (
                 diff.neighbour.is_some(),
                 "neighbour-reachable-seconds / neighbour-gc-seconds",
             ),
@@ -176,6 +172,12 @@ impl Reloader {
                 setting.set(p.mode_of(w), p.sleep_max_us);
             }
             policies.push("poll-mode");
+        }
+        if let Some(ip) = &diff.ip {
+            self.policies
+                .icmp
+                .set(ip.icmp_errors_per_second, ip.icmp_errors_burst);
+            policies.push("icmp-errors");
         }
         let counts = |f: fn(&Change) -> bool| changes.iter().filter(|c| f(c)).count();
         let answer = json!({

@@ -95,6 +95,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
             .collect(),
     };
     RuntimeView {
+        policies: dataplane::LivePolicies::new(spec),
         ports: vec![
             port("in0", [2, 0, 0, 0, 1, 1]),
             port("out0", [2, 0, 0, 0, 1, 2]),

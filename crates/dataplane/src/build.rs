@@ -103,6 +103,8 @@ pub struct WorkersShared {
     pub doorbells: Vec<Arc<Doorbell>>,
     /// The live routing tables, changed by the control side.
     pub routing: Arc<Mutex<Routing>>,
+    /// The settings that change live.
+    pub policies: crate::view::LivePolicies,
     /// Each worker's epoch handle, taken by the worker built with that index.
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
 }
@@ -126,6 +128,7 @@ impl WorkersShared {
             handoff: Arc::new(Handoff::new(if rss { &doorbells } else { &[] })),
             doorbells,
             routing: Arc::new(Mutex::new(routing)),
+            policies: crate::view::LivePolicies::new(spec),
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
         })
     }
@@ -439,6 +442,7 @@ impl BuiltWorker {
             tsc_hz,
             Some(capture),
             shared.readers(),
+            &shared.policies,
         )?;
         if needs_rss_nodes {
             let workers = spec.workers.max(1);
@@ -459,10 +463,12 @@ impl BuiltWorker {
             ports: views,
             fib: lock(&shared.routing).stats(),
             epoch: shared.take_epoch(index),
-            poll: Arc::new(crate::idle::PollSetting::new(
-                spec.poll.mode_of(index),
-                spec.poll.sleep_max_us,
-            )),
+            poll: shared.policies.poll.get(index).cloned().unwrap_or_else(|| {
+                Arc::new(crate::idle::PollSetting::new(
+                    spec.poll.mode_of(index),
+                    spec.poll.sleep_max_us,
+                ))
+            }),
             idle: Arc::new(crate::idle::IdleStats::default()),
             doorbell: shared
                 .doorbells
@@ -522,12 +528,22 @@ pub fn add_protocol_nodes(
 ) -> Result<ProtocolState, BuildError> {
     // Tables nobody changes: no worker epochs to wait for.
     let routing = Routing::without_workers(spec).map_err(|e| BuildError::Routing(e.0))?;
-    let mut state = add_protocol_nodes_with(spec, b, tx_nodes, tsc_hz, None, routing.readers())?;
+    let policies = crate::view::LivePolicies::new(spec);
+    let mut state = add_protocol_nodes_with(
+        spec,
+        b,
+        tx_nodes,
+        tsc_hz,
+        None,
+        routing.readers(),
+        &policies,
+    )?;
     state.fib = routing.stats();
     Ok(state)
 }
 
-/// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given.
+/// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given,
+/// the tables of `tables` and the live settings of `policies`.
 pub fn add_protocol_nodes_with(
     spec: &DataplaneSpec,
     b: &mut GraphBuilder,
@@ -535,6 +551,7 @@ pub fn add_protocol_nodes_with(
     tsc_hz: u64,
     capture: Option<Arc<graph::CaptureControl>>,
     tables: RoutingReaders,
+    policies: &crate::view::LivePolicies,
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
         &NeighbourConfig {
@@ -606,7 +623,7 @@ pub fn add_protocol_nodes_with(
         next_hops4: [lookup4, rewrite4],
         next_hops6: [lookup6, rewrite6],
     } = tables;
-    let limiter = RateLimiter::new(spec.ip.icmp_errors_per_second, spec.ip.icmp_errors_burst);
+    let limiter = RateLimiter::shared(policies.icmp.clone());
     let options = match spec.ip.ip4_options {
         OptionsPolicy::Forward => Ip4Options::Forward,
         OptionsPolicy::Drop => Ip4Options::Drop,
@@ -645,7 +662,7 @@ pub fn add_protocol_nodes_with(
                 .iter()
                 .map(|p| p.ip4.first().map(|a| a.0))
                 .collect(),
-            limiter,
+            limiter.clone(),
         )))
         .add_node(Box::new(Ip6Input::new().with_nd()))
         .add_node(Box::new(

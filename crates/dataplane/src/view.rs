@@ -29,22 +29,44 @@ pub struct RuntimeView {
     /// The live routing tables (routes, static neighbours): read and changed by the control
     /// side only, through `Routing::apply`.
     pub routing: Arc<std::sync::Mutex<crate::routing::Routing>>,
+    /// The settings that change live (reload).
+    pub policies: LivePolicies,
 }
 
-/// The settings of a running data plane that the control plane changes live (reload): each a
-/// set of atomics the workers read between rounds.
-#[derive(Clone, Debug, Default)]
+/// The settings of a running data plane that the control plane changes live (reload): atomics
+/// shared by every worker, which read them between rounds or where they use them.
+#[derive(Clone, Debug)]
 pub struct LivePolicies {
     /// Each worker's poll mode and longest sleep.
     pub poll: Vec<Arc<crate::idle::PollSetting>>,
+    /// The ICMP error rate and burst (each worker keeps its own bucket).
+    pub icmp: Arc<nodes::icmp::IcmpRate>,
+}
+
+impl LivePolicies {
+    /// The settings of `spec`, for its workers.
+    pub fn new(spec: &crate::DataplaneSpec) -> LivePolicies {
+        LivePolicies {
+            poll: (0..spec.workers.max(1))
+                .map(|w| {
+                    Arc::new(crate::idle::PollSetting::new(
+                        spec.poll.mode_of(w),
+                        spec.poll.sleep_max_us,
+                    ))
+                })
+                .collect(),
+            icmp: Arc::new(nodes::icmp::IcmpRate::new(
+                spec.ip.icmp_errors_per_second,
+                spec.ip.icmp_errors_burst,
+            )),
+        }
+    }
 }
 
 impl RuntimeView {
     /// The handles to the settings that change live.
     pub fn policies(&self) -> LivePolicies {
-        LivePolicies {
-            poll: self.workers.iter().map(|w| w.poll.clone()).collect(),
-        }
+        self.policies.clone()
     }
 }
 

@@ -61,6 +61,7 @@ impl Dataplane {
         }
         let capture = shared.capture.clone();
         let routing = shared.routing.clone();
+        let policies = shared.policies.clone();
         // What one worker learns about a neighbour, the others hear of.
         let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
         if handles.len() > 1 {
@@ -98,6 +99,7 @@ impl Dataplane {
             bridge_names: spec.bridges.iter().map(|b| b.name.clone()).collect(),
             capture,
             routing,
+            policies,
         };
         Ok(Dataplane { workers, view })
     }

@@ -9,12 +9,46 @@ use packet::checksum;
 use packet::headers::{be128, be16, be32, ip4, ip6, proto, put16};
 use packet::meta::FLAG_FLOW_HASH;
 use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
-/// A token bucket counted in TSC ticks: a token costs `hz / rate` ticks of credit.
-#[derive(Clone, Copy, Debug)]
+/// The ICMP error rate and burst, shared by every worker's limiters and changed live (reload):
+/// each `take` reads them (only packets that would get an error pay for it).
+#[derive(Debug)]
+pub struct IcmpRate {
+    per_second: AtomicU32,
+    burst: AtomicU32,
+}
+
+impl IcmpRate {
+    /// `per_second` errors a second (0: none), at most `burst` in a row.
+    pub fn new(per_second: u32, burst: u32) -> IcmpRate {
+        IcmpRate {
+            per_second: AtomicU32::new(per_second),
+            burst: AtomicU32::new(burst),
+        }
+    }
+
+    /// Change both.
+    pub fn set(&self, per_second: u32, burst: u32) {
+        self.per_second.store(per_second, Ordering::Relaxed);
+        self.burst.store(burst, Ordering::Relaxed);
+    }
+
+    /// (per second, burst) now.
+    pub fn get(&self) -> (u32, u32) {
+        (
+            self.per_second.load(Ordering::Relaxed),
+            self.burst.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// A token bucket counted in TSC ticks: a token costs `hz / rate` ticks of credit. Its rate
+/// and burst are an `IcmpRate` that may change at any time; its credit is its own.
+#[derive(Clone, Debug)]
 pub struct RateLimiter {
-    per_second: u64,
-    burst: u64,
+    rate: Arc<IcmpRate>,
     credit: u64,
     last_tsc: u64,
 }
@@ -22,9 +56,13 @@ pub struct RateLimiter {
 impl RateLimiter {
     /// `per_second` tokens a second, at most `burst` saved up (0 per second: never).
     pub fn new(per_second: u32, burst: u32) -> RateLimiter {
+        RateLimiter::shared(Arc::new(IcmpRate::new(per_second, burst)))
+    }
+
+    /// A bucket with its own credit whose rate and burst are `rate`.
+    pub fn shared(rate: Arc<IcmpRate>) -> RateLimiter {
         RateLimiter {
-            per_second: per_second as u64,
-            burst: burst.max(1) as u64,
+            rate,
             credit: 0,
             last_tsc: 0,
         }
@@ -33,11 +71,12 @@ impl RateLimiter {
     /// Take one token at time `now` (TSC) with `hz` ticks a second.
     #[inline]
     pub fn take(&mut self, now: u64, hz: u64) -> bool {
-        if self.per_second == 0 {
+        let (per_second, burst) = self.rate.get();
+        if per_second == 0 {
             return false;
         }
-        let cost = (hz / self.per_second).max(1);
-        let cap = cost.saturating_mul(self.burst);
+        let cost = (hz / u64::from(per_second)).max(1);
+        let cap = cost.saturating_mul(u64::from(burst.max(1)));
         let elapsed = now.wrapping_sub(self.last_tsc);
         self.last_tsc = now;
         self.credit = self.credit.saturating_add(elapsed).min(cap);

@@ -186,7 +186,7 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
             None,
             None,
         ],
-        limiter,
+        limiter.clone(),
     )));
     b.add_node(Box::new(Ip6Input::new()));
     b.add_node(Box::new(Ip6Lookup::new(
@@ -765,4 +765,19 @@ fn unicast_ip_in_link_layer_broadcast_or_multicast_is_not_forwarded() {
     assert!(r.run().is_empty());
     assert_eq!(r.drops("ip4-input", "l2-multicast"), 2);
     assert_eq!(r.drops("ip6-input", "l2-multicast"), 1);
+}
+
+#[test]
+fn icmp_rate_changes_reach_running_limiters() {
+    let rate = Arc::new(crate::icmp::IcmpRate::new(0, 1));
+    let mut l = crate::icmp::RateLimiter::shared(rate.clone());
+    let hz = 1_000_000;
+    assert!(!l.take(1_000_000, hz), "0 a second: none");
+    // 1,000 a second, 2 in a row: two now, then one per millisecond.
+    rate.set(1000, 2);
+    assert!(l.take(2_000_000, hz) && l.take(2_000_000, hz));
+    assert!(!l.take(2_000_000, hz));
+    assert!(l.take(2_001_000, hz));
+    rate.set(0, 2);
+    assert!(!l.take(3_000_000, hz));
 }

@@ -48,7 +48,7 @@ fn start(path: &Path) -> (Reloader, Arc<Mutex<Routing>>) {
         Routing::without_workers(&c.spec).expect("routing"),
     ));
     (
-        Reloader::new(path, c, routing.clone(), Default::default()),
+        Reloader::new(path, c.clone(), routing.clone(), LivePolicies::new(&c.spec)),
         routing,
     )
 }
@@ -115,7 +115,7 @@ fn a_bad_line_or_a_non_live_change_applies_nothing() {
 }
 
 #[test]
-fn poll_modes_change_live_and_only_with_the_rest() {
+fn poll_modes_and_icmp_rate_change_live_and_only_with_the_rest() {
     let d = TempDir::new();
     let p = write(&d, &route("198.19.1.0/24", "198.18.2.2"), "");
     let c = Config::load(&p).expect("valid");
@@ -132,7 +132,9 @@ fn poll_modes_change_live_and_only_with_the_rest() {
         .collect();
     let policies = LivePolicies {
         poll: settings.clone(),
+        ..LivePolicies::new(&c.spec)
     };
+    let icmp = policies.icmp.clone();
     let reloader = Reloader::new(&p, c, routing.clone(), policies);
     let with_poll = |poll: &str, routes: &str| {
         let text = write(&d, routes, "").display().to_string();
@@ -154,11 +156,17 @@ fn poll_modes_change_live_and_only_with_the_rest() {
         .all(|s| s.get() == (dataplane::PollMode::Adaptive, 1000)));
     // Good: both workers busy, and the answer says so.
     with_poll(
-        "poll-mode = \"busy\"\npoll-sleep-max-us = 200",
+        "poll-mode = \"busy\"\npoll-sleep-max-us = 200\nicmp-errors-per-second = 7\n\
+         icmp-errors-burst = 3",
         &route("198.19.1.0/24", "198.18.2.2"),
     );
     let answer = reloader.reload().expect("reloaded");
-    assert_eq!(answer["policies_changed"], json!(["poll-mode"]), "{answer}");
+    assert_eq!(
+        answer["policies_changed"],
+        json!(["poll-mode", "icmp-errors"]),
+        "{answer}"
+    );
+    assert_eq!(icmp.get(), (7, 3));
     assert_eq!(settings[0].get(), (dataplane::PollMode::Busy, 200));
     assert_eq!(settings[1].get(), (dataplane::PollMode::Busy, 200));
 }
