@@ -161,12 +161,46 @@ pub struct IpLookup<F: LookupFamily> {
 }
 
 /// One worker's resolution of gateways: per gateway index, (generation + 1, the adjacency id
-/// of the neighbour entry pinned for it); (0, _) = not resolved yet. Allocated once.
-pub struct GatewayCache(Box<[(u32, u32)]>);
+/// of the neighbour entry pinned for it); (0, _) = not resolved yet. Allocated once. A gateway
+/// no route uses any more gets a new generation in the table; `sweep` finds it a few slots a
+/// vector and unpins its neighbour entry, so the neighbour table can age it out.
+pub struct GatewayCache {
+    slots: Box<[(u32, u32)]>,
+    cursor: usize,
+}
+
+/// Cache slots `sweep` checks per vector (the whole cache in 512 vectors).
+const SWEEP_PER_VECTOR: usize = 8;
 
 impl GatewayCache {
     fn new() -> GatewayCache {
-        GatewayCache(vec![(0, 0); MAX_GATEWAYS].into_boxed_slice())
+        GatewayCache {
+            slots: vec![(0, 0); MAX_GATEWAYS].into_boxed_slice(),
+            cursor: 0,
+        }
+    }
+
+    /// Check the next few slots: unpin the entries of gateways whose generation moved on
+    /// (retired, or the index reused for another gateway).
+    #[inline]
+    fn sweep<F: LookupFamily>(&mut self, table: &NextHopTable, neighbours: &mut Neighbours) {
+        for _ in 0..SWEEP_PER_VECTOR {
+            let g = self.cursor;
+            self.cursor = (self.cursor + 1) % self.slots.len().max(1);
+            let Some(slot) = self.slots.get_mut(g) else {
+                continue;
+            };
+            if slot.0 == 0 {
+                continue;
+            }
+            let current = table
+                .gateway(g as u32)
+                .map(|gw| gw.generation.wrapping_add(1).max(1));
+            if current != Some(slot.0) {
+                F::unpin(neighbours, slot.1);
+                *slot = (0, 0);
+            }
+        }
     }
 
     /// The neighbour adjacency id of gateway `g` of `table` (pinning its entry the first time
@@ -183,7 +217,7 @@ impl GatewayCache {
         if let Some(adjacency) = gw.adjacency {
             return Some(adjacency);
         }
-        let slot = self.0.get_mut(g as usize)?;
+        let slot = self.slots.get_mut(g as usize)?;
         let tag = gw.generation.wrapping_add(1).max(1);
         if slot.0 == tag {
             return Some(slot.1);
@@ -370,7 +404,10 @@ impl<F: LookupFamily> Node for IpLookup<F> {
         let hops = self.next_hops.get();
         let (gw, ids, addrs) = (&mut self.gateways, &self.ids[..n], &self.addrs[..n]);
         let all_ok = match &self.neighbours {
-            Some(h) => h.with(|nb| classify::<F>(hops, gw, ids, addrs, Some(nb), cx, frame, nexts)),
+            Some(h) => h.with(|nb| {
+                gw.sweep::<F>(hops, nb);
+                classify::<F>(hops, gw, ids, addrs, Some(nb), cx, frame, nexts)
+            }),
             None => classify::<F>(hops, gw, ids, addrs, None, cx, frame, nexts),
         };
         if all_ok {
@@ -383,5 +420,58 @@ impl<F: LookupFamily> Node for IpLookup<F> {
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);
         format!("{} adjacency {}", F::describe(pool, buffer), m.next_scratch)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adjacency::Gateway;
+    use crate::neighbour::{NeighbourConfig, NeighbourPort};
+
+    fn pinned(n: &mut Neighbours) -> Vec<bool> {
+        n.rows(0).iter().map(|r| r.pinned).collect()
+    }
+
+    #[test]
+    fn the_sweep_unpins_gateways_the_table_retired() {
+        let mut n = Neighbours::new(
+            &NeighbourConfig {
+                ports: vec![NeighbourPort {
+                    mac: [2, 0, 0, 0, 1, 1],
+                    mtu: 1500,
+                    ip4: vec![("198.18.1.1".parse().expect("v4"), 24)],
+                    ip6: Vec::new(),
+                }],
+                ..NeighbourConfig::default()
+            },
+            1_000_000,
+        );
+        let addr = u128::from(u32::from_be_bytes([198, 18, 1, 2]));
+        let mut table = NextHopTable::new();
+        let mut gw = Gateway {
+            port: 0,
+            addr,
+            adjacency: None,
+            generation: 0,
+        };
+        let g = table.add_gateway(gw).expect("gateway");
+        let mut cache = GatewayCache::new();
+        let id = cache.resolve::<Ip4>(&table, g, Some(&mut n));
+        assert!(id.is_some());
+        assert_eq!(pinned(&mut n), vec![true]);
+        // Still in use: a full sweep keeps the pin.
+        for _ in 0..MAX_GATEWAYS / SWEEP_PER_VECTOR {
+            cache.sweep::<Ip4>(&table, &mut n);
+        }
+        assert_eq!(pinned(&mut n), vec![true]);
+        // Retired (new generation): the sweep lets go within one pass over the cache.
+        gw.generation += 1;
+        table.set_gateway(g, gw);
+        for _ in 0..MAX_GATEWAYS / SWEEP_PER_VECTOR {
+            cache.sweep::<Ip4>(&table, &mut n);
+        }
+        assert_eq!(pinned(&mut n), vec![false]);
+        assert_eq!(cache.slots[g as usize], (0, 0));
     }
 }

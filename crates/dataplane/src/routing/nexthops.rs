@@ -340,6 +340,11 @@ impl NextHopBook {
                     if u.routes == 0 {
                         self.gateway_of.remove(a);
                         self.retired_gateways.push(epoch, g);
+                        // A new generation tells the workers' caches to let go of the
+                        // neighbour entry they pinned for it (`GatewayCache::sweep`).
+                        u.gateway.generation = u.gateway.generation.wrapping_add(1);
+                        self.table.set_gateway(g, u.gateway);
+                        self.dirty = true;
                     }
                 }
             }
