@@ -26,15 +26,17 @@ pub struct CtlArgs {
     #[arg(long)]
     json: bool,
     /// The command, e.g. `show runtime`, `trace add in0-rx 10`, `route add 198.19.0.0/16 via
-    /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `batch changes.json`,
-    /// `reload`; `help` lists the show/clear/trace/pcap commands.
+    /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `policy set poll-mode
+    /// busy`, `batch changes.json`, `reload`; `help` lists the show/clear/trace/pcap commands.
     #[arg(required = true, value_name = "WORDS")]
     words: Vec<String>,
 }
 
 const REST_USAGE: &str = "accepted: route show [PREFIX] [ipv6] | route add|replace PREFIX \
     (via ADDRESS... | drop) | route del PREFIX | neighbour show [ADDRESS] | neighbour \
-    add|replace ADDRESS MAC PORT | neighbour del ADDRESS | batch FILE.json | reload";
+    add|replace ADDRESS MAC PORT | neighbour del ADDRESS | policy show | policy set KEY VALUE... \
+    (poll-mode, poll-sleep-max-us, icmp-errors-per-second, icmp-errors-burst) | batch FILE.json | \
+    reload";
 
 fn endpoint(args: &CtlArgs) -> anyhow::Result<Endpoint> {
     let Some(url) = &args.url else {
@@ -79,7 +81,7 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     let first = args.words.first().map(String::as_str).unwrap_or("");
     if matches!(
         first,
-        "route" | "neighbour" | "neighbor" | "batch" | "reload"
+        "route" | "neighbour" | "neighbor" | "batch" | "reload" | "policy" | "policies"
     ) {
         return rest(&ep, &args.words, args.json);
     }
@@ -246,6 +248,21 @@ fn rest(ep: &Endpoint, words: &[String], as_json: bool) -> anyhow::Result<ExitCo
         ),
         ["neighbour" | "neighbor", "del" | "delete", ip] => {
             ("DELETE", format!("/v1/neighbours/{ip}"), None)
+        }
+        ["policy" | "policies", "show"] | ["policies"] => ("GET", "/v1/policies".to_string(), None),
+        ["policy" | "policies", "set", key, values @ ..] if !values.is_empty() => {
+            let one = |v: &str| v.parse::<i64>().map_or_else(|_| json!(v), |n| json!(n));
+            let value = match values {
+                [v] => one(v),
+                many => Value::Array(many.iter().map(|v| one(v)).collect()),
+            };
+            let mut patch = serde_json::Map::new();
+            patch.insert(key.to_string(), value);
+            (
+                "PATCH",
+                "/v1/policies".to_string(),
+                body(Value::Object(patch)),
+            )
         }
         _ => bail!("`{}` is not a command; {REST_USAGE}", w.join(" ")),
     };

@@ -631,3 +631,54 @@ fn a_large_fib_is_listed_in_pages_and_printed_as_one_document() {
     dm.signal(libc::SIGINT);
     assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
 }
+
+#[test]
+fn policies_are_read_and_changed_live_through_the_api() {
+    if !tool("curl") {
+        return;
+    }
+    let d = TempDir::new();
+    let cfg = d.write("api.toml", CONFIG);
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let (code, body) = curl(&dm.socket, "GET", "/v1/policies", None);
+    assert_eq!(code, 200, "{body}");
+    let v = json_of(&body);
+    assert_eq!(v["poll-mode"], serde_json::json!(["adaptive"]), "{body}");
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/policies",
+        Some(r#"{"poll-mode": "busy", "icmp-errors-per-second": 5}"#),
+    );
+    assert_eq!(code, 200, "{body}");
+    let rt = dm.ctl_json(&["show", "runtime"]);
+    assert_eq!(rt["workers"][0]["poll_mode"], "busy", "{rt}");
+    // One bad value: nothing changes, the field is named.
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/policies",
+        Some(r#"{"poll-mode": "adaptive", "icmp-errors-burst": -3}"#),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(
+        json_of(&body)["error"]["field"],
+        "icmp-errors-burst",
+        "{body}"
+    );
+    let (_, body) = curl(&dm.socket, "GET", "/v1/policies", None);
+    let v = json_of(&body);
+    assert_eq!(v["poll-mode"], serde_json::json!(["busy"]), "{body}");
+    assert_eq!(v["icmp-errors-per-second"], 5, "{body}");
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/policies",
+        Some(r#"{"workers": 4}"#),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("unknown field `workers`"), "{body}");
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}

@@ -11,6 +11,7 @@ pub mod commands;
 pub mod config;
 mod fibview;
 pub mod metrics;
+pub mod policies_api;
 pub mod reload;
 pub mod routes_api;
 pub mod server;

@@ -103,6 +103,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .route("/v1/batch", post(r::post_batch))
         .route("/v1/reload", post(r::post_reload))
+        .route(
+            "/v1/policies",
+            get(r::get_policies).patch(r::patch_policies),
+        )
         .route("/metrics", get(r::get_metrics))
         .fallback(r::not_found)
         .method_not_allowed_fallback(r::method_not_allowed)

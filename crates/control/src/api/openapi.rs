@@ -205,6 +205,20 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     ep(
         "get",
+        "/v1/policies",
+        "The settings that change live (poll modes, ICMP error rate), with the config's names",
+        &[],
+        None,
+    ),
+    ep(
+        "patch",
+        "/v1/policies",
+        "Change some live settings, checked whole first (all or nothing)",
+        &[],
+        Some("Policies"),
+    ),
+    ep(
+        "get",
         "/metrics",
         "Prometheus text exposition of every counter",
         &[],
@@ -252,6 +266,18 @@ fn schemas() -> Value {
         "Command": {
             "type": "object", "additionalProperties": false, "required": ["command"],
             "properties": {"command": {"type": "string", "example": "show runtime"}, "json": {"type": "boolean"}}
+        },
+        "Policies": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "poll-mode": {"oneOf": [
+                    {"type": "string", "enum": ["busy", "adaptive"]},
+                    {"type": "array", "items": {"type": "string", "enum": ["busy", "adaptive"]}}
+                ]},
+                "poll-sleep-max-us": {"type": "integer", "minimum": 10, "maximum": 100000},
+                "icmp-errors-per-second": {"type": "integer", "minimum": 0, "maximum": 4294967295u64},
+                "icmp-errors-burst": {"type": "integer", "minimum": 0, "maximum": 4294967295u64}
+            }
         },
         "Trace": {
             "type": "object", "additionalProperties": false, "required": ["node", "count"],

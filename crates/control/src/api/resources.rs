@@ -8,6 +8,7 @@
 use super::error::{json_error, ApiError};
 use super::ApiState;
 use crate::commands::Reply;
+use crate::policies_api;
 use crate::routes_api::{self, BatchBody, NeighbourBody, RouteBody, RoutesBody};
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -724,4 +725,29 @@ pub(crate) async fn method_not_allowed(
         ),
     )
     .into_response()
+}
+
+/// `GET /v1/policies`: the settings that change live, with the config's key names.
+pub(crate) async fn get_policies(State(s): Shared, q: Params) -> Response {
+    match params(q, &[]) {
+        Ok(_) => axum::Json(policies_api::show(&s.view.policies)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// `PATCH /v1/policies`: change some of them (checked whole first: all or nothing).
+pub(crate) async fn patch_policies(State(s): Shared, q: Params, b: Body) -> Response {
+    let run = || -> Result<Value, ApiError> {
+        params(q, &[])?;
+        let patch: policies_api::PolicyPatch = body(b)?;
+        let changed = policies_api::apply(&s.view.policies, &patch)?;
+        Ok(json!({
+            "policies_changed": changed,
+            "policies": policies_api::show(&s.view.policies),
+        }))
+    };
+    match run() {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
 }
