@@ -1,10 +1,11 @@
-//! The live settings as the API presents them: `GET /v1/policies` shows them, `PATCH
+//! The live settings as the API presents them (poll modes, ICMP error rate, IPv4 options): `GET /v1/policies` shows them, `PATCH
 //! /v1/policies` changes some, with the config file's key names and ranges. A patch is checked
 //! whole before anything changes (all or nothing). Owns the JSON model and its checks; it never
 //! touches a worker (it stores the atomics the workers read, `dataplane::LivePolicies`).
 
 use crate::api::ApiError;
 use dataplane::{LivePolicies, PollMode};
+use nodes::ip4::Ip4Options;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -34,6 +35,9 @@ pub struct PolicyPatch {
     /// `icmp-errors-burst`.
     #[serde(rename = "icmp-errors-burst")]
     pub icmp_errors_burst: Option<i64>,
+    /// `ip4-options`.
+    #[serde(rename = "ip4-options")]
+    pub ip4_options: Option<String>,
 }
 
 const POLL_MODES: &str = "\"busy\", \"adaptive\"";
@@ -55,6 +59,10 @@ pub fn show(p: &LivePolicies) -> Value {
         "poll-sleep-max-us": sleep,
         "icmp-errors-per-second": per_second,
         "icmp-errors-burst": burst,
+        "ip4-options": match p.ip4_options.get() {
+            Ip4Options::Forward => "forward",
+            Ip4Options::Drop => "drop",
+        },
     })
 }
 
@@ -114,6 +122,17 @@ pub fn apply(p: &LivePolicies, patch: &PolicyPatch) -> Result<Vec<&'static str>,
         max,
     )?;
     let burst = in_range("icmp-errors-burst", patch.icmp_errors_burst, 0, max)?;
+    let options = match patch.ip4_options.as_deref() {
+        None => None,
+        Some("forward") => Some(Ip4Options::Forward),
+        Some("drop") => Some(Ip4Options::Drop),
+        Some(other) => {
+            return Err(ApiError::bad(
+                "ip4-options",
+                format!("`{other}` is not a policy; accepted: \"forward\", \"drop\""),
+            ))
+        }
+    };
     // Everything checked: store.
     let mut changed = Vec::new();
     if modes.is_some() || sleep.is_some() {
@@ -131,6 +150,10 @@ pub fn apply(p: &LivePolicies, patch: &PolicyPatch) -> Result<Vec<&'static str>,
         let (r, b) = p.icmp.get();
         p.icmp.set(rate.unwrap_or(r), burst.unwrap_or(b));
         changed.push("icmp-errors");
+    }
+    if let Some(o) = options {
+        p.ip4_options.set(o);
+        changed.push("ip4-options");
     }
     Ok(changed)
 }
@@ -192,6 +215,11 @@ mod tests {
                 json!({"icmp-errors-per-second": -1}),
                 "icmp-errors-per-second",
                 "out of range",
+            ),
+            (
+                json!({"ip4-options": "strip"}),
+                "ip4-options",
+                "accepted: \"forward\"",
             ),
         ] {
             let e = apply(&p, &patch(body.clone()).expect("shape")).expect_err("refused");

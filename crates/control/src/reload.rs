@@ -1,6 +1,6 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
 //! compare it with the running one, and apply what may change live — routes and static
-//! neighbours as one routing batch, then the live policies (poll modes, ICMP error rate) — or
+//! neighbours as one routing batch, then the live policies (poll modes, ICMP error rate, IPv4 options) — or
 //! nothing: anything else that differs is refused with the key it is under and its line. It
 //! never restarts a port or a worker.
 
@@ -174,10 +174,16 @@ impl Reloader {
             policies.push("poll-mode");
         }
         if let Some(ip) = &diff.ip {
-            self.policies
-                .icmp
-                .set(ip.icmp_errors_per_second, ip.icmp_errors_burst);
-            policies.push("icmp-errors");
+            let rate = (ip.icmp_errors_per_second, ip.icmp_errors_burst);
+            if self.policies.icmp.get() != rate {
+                self.policies.icmp.set(rate.0, rate.1);
+                policies.push("icmp-errors");
+            }
+            let options = dataplane::build::ip4_options(ip.ip4_options);
+            if self.policies.ip4_options.get() != options {
+                self.policies.ip4_options.set(options);
+                policies.push("ip4-options");
+            }
         }
         let counts = |f: fn(&Change) -> bool| changes.iter().filter(|c| f(c)).count();
         let answer = json!({

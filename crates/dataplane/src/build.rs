@@ -516,6 +516,14 @@ pub fn flush_neighbours(
     flushed
 }
 
+/// The node's options policy for the spec's.
+pub fn ip4_options(p: OptionsPolicy) -> Ip4Options {
+    match p {
+        OptionsPolicy::Forward => Ip4Options::Forward,
+        OptionsPolicy::Drop => Ip4Options::Drop,
+    }
+}
+
 /// Add the protocol nodes of `spec` to `b`: `ethernet-input`, `l2-xconnect`, `l2-bridge` (when
 /// there are bridge domains), the IPv4/IPv6 nodes with their FIBs, the neighbour nodes and the
 /// `neighbour-tx` input (add the ports' inputs first), `interface-output` (to `tx_nodes[port]`)
@@ -624,10 +632,6 @@ pub fn add_protocol_nodes_with(
         next_hops6: [lookup6, rewrite6],
     } = tables;
     let limiter = RateLimiter::shared(policies.icmp.clone());
-    let options = match spec.ip.ip4_options {
-        OptionsPolicy::Forward => Ip4Options::Forward,
-        OptionsPolicy::Drop => Ip4Options::Drop,
-    };
     let bridge = if domains.is_empty() {
         None
     } else {
@@ -650,7 +654,7 @@ pub fn add_protocol_nodes_with(
     }
     b.add_node(Box::new(ethernet))
         .add_node(Box::new(L2Xconnect::new(peers)))
-        .add_node(Box::new(Ip4Input::new(options)))
+        .add_node(Box::new(Ip4Input::shared(policies.ip4_options.clone())))
         .add_node(Box::new(
             Ip4Lookup::new(fib4, lookup4).with_neighbours(neighbours.clone()),
         ))

@@ -41,6 +41,8 @@ pub struct LivePolicies {
     pub poll: Vec<Arc<crate::idle::PollSetting>>,
     /// The ICMP error rate and burst (each worker keeps its own bucket).
     pub icmp: Arc<nodes::icmp::IcmpRate>,
+    /// What `ip4-input` does with packets carrying options.
+    pub ip4_options: Arc<nodes::ip4::Ip4OptionsSetting>,
 }
 
 impl LivePolicies {
@@ -58,6 +60,9 @@ impl LivePolicies {
             icmp: Arc::new(nodes::icmp::IcmpRate::new(
                 spec.ip.icmp_errors_per_second,
                 spec.ip.icmp_errors_burst,
+            )),
+            ip4_options: Arc::new(nodes::ip4::Ip4OptionsSetting::new(
+                crate::build::ip4_options(spec.ip.ip4_options),
             )),
         }
     }

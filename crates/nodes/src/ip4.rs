@@ -9,6 +9,8 @@ use packet::headers::{be16, be32, ip4};
 use packet::meta::FLAG_L2_MULTICAST;
 use packet::BufferPool;
 use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// What `ip4-input` does with packets carrying options.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +19,33 @@ pub enum Ip4Options {
     Forward,
     /// Drop as `options`.
     Drop,
+}
+
+/// The options policy shared by every worker's `ip4-input`, changed live (reload, API): read
+/// once per vector.
+#[derive(Debug)]
+pub struct Ip4OptionsSetting(AtomicBool);
+
+impl Ip4OptionsSetting {
+    /// Starting with `options`.
+    pub fn new(options: Ip4Options) -> Ip4OptionsSetting {
+        Ip4OptionsSetting(AtomicBool::new(options == Ip4Options::Drop))
+    }
+
+    /// The policy now.
+    #[inline(always)]
+    pub fn get(&self) -> Ip4Options {
+        if self.0.load(Ordering::Relaxed) {
+            Ip4Options::Drop
+        } else {
+            Ip4Options::Forward
+        }
+    }
+
+    /// Change it.
+    pub fn set(&self, options: Ip4Options) {
+        self.0.store(options == Ip4Options::Drop, Ordering::Relaxed);
+    }
 }
 
 /// ICMP type "time exceeded".
@@ -49,12 +78,17 @@ fn bad_source(a: u32) -> bool {
 
 /// The `ip4-input` node.
 pub struct Ip4Input {
-    options: Ip4Options,
+    options: Arc<Ip4OptionsSetting>,
 }
 
 impl Ip4Input {
     /// A node with an options policy.
     pub fn new(options: Ip4Options) -> Ip4Input {
+        Ip4Input::shared(Arc::new(Ip4OptionsSetting::new(options)))
+    }
+
+    /// A node whose options policy is `options` (shared, changed live).
+    pub fn shared(options: Arc<Ip4OptionsSetting>) -> Ip4Input {
         Ip4Input { options }
     }
 }
@@ -102,7 +136,7 @@ impl Node for Ip4Input {
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
-        let drop_options = self.options == Ip4Options::Drop;
+        let drop_options = self.options.get() == Ip4Options::Drop;
         let mut all_lookup = true;
         for (i, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet_mut(b);

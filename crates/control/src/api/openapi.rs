@@ -206,7 +206,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep(
         "get",
         "/v1/policies",
-        "The settings that change live (poll modes, ICMP error rate), with the config's names",
+        "The settings that change live (poll modes, ICMP error rate, IPv4 options), with the config's names",
         &[],
         None,
     ),
@@ -276,7 +276,8 @@ fn schemas() -> Value {
                 ]},
                 "poll-sleep-max-us": {"type": "integer", "minimum": 10, "maximum": 100000},
                 "icmp-errors-per-second": {"type": "integer", "minimum": 0, "maximum": 4294967295u64},
-                "icmp-errors-burst": {"type": "integer", "minimum": 0, "maximum": 4294967295u64}
+                "icmp-errors-burst": {"type": "integer", "minimum": 0, "maximum": 4294967295u64},
+                "ip4-options": {"type": "string", "enum": ["forward", "drop"]}
             }
         },
         "Trace": {

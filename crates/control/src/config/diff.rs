@@ -5,8 +5,8 @@
 
 use super::{Config, Issue};
 use dataplane::{
-    BridgePolicy, DataplaneSpec, IpPolicy, NeighbourPolicy, NeighbourSpec, OptionsPolicy,
-    PollPolicy, PortDriver, PortSpec, RouteSpec,
+    BridgePolicy, DataplaneSpec, IpPolicy, NeighbourPolicy, NeighbourSpec, PollPolicy, PortDriver,
+    PortSpec, RouteSpec,
 };
 use std::collections::HashMap;
 use std::fmt;
@@ -69,7 +69,7 @@ pub struct LiveDiff {
     pub routes6: RouteChanges<Ipv6Addr>,
     /// Static neighbours.
     pub neighbours: NeighbourChanges,
-    /// ICMP error rate and burst (`ip4_options` is equal: it is not live).
+    /// The ICMP error rate and burst and the IPv4 options policy.
     pub ip: Option<IpPolicy>,
     /// Neighbour timers (`capacity` and `queue_per_neighbour` are equal: they are not live).
     pub neighbour: Option<NeighbourPolicy>,
@@ -148,16 +148,6 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
     refusals.value(dp, "worker-cpu", &o.worker_cpu, worker_cpu);
     refusals.value(dp, "workers", &o.workers, workers);
     refusals.value(dp, "worker-cpus", &o.worker_cpus, worker_cpus);
-    let options = |p: OptionsPolicy| match p {
-        OptionsPolicy::Forward => "forward",
-        OptionsPolicy::Drop => "drop",
-    };
-    refusals.value(
-        dp,
-        "ip4-options",
-        &options(o.ip.ip4_options),
-        &options(ip.ip4_options),
-    );
     refusals.value(
         dp,
         "neighbour-capacity",
@@ -185,10 +175,7 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         return Err(NotLive(refusals.issues));
     }
 
-    let live_ip = IpPolicy {
-        ip4_options: o.ip.ip4_options,
-        ..*ip
-    };
+    let live_ip = *ip;
     let live_neighbour = NeighbourPolicy {
         capacity: o.neighbour.capacity,
         queue_per_neighbour: o.neighbour.queue_per_neighbour,

@@ -105,12 +105,13 @@ fn live_policies() {
     let old = "[dataplane]\nworkers = 2\n".to_string();
     let new = String::from(
         "[dataplane]\nworkers = 2\nicmp-errors-per-second = 10\nneighbour-gc-seconds = 60\n\
-         bridge-age-seconds = 0\npoll-mode = [\"busy\", \"adaptive\"]\npoll-sleep-max-us = 50\n",
+         ip4-options = \"drop\"\nbridge-age-seconds = 0\npoll-mode = [\"busy\", \"adaptive\"]\npoll-sleep-max-us = 50\n",
     );
     let d = diff(&old, &new);
     let ip = d.ip.unwrap();
     assert_eq!(ip.icmp_errors_per_second, 10);
     assert_eq!(ip.icmp_errors_burst, IpPolicy::default().icmp_errors_burst);
+    assert_eq!(ip.ip4_options, dataplane::OptionsPolicy::Drop);
     assert_eq!(d.neighbour.unwrap().gc_seconds, 60);
     assert_eq!(d.bridge.unwrap().age_seconds, 0);
     let poll = d.poll.unwrap();
@@ -139,13 +140,12 @@ fn dataplane_keys_that_need_a_restart() {
         "changed from 16384 to 1024",
     );
     // A key the new file no longer has: no line to name.
-    let e = refused("[dataplane]\nip4-options = \"drop\"\n", "");
+    let e = refused("[dataplane]\nneighbour-queue = 8\n", "");
     assert_eq!(e.0.len(), 1, "{e}");
     assert_eq!(e.0[0].line, 0);
     assert!(
-        e.to_string().starts_with(
-            "test.toml: [dataplane] field `ip4-options`: changed from \"drop\" to \"forward\""
-        ),
+        e.to_string()
+            .starts_with("test.toml: [dataplane] field `neighbour-queue`: changed from 8 to 4"),
         "{e}"
     );
     one_refusal(
