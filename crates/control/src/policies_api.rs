@@ -1,4 +1,5 @@
-//! The live settings as the API presents them (poll modes, ICMP error rate, IPv4 options): `GET /v1/policies` shows them, `PATCH
+//! The live settings as the API presents them (poll modes, ICMP error rate, IPv4 options,
+//! neighbour timers, bridge aging): `GET /v1/policies` shows them, `PATCH
 //! /v1/policies` changes some, with the config file's key names and ranges. A patch is checked
 //! whole before anything changes (all or nothing). Owns the JSON model and its checks; it never
 //! touches a worker (it stores the atomics the workers read, `dataplane::LivePolicies`).
@@ -8,6 +9,7 @@ use dataplane::{LivePolicies, PollMode};
 use nodes::ip4::Ip4Options;
 use serde::Deserialize;
 use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
 
 /// One poll mode for every worker, or one per worker.
 #[derive(Debug, Deserialize)]
@@ -38,6 +40,15 @@ pub struct PolicyPatch {
     /// `ip4-options`.
     #[serde(rename = "ip4-options")]
     pub ip4_options: Option<String>,
+    /// `neighbour-reachable-seconds`.
+    #[serde(rename = "neighbour-reachable-seconds")]
+    pub neighbour_reachable_seconds: Option<i64>,
+    /// `neighbour-gc-seconds`.
+    #[serde(rename = "neighbour-gc-seconds")]
+    pub neighbour_gc_seconds: Option<i64>,
+    /// `bridge-age-seconds`.
+    #[serde(rename = "bridge-age-seconds")]
+    pub bridge_age_seconds: Option<i64>,
 }
 
 const POLL_MODES: &str = "\"busy\", \"adaptive\"";
@@ -63,6 +74,9 @@ pub fn show(p: &LivePolicies) -> Value {
             Ip4Options::Forward => "forward",
             Ip4Options::Drop => "drop",
         },
+        "neighbour-reachable-seconds": p.neighbour.get().0,
+        "neighbour-gc-seconds": p.neighbour.get().1,
+        "bridge-age-seconds": p.bridge_age_seconds.load(Ordering::Relaxed),
     })
 }
 
@@ -133,6 +147,19 @@ pub fn apply(p: &LivePolicies, patch: &PolicyPatch) -> Result<Vec<&'static str>,
             ))
         }
     };
+    let reachable = in_range(
+        "neighbour-reachable-seconds",
+        patch.neighbour_reachable_seconds,
+        1,
+        86_400,
+    )?;
+    let gc = in_range(
+        "neighbour-gc-seconds",
+        patch.neighbour_gc_seconds,
+        1,
+        86_400,
+    )?;
+    let age = in_range("bridge-age-seconds", patch.bridge_age_seconds, 0, max)?;
     // Everything checked: store.
     let mut changed = Vec::new();
     if modes.is_some() || sleep.is_some() {
@@ -154,6 +181,15 @@ pub fn apply(p: &LivePolicies, patch: &PolicyPatch) -> Result<Vec<&'static str>,
     if let Some(o) = options {
         p.ip4_options.set(o);
         changed.push("ip4-options");
+    }
+    if reachable.is_some() || gc.is_some() {
+        let (r, g) = p.neighbour.get();
+        p.neighbour.set(reachable.unwrap_or(r), gc.unwrap_or(g));
+        changed.push("neighbour-timers");
+    }
+    if let Some(a) = age {
+        p.bridge_age_seconds.store(a, Ordering::Relaxed);
+        changed.push("bridge-age-seconds");
     }
     Ok(changed)
 }
@@ -179,15 +215,29 @@ mod tests {
         let p = policies(2);
         let changed = apply(
             &p,
-            &patch(json!({"poll-mode": ["busy", "adaptive"], "icmp-errors-burst": 9}))
-                .expect("patch"),
+            &patch(
+                json!({"poll-mode": ["busy", "adaptive"], "icmp-errors-burst": 9,
+                "neighbour-gc-seconds": 60, "bridge-age-seconds": 0}),
+            )
+            .expect("patch"),
         )
         .expect("applied");
-        assert_eq!(changed, vec!["poll-mode", "icmp-errors"]);
+        assert_eq!(
+            changed,
+            vec![
+                "poll-mode",
+                "icmp-errors",
+                "neighbour-timers",
+                "bridge-age-seconds"
+            ]
+        );
         let shown = show(&p);
         assert_eq!(shown["poll-mode"], json!(["busy", "adaptive"]));
         assert_eq!(shown["icmp-errors-burst"], 9);
         assert_eq!(shown["icmp-errors-per-second"], 1000);
+        assert_eq!(shown["neighbour-gc-seconds"], 60);
+        assert_eq!(shown["neighbour-reachable-seconds"], 30);
+        assert_eq!(shown["bridge-age-seconds"], 0);
     }
 
     #[test]

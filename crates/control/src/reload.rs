@@ -1,6 +1,7 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
 //! compare it with the running one, and apply what may change live — routes and static
-//! neighbours as one routing batch, then the live policies (poll modes, ICMP error rate, IPv4 options) — or
+//! neighbours as one routing batch, then the live policies (poll modes, ICMP error rate, IPv4 options, neighbour
+//! timers, bridge aging) — or
 //! nothing: anything else that differs is refused with the key it is under and its line. It
 //! never restarts a port or a worker.
 
@@ -126,23 +127,6 @@ impl Reloader {
             crate::config::live_diff(&running, &config).map_err(|n| ReloadError::NotLive {
                 what: n.to_string(),
             })?;
-        // Policies the data plane does not take live yet: refused like the rest.
-        let pending: Vec<&str> = [
-            (
-                diff.neighbour.is_some(),
-                "neighbour-reachable-seconds / neighbour-gc-seconds",
-            ),
-            (diff.bridge.is_some(), "bridge-age-seconds"),
-        ]
-        .iter()
-        .filter(|(d, _)| *d)
-        .map(|(_, k)| *k)
-        .collect();
-        if !pending.is_empty() {
-            return Err(ReloadError::NotLive {
-                what: format!("{file}: [dataplane] {} changed", pending.join(", ")),
-            });
-        }
         let mut routing = dataplane::build::lock(&self.routing);
         // Deletions of what the API already removed are left out.
         let changes: Vec<Change> = changes_of(&diff)
@@ -172,6 +156,18 @@ impl Reloader {
                 setting.set(p.mode_of(w), p.sleep_max_us);
             }
             policies.push("poll-mode");
+        }
+        if let Some(n) = &diff.neighbour {
+            self.policies
+                .neighbour
+                .set(n.reachable_seconds, n.gc_seconds);
+            policies.push("neighbour-timers");
+        }
+        if let Some(b) = &diff.bridge {
+            self.policies
+                .bridge_age_seconds
+                .store(b.age_seconds, std::sync::atomic::Ordering::Relaxed);
+            policies.push("bridge-age-seconds");
         }
         if let Some(ip) = &diff.ip {
             let rate = (ip.icmp_errors_per_second, ip.icmp_errors_burst);

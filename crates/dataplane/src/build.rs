@@ -581,6 +581,7 @@ pub fn add_protocol_nodes_with(
         },
         tsc_hz,
     );
+    neighbours.with(|n| n.set_timers(policies.neighbour.clone()));
     let mut peers = vec![None; spec.ports.len()];
     let mut modes: Vec<PortL2> = spec
         .ports
@@ -641,7 +642,8 @@ pub fn add_protocol_nodes_with(
             age_seconds: spec.bridge.age_seconds,
             ..BridgeConfig::default()
         })
-        .map_err(|e| BuildError::Routing(e.0))?;
+        .map_err(|e| BuildError::Routing(e.0))?
+        .with_aging(policies.bridge_age_seconds.clone());
         let stats = node.stats();
         b.add_node(Box::new(node));
         Some(stats)

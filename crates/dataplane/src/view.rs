@@ -43,6 +43,10 @@ pub struct LivePolicies {
     pub icmp: Arc<nodes::icmp::IcmpRate>,
     /// What `ip4-input` does with packets carrying options.
     pub ip4_options: Arc<nodes::ip4::Ip4OptionsSetting>,
+    /// Neighbour entries' reachable and gc times.
+    pub neighbour: Arc<nodes::neighbour::NeighbourTimers>,
+    /// Bridge MAC aging, seconds (0: never).
+    pub bridge_age_seconds: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl LivePolicies {
@@ -63,6 +67,13 @@ impl LivePolicies {
             )),
             ip4_options: Arc::new(nodes::ip4::Ip4OptionsSetting::new(
                 crate::build::ip4_options(spec.ip.ip4_options),
+            )),
+            neighbour: Arc::new(nodes::neighbour::NeighbourTimers::new(
+                spec.neighbour.reachable_seconds,
+                spec.neighbour.gc_seconds,
+            )),
+            bridge_age_seconds: Arc::new(std::sync::atomic::AtomicU32::new(
+                spec.bridge.age_seconds,
             )),
         }
     }

@@ -28,7 +28,7 @@ use graph::{Counter, Dispatch, Emitter, Node, NodeContext};
 use packet::headers::{be16, eth, format_mac, put16, Mac};
 use packet::meta::BufferMeta;
 use packet::{BufferPool, VECTOR_SIZE};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The node's name.
@@ -534,7 +534,8 @@ pub struct L2Bridge {
     emitter: Emitter,
     /// The frame being flooded, untagged, copied once per flooded frame.
     scratch: Vec<u8>,
-    age_seconds: u64,
+    /// Seconds a MAC not seen again is kept (0: forever); shared, changed live.
+    age_seconds: Arc<AtomicU32>,
     snapshot_interval_ms: u64,
     snap: SnapshotState,
     shadow: Vec<MacEntry>,
@@ -674,7 +675,7 @@ impl L2Bridge {
             stats,
             emitter: Emitter::new(config.flood_queue),
             scratch: Vec::with_capacity(2048 + 2 * eth::TAG_LEN + eth::HEADER_LEN),
-            age_seconds: config.age_seconds as u64,
+            age_seconds: Arc::new(AtomicU32::new(config.age_seconds)),
             snapshot_interval_ms: config.snapshot_interval_ms,
             snap: SnapshotState {
                 building: false,
@@ -695,6 +696,13 @@ impl L2Bridge {
     /// The counters and snapshot shared with the control thread.
     pub fn stats(&self) -> Arc<BridgeStats> {
         self.stats.clone()
+    }
+
+    /// Take the aging time (seconds, 0: never) from `age_seconds` from now on: shared by every
+    /// worker's bridge and changed live; read once per vector.
+    pub fn with_aging(mut self, age_seconds: Arc<AtomicU32>) -> L2Bridge {
+        self.age_seconds = age_seconds;
+        self
     }
 
     /// One bounded step of building the `show bridge` snapshot (and publishing it when done).
@@ -798,7 +806,7 @@ impl Node for L2Bridge {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let now = self.clock.as_ref().map_or(cx.now_tsc, ManualClock::now);
         let hz = cx.tsc_hz.max(1);
-        let age = self.age_seconds.saturating_mul(hz);
+        let age = u64::from(self.age_seconds.load(Ordering::Relaxed)).saturating_mul(hz);
         let base = cx.error_base;
         let mut all_out = true;
         let L2Bridge {

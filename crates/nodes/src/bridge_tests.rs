@@ -112,10 +112,22 @@ struct Bridge {
 }
 
 fn bridge(config: BridgeConfig, buffers: u32) -> Bridge {
+    bridge_aging(config, buffers, None)
+}
+
+/// `bridge`, with its aging time shared through `aging` when given.
+fn bridge_aging(
+    config: BridgeConfig,
+    buffers: u32,
+    aging: Option<Arc<std::sync::atomic::AtomicU32>>,
+) -> Bridge {
     let clock = ManualClock::new(0);
-    let node = L2Bridge::new(&config)
+    let mut node = L2Bridge::new(&config)
         .expect("config")
         .with_clock(clock.clone());
+    if let Some(a) = aging {
+        node = node.with_aging(a);
+    }
     let stats = node.stats();
     let queue: Queue = Arc::default();
     let out: Captured = Arc::default();
@@ -464,6 +476,28 @@ fn entries_age_out_and_refreshing_keeps_them() {
     let c = br.stats.counts();
     assert!(c.aged >= 1, "{c:?}");
     assert_eq!(c.flooded, 3);
+}
+
+#[test]
+fn the_aging_time_changes_live() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let age = Arc::new(AtomicU32::new(300));
+    let mut br = bridge_aging(topo(), 256, Some(age.clone()));
+    br.send1(1, f(X, B)); // B on p1 at t = 0
+    br.advance_seconds(20);
+    assert_eq!(
+        br.send1(0, f(B, A)),
+        vec![(1, f(B, A))],
+        "known at 300 s aging"
+    );
+    // Down to 10 s: B, last seen 20 s ago, is forgotten; then 0 keeps entries forever.
+    age.store(10, Ordering::Relaxed);
+    let out = br.send1(0, f(B, A));
+    assert_eq!(ports_of(&out), vec![1, 3, 4], "aged out: flooded again");
+    age.store(0, Ordering::Relaxed);
+    br.send1(1, f(X, B));
+    br.advance_seconds(100_000);
+    assert_eq!(br.send1(0, f(B, A)), vec![(1, f(B, A))], "never ages at 0");
 }
 
 #[test]

@@ -51,7 +51,7 @@ use packet::BufferPool;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Answers ARP requests for our addresses and learns from ARP.
@@ -295,6 +295,39 @@ pub struct NeighbourConfig {
     pub requests_per_second: u32,
     /// Answer ND for each port's EUI-64 link-local address as well.
     pub link_local: bool,
+}
+
+/// The neighbour timers shared by every worker's tables and changed live (reload, API): each
+/// worker reads them at its maintenance, at most once a millisecond.
+#[derive(Debug)]
+pub struct NeighbourTimers {
+    reachable_seconds: AtomicU32,
+    gc_seconds: AtomicU32,
+}
+
+impl NeighbourTimers {
+    /// Entries reachable `reachable_seconds` after a confirmation, deleted `gc_seconds` after.
+    pub fn new(reachable_seconds: u32, gc_seconds: u32) -> NeighbourTimers {
+        NeighbourTimers {
+            reachable_seconds: AtomicU32::new(reachable_seconds),
+            gc_seconds: AtomicU32::new(gc_seconds),
+        }
+    }
+
+    /// Change both.
+    pub fn set(&self, reachable_seconds: u32, gc_seconds: u32) {
+        self.reachable_seconds
+            .store(reachable_seconds, Ordering::Relaxed);
+        self.gc_seconds.store(gc_seconds, Ordering::Relaxed);
+    }
+
+    /// (reachable seconds, gc seconds) now.
+    pub fn get(&self) -> (u32, u32) {
+        (
+            self.reachable_seconds.load(Ordering::Relaxed),
+            self.gc_seconds.load(Ordering::Relaxed),
+        )
+    }
 }
 
 impl Default for NeighbourConfig {
@@ -1492,6 +1525,8 @@ pub struct Neighbours {
     view: NeighbourView,
     inbox: Arc<Mutex<Mailbox>>,
     peers: Vec<Arc<Mutex<Mailbox>>>,
+    /// Live timers (None: those of the config, fixed).
+    timers: Option<Arc<NeighbourTimers>>,
 }
 
 impl Neighbours {
@@ -1546,6 +1581,22 @@ impl Neighbours {
                 len: 0,
             })),
             peers: Vec::new(),
+            timers: None,
+        }
+    }
+
+    /// Take the reachable and gc timers from `timers` from now on (read at each maintenance).
+    pub fn set_timers(&mut self, timers: Arc<NeighbourTimers>) {
+        self.timers = Some(timers);
+        self.refresh_timers();
+    }
+
+    fn refresh_timers(&mut self) {
+        if let Some(t) = &self.timers {
+            let (reachable, gc) = t.get();
+            let hz = self.core.ticks.hz;
+            self.core.ticks.reachable = hz.saturating_mul(u64::from(reachable));
+            self.core.ticks.gc = hz.saturating_mul(u64::from(gc));
         }
     }
 
@@ -1630,6 +1681,7 @@ impl Neighbours {
             return;
         }
         self.last_sweep = now;
+        self.refresh_timers();
         self.send_news();
         self.merge_news(pool, now);
         let batches = (since / self.core.ticks.sweep).min(MAX_CAPACITY as u64) as usize;

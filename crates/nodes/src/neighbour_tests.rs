@@ -1536,3 +1536,27 @@ fn in_a_graph_arp_is_answered_and_a_packet_is_resolved_and_forwarded() {
     n.flush(&mut pool);
     assert_eq!(pool.available(), pool.capacity());
 }
+
+#[test]
+fn timers_changed_live_apply_at_the_next_maintenance() {
+    let mut t = Bench::new();
+    let timers = Arc::new(NeighbourTimers::new(30, 300));
+    t.n.with(|n| n.set_timers(timers.clone()));
+    learn_host(&mut t);
+    // Reachable for 5 s from now on, deleted 60 s after the last confirmation.
+    timers.set(5, 60);
+    t.now = T0 + 2 * HZ;
+    let now = t.now;
+    t.n.with(|n| n.maintain(&mut t.pool, now));
+    t.now = T0 + 6 * HZ;
+    t.sweep_all();
+    assert_eq!(
+        t.row("198.18.2.77").expect("entry").state,
+        NeighbourState::Stale
+    );
+    t.now = T0 + 61 * HZ;
+    t.sweep_all();
+    assert!(t.rows().is_empty(), "deleted after the new gc time");
+    assert_eq!(t.stats().aged, 1);
+    t.assert_no_leak();
+}

@@ -206,7 +206,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep(
         "get",
         "/v1/policies",
-        "The settings that change live (poll modes, ICMP error rate, IPv4 options), with the config's names",
+        "The settings that change live (poll modes, ICMP errors, IPv4 options, neighbour and bridge timers)",
         &[],
         None,
     ),
@@ -277,7 +277,10 @@ fn schemas() -> Value {
                 "poll-sleep-max-us": {"type": "integer", "minimum": 10, "maximum": 100000},
                 "icmp-errors-per-second": {"type": "integer", "minimum": 0, "maximum": 4294967295u64},
                 "icmp-errors-burst": {"type": "integer", "minimum": 0, "maximum": 4294967295u64},
-                "ip4-options": {"type": "string", "enum": ["forward", "drop"]}
+                "ip4-options": {"type": "string", "enum": ["forward", "drop"]},
+                "neighbour-reachable-seconds": {"type": "integer", "minimum": 1, "maximum": 86400},
+                "neighbour-gc-seconds": {"type": "integer", "minimum": 1, "maximum": 86400},
+                "bridge-age-seconds": {"type": "integer", "minimum": 0, "maximum": 4294967295u64}
             }
         },
         "Trace": {

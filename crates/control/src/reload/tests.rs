@@ -115,7 +115,7 @@ fn a_bad_line_or_a_non_live_change_applies_nothing() {
 }
 
 #[test]
-fn poll_modes_and_icmp_rate_change_live_and_only_with_the_rest() {
+fn policies_change_live_and_only_with_the_rest() {
     let d = TempDir::new();
     let p = write(&d, &route("198.19.1.0/24", "198.18.2.2"), "");
     let c = Config::load(&p).expect("valid");
@@ -135,6 +135,8 @@ fn poll_modes_and_icmp_rate_change_live_and_only_with_the_rest() {
         ..LivePolicies::new(&c.spec)
     };
     let icmp = policies.icmp.clone();
+    let neighbour = policies.neighbour.clone();
+    let age = policies.bridge_age_seconds.clone();
     let reloader = Reloader::new(&p, c, routing.clone(), policies);
     let with_poll = |poll: &str, routes: &str| {
         let text = write(&d, routes, "").display().to_string();
@@ -157,16 +159,23 @@ fn poll_modes_and_icmp_rate_change_live_and_only_with_the_rest() {
     // Good: both workers busy, and the answer says so.
     with_poll(
         "poll-mode = \"busy\"\npoll-sleep-max-us = 200\nicmp-errors-per-second = 7\n\
-         icmp-errors-burst = 3",
+         icmp-errors-burst = 3\nneighbour-gc-seconds = 45\nbridge-age-seconds = 9",
         &route("198.19.1.0/24", "198.18.2.2"),
     );
     let answer = reloader.reload().expect("reloaded");
     assert_eq!(
         answer["policies_changed"],
-        json!(["poll-mode", "icmp-errors"]),
+        json!([
+            "poll-mode",
+            "neighbour-timers",
+            "bridge-age-seconds",
+            "icmp-errors"
+        ]),
         "{answer}"
     );
     assert_eq!(icmp.get(), (7, 3));
+    assert_eq!(neighbour.get().1, 45);
+    assert_eq!(age.load(std::sync::atomic::Ordering::Relaxed), 9);
     assert_eq!(settings[0].get(), (dataplane::PollMode::Busy, 200));
     assert_eq!(settings[1].get(), (dataplane::PollMode::Busy, 200));
 }
