@@ -1,6 +1,7 @@
 //! `vecplane run`: load and check the config, build and start the data plane, serve the control
 //! socket, and stop cleanly (inputs finished, SIGINT/SIGTERM, or `--seconds`). It never touches
-//! packets; a config error exits with status 2 before anything is started.
+//! packets; a config error exits with status 2 before anything is started, and a port that
+//! stopped early (a pcap record that ends the replay, named with its number) makes it exit 1.
 
 use anyhow::Context;
 use control::api::{ApiError, ApiState, HttpStatus as StatusCode, Limits};
@@ -261,6 +262,20 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         sum("rx_drops"),
         sum("tx_drops")
     ));
+    // A port that stopped early (a pcap record that ends the replay) fails the run.
+    let failures: Vec<String> = view
+        .ports
+        .iter()
+        .filter_map(|p| {
+            p.stats
+                .iter()
+                .find_map(|s| s.failure())
+                .map(|f| format!("port `{}`: {f}", p.name))
+        })
+        .collect();
+    for f in &failures {
+        eprintln!("vecplane: {f}");
+    }
     if let Some(path) = &args.stats_json {
         let mut text = serde_json::to_string_pretty(&stats)?;
         text.push('\n');
@@ -270,5 +285,9 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             .and_then(|mut f| f.write_all(text.as_bytes()).map_err(anyhow::Error::from))
             .with_context(|| format!("cannot write --stats-json {}", path.display()))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -467,6 +467,47 @@ fn pcap_router_run_ends_by_itself() {
     assert_eq!(s["drops_total"], 0, "{s}");
 }
 
+/// A pcap record that cannot be read (caplen above the snap length, or cut short) stops the
+/// replay: the run says which file and record, counts the rx drop and exits 1, after
+/// forwarding the records before it.
+#[test]
+fn a_bad_pcap_record_fails_the_run_and_names_its_number() {
+    let d = TempDir::new();
+    let cfg = d.write("router.toml", PCAP_ROUTER);
+    let frames: Vec<Vec<u8>> = (0..4u16)
+        .map(|i| udp(IN0, HOST, "198.18.1.2", "198.19.0.1", 1000 + i))
+        .collect();
+    let input = d.path("in.pcap");
+    write_pcap(&input, &frames);
+    let mut bytes = std::fs::read(&input).unwrap();
+    // Record 3's caplen (its header starts after the file header and two records).
+    let at = 24 + 2 * (16 + frames[0].len()) + 8;
+    bytes[at..at + 4].copy_from_slice(&70_000u32.to_le_bytes());
+    std::fs::write(&input, &bytes).unwrap();
+    let stats = d.path("stats.json");
+    let mut dm = Daemon::start(&d, &cfg, &["--stats-json", stats.to_str().unwrap()]);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 1, "{}", dm.logs());
+    let logs = dm.logs();
+    assert!(
+        logs.contains("port `in0`") && logs.contains("in.pcap") && logs.contains("record 3"),
+        "{logs}"
+    );
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(s["ports"][0]["rx_packets"], 2, "{s}");
+    assert_eq!(s["ports"][0]["rx_drops"], 1, "{s}");
+    assert!(s["ports"][0]["failure"].as_str().is_some(), "{s}");
+    assert_eq!(read_pcap(&d.path("out.pcap")).len(), 2);
+
+    // A file cut inside its last record: record 4 is named.
+    write_pcap(&input, &frames);
+    let mut bytes = std::fs::read(&input).unwrap();
+    bytes.truncate(bytes.len() - 5);
+    std::fs::write(&input, &bytes).unwrap();
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 1, "{}", dm.logs());
+    assert!(dm.logs().contains("record 4"), "{}", dm.logs());
+}
+
 #[test]
 fn pcap_l2xc_run_rewrites_macs() {
     let d = TempDir::new();

@@ -798,8 +798,20 @@ impl Control {
                 "tx_packets": c.tx_packets,
                 "tx_bytes": c.tx_bytes,
                 "tx_drops": c.tx_drops,
+                "failure": p.stats.iter().find_map(|s| s.failure()),
             }));
         }
+        let failures: String = self
+            .view
+            .ports
+            .iter()
+            .filter_map(|p| {
+                p.stats
+                    .iter()
+                    .find_map(|s| s.failure())
+                    .map(|f| format!("{} stopped: {f}\n", p.name))
+            })
+            .collect();
         let text = render(
             &[
                 ("Name", Align::Left),
@@ -813,7 +825,7 @@ impl Control {
                 ("Tx drops", Align::Right),
             ],
             &rows,
-        );
+        ) + &failures;
         (
             text,
             json!({"time_since_clear": since, "interfaces": items}),

@@ -200,7 +200,8 @@ pub(crate) fn sum_errors(
 /// (all of them, zeros included), the total of graph drops, and the pool.
 ///
 /// ```text
-/// {"ports":  [{"name","driver","rx_packets","rx_bytes","rx_drops","tx_packets","tx_bytes","tx_drops"}],
+/// {"ports":  [{"name","driver","rx_packets","rx_bytes","rx_drops","tx_packets","tx_bytes","tx_drops",
+///              "failure"}],    // failure: why the port stopped early (a bad pcap record), or null
 ///  "nodes":  [{"name","calls","vectors","packets","clocks","clocks_per_packet"}],
 ///  "errors": [{"node","reason","count"}],
 ///  "drops_total": N,            // sum of all error counters (packets the graph dropped)
@@ -222,6 +223,7 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
                 "tx_packets": c.tx_packets,
                 "tx_bytes": c.tx_bytes,
                 "tx_drops": c.tx_drops,
+                "failure": p.stats.iter().find_map(|s| s.failure()),
             })
         })
         .collect();

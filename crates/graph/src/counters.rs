@@ -84,4 +84,18 @@ pub struct PortStats {
     pub tx_bytes: Counter,
     /// Packets the port could not transmit (ring full, write error).
     pub tx_drops: Counter,
+    /// Why the port stopped early (e.g. a pcap record that ends a replay), set once.
+    pub failure: std::sync::OnceLock<String>,
+}
+
+impl PortStats {
+    /// Record why the port stopped (the first reason is kept).
+    pub fn fail(&self, why: String) {
+        let _ = self.failure.set(why);
+    }
+
+    /// Why the port stopped early, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.get().map(String::as_str)
+    }
 }

@@ -120,6 +120,7 @@ impl InputNode for PcapRx {
                 Err(PortError::BufferTooSmall { .. }) => drops += 1,
                 Err(e) => {
                     drops += 1;
+                    self.stats.fail(e.to_string());
                     self.error = Some(e);
                     self.finished = true;
                     break;
