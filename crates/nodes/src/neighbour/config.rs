@@ -1,0 +1,115 @@
+//! What a worker's neighbour tables are built from: the ports (MAC, MTU, own addresses), sizes and
+//! timers (`NeighbourConfig`), and the timers that change live (`NeighbourTimers`). Plain data;
+//! it never touches packets.
+
+use super::*;
+
+/// What the neighbour nodes know about one port.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeighbourPort {
+    /// The port's MAC (source of requests and replies, source MAC of adjacencies).
+    pub mac: Mac,
+    /// Largest IP packet the port sends (the MTU of its adjacencies).
+    pub mtu: u16,
+    /// Own IPv4 addresses and prefix lengths (answered by ARP, sources of requests).
+    pub ip4: Vec<(Ipv4Addr, u8)>,
+    /// Own IPv6 addresses and prefix lengths (answered by ND, sources of solicitations).
+    pub ip6: Vec<(Ipv6Addr, u8)>,
+}
+
+impl NeighbourPort {
+    /// The port's EUI-64 link-local address (fe80::/64 from its MAC, RFC 4291 appendix A).
+    pub fn link_local(&self) -> Ipv6Addr {
+        let m = self.mac;
+        Ipv6Addr::from([
+            0xfe,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            m[0] ^ 2,
+            m[1],
+            m[2],
+            0xff,
+            0xfe,
+            m[3],
+            m[4],
+            m[5],
+        ])
+    }
+}
+
+/// Sizes and timers of the neighbour subsystem of one worker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NeighbourConfig {
+    /// Ports by port id.
+    pub ports: Vec<NeighbourPort>,
+    /// Entries per family (1..=`MAX_CAPACITY`).
+    pub capacity: usize,
+    /// Seconds an entry stays reachable after a confirmation.
+    pub reachable_seconds: u32,
+    /// Seconds after its last confirmation an entry is deleted.
+    pub gc_seconds: u32,
+    /// Seconds an incomplete entry waits for an answer before it is deleted with its queue.
+    pub incomplete_seconds: u32,
+    /// Packets queued per unresolved neighbour.
+    pub queue_per_neighbour: u16,
+    /// Packets queued in all (both families).
+    pub queue_total: usize,
+    /// Requests (ARP and NS, broadcast and probes) sent per second, in all.
+    pub requests_per_second: u32,
+    /// Answer ND for each port's EUI-64 link-local address as well.
+    pub link_local: bool,
+}
+
+/// The neighbour timers shared by every worker's tables and changed live (reload, API): each
+/// worker reads them at its maintenance, at most once a millisecond.
+#[derive(Debug)]
+pub struct NeighbourTimers {
+    pub(super) reachable_seconds: AtomicU32,
+    pub(super) gc_seconds: AtomicU32,
+}
+
+impl NeighbourTimers {
+    /// Entries reachable `reachable_seconds` after a confirmation, deleted `gc_seconds` after.
+    pub fn new(reachable_seconds: u32, gc_seconds: u32) -> NeighbourTimers {
+        NeighbourTimers {
+            reachable_seconds: AtomicU32::new(reachable_seconds),
+            gc_seconds: AtomicU32::new(gc_seconds),
+        }
+    }
+
+    /// Change both.
+    pub fn set(&self, reachable_seconds: u32, gc_seconds: u32) {
+        self.reachable_seconds
+            .store(reachable_seconds, Ordering::Relaxed);
+        self.gc_seconds.store(gc_seconds, Ordering::Relaxed);
+    }
+
+    /// (reachable seconds, gc seconds) now.
+    pub fn get(&self) -> (u32, u32) {
+        (
+            self.reachable_seconds.load(Ordering::Relaxed),
+            self.gc_seconds.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Default for NeighbourConfig {
+    fn default() -> Self {
+        NeighbourConfig {
+            ports: Vec::new(),
+            capacity: 4096,
+            reachable_seconds: 30,
+            gc_seconds: 300,
+            incomplete_seconds: 3,
+            queue_per_neighbour: 4,
+            queue_total: 256,
+            requests_per_second: 1000,
+            link_local: true,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! One family's table (`Table`): entries in a fixed arena and an open-addressing index keyed by
+//! (port, address); lookups, pins and rows. It never allocates after construction.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Entry<A> {
+    pub(super) ip: A,
+    pub(super) port: u16,
+    /// Changes whenever the slot is freed, so stale adjacency ids are recognised.
+    pub(super) gen: u16,
+    pub(super) live: bool,
+    pub(super) pinned: bool,
+    pub(super) state: NeighbourState,
+    /// A lookup used the entry while stale (a probe is due).
+    pub(super) used: bool,
+    /// Requests sent since the last confirmation.
+    pub(super) probes: u8,
+    /// Port, MTU and MACs (destination valid unless incomplete).
+    pub(super) adj: Adjacency,
+    pub(super) created: u64,
+    pub(super) confirmed: u64,
+    pub(super) last_request: u64,
+    pub(super) queue: QueueList,
+}
+
+impl<A: Family> Entry<A> {
+    pub(super) fn vacant() -> Entry<A> {
+        Entry {
+            ip: A::default(),
+            port: 0,
+            gen: 0,
+            live: false,
+            pinned: false,
+            state: NeighbourState::Incomplete,
+            used: false,
+            probes: 0,
+            adj: Adjacency::new(0, 0, [0; 6], [0; 6]),
+            created: 0,
+            confirmed: 0,
+            last_request: 0,
+            queue: QueueList::EMPTY,
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn mac(&self) -> Mac {
+        let mut m = [0u8; 6];
+        m.copy_from_slice(&self.adj.macs[..6]);
+        m
+    }
+}
+
+/// The neighbours of one family: a stable arena of entries and an open-addressing index.
+pub(super) struct Table<A> {
+    pub(super) entries: Box<[Entry<A>]>,
+    pub(super) index: Box<[u16]>,
+    pub(super) mask: usize,
+    pub(super) free: Vec<u16>,
+    pub(super) cursor: usize,
+}
+
+impl<A: Family> Table<A> {
+    pub(super) fn new(capacity: usize) -> Table<A> {
+        let n = capacity.clamp(1, MAX_CAPACITY);
+        let slots = (n * 2).next_power_of_two();
+        Table {
+            entries: vec![Entry::vacant(); n].into_boxed_slice(),
+            index: vec![NIL; slots].into_boxed_slice(),
+            mask: slots - 1,
+            free: (0..n as u16).rev().collect(),
+            cursor: 0,
+        }
+    }
+
+    /// Entries in use.
+    pub(super) fn len(&self) -> usize {
+        self.entries.len() - self.free.len()
+    }
+
+    #[inline(always)]
+    pub(super) fn home(&self, port: u16, ip: A) -> usize {
+        ip.hash(port) as usize & self.mask
+    }
+
+    #[inline]
+    pub(super) fn find(&self, port: u16, ip: A) -> Option<u16> {
+        let mut i = self.home(port, ip);
+        loop {
+            let s = self.index[i];
+            if s == NIL {
+                return None;
+            }
+            let e = &self.entries[s as usize];
+            if e.ip == ip && e.port == port {
+                return Some(s);
+            }
+            i = (i + 1) & self.mask;
+        }
+    }
+
+    /// A new incomplete entry (the key must not exist); None when full.
+    pub(super) fn insert(&mut self, port: u16, ip: A, adj: Adjacency, now: u64) -> Option<u16> {
+        let s = self.free.pop()?;
+        let mut i = self.home(port, ip);
+        while self.index[i] != NIL {
+            i = (i + 1) & self.mask;
+        }
+        self.index[i] = s;
+        let e = &mut self.entries[s as usize];
+        *e = Entry {
+            ip,
+            port,
+            gen: e.gen,
+            live: true,
+            created: now,
+            adj,
+            ..Entry::vacant()
+        };
+        Some(s)
+    }
+
+    /// Delete an entry; returns its queue (the caller frees the buffers).
+    pub(super) fn remove(&mut self, s: u16) -> QueueList {
+        let e = self.entries[s as usize];
+        let mut hole = self.home(e.port, e.ip);
+        while self.index[hole] != s {
+            hole = (hole + 1) & self.mask;
+        }
+        // Backward-shift deletion: pull later members of the probe run into the hole when the
+        // hole lies on their way from their home slot.
+        let mut j = hole;
+        loop {
+            j = (j + 1) & self.mask;
+            let t = self.index[j];
+            if t == NIL {
+                break;
+            }
+            let other = &self.entries[t as usize];
+            let h = self.home(other.port, other.ip);
+            if (j.wrapping_sub(h) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
+                self.index[hole] = t;
+                hole = j;
+            }
+        }
+        self.index[hole] = NIL;
+        let slot = &mut self.entries[s as usize];
+        *slot = Entry {
+            gen: slot.gen.wrapping_add(1) & 0x7fff,
+            ..Entry::vacant()
+        };
+        self.free.push(s);
+        e.queue
+    }
+
+    #[inline(always)]
+    pub(super) fn id(&self, s: u16) -> u32 {
+        NEIGHBOUR_ADJACENCY | (self.entries[s as usize].gen as u32 & 0x7fff) << 16 | s as u32
+    }
+
+    /// The slot an adjacency id names, if it still names a live entry.
+    #[inline(always)]
+    pub(super) fn slot_of(&self, id: u32) -> Option<u16> {
+        if id & NEIGHBOUR_ADJACENCY == 0 {
+            return None;
+        }
+        let s = (id & 0xffff) as usize;
+        let e = self.entries.get(s)?;
+        (e.live && e.gen as u32 == (id >> 16) & 0x7fff).then_some(s as u16)
+    }
+}
+
+#[inline]
+pub(super) fn lookup<A: Family>(
+    t: &mut Table<A>,
+    ticks: &Ticks,
+    port: u16,
+    ip: A,
+    now: u64,
+) -> Option<u32> {
+    let s = t.find(port, ip)?;
+    usable(&mut t.entries[s as usize], ticks, now).then(|| t.id(s))
+}
+
+#[inline]
+pub(super) fn adjacency<A: Family>(
+    t: &mut Table<A>,
+    ticks: &Ticks,
+    id: u32,
+    now: u64,
+) -> Option<Adjacency> {
+    let s = t.slot_of(id)?;
+    let e = &mut t.entries[s as usize];
+    usable(e, ticks, now).then_some(e.adj)
+}
+
+pub(super) fn pin<A: Family>(t: &mut Table<A>, core: &Core, port: u16, ip: A) -> Option<u32> {
+    let p = core.ports.get(port as usize)?;
+    let s = match t.find(port, ip) {
+        Some(s) => s,
+        None => t.insert(port, ip, Adjacency::new(port, p.mtu, [0; 6], p.mac), 0)?,
+    };
+    t.entries[s as usize].pinned = true;
+    Some(t.id(s))
+}
+
+pub(super) fn unpin<A: Family>(t: &mut Table<A>, id: u32) {
+    if let Some(s) = t.slot_of(id) {
+        if let Some(e) = t.entries.get_mut(s as usize) {
+            e.pinned = false;
+        }
+    }
+}
+
+/// Append the live entries of `t` to `rows`, never beyond its capacity (no allocation).
+pub(super) fn push_rows<A: Family>(
+    t: &Table<A>,
+    rows: &mut Vec<NeighbourRow>,
+    now: u64,
+    ticks: &Ticks,
+) {
+    let hz = ticks.hz;
+    for e in t.entries.iter().filter(|e| e.live) {
+        if rows.len() == rows.capacity() {
+            return;
+        }
+        let incomplete = e.state == NeighbourState::Incomplete;
+        let since = if incomplete { e.created } else { e.confirmed };
+        let mut state = e.state;
+        if state == NeighbourState::Reachable && now.wrapping_sub(e.confirmed) >= ticks.reachable {
+            state = NeighbourState::Stale;
+        }
+        rows.push(NeighbourRow {
+            port: e.port,
+            ip: e.ip.ip(),
+            mac: (!incomplete).then(|| e.mac()),
+            state,
+            age_ms: (now.wrapping_sub(since) as u128 * 1000 / hz.max(1) as u128) as u64,
+            pinned: e.pinned,
+            queued: e.queue.len,
+        });
+    }
+}
