@@ -6,6 +6,7 @@
 pub mod capture;
 pub mod counters;
 pub mod dispatch;
+pub mod indices;
 pub mod node;
 pub mod trace;
 

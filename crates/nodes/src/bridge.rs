@@ -502,28 +502,33 @@ struct SnapshotState {
 const NEXT_OUTPUT: u16 = 0;
 const NEXT_DROP: u16 = 1;
 
+graph::node_indices! {
+    /// Drop reasons. `no-buffer-for-flood` and `flood-queue-full` count copies that were
+    pub enum BridgeDrop {
+        /// Counted as `no-domain`.
+        NoDomain = "no-domain",
+        /// Counted as `vlan-not-allowed`.
+        VlanNotAllowed = "vlan-not-allowed",
+        /// Counted as `same-port`.
+        SamePort = "same-port",
+        /// Counted as `no-buffer-for-flood`.
+        NoBufferForFlood = "no-buffer-for-flood",
+        /// Counted as `flood-queue-full`.
+        FloodQueueFull = "flood-queue-full",
+        /// Counted as `runt`.
+        Runt = "runt",
+        /// Counted as `invalid-src-mac`.
+        InvalidSrcMac = "invalid-src-mac",
+        /// Counted as `no-other-port`.
+        NoOtherPort = "no-other-port",
+        /// Counted as `no-headroom`.
+        NoHeadroom = "no-headroom",
+    }
+}
+
 /// Drop reasons, by index. `no-buffer-for-flood` and `flood-queue-full` count copies that were
 /// not made (the original still goes out); the others count dropped frames.
-pub const ERRORS: [&str; 9] = [
-    "no-domain",
-    "vlan-not-allowed",
-    "same-port",
-    "no-buffer-for-flood",
-    "flood-queue-full",
-    "runt",
-    "invalid-src-mac",
-    "no-other-port",
-    "no-headroom",
-];
-const E_NO_DOMAIN: u16 = 0;
-const E_VLAN_NOT_ALLOWED: u16 = 1;
-const E_SAME_PORT: u16 = 2;
-const E_NO_BUFFER: u16 = 3;
-const E_FLOOD_QUEUE_FULL: u16 = 4;
-const E_RUNT: u16 = 5;
-const E_INVALID_SRC: u16 = 6;
-const E_NO_OTHER_PORT: u16 = 7;
-const E_NO_HEADROOM: u16 = 8;
+pub const ERRORS: &[&str] = BridgeDrop::NAMES;
 
 /// The `l2-bridge` node (one per worker).
 pub struct L2Bridge {
@@ -796,7 +801,7 @@ impl Node for L2Bridge {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ERRORS.map(String::from).to_vec()
+        BridgeDrop::names()
     }
 
     fn emitter(&mut self) -> Option<&mut Emitter> {
@@ -829,15 +834,15 @@ impl Node for L2Bridge {
             };
             nexts[i] = 'frame: {
                 let Some(port) = ports.get(rx as usize).and_then(Option::as_ref) else {
-                    break 'frame fail(cx.pool, E_NO_DOMAIN);
+                    break 'frame fail(cx.pool, BridgeDrop::NoDomain.id());
                 };
                 let d = cx.pool.data(b);
                 if d.len() < eth::HEADER_LEN {
-                    break 'frame fail(cx.pool, E_RUNT);
+                    break 'frame fail(cx.pool, BridgeDrop::Runt.id());
                 }
                 let tagged = be16(d, eth::TYPE) == eth::TYPE_VLAN;
                 if tagged && d.len() < eth::HEADER_LEN + eth::TAG_LEN {
-                    break 'frame fail(cx.pool, E_RUNT);
+                    break 'frame fail(cx.pool, BridgeDrop::Runt.id());
                 }
                 let tci = if tagged { be16(d, eth::TYPE + 2) } else { 0 };
                 let vid = tci & 0x0fff;
@@ -853,12 +858,12 @@ impl Node for L2Bridge {
                     port.vlan_bd[vid as usize]
                 };
                 if bd == NONE {
-                    break 'frame fail(cx.pool, E_VLAN_NOT_ALLOWED);
+                    break 'frame fail(cx.pool, BridgeDrop::VlanNotAllowed.id());
                 }
                 let src = mac48(d, eth::SRC);
                 let dst = mac48(d, eth::DST);
                 if src & GROUP_BIT != 0 || src == 0 {
-                    break 'frame fail(cx.pool, E_INVALID_SRC);
+                    break 'frame fail(cx.pool, BridgeDrop::InvalidSrcMac.id());
                 }
                 table.learn(mac_key(bd, src), rx, now, age, stats);
                 let bdi = &bds[bd as usize];
@@ -867,14 +872,14 @@ impl Node for L2Bridge {
                 if dst & GROUP_BIT == 0 {
                     if let Some(to) = table.lookup(mac_key(bd, dst), now, age, stats) {
                         if to == rx {
-                            break 'frame fail(cx.pool, E_SAME_PORT);
+                            break 'frame fail(cx.pool, BridgeDrop::SamePort.id());
                         }
                         // A learned port is a member of the bridge: it has PortInfo.
                         let out_tagged = ports[to as usize]
                             .as_ref()
                             .is_none_or(|p| p.untagged_vlan != vlan);
                         if !retag(cx.pool, b, tagged, out_tagged, out_tci) {
-                            break 'frame fail(cx.pool, E_NO_HEADROOM);
+                            break 'frame fail(cx.pool, BridgeDrop::NoHeadroom.id());
                         }
                         let m = cx.pool.meta_mut(b);
                         m.tx_port = to;
@@ -896,7 +901,7 @@ impl Node for L2Bridge {
                         continue;
                     }
                     if emitter.is_full() {
-                        count(cx, E_FLOOD_QUEUE_FULL);
+                        count(cx, BridgeDrop::FloodQueueFull.id());
                         continue;
                     }
                     if !have_scratch {
@@ -908,7 +913,7 @@ impl Node for L2Bridge {
                         have_scratch = true;
                     }
                     let Some(c) = cx.pool.alloc() else {
-                        count(cx, E_NO_BUFFER);
+                        count(cx, BridgeDrop::NoBufferForFlood.id());
                         continue;
                     };
                     let orig: BufferMeta = *cx.pool.meta(b);
@@ -919,7 +924,7 @@ impl Node for L2Bridge {
                     let total = scratch.len() + tag;
                     if start + total > slot.len() {
                         cx.pool.free(c);
-                        count(cx, E_NO_BUFFER);
+                        count(cx, BridgeDrop::NoBufferForFlood.id());
                         continue;
                     }
                     let out = &mut slot[start..start + total];
@@ -939,20 +944,20 @@ impl Node for L2Bridge {
                     if let Err(c) = emitter.emit(i, NEXT_OUTPUT, c) {
                         // Unreachable: checked `is_full` above.
                         cx.pool.free(c);
-                        count(cx, E_FLOOD_QUEUE_FULL);
+                        count(cx, BridgeDrop::FloodQueueFull.id());
                         continue;
                     }
                     copies += 1;
                 }
                 let Some(fp) = first else {
-                    break 'frame fail(cx.pool, E_NO_OTHER_PORT);
+                    break 'frame fail(cx.pool, BridgeDrop::NoOtherPort.id());
                 };
                 stats.flooded.add(1);
                 if copies > 0 {
                     stats.flood_copies.add(copies);
                 }
                 if !retag(cx.pool, b, tagged, fp.tagged, out_tci) {
-                    break 'frame fail(cx.pool, E_NO_HEADROOM);
+                    break 'frame fail(cx.pool, BridgeDrop::NoHeadroom.id());
                 }
                 let m = cx.pool.meta_mut(b);
                 m.tx_port = fp.port;

@@ -34,23 +34,28 @@ const NEXT_IP4: u16 = 1;
 const NEXT_IP6: u16 = 2;
 const NEXT_XCONNECT: u16 = 3;
 
+graph::node_indices! {
+    /// Drop reasons.
+    pub enum EthernetError {
+        /// Counted as `runt`.
+        Runt = "runt",
+        /// Counted as `vlan-truncated`.
+        VlanTruncated = "vlan-truncated",
+        /// Counted as `too-many-vlan-tags`.
+        TooManyVlanTags = "too-many-vlan-tags",
+        /// Counted as `unknown-ethertype`.
+        UnknownEthertype = "unknown-ethertype",
+        /// Counted as `arp-unsupported`.
+        ArpUnsupported = "arp-unsupported",
+        /// Counted as `not-for-us`.
+        NotForUs = "not-for-us",
+        /// Counted as `unknown-port`.
+        UnknownPort = "unknown-port",
+    }
+}
+
 /// Drop reasons, by index.
-pub const ERRORS: [&str; 7] = [
-    "runt",
-    "vlan-truncated",
-    "too-many-vlan-tags",
-    "unknown-ethertype",
-    "arp-unsupported",
-    "not-for-us",
-    "unknown-port",
-];
-const E_RUNT: u16 = 0;
-const E_VLAN_TRUNCATED: u16 = 1;
-const E_TOO_MANY_TAGS: u16 = 2;
-const E_UNKNOWN_ETHERTYPE: u16 = 3;
-const E_ARP: u16 = 4;
-const E_NOT_FOR_US: u16 = 5;
-const E_UNKNOWN_PORT: u16 = 6;
+pub const ERRORS: &[&str] = EthernetError::NAMES;
 
 /// The `ethernet-input` node.
 pub struct EthernetInput {
@@ -119,7 +124,7 @@ impl Node for EthernetInput {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ERRORS.map(String::from).to_vec()
+        EthernetError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -138,10 +143,10 @@ impl Node for EthernetInput {
             };
             nexts[i] = 'classify: {
                 let Some(port) = self.ports.get(meta.rx_port as usize) else {
-                    break 'classify fail(E_UNKNOWN_PORT);
+                    break 'classify fail(EthernetError::UnknownPort.id());
                 };
                 if data.len() < eth::HEADER_LEN {
-                    break 'classify fail(E_RUNT);
+                    break 'classify fail(EthernetError::Runt.id());
                 }
                 match port.mode {
                     PortMode::Xconnect => break 'classify NEXT_XCONNECT,
@@ -153,26 +158,26 @@ impl Node for EthernetInput {
                 if data[0] & 1 != 0 {
                     meta.flags |= FLAG_L2_MULTICAST;
                 } else if data[0..6] != port.mac {
-                    break 'classify fail(E_NOT_FOR_US);
+                    break 'classify fail(EthernetError::NotForUs.id());
                 }
                 let mut t = be16(data, eth::TYPE);
                 let mut l3 = eth::HEADER_LEN;
                 let mut vlan = 0u16;
                 if is_tag(t) {
                     if data.len() < l3 + eth::TAG_LEN {
-                        break 'classify fail(E_VLAN_TRUNCATED);
+                        break 'classify fail(EthernetError::VlanTruncated.id());
                     }
                     vlan = be16(data, l3) & 0x0fff;
                     t = be16(data, l3 + 2);
                     l3 += eth::TAG_LEN;
                     if is_tag(t) {
                         if data.len() < l3 + eth::TAG_LEN {
-                            break 'classify fail(E_VLAN_TRUNCATED);
+                            break 'classify fail(EthernetError::VlanTruncated.id());
                         }
                         t = be16(data, l3 + 2);
                         l3 += eth::TAG_LEN;
                         if is_tag(t) {
-                            break 'classify fail(E_TOO_MANY_TAGS);
+                            break 'classify fail(EthernetError::TooManyVlanTags.id());
                         }
                     }
                 }
@@ -187,9 +192,9 @@ impl Node for EthernetInput {
                     }
                     eth::TYPE_ARP => match self.next_arp {
                         Some(next) => next,
-                        None => fail(E_ARP),
+                        None => fail(EthernetError::ArpUnsupported.id()),
                     },
-                    _ => fail(E_UNKNOWN_ETHERTYPE),
+                    _ => fail(EthernetError::UnknownEthertype.id()),
                 }
             };
         }

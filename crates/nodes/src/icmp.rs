@@ -92,17 +92,22 @@ impl RateLimiter {
 const NEXT_DROP: u16 = 0;
 const NEXT_LOOKUP: u16 = 1;
 
+graph::node_indices! {
+    /// Drop reasons of both ICMP error nodes.
+    pub enum IcmpError {
+        /// Counted as `rate-limited`.
+        RateLimited = "rate-limited",
+        /// Counted as `no-source-address`.
+        NoSourceAddress = "no-source-address",
+        /// Counted as `not-allowed`.
+        NotAllowed = "not-allowed",
+        /// Counted as `no-room`.
+        NoRoom = "no-room",
+    }
+}
+
 /// Drop reasons of both ICMP error nodes, by index.
-pub const ERRORS: [&str; 4] = [
-    "rate-limited",
-    "no-source-address",
-    "not-allowed",
-    "no-room",
-];
-const E_RATE: u16 = 0;
-const E_NO_SOURCE: u16 = 1;
-const E_NOT_ALLOWED: u16 = 2;
-const E_NO_ROOM: u16 = 3;
+pub const ERRORS: &[&str] = IcmpError::NAMES;
 
 /// Most bytes of an ICMPv4 error (RFC 1812 4.3.2.3: at most 576).
 pub const ICMP4_MAX: usize = 576;
@@ -155,7 +160,7 @@ impl Node for Ip4IcmpError {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ERRORS.map(String::from).to_vec()
+        IcmpError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -167,20 +172,20 @@ impl Node for Ip4IcmpError {
             let request = meta.next_scratch;
             let outcome = 'build: {
                 let Some(src) = self.sources.get(meta.rx_port as usize).copied().flatten() else {
-                    break 'build Err(E_NO_SOURCE);
+                    break 'build Err(IcmpError::NoSourceAddress.id());
                 };
                 let h = &slot[start..start + avail];
                 if avail < ip4::MIN_HEADER_LEN || !ip4_error_allowed(h) {
-                    break 'build Err(E_NOT_ALLOWED);
+                    break 'build Err(IcmpError::NotAllowed.id());
                 }
                 if !self.limiter.take(now, hz) {
-                    break 'build Err(E_RATE);
+                    break 'build Err(IcmpError::RateLimited.id());
                 }
                 let original = (be16(h, ip4::TOTAL_LEN) as usize).min(avail);
                 let quote = original.min(ICMP4_MAX - ICMP4_HEADERS);
                 let total = ICMP4_HEADERS + quote;
                 if start + total > slot.len() {
-                    break 'build Err(E_NO_ROOM);
+                    break 'build Err(IcmpError::NoRoom.id());
                 }
                 let dst = [h[12], h[13], h[14], h[15]];
                 slot.copy_within(start..start + quote, start + ICMP4_HEADERS);
@@ -289,7 +294,7 @@ impl Node for Ip6IcmpError {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ERRORS.map(String::from).to_vec()
+        IcmpError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -301,20 +306,20 @@ impl Node for Ip6IcmpError {
             let request = meta.next_scratch;
             let outcome = 'build: {
                 let Some(src) = self.sources.get(meta.rx_port as usize).copied().flatten() else {
-                    break 'build Err(E_NO_SOURCE);
+                    break 'build Err(IcmpError::NoSourceAddress.id());
                 };
                 let h = &slot[start..start + avail];
                 if avail < ip6::HEADER_LEN || !ip6_error_allowed(h) {
-                    break 'build Err(E_NOT_ALLOWED);
+                    break 'build Err(IcmpError::NotAllowed.id());
                 }
                 if !self.limiter.take(now, hz) {
-                    break 'build Err(E_RATE);
+                    break 'build Err(IcmpError::RateLimited.id());
                 }
                 let original = (be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN).min(avail);
                 let quote = original.min(ICMP6_MAX - ICMP6_HEADERS);
                 let total = ICMP6_HEADERS + quote;
                 if start + total > slot.len() {
-                    break 'build Err(E_NO_ROOM);
+                    break 'build Err(IcmpError::NoRoom.id());
                 }
                 let mut dst = [0u8; 16];
                 dst.copy_from_slice(&h[ip6::SRC..ip6::SRC + 16]);

@@ -97,27 +97,32 @@ const IN_NEXT_DROP: u16 = 0;
 const IN_NEXT_LOOKUP: u16 = 1;
 const IN_NEXT_ICMP: u16 = 2;
 
+graph::node_indices! {
+    /// `ip4-input` drop reasons.
+    pub enum Ip4InputError {
+        /// Counted as `too-short`.
+        TooShort = "too-short",
+        /// Counted as `bad-version`.
+        BadVersion = "bad-version",
+        /// Counted as `bad-ihl`.
+        BadIhl = "bad-ihl",
+        /// Counted as `bad-length`.
+        BadLength = "bad-length",
+        /// Counted as `bad-checksum`.
+        BadChecksum = "bad-checksum",
+        /// Counted as `options`.
+        Options = "options",
+        /// Counted as `bad-source`.
+        BadSource = "bad-source",
+        /// Counted as `multicast-destination`.
+        MulticastDestination = "multicast-destination",
+        /// Counted as `l2-multicast`.
+        L2Multicast = "l2-multicast",
+    }
+}
+
 /// `ip4-input` drop reasons, by index.
-pub const INPUT_ERRORS: [&str; 9] = [
-    "too-short",
-    "bad-version",
-    "bad-ihl",
-    "bad-length",
-    "bad-checksum",
-    "options",
-    "bad-source",
-    "multicast-destination",
-    "l2-multicast",
-];
-const E_TOO_SHORT: u16 = 0;
-const E_BAD_VERSION: u16 = 1;
-const E_BAD_IHL: u16 = 2;
-const E_BAD_LENGTH: u16 = 3;
-const E_BAD_CHECKSUM: u16 = 4;
-const E_OPTIONS: u16 = 5;
-const E_BAD_SOURCE: u16 = 6;
-const E_MULTICAST: u16 = 7;
-const E_L2_MULTICAST: u16 = 8;
+pub const INPUT_ERRORS: &[&str] = Ip4InputError::NAMES;
 
 impl Node for Ip4Input {
     fn name(&self) -> &str {
@@ -131,7 +136,7 @@ impl Node for Ip4Input {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        INPUT_ERRORS.map(String::from).to_vec()
+        Ip4InputError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -147,38 +152,38 @@ impl Node for Ip4Input {
             };
             let next = 'check: {
                 let Some(h) = data.get(l3..) else {
-                    break 'check fail(E_TOO_SHORT);
+                    break 'check fail(Ip4InputError::TooShort.id());
                 };
                 if h.len() < ip4::MIN_HEADER_LEN {
-                    break 'check fail(E_TOO_SHORT);
+                    break 'check fail(Ip4InputError::TooShort.id());
                 }
                 if h[0] >> 4 != 4 {
-                    break 'check fail(E_BAD_VERSION);
+                    break 'check fail(Ip4InputError::BadVersion.id());
                 }
                 let ihl = ((h[0] & 0x0f) as usize) * 4;
                 let total = be16(h, ip4::TOTAL_LEN) as usize;
                 if ihl < ip4::MIN_HEADER_LEN || ihl > total {
-                    break 'check fail(E_BAD_IHL);
+                    break 'check fail(Ip4InputError::BadIhl.id());
                 }
                 if total > h.len() {
-                    break 'check fail(E_BAD_LENGTH);
+                    break 'check fail(Ip4InputError::BadLength.id());
                 }
                 if !header_checksum_ok(&h[..ihl]) {
-                    break 'check fail(E_BAD_CHECKSUM);
+                    break 'check fail(Ip4InputError::BadChecksum.id());
                 }
                 if ihl > ip4::MIN_HEADER_LEN && drop_options {
-                    break 'check fail(E_OPTIONS);
+                    break 'check fail(Ip4InputError::Options.id());
                 }
                 if bad_source(be32(h, ip4::SRC)) {
-                    break 'check fail(E_BAD_SOURCE);
+                    break 'check fail(Ip4InputError::BadSource.id());
                 }
                 if be32(h, ip4::DST) >> 28 >= 0xe {
-                    break 'check fail(E_MULTICAST);
+                    break 'check fail(Ip4InputError::MulticastDestination.id());
                 }
                 // RFC 1812 5.3.4: a unicast packet received as a link-layer broadcast or
                 // multicast is not forwarded.
                 if meta.flags & FLAG_L2_MULTICAST != 0 {
-                    break 'check fail(E_L2_MULTICAST);
+                    break 'check fail(Ip4InputError::L2Multicast.id());
                 }
                 meta.l4_offset = (l3 + ihl) as u16;
                 // Bytes after the total length (link-layer padding or a trailer) are not part of

@@ -36,30 +36,30 @@ fn multicast_scope(a: u128) -> u8 {
     ((a >> 112) & 0xf) as u8
 }
 
-/// Why `ip6-input` refuses to forward a packet between `src` and `dst` (its `INPUT_ERRORS`
-/// index), checked as Linux's `ip6_rcv_core` and RFC 4291 require of a packet that arrived on
+/// Why `ip6-input` refuses to forward a packet between `src` and `dst`, checked as Linux's `ip6_rcv_core` and RFC 4291 require of a packet that arrived on
 /// a wire, plus what a router must not forward (link-local scope, multicast).
 #[inline(always)]
-fn address_error(src: u128, dst: u128) -> Option<u16> {
+fn address_error(src: u128, dst: u128) -> Option<Ip6InputError> {
+    use Ip6InputError as E;
     const LOOPBACK: u128 = 1;
     if is_multicast(src) {
-        Some(3) // multicast-source: RFC 4291 2.7
+        Some(E::MulticastSource) // RFC 4291 2.7
     } else if src == 0 {
-        Some(7) // unspecified-source: RFC 4291 2.5.2, never forwarded
+        Some(E::UnspecifiedSource) // RFC 4291 2.5.2, never forwarded
     } else if src == LOOPBACK || dst == LOOPBACK {
-        Some(8) // loopback-address: RFC 4291 2.5.3, not from a wire
+        Some(E::LoopbackAddress) // RFC 4291 2.5.3, not from a wire
     } else if is_v4_mapped(src) || is_v4_mapped(dst) {
-        Some(9) // v4-mapped-address
+        Some(E::V4MappedAddress)
     } else if dst == 0 {
-        Some(10) // unspecified-destination
+        Some(E::UnspecifiedDestination)
     } else if is_multicast(dst) {
         Some(match multicast_scope(dst) {
-            0 => 11, // reserved-multicast-scope: RFC 4291 2.7, silently dropped
-            1 => 12, // interface-local-multicast: loopback only
-            _ => 4,  // multicast-destination: not forwarded by this router
+            0 => E::ReservedMulticastScope,  // RFC 4291 2.7, silently dropped
+            1 => E::InterfaceLocalMulticast, // loopback only
+            _ => E::MulticastDestination,    // not forwarded by this router
         })
     } else if is_link_local(src) || is_link_local(dst) {
-        Some(5) // link-local
+        Some(E::LinkLocal)
     } else {
         None
     }
@@ -94,22 +94,40 @@ const IN_NEXT_LOOKUP: u16 = 1;
 const IN_NEXT_ICMP: u16 = 2;
 const IN_NEXT_ND: u16 = 3;
 
+graph::node_indices! {
+    /// `ip6-input` drop reasons.
+    pub enum Ip6InputError {
+        /// Counted as `too-short`.
+        TooShort = "too-short",
+        /// Counted as `bad-version`.
+        BadVersion = "bad-version",
+        /// Counted as `bad-length`.
+        BadLength = "bad-length",
+        /// Counted as `multicast-source`.
+        MulticastSource = "multicast-source",
+        /// Counted as `multicast-destination`.
+        MulticastDestination = "multicast-destination",
+        /// Counted as `link-local`.
+        LinkLocal = "link-local",
+        /// Counted as `l2-multicast`.
+        L2Multicast = "l2-multicast",
+        /// Counted as `unspecified-source`.
+        UnspecifiedSource = "unspecified-source",
+        /// Counted as `loopback-address`.
+        LoopbackAddress = "loopback-address",
+        /// Counted as `v4-mapped-address`.
+        V4MappedAddress = "v4-mapped-address",
+        /// Counted as `unspecified-destination`.
+        UnspecifiedDestination = "unspecified-destination",
+        /// Counted as `reserved-multicast-scope`.
+        ReservedMulticastScope = "reserved-multicast-scope",
+        /// Counted as `interface-local-multicast`.
+        InterfaceLocalMulticast = "interface-local-multicast",
+    }
+}
+
 /// `ip6-input` drop reasons, by index.
-pub const INPUT_ERRORS: [&str; 13] = [
-    "too-short",
-    "bad-version",
-    "bad-length",
-    "multicast-source",
-    "multicast-destination",
-    "link-local",
-    "l2-multicast",
-    "unspecified-source",
-    "loopback-address",
-    "v4-mapped-address",
-    "unspecified-destination",
-    "reserved-multicast-scope",
-    "interface-local-multicast",
-];
+pub const INPUT_ERRORS: &[&str] = Ip6InputError::NAMES;
 
 impl Node for Ip6Input {
     fn name(&self) -> &str {
@@ -127,7 +145,7 @@ impl Node for Ip6Input {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        INPUT_ERRORS.map(String::from).to_vec()
+        Ip6InputError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -142,17 +160,17 @@ impl Node for Ip6Input {
             };
             let next = 'check: {
                 let Some(h) = data.get(l3..) else {
-                    break 'check fail(0);
+                    break 'check fail(Ip6InputError::TooShort.id());
                 };
                 if h.len() < ip6::HEADER_LEN {
-                    break 'check fail(0);
+                    break 'check fail(Ip6InputError::TooShort.id());
                 }
                 if h[0] >> 4 != 6 {
-                    break 'check fail(1);
+                    break 'check fail(Ip6InputError::BadVersion.id());
                 }
                 let total = be16(h, ip6::PAYLOAD_LEN) as usize + ip6::HEADER_LEN;
                 if total > h.len() {
-                    break 'check fail(2);
+                    break 'check fail(Ip6InputError::BadLength.id());
                 }
                 if self.nd
                     && h[ip6::NEXT_HEADER] == packet::headers::proto::ICMP6
@@ -166,11 +184,11 @@ impl Node for Ip6Input {
                 let src = be128(h, ip6::SRC);
                 let dst = be128(h, ip6::DST);
                 if let Some(reason) = address_error(src, dst) {
-                    break 'check fail(reason);
+                    break 'check fail(reason.id());
                 }
                 // A unicast packet received as a link-layer multicast is not forwarded.
                 if meta.flags & FLAG_L2_MULTICAST != 0 {
-                    break 'check fail(6);
+                    break 'check fail(Ip6InputError::L2Multicast.id());
                 }
                 meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
                 // Bytes after the payload length are not part of the packet (see ip4-input).

@@ -258,18 +258,38 @@ impl<F: LookupFamily> IpLookup<F> {
     }
 }
 
-const NEXT_DROP: u16 = 0;
-const NEXT_REWRITE: u16 = 1;
-const NEXT_RESOLVE: u16 = 2;
+/// Next nodes of both lookup nodes (their names depend on the family: `next_nodes`).
+#[derive(Clone, Copy)]
+#[repr(u16)]
+enum Next {
+    Drop,
+    Rewrite,
+    /// Only with neighbours.
+    Resolve,
+}
+
+const NEXT_DROP: u16 = Next::Drop as u16;
+const NEXT_REWRITE: u16 = Next::Rewrite as u16;
+const NEXT_RESOLVE: u16 = Next::Resolve as u16;
+
+graph::node_indices! {
+    /// Drop reasons of both lookup nodes.
+    pub enum LookupError {
+        /// No route covers the destination.
+        NoRoute = "no-route",
+        /// A drop (blackhole) route.
+        Blackhole = "blackhole",
+        /// Addressed to one of our own addresses.
+        ToUs = "to-us",
+        /// A neighbour that cannot be resolved here.
+        NeighbourUnresolved = "neighbour-unresolved",
+        /// A directed broadcast (RFC 1812 5.3.5.2).
+        DirectedBroadcast = "directed-broadcast",
+    }
+}
 
 /// Drop reasons of both lookup nodes, by index.
-pub const ERRORS: [&str; 5] = [
-    "no-route",
-    "blackhole",
-    "to-us",
-    "neighbour-unresolved",
-    "directed-broadcast",
-];
+pub const ERRORS: &[&str] = LookupError::NAMES;
 
 /// Where the next-hop ids `ids` of `frame` send each packet (`nexts`); true when all go to
 /// rewrite. `neighbours` resolves connected prefixes (None: they are dropped).
@@ -317,7 +337,7 @@ fn classify<F: LookupFamily>(
                             NEXT_REWRITE
                         }
                         None => {
-                            meta.error = cx.error_base + 3;
+                            meta.error = cx.error_base + LookupError::NeighbourUnresolved.id();
                             NEXT_DROP
                         }
                     }
@@ -333,7 +353,7 @@ fn classify<F: LookupFamily>(
             NextHop::Adjacency(_) | NextHop::Gateway(_) | NextHop::Ecmp { .. } => NEXT_DROP,
             NextHop::Glean { host_bits, .. } if F::is_subnet_broadcast(addrs[i], host_bits) => {
                 // RFC 1812 5.3.5.2 / RFC 2644: directed broadcasts are not forwarded.
-                meta.error = cx.error_base + 4;
+                meta.error = cx.error_base + LookupError::DirectedBroadcast.id();
                 NEXT_DROP
             }
             NextHop::Glean { port, .. } => match neighbours.as_deref_mut() {
@@ -351,20 +371,20 @@ fn classify<F: LookupFamily>(
                     }
                 }
                 None => {
-                    meta.error = cx.error_base + 3;
+                    meta.error = cx.error_base + LookupError::NeighbourUnresolved.id();
                     NEXT_DROP
                 }
             },
             NextHop::NoRoute => {
-                meta.error = cx.error_base;
+                meta.error = cx.error_base + LookupError::NoRoute.id();
                 NEXT_DROP
             }
             NextHop::Drop => {
-                meta.error = cx.error_base + 1;
+                meta.error = cx.error_base + LookupError::Blackhole.id();
                 NEXT_DROP
             }
             NextHop::Local => {
-                meta.error = cx.error_base + 2;
+                meta.error = cx.error_base + LookupError::ToUs.id();
                 NEXT_DROP
             }
         };
@@ -388,7 +408,7 @@ impl<F: LookupFamily> Node for IpLookup<F> {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ERRORS.map(String::from).to_vec()
+        LookupError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {

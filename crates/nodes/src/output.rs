@@ -30,8 +30,15 @@ impl InterfaceOutput {
 }
 
 const NEXT_DROP: u16 = 0;
-const E_UNKNOWN_PORT: u16 = 0;
-const E_NO_TX: u16 = 1;
+graph::node_indices! {
+    /// `interface-output` drop reasons.
+    enum OutputError {
+        /// The packet's `tx_port` is not a port.
+        UnknownPort = "unknown-port",
+        /// The port has no transmit node (e.g. a pcap port without `tx`).
+        NoTx = "port-has-no-tx",
+    }
+}
 
 impl Node for InterfaceOutput {
     fn name(&self) -> &str {
@@ -50,7 +57,7 @@ impl Node for InterfaceOutput {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        vec!["unknown-port".into(), "port-has-no-tx".into()]
+        OutputError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -65,10 +72,10 @@ impl Node for InterfaceOutput {
             let p = meta.tx_port as usize;
             same &= meta.tx_port == first;
             nexts[i] = if p >= ports {
-                meta.error = cx.error_base + E_UNKNOWN_PORT;
+                meta.error = cx.error_base + OutputError::UnknownPort.id();
                 NEXT_DROP
             } else if self.tx_nodes[p].is_none() {
-                meta.error = cx.error_base + E_NO_TX;
+                meta.error = cx.error_base + OutputError::NoTx.id();
                 NEXT_DROP
             } else {
                 p as u16 + 1

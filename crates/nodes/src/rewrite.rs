@@ -28,7 +28,7 @@ pub trait RewriteFamily: Send + Sync + 'static {
     const MIN_HEADER_LEN: usize;
     /// IPv6 (which neighbour table adjacency ids name).
     const V6: bool;
-    /// Drop reasons, by index (0 is `bad-adjacency`).
+    /// Drop reasons, by index (`RewriteError`; IPv4 has `mtu-exceeded` too).
     const ERRORS: &'static [&'static str];
     /// For a packet whose L3 header `h` exceeds `mtu`: Ok(ICMP error request) or Err(drop reason
     /// index); None when it fits.
@@ -39,6 +39,16 @@ pub trait RewriteFamily: Send + Sync + 'static {
     fn describe(pool: &BufferPool, buffer: u32) -> String;
 }
 
+graph::node_indices! {
+    /// Drop reasons of the rewrite nodes.
+    pub enum RewriteError {
+        /// The adjacency id names no adjacency (or a neighbour entry that went away).
+        BadAdjacency = "bad-adjacency",
+        /// IPv4 only: too big for the link with DF clear (vecplane does not fragment).
+        MtuExceeded = "mtu-exceeded",
+    }
+}
+
 impl RewriteFamily for Ip4 {
     const NODE: &'static str = names::IP4_REWRITE;
     const ICMP_ERROR: &'static str = names::IP4_ICMP_ERROR;
@@ -46,7 +56,7 @@ impl RewriteFamily for Ip4 {
     const ETHERTYPE: u16 = eth::TYPE_IPV4;
     const MIN_HEADER_LEN: usize = ip4::MIN_HEADER_LEN;
     const V6: bool = false;
-    const ERRORS: &'static [&'static str] = &["bad-adjacency", "mtu-exceeded"];
+    const ERRORS: &'static [&'static str] = RewriteError::NAMES;
 
     #[inline(always)]
     fn over_mtu(h: &[u8], mtu: u16) -> Option<Result<u32, u16>> {
@@ -57,7 +67,7 @@ impl RewriteFamily for Ip4 {
         Some(if be16(h, ip4::FRAG) & 0x4000 != 0 {
             Ok(icmp_request(crate::ip4::ICMP_UNREACHABLE, 4, mtu))
         } else {
-            Err(1)
+            Err(RewriteError::MtuExceeded.id())
         })
     }
 
@@ -83,7 +93,8 @@ impl RewriteFamily for Ip6 {
     const ETHERTYPE: u16 = eth::TYPE_IPV6;
     const MIN_HEADER_LEN: usize = ip6::HEADER_LEN;
     const V6: bool = true;
-    const ERRORS: &'static [&'static str] = &["bad-adjacency"];
+    // IPv6 never fragments and never drops for the MTU (ICMPv6 Packet Too Big instead).
+    const ERRORS: &'static [&'static str] = &[RewriteError::NAMES[0]];
 
     #[inline(always)]
     fn over_mtu(h: &[u8], mtu: u16) -> Option<Result<u32, u16>> {
@@ -157,12 +168,12 @@ fn rewrite<F: RewriteFamily>(
                 AdjacencyLookup::Found(a) => a,
                 AdjacencyLookup::Resolve => break 'rw RW_NEXT_RESOLVE,
                 AdjacencyLookup::Bad => {
-                    meta.error = cx.error_base;
+                    meta.error = cx.error_base + RewriteError::BadAdjacency.id();
                     break 'rw RW_NEXT_DROP;
                 }
             };
             if l3 < eth::HEADER_LEN || data.len() < l3 + F::MIN_HEADER_LEN {
-                meta.error = cx.error_base;
+                meta.error = cx.error_base + RewriteError::BadAdjacency.id();
                 break 'rw RW_NEXT_DROP;
             }
             let (l2, h) = data.split_at_mut(l3);

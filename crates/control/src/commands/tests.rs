@@ -349,7 +349,19 @@ fn show_interfaces_text_and_json() {
         json!({"index": 1, "name": "out0", "driver": "pcap", "detail": "", "mac": "02:00:00:00:01:02",
                "mtu": 9000, "ip4": ["198.18.3.1/24"], "ip6": ["2001:db8:3::1/64"],
                "rx_packets": 0, "rx_bytes": 0, "rx_drops": 0,
-               "tx_packets": 9, "tx_bytes": 576, "tx_drops": 2})
+               "tx_packets": 9, "tx_bytes": 576, "tx_drops": 2, "failure": null})
+    );
+    // A port that stopped early says why, in both forms.
+    v.ports[0].stats[0].fail("in.pcap: record 3: too large".into());
+    let t = text(&c, "show interfaces");
+    assert!(
+        t.ends_with("in0 stopped: in.pcap: record 3: too large\n"),
+        "{t}"
+    );
+    let d = data(&c, "show interfaces");
+    assert_eq!(
+        d["interfaces"][0]["failure"],
+        "in.pcap: record 3: too large"
     );
 }
 
@@ -680,7 +692,7 @@ fn final_stats_json_shape() {
     assert_eq!(
         j["ports"][0],
         json!({"name": "in0", "driver": "pcap", "rx_packets": 400, "rx_bytes": 25600,
-               "rx_drops": 0, "tx_packets": 0, "tx_bytes": 0, "tx_drops": 0})
+               "rx_drops": 0, "tx_packets": 0, "tx_bytes": 0, "tx_drops": 0, "failure": null})
     );
     assert_eq!(
         j["nodes"][0],

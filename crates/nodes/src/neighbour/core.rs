@@ -144,7 +144,7 @@ impl Core {
                 pool.free(b);
                 self.stats.outbox_drops += 1;
                 self.stats.queue_drops += 1;
-                self.unreported[TX_OUTBOX_FULL] += 1;
+                self.unreported[TxError::OutboxFull as usize] += 1;
             }
         }
     }
@@ -285,13 +285,13 @@ pub(super) fn resolve_packet<A: Family>(
     let s = if meta.next_scratch == GLEAN {
         let port = meta.tx_port;
         let Some(p) = core.ports.get(port as usize) else {
-            return Err(R_UNKNOWN_PORT);
+            return Err(ResolveError::UnknownPort.id());
         };
         let Some(ip) = A::destination(pool.data(b), meta.l3_offset as usize) else {
-            return Err(R_MALFORMED);
+            return Err(ResolveError::Malformed.id());
         };
         if A::source(p, ip).is_none() {
-            return Err(R_NO_SOURCE);
+            return Err(ResolveError::NoSourceAddress.id());
         }
         match t.find(port, ip) {
             Some(s) => s,
@@ -301,13 +301,14 @@ pub(super) fn resolve_packet<A: Family>(
                     Some(s) => s,
                     None => {
                         core.stats.table_full += 1;
-                        return Err(R_TABLE_FULL);
+                        return Err(ResolveError::TableFull.id());
                     }
                 }
             }
         }
     } else {
-        t.slot_of(meta.next_scratch).ok_or(R_STALE)?
+        t.slot_of(meta.next_scratch)
+            .ok_or(ResolveError::StaleAdjacency.id())?
     };
     let id = t.id(s);
     pool.meta_mut(b).next_scratch = id;
@@ -318,7 +319,7 @@ pub(super) fn resolve_packet<A: Family>(
             Ok(())
         } else {
             core.stats.outbox_drops += 1;
-            Err(R_OUTBOX_FULL)
+            Err(ResolveError::OutboxFull.id())
         };
     }
     if e.state != NeighbourState::Incomplete {
@@ -336,7 +337,7 @@ pub(super) fn resolve_packet<A: Family>(
     }
     if e.queue.len >= core.queue_per_neighbour || !core.queue.push(&mut e.queue, b) {
         core.stats.queue_drops += 1;
-        return Err(R_QUEUE_FULL);
+        return Err(ResolveError::QueueFull.id());
     }
     core.stats.queued += 1;
     Ok(())
@@ -367,7 +368,7 @@ pub(super) fn sweep_table<A: Family>(
                         core.stats.resolution_failures += 1;
                     }
                     let q = std::mem::replace(&mut e.queue, QueueList::EMPTY);
-                    core.drop_queue(pool, q, TX_RESOLUTION_FAILED);
+                    core.drop_queue(pool, q, TxError::ResolutionFailed as usize);
                     e.created = now;
                     e.probes = 0;
                     true
@@ -409,7 +410,7 @@ pub(super) fn sweep_table<A: Family>(
         // A pinned entry (a route's next hop) stays, empty; others go.
         if delete && !e.pinned {
             let q = t.remove(s as u16);
-            core.drop_queue(pool, q, TX_RESOLUTION_FAILED);
+            core.drop_queue(pool, q, TxError::ResolutionFailed as usize);
         }
     }
 }

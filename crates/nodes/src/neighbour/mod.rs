@@ -198,71 +198,95 @@ const ND_LEN: usize = 32;
 const ALL_NODES: u128 = 0xff02 << 112 | 1;
 const SOLICITED_PREFIX: u128 = 0xff02_0000_0000_0000_0000_0001_ff00_0000;
 
+graph::node_indices! {
+    /// `arp-input` drop reasons.
+    pub enum ArpError {
+        /// Counted as `malformed`.
+        Malformed = "malformed",
+        /// Counted as `unsupported-op`.
+        UnsupportedOp = "unsupported-op",
+        /// Counted as `not-for-us`.
+        NotForUs = "not-for-us",
+        /// Counted as `bad-sender`.
+        BadSender = "bad-sender",
+        /// Counted as `address-conflict`.
+        AddressConflict = "address-conflict",
+        /// Counted as `learned`.
+        Learned = "learned",
+        /// Counted as `table-full`.
+        TableFull = "table-full",
+        /// Counted as `unknown-port`.
+        UnknownPort = "unknown-port",
+    }
+}
+
 /// `arp-input` drop reasons, by index.
-pub const ARP_ERRORS: [&str; 8] = [
-    "malformed",
-    "unsupported-op",
-    "not-for-us",
-    "bad-sender",
-    "address-conflict",
-    "learned",
-    "table-full",
-    "unknown-port",
-];
-const A_MALFORMED: u16 = 0;
-const A_UNSUPPORTED_OP: u16 = 1;
-const A_NOT_FOR_US: u16 = 2;
-const A_BAD_SENDER: u16 = 3;
-const A_CONFLICT: u16 = 4;
-const A_LEARNED: u16 = 5;
-const A_TABLE_FULL: u16 = 6;
-const A_UNKNOWN_PORT: u16 = 7;
+pub const ARP_ERRORS: &[&str] = ArpError::NAMES;
+
+graph::node_indices! {
+    /// `ip6-nd` drop reasons.
+    pub enum NdError {
+        /// Counted as `malformed`.
+        Malformed = "malformed",
+        /// Counted as `bad-hop-limit`.
+        BadHopLimit = "bad-hop-limit",
+        /// Counted as `bad-checksum`.
+        BadChecksum = "bad-checksum",
+        /// Counted as `not-for-us`.
+        NotForUs = "not-for-us",
+        /// Counted as `address-conflict`.
+        AddressConflict = "address-conflict",
+        /// Counted as `learned`.
+        Learned = "learned",
+        /// Counted as `unsolicited`.
+        Unsolicited = "unsolicited",
+        /// Counted as `unknown-port`.
+        UnknownPort = "unknown-port",
+        /// Counted as `unsupported-type`.
+        UnsupportedType = "unsupported-type",
+    }
+}
 
 /// `ip6-nd` drop reasons, by index.
-pub const ND_ERRORS: [&str; 9] = [
-    "malformed",
-    "bad-hop-limit",
-    "bad-checksum",
-    "not-for-us",
-    "address-conflict",
-    "learned",
-    "unsolicited",
-    "unknown-port",
-    "unsupported-type",
-];
-const N_MALFORMED: u16 = 0;
-const N_HOP_LIMIT: u16 = 1;
-const N_CHECKSUM: u16 = 2;
-const N_NOT_FOR_US: u16 = 3;
-const N_CONFLICT: u16 = 4;
-const N_LEARNED: u16 = 5;
-const N_UNSOLICITED: u16 = 6;
-const N_UNKNOWN_PORT: u16 = 7;
-const N_UNSUPPORTED: u16 = 8;
+pub const ND_ERRORS: &[&str] = NdError::NAMES;
+
+graph::node_indices! {
+    /// `ip4-arp` and `ip6-discover` drop reasons (they free what they drop themselves).
+    pub enum ResolveError {
+        /// Counted as `queue-full`.
+        QueueFull = "queue-full",
+        /// Counted as `table-full`.
+        TableFull = "table-full",
+        /// Counted as `no-source-address`.
+        NoSourceAddress = "no-source-address",
+        /// Counted as `stale-adjacency`.
+        StaleAdjacency = "stale-adjacency",
+        /// Counted as `outbox-full`.
+        OutboxFull = "outbox-full",
+        /// Counted as `malformed`.
+        Malformed = "malformed",
+        /// Counted as `unknown-port`.
+        UnknownPort = "unknown-port",
+    }
+}
 
 /// `ip4-arp` and `ip6-discover` drop reasons, by index (they free what they drop themselves).
-pub const RESOLVE_ERRORS: [&str; 7] = [
-    "queue-full",
-    "table-full",
-    "no-source-address",
-    "stale-adjacency",
-    "outbox-full",
-    "malformed",
-    "unknown-port",
-];
+pub const RESOLVE_ERRORS: &[&str] = ResolveError::NAMES;
+graph::node_indices! {
+    /// `neighbour-tx` drop reasons (packets freed outside a node's frame).
+    pub enum TxError {
+        /// Counted as `resolution-failed`.
+        ResolutionFailed = "resolution-failed",
+        /// Counted as `outbox-full`.
+        OutboxFull = "outbox-full",
+        /// Counted as `flushed-at-stop`.
+        FlushedAtStop = "flushed-at-stop",
+    }
+}
+
 /// `neighbour-tx` drop reasons (packets the neighbour tables freed between two frames), by
 /// index.
-pub const TX_ERRORS: [&str; 3] = ["resolution-failed", "outbox-full", "flushed-at-stop"];
-const TX_RESOLUTION_FAILED: usize = 0;
-const TX_OUTBOX_FULL: usize = 1;
-const TX_FLUSHED: usize = 2;
-const R_QUEUE_FULL: u16 = 0;
-const R_TABLE_FULL: u16 = 1;
-const R_NO_SOURCE: u16 = 2;
-const R_STALE: u16 = 3;
-const R_OUTBOX_FULL: u16 = 4;
-const R_MALFORMED: u16 = 5;
-const R_UNKNOWN_PORT: u16 = 6;
+pub const TX_ERRORS: &[&str] = TxError::NAMES;
 
 #[cfg(test)]
 mod tests;

@@ -245,17 +245,19 @@ impl Neighbours {
         let before = self.core.stats.queue_drops;
         for i in 0..self.v4.entries.len() {
             let q = std::mem::replace(&mut self.v4.entries[i].queue, QueueList::EMPTY);
-            self.core.drop_queue(pool, q, TX_FLUSHED);
+            self.core
+                .drop_queue(pool, q, TxError::FlushedAtStop as usize);
         }
         for i in 0..self.v6.entries.len() {
             let q = std::mem::replace(&mut self.v6.entries[i].queue, QueueList::EMPTY);
-            self.core.drop_queue(pool, q, TX_FLUSHED);
+            self.core
+                .drop_queue(pool, q, TxError::FlushedAtStop as usize);
         }
         let mut n = (self.core.stats.queue_drops - before) as usize;
         while let Some((_, b)) = self.core.outbox.front() {
             self.core.outbox.pop();
             pool.free(b);
-            self.core.unreported[TX_FLUSHED] += 1;
+            self.core.unreported[TxError::FlushedAtStop as usize] += 1;
             n += 1;
         }
         n
@@ -355,33 +357,33 @@ impl Neighbours {
         let meta = *pool.meta(b);
         let port = meta.rx_port;
         let Some(p) = self.core.ports.get(port as usize) else {
-            return Err(A_UNKNOWN_PORT);
+            return Err(ArpError::UnknownPort.id());
         };
         let our_mac = p.mac;
         let l3 = meta.l3_offset as usize;
         let Some(a) = pool.data(b).get(l3..l3 + ARP_LEN) else {
-            return Err(A_MALFORMED);
+            return Err(ArpError::Malformed.id());
         };
         if be16(a, 0) != ARP_HTYPE_ETHERNET
             || be16(a, 2) != eth::TYPE_IPV4
             || a[4] != 6
             || a[5] != 4
         {
-            return Err(A_MALFORMED);
+            return Err(ArpError::Malformed.id());
         }
         let op = be16(a, 6);
         if op != ARP_OP_REQUEST && op != ARP_OP_REPLY {
-            return Err(A_UNSUPPORTED_OP);
+            return Err(ArpError::UnsupportedOp.id());
         }
         let mut sha: Mac = [0; 6];
         sha.copy_from_slice(&a[8..14]);
         let spa = be32(a, 14);
         let tpa = be32(a, 24);
         if sha[0] & 1 != 0 || sha == [0; 6] {
-            return Err(A_BAD_SENDER);
+            return Err(ArpError::BadSender.id());
         }
         if p.is_own4(spa) {
-            return Err(A_CONFLICT);
+            return Err(ArpError::AddressConflict.id());
         }
         let for_us = p.is_own4(tpa);
         // 0.0.0.0 (an RFC 5227 probe), loopback, multicast and broadcast senders teach nothing.
@@ -409,15 +411,15 @@ impl Neighbours {
         };
         if !for_us {
             return Err(match learned {
-                Learned::Updated | Learned::Unchanged => A_LEARNED,
-                _ => A_NOT_FOR_US,
+                Learned::Updated | Learned::Unchanged => ArpError::Learned.id(),
+                _ => ArpError::NotForUs.id(),
             });
         }
         if op == ARP_OP_REPLY {
             return Err(match learned {
-                Learned::Full => A_TABLE_FULL,
-                Learned::Ignored => A_BAD_SENDER,
-                _ => A_LEARNED,
+                Learned::Full => ArpError::TableFull.id(),
+                Learned::Ignored => ArpError::BadSender.id(),
+                _ => ArpError::Learned.id(),
             });
         }
         // A request for one of our addresses: answer in the same buffer.
@@ -425,7 +427,7 @@ impl Neighbours {
         let start = m.data_offset as usize;
         let len = (l3 + ARP_LEN).max(eth::MIN_FRAME);
         let Some(f) = slot.get_mut(start..start + len) else {
-            return Err(A_MALFORMED);
+            return Err(ArpError::Malformed.id());
         };
         f[eth::DST..eth::DST + 6].copy_from_slice(&sha);
         f[eth::SRC..eth::SRC + 6].copy_from_slice(&our_mac);
@@ -452,32 +454,32 @@ impl Neighbours {
         let meta = *pool.meta(b);
         let port = meta.rx_port;
         let Some(p) = self.core.ports.get(port as usize) else {
-            return Err(N_UNKNOWN_PORT);
+            return Err(NdError::UnknownPort.id());
         };
         let our_mac = p.mac;
         let l3 = meta.l3_offset as usize;
         let d = pool.data(b);
         let Some(h) = d.get(l3..) else {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         };
         if h.len() < ip6::HEADER_LEN + 24 || h[0] >> 4 != 6 || h[ip6::NEXT_HEADER] != proto::ICMP6 {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         }
         let payload = be16(h, ip6::PAYLOAD_LEN) as usize;
         if payload < 24 || ip6::HEADER_LEN + payload > h.len() {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         }
         let icmp = &h[ip6::HEADER_LEN..ip6::HEADER_LEN + payload];
         let kind = icmp[0];
         if kind != ND_NS && kind != ND_NA {
-            return Err(N_UNSUPPORTED);
+            return Err(NdError::UnsupportedType.id());
         }
         // RFC 4861 7.1: only a packet no router forwarded may change the cache.
         if h[ip6::HOP_LIMIT] != 255 {
-            return Err(N_HOP_LIMIT);
+            return Err(NdError::BadHopLimit.id());
         }
         if icmp[1] != 0 {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         }
         let mut src = [0u8; 16];
         let mut dst = [0u8; 16];
@@ -485,34 +487,34 @@ impl Neighbours {
         dst.copy_from_slice(&h[ip6::DST..ip6::DST + 16]);
         let pseudo = checksum::pseudo_header_v6(src, dst, proto::ICMP6, payload as u32);
         if checksum::fold(checksum::sum(pseudo, icmp)) != 0xffff {
-            return Err(N_CHECKSUM);
+            return Err(NdError::BadChecksum.id());
         }
         let (src, dst) = (u128::from_be_bytes(src), u128::from_be_bytes(dst));
         let target = be128(icmp, 8);
         if is_multicast6(target) || is_multicast6(src) {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         }
         let want = if kind == ND_NS {
             ND_OPT_SLLA
         } else {
             ND_OPT_TLLA
         };
-        let lla = link_layer_option(&icmp[24..], want).ok_or(N_MALFORMED)?;
+        let lla = link_layer_option(&icmp[24..], want).ok_or(NdError::Malformed.id())?;
         if lla.is_some_and(|m| m[0] & 1 != 0) {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         }
         let mut eth_src: Mac = [0; 6];
         eth_src.copy_from_slice(&d[eth::SRC..eth::SRC + 6]);
         if kind == ND_NA {
             let flags = icmp[4];
             if is_multicast6(dst) && flags & NA_SOLICITED != 0 {
-                return Err(N_MALFORMED);
+                return Err(NdError::Malformed.id());
             }
             if !is_multicast6(dst) && !p.is_own6(dst) {
-                return Err(N_NOT_FOR_US);
+                return Err(NdError::NotForUs.id());
             }
             if p.is_own6(target) {
-                return Err(N_CONFLICT);
+                return Err(NdError::AddressConflict.id());
             }
             // RFC 4861 7.2.5: an advertisement updates an entry, never creates one.
             let how = Learn {
@@ -530,24 +532,24 @@ impl Neighbours {
                     how,
                     now,
                 ) {
-                    Learned::Ignored => N_UNSOLICITED,
-                    _ => N_LEARNED,
+                    Learned::Ignored => NdError::Unsolicited.id(),
+                    _ => NdError::Learned.id(),
                 },
             );
         }
         // A solicitation (RFC 4861 7.1.1 and 7.2.3).
         let unspecified = src == 0;
         if unspecified && (dst != solicited_node(target) || lla.is_some()) {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         }
         if !p.is_own6(target) {
-            return Err(N_NOT_FOR_US);
+            return Err(NdError::NotForUs.id());
         }
         if dst != target && dst != solicited_node(target) && !p.is_own6(dst) {
-            return Err(N_NOT_FOR_US);
+            return Err(NdError::NotForUs.id());
         }
         if p.is_own6(src) {
-            return Err(N_CONFLICT);
+            return Err(NdError::AddressConflict.id());
         }
         if let (false, Some(m)) = (unspecified, lla) {
             let how = Learn {
@@ -583,7 +585,7 @@ impl Neighbours {
         let start = m.data_offset as usize;
         let len = l3 + ip6::HEADER_LEN + ND_LEN;
         let Some(f) = slot.get_mut(start..start + len) else {
-            return Err(N_MALFORMED);
+            return Err(NdError::Malformed.id());
         };
         f[eth::DST..eth::DST + 6].copy_from_slice(&eth_dst);
         f[eth::SRC..eth::SRC + 6].copy_from_slice(&our_mac);

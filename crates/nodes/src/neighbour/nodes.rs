@@ -27,7 +27,7 @@ impl Node for ArpInput {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ARP_ERRORS.map(String::from).to_vec()
+        ArpError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -114,7 +114,7 @@ impl Node for Ip4Arp {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        RESOLVE_ERRORS.map(String::from).to_vec()
+        ResolveError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
@@ -154,7 +154,7 @@ impl Node for Ip6Nd {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ND_ERRORS.map(String::from).to_vec()
+        NdError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -211,7 +211,7 @@ impl Node for Ip6Discover {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        RESOLVE_ERRORS.map(String::from).to_vec()
+        ResolveError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
@@ -250,7 +250,7 @@ impl InputNode for NeighbourTx {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        TX_ERRORS.map(String::from).to_vec()
+        TxError::names()
     }
 
     fn poll(

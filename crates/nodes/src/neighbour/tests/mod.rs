@@ -221,10 +221,10 @@ impl Bench {
         let n = NeighbourHandle::new(&config, HZ);
         let mut names = vec![("?".to_string(), "?".to_string()); 100];
         for (base, node, reasons) in [
-            (BASE_ARP, ARP_INPUT, &ARP_ERRORS[..]),
-            (BASE_R4, IP4_ARP, &RESOLVE_ERRORS[..]),
-            (BASE_ND, IP6_ND, &ND_ERRORS[..]),
-            (BASE_R6, IP6_DISCOVER, &RESOLVE_ERRORS[..]),
+            (BASE_ARP, ARP_INPUT, ARP_ERRORS),
+            (BASE_R4, IP4_ARP, RESOLVE_ERRORS),
+            (BASE_ND, IP6_ND, ND_ERRORS),
+            (BASE_R6, IP6_DISCOVER, RESOLVE_ERRORS),
         ] {
             for (i, r) in reasons.iter().enumerate() {
                 names[base as usize + i] = (node.to_string(), r.to_string());
