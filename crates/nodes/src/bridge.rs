@@ -499,8 +499,15 @@ struct SnapshotState {
     next_at: u64,
 }
 
-const NEXT_OUTPUT: u16 = 0;
-const NEXT_DROP: u16 = 1;
+graph::node_indices! {
+    /// `l2-bridge`'s next nodes.
+    enum BridgeNext {
+        /// To `INTERFACE_OUTPUT`.
+        Output = names::INTERFACE_OUTPUT,
+        /// To `ERROR_DROP`.
+        Drop = names::ERROR_DROP,
+    }
+}
 
 graph::node_indices! {
     /// Drop reasons. `no-buffer-for-flood` and `flood-queue-full` count copies that were
@@ -797,7 +804,7 @@ impl Node for L2Bridge {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        vec![names::INTERFACE_OUTPUT.into(), names::ERROR_DROP.into()]
+        BridgeNext::names()
     }
 
     fn error_reasons(&self) -> Vec<String> {
@@ -830,7 +837,7 @@ impl Node for L2Bridge {
             let rx = cx.pool.meta(b).rx_port;
             let fail = |pool: &mut BufferPool, reason: u16| {
                 pool.meta_mut(b).error = base + reason;
-                NEXT_DROP
+                BridgeNext::Drop.id()
             };
             nexts[i] = 'frame: {
                 let Some(port) = ports.get(rx as usize).and_then(Option::as_ref) else {
@@ -885,7 +892,7 @@ impl Node for L2Bridge {
                         m.tx_port = to;
                         m.vlan = vlan;
                         m.next_scratch = 0;
-                        break 'frame NEXT_OUTPUT;
+                        break 'frame BridgeNext::Output.id();
                     }
                 }
                 // Flood: the original to the first other port, copies to the rest.
@@ -941,7 +948,7 @@ impl Node for L2Bridge {
                     cm.vlan = vlan;
                     let l3 = orig.l3_offset as usize + tag;
                     cm.l3_offset = l3.saturating_sub(if tagged { eth::TAG_LEN } else { 0 }) as u16;
-                    if let Err(c) = emitter.emit(i, NEXT_OUTPUT, c) {
+                    if let Err(c) = emitter.emit(i, BridgeNext::Output.id(), c) {
                         // Unreachable: checked `is_full` above.
                         cx.pool.free(c);
                         count(cx, BridgeDrop::FloodQueueFull.id());
@@ -963,9 +970,9 @@ impl Node for L2Bridge {
                 m.tx_port = fp.port;
                 m.vlan = vlan;
                 m.next_scratch = copies as u32 + 1;
-                NEXT_OUTPUT
+                BridgeNext::Output.id()
             };
-            all_out &= nexts[i] == NEXT_OUTPUT;
+            all_out &= nexts[i] == BridgeNext::Output.id();
         }
         table.sweep(now, age, SWEEP_PER_CALL, stats);
         self.snapshot_step(now, hz);
@@ -973,7 +980,7 @@ impl Node for L2Bridge {
             .macs
             .store(self.table.len() as u64, Ordering::Relaxed);
         if all_out {
-            Dispatch::AllTo(NEXT_OUTPUT)
+            Dispatch::AllTo(BridgeNext::Output.id())
         } else {
             Dispatch::PerPacket
         }

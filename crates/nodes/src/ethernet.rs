@@ -29,10 +29,19 @@ pub struct PortL2 {
     pub mode: PortMode,
 }
 
-const NEXT_DROP: u16 = 0;
-const NEXT_IP4: u16 = 1;
-const NEXT_IP6: u16 = 2;
-const NEXT_XCONNECT: u16 = 3;
+graph::node_indices! {
+    /// `ethernet-input`'s fixed next nodes (`arp-input` and `l2-bridge` follow when present).
+    enum EthernetNext {
+        /// To `ERROR_DROP`.
+        Drop = names::ERROR_DROP,
+        /// To `IP4_INPUT`.
+        Ip4 = names::IP4_INPUT,
+        /// To `IP6_INPUT`.
+        Ip6 = names::IP6_INPUT,
+        /// To `L2_XCONNECT`.
+        Xconnect = names::L2_XCONNECT,
+    }
+}
 
 graph::node_indices! {
     /// Drop reasons.
@@ -72,7 +81,7 @@ impl EthernetInput {
         EthernetInput {
             ports,
             next_arp: None,
-            next_bridge: NEXT_XCONNECT + 1,
+            next_bridge: EthernetNext::NAMES.len() as u16,
             capture: None,
         }
     }
@@ -85,8 +94,8 @@ impl EthernetInput {
 
     /// Send ARP frames to `arp-input`.
     pub fn with_arp(mut self) -> EthernetInput {
-        self.next_arp = Some(NEXT_XCONNECT + 1);
-        self.next_bridge = NEXT_XCONNECT + 2;
+        self.next_arp = Some(EthernetNext::NAMES.len() as u16);
+        self.next_bridge = EthernetNext::Xconnect.id() + 2;
         self
     }
 
@@ -106,14 +115,7 @@ impl Node for EthernetInput {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        let mut v: Vec<String> = [
-            names::ERROR_DROP,
-            names::IP4_INPUT,
-            names::IP6_INPUT,
-            names::L2_XCONNECT,
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut v = EthernetNext::names();
         if self.next_arp.is_some() {
             v.push(crate::neighbour::ARP_INPUT.into());
         }
@@ -139,7 +141,7 @@ impl Node for EthernetInput {
             let (meta, data) = cx.pool.packet_mut(b);
             let mut fail = |reason: u16| {
                 meta.error = base + reason;
-                NEXT_DROP
+                EthernetNext::Drop.id()
             };
             nexts[i] = 'classify: {
                 let Some(port) = self.ports.get(meta.rx_port as usize) else {
@@ -149,7 +151,7 @@ impl Node for EthernetInput {
                     break 'classify fail(EthernetError::Runt.id());
                 }
                 match port.mode {
-                    PortMode::Xconnect => break 'classify NEXT_XCONNECT,
+                    PortMode::Xconnect => break 'classify EthernetNext::Xconnect.id(),
                     PortMode::Bridge => break 'classify self.next_bridge,
                     PortMode::L3 => {}
                 }
@@ -185,10 +187,10 @@ impl Node for EthernetInput {
                 meta.ethertype = t;
                 meta.l3_offset = l3 as u16;
                 match t {
-                    eth::TYPE_IPV4 => NEXT_IP4,
+                    eth::TYPE_IPV4 => EthernetNext::Ip4.id(),
                     eth::TYPE_IPV6 => {
                         meta.flags |= FLAG_IP6;
-                        NEXT_IP6
+                        EthernetNext::Ip6.id()
                     }
                     eth::TYPE_ARP => match self.next_arp {
                         Some(next) => next,

@@ -89,8 +89,21 @@ impl RateLimiter {
     }
 }
 
-const NEXT_DROP: u16 = 0;
-const NEXT_LOOKUP: u16 = 1;
+/// Next nodes of both ICMP error nodes, in `next_nodes` order (names by family).
+#[derive(Clone, Copy)]
+#[repr(u16)]
+enum Next {
+    /// To `error-drop`.
+    Drop,
+    /// To the family's lookup.
+    Lookup,
+}
+
+impl Next {
+    const fn id(self) -> u16 {
+        self as u16
+    }
+}
 
 graph::node_indices! {
     /// Drop reasons of both ICMP error nodes.
@@ -213,11 +226,11 @@ impl Node for Ip4IcmpError {
                     meta.length = meta.l3_offset + total as u16;
                     meta.l4_offset = meta.l3_offset + ip4::MIN_HEADER_LEN as u16;
                     meta.flags = (meta.flags | FLAG_LOCAL_ORIGIN) & !FLAG_FLOW_HASH;
-                    NEXT_LOOKUP
+                    Next::Lookup.id()
                 }
                 Err(reason) => {
                     meta.error = base + reason;
-                    NEXT_DROP
+                    Next::Drop.id()
                 }
             };
         }
@@ -349,11 +362,11 @@ impl Node for Ip6IcmpError {
                     meta.length = meta.l3_offset + total as u16;
                     meta.l4_offset = meta.l3_offset + ip6::HEADER_LEN as u16;
                     meta.flags = (meta.flags | FLAG_LOCAL_ORIGIN) & !FLAG_FLOW_HASH;
-                    NEXT_LOOKUP
+                    Next::Lookup.id()
                 }
                 Err(reason) => {
                     meta.error = base + reason;
-                    NEXT_DROP
+                    Next::Drop.id()
                 }
             };
         }

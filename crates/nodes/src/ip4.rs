@@ -93,9 +93,17 @@ impl Ip4Input {
     }
 }
 
-const IN_NEXT_DROP: u16 = 0;
-const IN_NEXT_LOOKUP: u16 = 1;
-const IN_NEXT_ICMP: u16 = 2;
+graph::node_indices! {
+    /// `ip4-input`'s next nodes.
+    enum Ip4InputNext {
+        /// To `ERROR_DROP`.
+        Drop = names::ERROR_DROP,
+        /// To `IP4_LOOKUP`.
+        Lookup = names::IP4_LOOKUP,
+        /// To `IP4_ICMP_ERROR`.
+        Icmp = names::IP4_ICMP_ERROR,
+    }
+}
 
 graph::node_indices! {
     /// `ip4-input` drop reasons.
@@ -130,9 +138,7 @@ impl Node for Ip4Input {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        [names::ERROR_DROP, names::IP4_LOOKUP, names::IP4_ICMP_ERROR]
-            .map(String::from)
-            .to_vec()
+        Ip4InputNext::names()
     }
 
     fn error_reasons(&self) -> Vec<String> {
@@ -148,7 +154,7 @@ impl Node for Ip4Input {
             let l3 = meta.l3_offset as usize;
             let mut fail = |reason: u16| {
                 meta.error = base + reason;
-                IN_NEXT_DROP
+                Ip4InputNext::Drop.id()
             };
             let next = 'check: {
                 let Some(h) = data.get(l3..) else {
@@ -191,16 +197,16 @@ impl Node for Ip4Input {
                 meta.length = (l3 + total) as u16;
                 if h[ip4::TTL] <= 1 {
                     meta.next_scratch = icmp_request(ICMP_TIME_EXCEEDED, 0, 0);
-                    IN_NEXT_ICMP
+                    Ip4InputNext::Icmp.id()
                 } else {
-                    IN_NEXT_LOOKUP
+                    Ip4InputNext::Lookup.id()
                 }
             };
-            all_lookup &= next == IN_NEXT_LOOKUP;
+            all_lookup &= next == Ip4InputNext::Lookup.id();
             nexts[i] = next;
         }
         if all_lookup {
-            Dispatch::AllTo(IN_NEXT_LOOKUP)
+            Dispatch::AllTo(Ip4InputNext::Lookup.id())
         } else {
             Dispatch::PerPacket
         }

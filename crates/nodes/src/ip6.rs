@@ -89,10 +89,19 @@ impl Ip6Input {
 /// ICMPv6 Neighbor Solicitation and Advertisement types.
 const ND_TYPES: [u8; 2] = [135, 136];
 
-const IN_NEXT_DROP: u16 = 0;
-const IN_NEXT_LOOKUP: u16 = 1;
-const IN_NEXT_ICMP: u16 = 2;
-const IN_NEXT_ND: u16 = 3;
+graph::node_indices! {
+    /// `ip6-input`'s next nodes (`Nd` only with `with_nd`).
+    enum Ip6InputNext {
+        /// To `ERROR_DROP`.
+        Drop = names::ERROR_DROP,
+        /// To `IP6_LOOKUP`.
+        Lookup = names::IP6_LOOKUP,
+        /// To `IP6_ICMP_ERROR`.
+        Icmp = names::IP6_ICMP_ERROR,
+        /// To `IP6_ND`.
+        Nd = crate::neighbour::IP6_ND,
+    }
+}
 
 graph::node_indices! {
     /// `ip6-input` drop reasons.
@@ -135,11 +144,9 @@ impl Node for Ip6Input {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        let mut v: Vec<String> = [names::ERROR_DROP, names::IP6_LOOKUP, names::IP6_ICMP_ERROR]
-            .map(String::from)
-            .to_vec();
-        if self.nd {
-            v.push(crate::neighbour::IP6_ND.into());
+        let mut v = Ip6InputNext::names();
+        if !self.nd {
+            v.truncate(Ip6InputNext::Nd.id() as usize);
         }
         v
     }
@@ -156,7 +163,7 @@ impl Node for Ip6Input {
             let l3 = meta.l3_offset as usize;
             let mut fail = |reason: u16| {
                 meta.error = base + reason;
-                IN_NEXT_DROP
+                Ip6InputNext::Drop.id()
             };
             let next = 'check: {
                 let Some(h) = data.get(l3..) else {
@@ -179,7 +186,7 @@ impl Node for Ip6Input {
                 {
                     meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
                     meta.length = (l3 + total) as u16;
-                    break 'check IN_NEXT_ND;
+                    break 'check Ip6InputNext::Nd.id();
                 }
                 let src = be128(h, ip6::SRC);
                 let dst = be128(h, ip6::DST);
@@ -195,16 +202,16 @@ impl Node for Ip6Input {
                 meta.length = (l3 + total) as u16;
                 if h[ip6::HOP_LIMIT] <= 1 {
                     meta.next_scratch = icmp_request(ICMP6_TIME_EXCEEDED, 0, 0);
-                    IN_NEXT_ICMP
+                    Ip6InputNext::Icmp.id()
                 } else {
-                    IN_NEXT_LOOKUP
+                    Ip6InputNext::Lookup.id()
                 }
             };
-            all_lookup &= next == IN_NEXT_LOOKUP;
+            all_lookup &= next == Ip6InputNext::Lookup.id();
             nexts[i] = next;
         }
         if all_lookup {
-            Dispatch::AllTo(IN_NEXT_LOOKUP)
+            Dispatch::AllTo(Ip6InputNext::Lookup.id())
         } else {
             Dispatch::PerPacket
         }

@@ -258,7 +258,8 @@ impl<F: LookupFamily> IpLookup<F> {
     }
 }
 
-/// Next nodes of both lookup nodes (their names depend on the family: `next_nodes`).
+/// Next nodes of both lookup nodes, in `next_nodes` order (names by family; `Resolve` only
+/// with neighbours).
 #[derive(Clone, Copy)]
 #[repr(u16)]
 enum Next {
@@ -268,9 +269,11 @@ enum Next {
     Resolve,
 }
 
-const NEXT_DROP: u16 = Next::Drop as u16;
-const NEXT_REWRITE: u16 = Next::Rewrite as u16;
-const NEXT_RESOLVE: u16 = Next::Resolve as u16;
+impl Next {
+    const fn id(self) -> u16 {
+        self as u16
+    }
+}
 
 graph::node_indices! {
     /// Drop reasons of both lookup nodes.
@@ -334,27 +337,27 @@ fn classify<F: LookupFamily>(
                     ) {
                         Some(adj) => {
                             meta.next_scratch = adj;
-                            NEXT_REWRITE
+                            Next::Rewrite.id()
                         }
                         None => {
                             meta.error = cx.error_base + LookupError::NeighbourUnresolved.id();
-                            NEXT_DROP
+                            Next::Drop.id()
                         }
                     }
                 } else {
                     meta.next_scratch = member;
-                    NEXT_REWRITE
+                    Next::Rewrite.id()
                 };
-            all_ok &= next == NEXT_REWRITE;
+            all_ok &= next == Next::Rewrite.id();
             nexts[i] = next;
             continue;
         }
         let next = match next_hops.entry(ids[i]) {
-            NextHop::Adjacency(_) | NextHop::Gateway(_) | NextHop::Ecmp { .. } => NEXT_DROP,
+            NextHop::Adjacency(_) | NextHop::Gateway(_) | NextHop::Ecmp { .. } => Next::Drop.id(),
             NextHop::Glean { host_bits, .. } if F::is_subnet_broadcast(addrs[i], host_bits) => {
                 // RFC 1812 5.3.5.2 / RFC 2644: directed broadcasts are not forwarded.
                 meta.error = cx.error_base + LookupError::DirectedBroadcast.id();
-                NEXT_DROP
+                Next::Drop.id()
             }
             NextHop::Glean { port, .. } => match neighbours.as_deref_mut() {
                 Some(n) => {
@@ -362,33 +365,33 @@ fn classify<F: LookupFamily>(
                     match F::neighbour(n, port, addrs[i], now) {
                         Some(adj) => {
                             meta.next_scratch = adj;
-                            NEXT_REWRITE
+                            Next::Rewrite.id()
                         }
                         None => {
                             meta.next_scratch = neighbour::GLEAN;
-                            NEXT_RESOLVE
+                            Next::Resolve.id()
                         }
                     }
                 }
                 None => {
                     meta.error = cx.error_base + LookupError::NeighbourUnresolved.id();
-                    NEXT_DROP
+                    Next::Drop.id()
                 }
             },
             NextHop::NoRoute => {
                 meta.error = cx.error_base + LookupError::NoRoute.id();
-                NEXT_DROP
+                Next::Drop.id()
             }
             NextHop::Drop => {
                 meta.error = cx.error_base + LookupError::Blackhole.id();
-                NEXT_DROP
+                Next::Drop.id()
             }
             NextHop::Local => {
                 meta.error = cx.error_base + LookupError::ToUs.id();
-                NEXT_DROP
+                Next::Drop.id()
             }
         };
-        all_ok &= next == NEXT_REWRITE;
+        all_ok &= next == Next::Rewrite.id();
         nexts[i] = next;
     }
     all_ok
@@ -431,7 +434,7 @@ impl<F: LookupFamily> Node for IpLookup<F> {
             None => classify::<F>(hops, gw, ids, addrs, None, cx, frame, nexts),
         };
         if all_ok {
-            Dispatch::AllTo(NEXT_REWRITE)
+            Dispatch::AllTo(Next::Rewrite.id())
         } else {
             Dispatch::PerPacket
         }

@@ -29,6 +29,7 @@ impl InterfaceOutput {
     }
 }
 
+/// Next index 0 is `error-drop`; port `p`'s transmit node is next index `p + 1`.
 const NEXT_DROP: u16 = 0;
 graph::node_indices! {
     /// `interface-output` drop reasons.

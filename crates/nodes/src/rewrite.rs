@@ -143,10 +143,25 @@ impl<F: RewriteFamily> IpRewrite<F> {
     }
 }
 
-const RW_NEXT_DROP: u16 = 0;
-const RW_NEXT_OUTPUT: u16 = 1;
-const RW_NEXT_ICMP: u16 = 2;
-const RW_NEXT_RESOLVE: u16 = 3;
+/// Next nodes of both rewrite nodes, in `next_nodes` order (names by family; `Resolve` only with neighbours).
+#[derive(Clone, Copy)]
+#[repr(u16)]
+enum Next {
+    /// To `error-drop`.
+    Drop,
+    /// To `interface-output`.
+    Output,
+    /// To the family's ICMP error node.
+    Icmp,
+    /// To the family's resolver.
+    Resolve,
+}
+
+impl Next {
+    const fn id(self) -> u16 {
+        self as u16
+    }
+}
 
 /// Rewrite the packets of `frame`; true when all go to `interface-output`.
 #[inline(always)]
@@ -166,35 +181,35 @@ fn rewrite<F: RewriteFamily>(
             let id = meta.next_scratch;
             let adj = match find_adjacency(next_hops, neighbours.as_deref_mut(), id, F::V6, now) {
                 AdjacencyLookup::Found(a) => a,
-                AdjacencyLookup::Resolve => break 'rw RW_NEXT_RESOLVE,
+                AdjacencyLookup::Resolve => break 'rw Next::Resolve.id(),
                 AdjacencyLookup::Bad => {
                     meta.error = cx.error_base + RewriteError::BadAdjacency.id();
-                    break 'rw RW_NEXT_DROP;
+                    break 'rw Next::Drop.id();
                 }
             };
             if l3 < eth::HEADER_LEN || data.len() < l3 + F::MIN_HEADER_LEN {
                 meta.error = cx.error_base + RewriteError::BadAdjacency.id();
-                break 'rw RW_NEXT_DROP;
+                break 'rw Next::Drop.id();
             }
             let (l2, h) = data.split_at_mut(l3);
             match F::over_mtu(h, adj.mtu) {
                 None => {}
                 Some(Ok(request)) => {
                     meta.next_scratch = request;
-                    break 'rw RW_NEXT_ICMP;
+                    break 'rw Next::Icmp.id();
                 }
                 Some(Err(reason)) => {
                     meta.error = cx.error_base + reason;
-                    break 'rw RW_NEXT_DROP;
+                    break 'rw Next::Drop.id();
                 }
             }
             if meta.flags & FLAG_LOCAL_ORIGIN == 0 {
                 F::decrement_ttl(h);
             }
             push_ethernet(meta, l2, l3, &adj, F::ETHERTYPE);
-            RW_NEXT_OUTPUT
+            Next::Output.id()
         };
-        all_out &= next == RW_NEXT_OUTPUT;
+        all_out &= next == Next::Output.id();
         nexts[i] = next;
     }
     all_out
@@ -226,7 +241,7 @@ impl<F: RewriteFamily> Node for IpRewrite<F> {
             None => rewrite::<F>(hops, None, cx, frame, nexts),
         };
         if all_out {
-            Dispatch::AllTo(RW_NEXT_OUTPUT)
+            Dispatch::AllTo(Next::Output.id())
         } else {
             Dispatch::PerPacket
         }

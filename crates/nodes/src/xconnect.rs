@@ -30,8 +30,23 @@ impl L2Xconnect {
     }
 }
 
-const NEXT_OUTPUT: u16 = 0;
-const NEXT_DROP: u16 = 1;
+graph::node_indices! {
+    /// `l2-xconnect`'s drop reasons.
+    enum XconnectError {
+        /// The receiving port has no cross-connect peer.
+        NoPeer = "no-peer",
+    }
+}
+
+graph::node_indices! {
+    /// `l2-xconnect`'s next nodes.
+    enum XconnectNext {
+        /// To `INTERFACE_OUTPUT`.
+        Output = names::INTERFACE_OUTPUT,
+        /// To `ERROR_DROP`.
+        Drop = names::ERROR_DROP,
+    }
+}
 
 impl Node for L2Xconnect {
     fn name(&self) -> &str {
@@ -39,11 +54,11 @@ impl Node for L2Xconnect {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        vec![names::INTERFACE_OUTPUT.into(), names::ERROR_DROP.into()]
+        XconnectNext::names()
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        vec!["no-peer".into()]
+        XconnectError::names()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
@@ -58,17 +73,17 @@ impl Node for L2Xconnect {
                     }
                     data[6..12].copy_from_slice(&peer.src_mac);
                     meta.tx_port = peer.to;
-                    nexts[i] = NEXT_OUTPUT;
+                    nexts[i] = XconnectNext::Output.id();
                 }
                 _ => {
-                    meta.error = cx.error_base;
-                    nexts[i] = NEXT_DROP;
+                    meta.error = cx.error_base + XconnectError::NoPeer.id();
+                    nexts[i] = XconnectNext::Drop.id();
                     all_ok = false;
                 }
             }
         }
         if all_ok {
-            Dispatch::AllTo(NEXT_OUTPUT)
+            Dispatch::AllTo(XconnectNext::Output.id())
         } else {
             Dispatch::PerPacket
         }

@@ -96,26 +96,33 @@ pub const IP6_DISCOVER: &str = "ip6-discover";
 /// Pseudo-input: sends requests and released packets, ages entries, publishes `show neighbours`.
 pub const NEIGHBOUR_TX: &str = "neighbour-tx";
 
-/// Next index of `interface-output` in every neighbour node (replies, requests).
-pub const NEXT_OUTPUT: u16 = 0;
-/// Next index of `ip4-rewrite` (released IPv4 packets).
-pub const NEXT_IP4_REWRITE: u16 = 1;
-/// Next index of `ip6-rewrite` (released IPv6 packets).
-pub const NEXT_IP6_REWRITE: u16 = 2;
-/// Next index of `error-drop`.
-pub const NEXT_DROP: u16 = 3;
+graph::node_indices! {
+    /// The next nodes of every neighbour node, in next-index order (the same for all of them,
+    /// so an outbox entry's next index means the same thing whichever node sends it).
+    pub enum NeighbourNext {
+        /// `interface-output` (replies, requests).
+        Output = names::INTERFACE_OUTPUT,
+        /// `ip4-rewrite` (released IPv4 packets).
+        Ip4Rewrite = names::IP4_REWRITE,
+        /// `ip6-rewrite` (released IPv6 packets).
+        Ip6Rewrite = names::IP6_REWRITE,
+        /// `error-drop`.
+        Drop = names::ERROR_DROP,
+    }
+}
 
-/// The next nodes of every neighbour node, in next-index order (the same for all of them, so an
-/// outbox entry's next index means the same thing whichever node sends it).
+/// Next index of `interface-output` in every neighbour node.
+pub const NEXT_OUTPUT: u16 = NeighbourNext::Output.id();
+/// Next index of `ip4-rewrite`.
+pub const NEXT_IP4_REWRITE: u16 = NeighbourNext::Ip4Rewrite.id();
+/// Next index of `ip6-rewrite`.
+pub const NEXT_IP6_REWRITE: u16 = NeighbourNext::Ip6Rewrite.id();
+/// Next index of `error-drop`.
+pub const NEXT_DROP: u16 = NeighbourNext::Drop.id();
+
+/// The next nodes of every neighbour node, in next-index order.
 pub fn next_nodes() -> Vec<String> {
-    [
-        names::INTERFACE_OUTPUT,
-        names::IP4_REWRITE,
-        names::IP6_REWRITE,
-        names::ERROR_DROP,
-    ]
-    .map(String::from)
-    .to_vec()
+    NeighbourNext::names()
 }
 
 /// Bit 31 of an adjacency id: the id names a neighbour-table entry, not a `NextHopTable` index.
