@@ -9,6 +9,7 @@ pub mod adjacency;
 pub mod bridge;
 pub mod drop;
 pub mod ethernet;
+pub mod fixed_table;
 pub mod flow_hash;
 pub mod icmp;
 pub mod ip4;

@@ -201,7 +201,9 @@ pub(super) fn learn<A: Family>(
             }
         }
     };
-    let e = &mut t.entries[s as usize];
+    let Some(e) = t.entries_mut().get_mut(s as usize) else {
+        return Learned::Ignored;
+    };
     let known = e.state != NeighbourState::Incomplete;
     let fresh = if how.confirm {
         NeighbourState::Reachable
@@ -312,7 +314,9 @@ pub(super) fn resolve_packet<A: Family>(
     };
     let id = t.id(s);
     pool.meta_mut(b).next_scratch = id;
-    let e = &mut t.entries[s as usize];
+    let Some(e) = t.entries_mut().get_mut(s as usize) else {
+        return Err(ResolveError::StaleAdjacency.id());
+    };
     if usable(e, &core.ticks, now) {
         // Resolved since the lookup: straight on to rewrite.
         return if core.outbox.push(A::REWRITE, b) {
@@ -352,11 +356,13 @@ pub(super) fn sweep_table<A: Family>(
     count: usize,
 ) {
     let ticks = core.ticks;
-    let n = t.entries.len();
+    let n = t.entries().len();
     for _ in 0..count.min(n) {
         let s = t.cursor;
         t.cursor = (t.cursor + 1) % n;
-        let e = &mut t.entries[s];
+        let Some(e) = t.entries_mut().get_mut(s) else {
+            continue;
+        };
         if !e.live {
             continue;
         }

@@ -243,13 +243,13 @@ impl Neighbours {
     /// many. The entries stay.
     pub fn flush(&mut self, pool: &mut BufferPool) -> usize {
         let before = self.core.stats.queue_drops;
-        for i in 0..self.v4.entries.len() {
-            let q = std::mem::replace(&mut self.v4.entries[i].queue, QueueList::EMPTY);
+        for e in self.v4.entries_mut().iter_mut() {
+            let q = std::mem::replace(&mut e.queue, QueueList::EMPTY);
             self.core
                 .drop_queue(pool, q, TxError::FlushedAtStop as usize);
         }
-        for i in 0..self.v6.entries.len() {
-            let q = std::mem::replace(&mut self.v6.entries[i].queue, QueueList::EMPTY);
+        for e in self.v6.entries_mut().iter_mut() {
+            let q = std::mem::replace(&mut e.queue, QueueList::EMPTY);
             self.core
                 .drop_queue(pool, q, TxError::FlushedAtStop as usize);
         }

@@ -1,7 +1,9 @@
-//! One family's table (`Table`): entries in a fixed arena and an open-addressing index keyed by
-//! (port, address); lookups, pins and rows. It never allocates after construction.
+//! One family's table (`Table`): its entries in a `FixedTable` keyed by (port, address), their
+//! adjacency ids (slot and generation), lookups, pins and rows. It never allocates after
+//! construction.
 
 use super::*;
+use crate::fixed_table::{FixedTable, TableKey};
 
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Entry<A> {
@@ -51,63 +53,65 @@ impl<A: Family> Entry<A> {
     }
 }
 
-/// The neighbours of one family: a stable arena of entries and an open-addressing index.
+/// The key of a neighbour: (port, address).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(super) struct Key<A> {
+    pub(super) port: u16,
+    pub(super) ip: A,
+}
+
+impl<A: Family> TableKey for Key<A> {
+    #[inline(always)]
+    fn table_hash(&self) -> u64 {
+        self.ip.hash(self.port)
+    }
+}
+
+/// The neighbours of one family: a `FixedTable` (stable slots: an entry's slot is in its
+/// adjacency id) and the sweep's cursor.
 pub(super) struct Table<A> {
-    pub(super) entries: Box<[Entry<A>]>,
-    pub(super) index: Box<[u16]>,
-    pub(super) mask: usize,
-    pub(super) free: Vec<u16>,
+    pub(super) map: FixedTable<Key<A>, Entry<A>>,
     pub(super) cursor: usize,
 }
 
 impl<A: Family> Table<A> {
     pub(super) fn new(capacity: usize) -> Table<A> {
-        let n = capacity.clamp(1, MAX_CAPACITY);
-        let slots = (n * 2).next_power_of_two();
         Table {
-            entries: vec![Entry::vacant(); n].into_boxed_slice(),
-            index: vec![NIL; slots].into_boxed_slice(),
-            mask: slots - 1,
-            free: (0..n as u16).rev().collect(),
+            map: FixedTable::new(
+                capacity.clamp(1, MAX_CAPACITY),
+                Key::default(),
+                Entry::vacant(),
+            ),
             cursor: 0,
         }
     }
 
     /// Entries in use.
     pub(super) fn len(&self) -> usize {
-        self.entries.len() - self.free.len()
+        self.map.len()
     }
 
+    /// Every slot's entry (vacant ones have `live` false).
     #[inline(always)]
-    pub(super) fn home(&self, port: u16, ip: A) -> usize {
-        ip.hash(port) as usize & self.mask
+    pub(super) fn entries(&self) -> &[Entry<A>] {
+        self.map.values()
+    }
+
+    /// Every slot's entry, mutable.
+    #[inline(always)]
+    pub(super) fn entries_mut(&mut self) -> &mut [Entry<A>] {
+        self.map.values_mut()
     }
 
     #[inline]
     pub(super) fn find(&self, port: u16, ip: A) -> Option<u16> {
-        let mut i = self.home(port, ip);
-        loop {
-            let s = self.index[i];
-            if s == NIL {
-                return None;
-            }
-            let e = &self.entries[s as usize];
-            if e.ip == ip && e.port == port {
-                return Some(s);
-            }
-            i = (i + 1) & self.mask;
-        }
+        self.map.find(&Key { port, ip }).map(|s| s as u16)
     }
 
     /// A new incomplete entry (the key must not exist); None when full.
     pub(super) fn insert(&mut self, port: u16, ip: A, adj: Adjacency, now: u64) -> Option<u16> {
-        let s = self.free.pop()?;
-        let mut i = self.home(port, ip);
-        while self.index[i] != NIL {
-            i = (i + 1) & self.mask;
-        }
-        self.index[i] = s;
-        let e = &mut self.entries[s as usize];
+        let s = self.map.insert(Key { port, ip })?;
+        let e = self.map.values_mut().get_mut(s as usize)?;
         *e = Entry {
             ip,
             port,
@@ -117,45 +121,29 @@ impl<A: Family> Table<A> {
             adj,
             ..Entry::vacant()
         };
-        Some(s)
+        Some(s as u16)
     }
 
     /// Delete an entry; returns its queue (the caller frees the buffers).
     pub(super) fn remove(&mut self, s: u16) -> QueueList {
-        let e = self.entries[s as usize];
-        let mut hole = self.home(e.port, e.ip);
-        while self.index[hole] != s {
-            hole = (hole + 1) & self.mask;
-        }
-        // Backward-shift deletion: pull later members of the probe run into the hole when the
-        // hole lies on their way from their home slot.
-        let mut j = hole;
-        loop {
-            j = (j + 1) & self.mask;
-            let t = self.index[j];
-            if t == NIL {
-                break;
+        self.map.remove(u32::from(s));
+        match self.map.values_mut().get_mut(s as usize) {
+            Some(slot) => {
+                let queue = slot.queue;
+                *slot = Entry {
+                    gen: slot.gen.wrapping_add(1) & 0x7fff,
+                    ..Entry::vacant()
+                };
+                queue
             }
-            let other = &self.entries[t as usize];
-            let h = self.home(other.port, other.ip);
-            if (j.wrapping_sub(h) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
-                self.index[hole] = t;
-                hole = j;
-            }
+            None => QueueList::EMPTY,
         }
-        self.index[hole] = NIL;
-        let slot = &mut self.entries[s as usize];
-        *slot = Entry {
-            gen: slot.gen.wrapping_add(1) & 0x7fff,
-            ..Entry::vacant()
-        };
-        self.free.push(s);
-        e.queue
     }
 
     #[inline(always)]
     pub(super) fn id(&self, s: u16) -> u32 {
-        NEIGHBOUR_ADJACENCY | (self.entries[s as usize].gen as u32 & 0x7fff) << 16 | s as u32
+        let gen = self.entries().get(s as usize).map_or(0, |e| e.gen);
+        NEIGHBOUR_ADJACENCY | (gen as u32 & 0x7fff) << 16 | s as u32
     }
 
     /// The slot an adjacency id names, if it still names a live entry.
@@ -165,7 +153,7 @@ impl<A: Family> Table<A> {
             return None;
         }
         let s = (id & 0xffff) as usize;
-        let e = self.entries.get(s)?;
+        let e = self.entries().get(s)?;
         (e.live && e.gen as u32 == (id >> 16) & 0x7fff).then_some(s as u16)
     }
 }
@@ -179,7 +167,8 @@ pub(super) fn lookup<A: Family>(
     now: u64,
 ) -> Option<u32> {
     let s = t.find(port, ip)?;
-    usable(&mut t.entries[s as usize], ticks, now).then(|| t.id(s))
+    let e = t.entries_mut().get_mut(s as usize)?;
+    usable(e, ticks, now).then(|| t.id(s))
 }
 
 #[inline]
@@ -190,7 +179,7 @@ pub(super) fn adjacency<A: Family>(
     now: u64,
 ) -> Option<Adjacency> {
     let s = t.slot_of(id)?;
-    let e = &mut t.entries[s as usize];
+    let e = t.entries_mut().get_mut(s as usize)?;
     usable(e, ticks, now).then_some(e.adj)
 }
 
@@ -200,13 +189,13 @@ pub(super) fn pin<A: Family>(t: &mut Table<A>, core: &Core, port: u16, ip: A) ->
         Some(s) => s,
         None => t.insert(port, ip, Adjacency::new(port, p.mtu, [0; 6], p.mac), 0)?,
     };
-    t.entries[s as usize].pinned = true;
+    t.entries_mut().get_mut(s as usize)?.pinned = true;
     Some(t.id(s))
 }
 
 pub(super) fn unpin<A: Family>(t: &mut Table<A>, id: u32) {
     if let Some(s) = t.slot_of(id) {
-        if let Some(e) = t.entries.get_mut(s as usize) {
+        if let Some(e) = t.entries_mut().get_mut(s as usize) {
             e.pinned = false;
         }
     }
@@ -220,7 +209,7 @@ pub(super) fn push_rows<A: Family>(
     ticks: &Ticks,
 ) {
     let hz = ticks.hz;
-    for e in t.entries.iter().filter(|e| e.live) {
+    for e in t.entries().iter().filter(|e| e.live) {
         if rows.len() == rows.capacity() {
             return;
         }
