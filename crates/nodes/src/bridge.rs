@@ -7,12 +7,12 @@
 //! (the dispatcher enqueues each copy right after its original). Each frame leaves tagged or
 //! untagged as its egress port wants (tag pushed into the headroom or popped in place).
 //!
-//! The node owns its MAC table (one per worker, no lock): a fixed-capacity open-addressing
-//! table (linear probing, backward-shift deletion) allocated at construction and bounded by
-//! `max_macs`; when full, new MACs are refused (counted) and their frames still forwarded.
-//! Entries age out after `age_seconds`: checked lazily on every hit, reused when an insert
-//! probes over an expired entry, and reclaimed by a sweep of `SWEEP_PER_CALL` slots per call;
-//! nothing ever scans the whole table in one call.
+//! The node owns its MAC table (one per worker, no lock): a `FixedTable` allocated at
+//! construction and bounded by `max_macs`; when full, an insert first sweeps `EVICT_SCAN` slots
+//! for expired entries, then new MACs are refused (counted) and their frames still forwarded.
+//! Entries age out after `age_seconds` (changed live): checked lazily on every hit and
+//! reclaimed by a sweep of `SWEEP_PER_CALL` slots per call; nothing ever scans the whole table
+//! in one call.
 //!
 //! For `show bridge` the worker copies its table into a snapshot `SNAPSHOT_SLOTS_PER_CALL` slots
 //! per call, once every `snapshot_interval_ms`, and publishes it under a mutex it only
@@ -23,6 +23,7 @@
 //! by its trace). It never parses past the 802.1Q tag and never allocates, locks or makes a
 //! syscall per packet.
 
+use crate::fixed_table::{FixedTable, TableKey};
 use crate::names;
 use graph::{Counter, Dispatch, Emitter, Node, NodeContext};
 use packet::headers::{be16, eth, format_mac, put16, Mac};
@@ -259,14 +260,14 @@ impl ManualClock {
 // ---------------------------------------------------------------------------------------------
 // The MAC table.
 
-/// Key of an empty slot: bridge index 0xffff with the broadcast MAC, never learned.
+/// Key of a vacant slot: bridge index 0xffff with the broadcast MAC, never learned.
 const EMPTY: u64 = u64::MAX;
 /// "No bridge" / "no VLAN" marker.
 const NONE: u16 = u16::MAX;
 
 #[derive(Clone, Copy, Debug)]
 struct MacSlot {
-    /// (bridge index << 48) | MAC, or `EMPTY`.
+    /// (bridge index << 48) | MAC (`EMPTY` in a vacant slot).
     key: u64,
     /// TSC when last seen.
     seen: u64,
@@ -319,30 +320,39 @@ fn hash(key: u64) -> usize {
     k as usize
 }
 
-/// Fixed-capacity open-addressing MAC table: linear probing, backward-shift deletion (no
-/// tombstones), at most `max` entries in a power-of-two array of at least twice that.
+/// A MAC table key: (bridge index << 48) | MAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MacKey(u64);
+
+impl TableKey for MacKey {
+    #[inline(always)]
+    fn table_hash(&self) -> u64 {
+        hash(self.0) as u64
+    }
+}
+
+/// Slots an insert into a full table sweeps for expired entries before it is refused.
+const EVICT_SCAN: usize = 64;
+
+/// The learned MACs: a `FixedTable` of at most `max` entries, aged lazily on every hit and by a
+/// bounded sweep.
 pub(crate) struct MacTable {
-    slots: Box<[MacSlot]>,
-    mask: usize,
-    len: usize,
+    map: FixedTable<MacKey, MacSlot>,
     max: usize,
     cursor: usize,
 }
 
 impl MacTable {
     pub(crate) fn new(max: usize) -> MacTable {
-        let cap = (max * 2).next_power_of_two().max(16);
         MacTable {
-            slots: vec![EMPTY_SLOT; cap].into_boxed_slice(),
-            mask: cap - 1,
-            len: 0,
+            map: FixedTable::new(max.max(1), MacKey(EMPTY), EMPTY_SLOT),
             max,
             cursor: 0,
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.map.len()
     }
 
     #[inline(always)]
@@ -353,115 +363,89 @@ impl MacTable {
     /// Record that `key` was seen on `port` at `now`.
     #[inline]
     pub(crate) fn learn(&mut self, key: u64, port: u16, now: u64, age: u64, st: &BridgeStats) {
-        let mut i = hash(key) & self.mask;
-        let mut reuse = usize::MAX;
-        loop {
-            let s = &mut self.slots[i];
-            if s.key == key {
-                if s.port != port || s.seen != now {
-                    if Self::expired(s.seen, now, age) {
+        if let Some(s) = self.map.find(&MacKey(key)) {
+            if let Some(e) = self.map.values_mut().get_mut(s as usize) {
+                if e.port != port || e.seen != now {
+                    if Self::expired(e.seen, now, age) {
                         st.aged.add(1);
                         st.learned.add(1);
-                    } else if s.port != port {
+                    } else if e.port != port {
                         st.moves.add(1);
                     }
-                    s.port = port;
-                    s.seen = now;
+                    e.port = port;
+                    e.seen = now;
                 }
-                return;
             }
-            if s.key == EMPTY {
-                break;
-            }
-            if reuse == usize::MAX && Self::expired(s.seen, now, age) {
-                reuse = i;
-            }
-            i = (i + 1) & self.mask;
+            return;
         }
-        // Not present. Replacing an expired entry on the probe path keeps every chain intact.
-        if reuse != usize::MAX {
-            self.slots[reuse] = MacSlot {
-                key,
-                seen: now,
-                port,
-            };
-            st.aged.add(1);
-            st.learned.add(1);
-        } else if self.len < self.max {
-            self.slots[i] = MacSlot {
-                key,
-                seen: now,
-                port,
-            };
-            self.len += 1;
-            st.learned.add(1);
+        if self.map.len() >= self.max || self.map.is_full() {
+            // Full: make room from entries that expired, if there are some nearby.
+            self.sweep(now, age, EVICT_SCAN, st);
+        }
+        let slot = if self.map.len() < self.max {
+            self.map.insert(MacKey(key))
         } else {
-            st.refused.add(1);
+            None
+        };
+        match slot.and_then(|s| self.map.values_mut().get_mut(s as usize)) {
+            Some(e) => {
+                *e = MacSlot {
+                    key,
+                    seen: now,
+                    port,
+                };
+                st.learned.add(1);
+            }
+            None => st.refused.add(1),
         }
     }
 
     /// The port `key` was last seen on, unless unknown or expired (then it is removed).
     #[inline]
     pub(crate) fn lookup(&mut self, key: u64, now: u64, age: u64, st: &BridgeStats) -> Option<u16> {
-        let mut i = hash(key) & self.mask;
-        loop {
-            let s = self.slots[i];
-            if s.key == key {
-                if Self::expired(s.seen, now, age) {
-                    self.remove_at(i);
-                    st.aged.add(1);
-                    return None;
-                }
-                return Some(s.port);
-            }
-            if s.key == EMPTY {
-                return None;
-            }
-            i = (i + 1) & self.mask;
+        let s = self.map.find(&MacKey(key))?;
+        let e = *self.map.values().get(s as usize)?;
+        if Self::expired(e.seen, now, age) {
+            self.map.remove(s);
+            st.aged.add(1);
+            return None;
         }
+        Some(e.port)
     }
 
     /// Examine `budget` slots from the sweep cursor on, removing expired entries.
     pub(crate) fn sweep(&mut self, now: u64, age: u64, budget: usize, st: &BridgeStats) {
-        if age == 0 || self.len == 0 {
+        if age == 0 || self.map.is_empty() {
             return;
         }
-        for _ in 0..budget {
-            let i = self.cursor;
-            let s = self.slots[i];
-            if s.key != EMPTY && Self::expired(s.seen, now, age) {
-                // Another entry may shift into slot `i`: look at it again next time round.
-                self.remove_at(i);
+        let cap = self.map.capacity();
+        for _ in 0..budget.min(cap) {
+            let s = self.cursor;
+            self.cursor = (self.cursor + 1) % cap;
+            let expired = self.map.is_live(s as u32)
+                && self
+                    .map
+                    .values()
+                    .get(s)
+                    .is_some_and(|e| Self::expired(e.seen, now, age));
+            if expired {
+                self.map.remove(s as u32);
                 st.aged.add(1);
-            } else {
-                self.cursor = (i + 1) & self.mask;
             }
         }
-    }
-
-    /// Empty slot `i`, shifting back the entries of its probe chain that may move.
-    fn remove_at(&mut self, i: usize) {
-        let mut hole = i;
-        let mut j = i;
-        loop {
-            j = (j + 1) & self.mask;
-            let s = self.slots[j];
-            if s.key == EMPTY {
-                break;
-            }
-            let home = hash(s.key) & self.mask;
-            // The entry at `j` may fill the hole when its home is not in (hole, j] cyclically.
-            if (j.wrapping_sub(home) & self.mask) >= (j.wrapping_sub(hole) & self.mask) {
-                self.slots[hole] = s;
-                hole = j;
-            }
-        }
-        self.slots[hole] = EMPTY_SLOT;
-        self.len -= 1;
     }
 
     fn capacity(&self) -> usize {
-        self.slots.len()
+        self.map.capacity()
+    }
+
+    /// The entry in slot `s`, if one lives there.
+    fn slot(&self, s: usize) -> Option<MacSlot> {
+        if self.map.is_live(s as u32) {
+            self.map.values().get(s).copied()
+        } else {
+            None
+        }
     }
 }
 
@@ -729,8 +713,11 @@ impl L2Bridge {
         }
         let cap = self.table.capacity();
         let end = (self.snap.cursor + SNAPSHOT_SLOTS_PER_CALL).min(cap);
-        for s in &self.table.slots[self.snap.cursor..end] {
-            if s.key == EMPTY || self.shadow.len() == self.shadow.capacity() {
+        for i in self.snap.cursor..end {
+            let Some(s) = self.table.slot(i) else {
+                continue;
+            };
+            if self.shadow.len() == self.shadow.capacity() {
                 continue;
             }
             let bd = &self.bds[(s.key >> 48) as usize];
