@@ -99,14 +99,7 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     }
     let reply = request_at(&ep, &command, args.json)?;
     if !reply.ok {
-        eprintln!(
-            "vecplane ctl: {}",
-            reply
-                .error
-                .as_deref()
-                .unwrap_or("the daemon reported an error without a message")
-        );
-        return Ok(ExitCode::FAILURE);
+        return Ok(daemon_error(&reply));
     }
     let out = if args.json {
         let data = reply.data.unwrap_or(Value::Null);
@@ -115,6 +108,18 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         reply.text.unwrap_or_default()
     };
     print(&out)
+}
+
+/// Say what the daemon refused; exit 1.
+fn daemon_error(reply: &control::Reply) -> ExitCode {
+    eprintln!(
+        "vecplane ctl: {}",
+        reply
+            .error
+            .as_deref()
+            .unwrap_or("the daemon reported an error without a message")
+    );
+    ExitCode::FAILURE
 }
 
 /// `--json show ip[6] fib [after PREFIX]`: every page from the daemon, printed as they come as
@@ -132,14 +137,7 @@ fn fib_pages(ep: &Endpoint, v6: bool, mut after: Option<String>) -> anyhow::Resu
         };
         let reply = request_at(ep, &line, true)?;
         if !reply.ok {
-            eprintln!(
-                "vecplane ctl: {}",
-                reply
-                    .error
-                    .as_deref()
-                    .unwrap_or("the daemon reported an error without a message")
-            );
-            return Ok(ExitCode::FAILURE);
+            return Ok(daemon_error(&reply));
         }
         let data = reply.data.unwrap_or(Value::Null);
         let entries = data["entries"].as_array().cloned().unwrap_or_default();

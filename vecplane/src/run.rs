@@ -266,12 +266,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let failures: Vec<String> = view
         .ports
         .iter()
-        .filter_map(|p| {
-            p.stats
-                .iter()
-                .find_map(|s| s.failure())
-                .map(|f| format!("port `{}`: {f}", p.name))
-        })
+        .filter_map(|p| p.failure().map(|f| format!("port `{}`: {f}", p.name)))
         .collect();
     for f in &failures {
         eprintln!("vecplane: {f}");

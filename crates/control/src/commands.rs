@@ -798,19 +798,14 @@ impl Control {
                 "tx_packets": c.tx_packets,
                 "tx_bytes": c.tx_bytes,
                 "tx_drops": c.tx_drops,
-                "failure": p.stats.iter().find_map(|s| s.failure()),
+                "failure": p.failure(),
             }));
         }
         let failures: String = self
             .view
             .ports
             .iter()
-            .filter_map(|p| {
-                p.stats
-                    .iter()
-                    .find_map(|s| s.failure())
-                    .map(|f| format!("{} stopped: {f}\n", p.name))
-            })
+            .filter_map(|p| p.failure().map(|f| format!("{} stopped: {f}\n", p.name)))
             .collect();
         let text = render(
             &[

@@ -223,7 +223,7 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
                 "tx_packets": c.tx_packets,
                 "tx_bytes": c.tx_bytes,
                 "tx_drops": c.tx_drops,
-                "failure": p.stats.iter().find_map(|s| s.failure()),
+                "failure": p.failure(),
             })
         })
         .collect();

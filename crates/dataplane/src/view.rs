@@ -101,6 +101,13 @@ pub struct PortView {
     pub stats: Vec<Arc<PortStats>>,
 }
 
+impl PortView {
+    /// Why the port stopped early (a pcap record that ended its replay), if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.stats.iter().find_map(|s| s.failure())
+    }
+}
+
 /// One worker.
 #[derive(Clone, Debug)]
 pub struct WorkerView {
