@@ -3,12 +3,12 @@
 //! and the bridge. Runs once, on the control thread, before the worker starts; never on the fast
 //! path.
 
-use crate::handoff::{self, Handoff, HandoffRx, HandoffTx, RssDispatch, SharedOutbox};
+use crate::handoff::{Handoff, HandoffRx, RssDispatch, SharedOutbox};
 use crate::idle::Doorbell;
 use crate::routing::{Routing, RoutingReaders};
-use crate::spec::{DataplaneSpec, OptionsPolicy, PortDriver};
+use crate::spec::{DataplaneSpec, OptionsPolicy};
 use crate::view::PortView;
-use afxdp::{AfXdpConfig, AfXdpPort, Umem};
+use afxdp::Umem;
 use graph::{Graph, GraphBuilder, PortStats};
 use live::{Domain, WorkerEpoch};
 use nodes::bridge::{BridgeConfig, BridgeDomainConfig, BridgePortConfig, BridgeStats, L2Bridge};
@@ -17,15 +17,10 @@ use nodes::ethernet::{EthernetInput, PortL2, PortMode};
 use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
 use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
 use nodes::ip6::{Ip6Input, Ip6Lookup, Ip6Rewrite};
-use nodes::names;
 use nodes::neighbour::{NeighbourConfig, NeighbourHandle, NeighbourPort};
 use nodes::output::InterfaceOutput;
 use nodes::xconnect::{L2Xconnect, XconnectPeer};
-use packet::headers::UdpFrameSpec;
 use packet::{BufferPool, PoolConfig};
-use ports::{
-    AfPacketConfig, AfPacketPort, FlowSet, MemoryRx, MemoryTx, PcapRx, PcapTx, TapConfig, TapPort,
-};
 use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
@@ -118,7 +113,7 @@ impl WorkersShared {
             && spec
                 .ports
                 .iter()
-                .any(|p| matches!(p.driver, PortDriver::AfXdp { .. } | PortDriver::Tap { .. }));
+                .any(|p| crate::drivers::of(&p.driver).may_hand_off());
         let (domain, epochs) = Domain::new(workers);
         let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
         let doorbells: Vec<Arc<Doorbell>> =
@@ -139,7 +134,7 @@ impl WorkersShared {
     }
 
     /// Worker `index`'s outbox of handoff rings (an error when there are no rings).
-    fn outbox(&self, index: usize) -> Result<SharedOutbox, BuildError> {
+    pub(crate) fn outbox(&self, index: usize) -> Result<SharedOutbox, BuildError> {
         self.handoff.outbox(index).ok_or_else(|| {
             BuildError::Routing(format!("worker {index}: no software-RSS rings were built"))
         })
@@ -199,237 +194,27 @@ impl BuiltWorker {
         // Whether this worker takes part in software RSS (rss-dispatch, handoff-rx).
         let mut needs_rss_nodes = false;
         for (id, p) in spec.ports.iter().enumerate() {
-            let port_err = |reason: String| BuildError::Port {
-                port: p.name.clone(),
-                reason,
-            };
             let stats = Arc::new(PortStats::default());
-            let rx_name = format!("{}-rx", p.name);
-            let tx_name = format!("{}-tx", p.name);
-            let mut detail = String::new();
-            let driver = match &p.driver {
-                PortDriver::Memory(m) => {
-                    if m.generate {
-                        let template = UdpFrameSpec {
-                            dst_mac: m.dst_mac,
-                            src_mac: m.src_mac,
-                            vlan: m.vlan,
-                            src_ip: m.src_ip,
-                            dst_ip: m.destinations.first().copied().unwrap_or(m.src_ip),
-                            frame_size: m.frame_size,
-                            ..UdpFrameSpec::default()
-                        };
-                        let flows = FlowSet::new(&template, m.flows, &m.destinations)
-                            .map_err(|e| port_err(e.to_string()))?;
-                        b.add_input(Box::new(MemoryRx::new(
-                            rx_name,
-                            id as u16,
-                            flows,
-                            // Each worker generates its share of a limited run.
-                            m.limit.map(|l| {
-                                let n = spec.workers.max(1) as u64;
-                                l / n + u64::from((index as u64) < l % n)
-                            }),
-                            names::ETHERNET_INPUT.to_string(),
-                            stats.clone(),
-                        )));
-                    }
-                    b.add_node(Box::new(MemoryTx::new(
-                        tx_name.clone(),
-                        id as u16,
-                        stats.clone(),
-                    )));
-                    tx_nodes.push(Some(tx_name));
-                    "memory"
-                }
-                PortDriver::Pcap { .. } if index > 0 => {
-                    return Err(port_err(
-                        "pcap ports run on one worker; accepted: workers = 1".into(),
-                    ));
-                }
-                PortDriver::Tap { .. } if index > 0 => {
-                    // Worker 0 owns the TAP; the others hand what they send on it to worker 0.
-                    b.add_node(Box::new(HandoffTx::new(
-                        tx_name.clone(),
-                        id as u16,
-                        0,
-                        shared.outbox(index)?,
-                    )));
-                    needs_rss_nodes = true;
-                    tx_nodes.push(Some(tx_name));
-                    detail = "software RSS: sent by worker 0".to_string();
-                    ports::tap::DRIVER
-                }
-                PortDriver::Pcap { rx, tx } => {
-                    if let Some(path) = rx {
-                        let node = PcapRx::open(
-                            rx_name,
-                            id as u16,
-                            path,
-                            names::ETHERNET_INPUT.to_string(),
-                            stats.clone(),
-                        )
-                        .map_err(|e| port_err(e.to_string()))?;
-                        b.add_input(Box::new(node));
-                    }
-                    if let Some(path) = tx {
-                        let node = PcapTx::create_checked(
-                            tx_name.clone(),
-                            id as u16,
-                            path,
-                            stats.clone(),
-                            &spec.input_files(),
-                        )
-                        .map_err(|e| port_err(e.to_string()))?;
-                        b.add_node(Box::new(node));
-                        tx_nodes.push(Some(tx_name));
-                    } else {
-                        tx_nodes.push(None);
-                    }
-                    "pcap"
-                }
-                PortDriver::AfPacket { interface, fanout } => {
-                    let mut config = AfPacketConfig::new(interface.clone());
-                    config.fanout = *fanout;
-                    if spec.workers > 1 && fanout.is_none() {
-                        // Every worker's socket must join the same group: derive one from
-                        // the process and the port, unlikely to meet another process's.
-                        config.fanout = Some(
-                            (std::process::id() as u16)
-                                .wrapping_mul(31)
-                                .wrapping_add(id as u16),
-                        );
-                    }
-                    let port = AfPacketPort::open(
-                        &config,
-                        id as u16,
-                        rx_name,
-                        tx_name.clone(),
-                        names::ETHERNET_INPUT.to_string(),
-                        stats.clone(),
-                    )
-                    .map_err(|e| port_err(e.to_string()))?;
-                    b.add_input(Box::new(port.rx));
-                    b.add_node(Box::new(port.tx));
-                    tx_nodes.push(Some(tx_name));
-                    ports::af_packet::DRIVER
-                }
-                PortDriver::AfXdp {
-                    interface,
-                    queues,
-                    mode,
-                } => {
-                    let queues = &if *queues == 0 {
-                        rx_queues(interface).map_err(port_err)?
-                    } else {
-                        *queues
-                    };
-                    let workers = spec.workers.max(1) as u32;
-                    // Fewer queues than workers: the queue owners spread flows in software.
-                    let rss = workers > *queues;
-                    if rss && index as u32 >= *queues {
-                        // No socket here: frames for this port go to its owner's ring.
-                        let owner = index % *queues as usize;
-                        b.add_node(Box::new(HandoffTx::new(
-                            tx_name.clone(),
-                            id as u16,
-                            owner,
-                            shared.outbox(index)?,
-                        )));
-                        detail = format!("software RSS: sent by worker {owner}");
-                        needs_rss_nodes = true;
-                        tx_nodes.push(Some(tx_name));
-                        views.push(PortView {
-                            name: p.name.clone(),
-                            driver: "af-xdp".to_string(),
-                            detail,
-                            mac: p.mac,
-                            stats: vec![stats],
-                        });
-                        continue;
-                    }
-                    let umem = match &umem {
-                        Some(u) => u.clone(),
-                        None => {
-                            let u = Umem::new(&pool).map_err(|e| port_err(e.to_string()))?;
-                            umem = Some(u.clone());
-                            u
-                        }
-                    };
-                    // Worker `index` receives on queues index, index + workers, ... and
-                    // transmits on queue `index`.
-                    for queue in (index as u32..*queues).step_by(workers as usize) {
-                        let mut config = AfXdpConfig::new(interface.clone(), queue, id as u16);
-                        config.mode = *mode;
-                        let port = AfXdpPort::open(&umem, &config, stats.clone())
-                            .map_err(|e| port_err(format!("queue {queue}: {e}")))?;
-                        if queue == index as u32 {
-                            detail = format!(
-                                "xdp {}, {}, {} queue{}{}",
-                                port.mode(),
-                                if port.zerocopy() { "zero-copy" } else { "copy" },
-                                queues,
-                                if *queues == 1 { "" } else { "s" },
-                                if rss {
-                                    format!(", software RSS over {workers} workers")
-                                } else {
-                                    String::new()
-                                }
-                            );
-                        }
-                        let rx_q = if *queues == 1 {
-                            rx_name.clone()
-                        } else {
-                            format!("{rx_name}{queue}")
-                        };
-                        let rx_next = if rss {
-                            needs_rss_nodes = true;
-                            handoff::RSS_DISPATCH
-                        } else {
-                            names::ETHERNET_INPUT
-                        };
-                        let (rx, tx) = port.into_nodes(rx_q, rx_next, tx_name.clone());
-                        b.add_input(Box::new(rx));
-                        // One transmit node per port and worker: its first queue's socket.
-                        if queue == index as u32 {
-                            b.add_node(Box::new(tx));
-                        }
-                    }
-                    tx_nodes.push(Some(tx_name));
-                    "af-xdp"
-                }
-                PortDriver::Tap { name, vnet_hdr } => {
-                    let config = TapConfig {
-                        name: name.clone(),
-                        vnet_hdr: *vnet_hdr,
-                    };
-                    // With several workers, worker 0 spreads the TAP's flows (software RSS).
-                    let rx_next = if spec.workers > 1 {
-                        needs_rss_nodes = true;
-                        detail = format!("software RSS over {} workers", spec.workers);
-                        handoff::RSS_DISPATCH
-                    } else {
-                        names::ETHERNET_INPUT
-                    };
-                    let port = TapPort::open(
-                        &config,
-                        id as u16,
-                        rx_name,
-                        tx_name.clone(),
-                        rx_next.to_string(),
-                        stats.clone(),
-                    )
-                    .map_err(|e| port_err(e.to_string()))?;
-                    b.add_input(Box::new(port.rx));
-                    b.add_node(Box::new(port.tx));
-                    tx_nodes.push(Some(tx_name));
-                    ports::tap::DRIVER
-                }
+            let mut cx = crate::drivers::PortContext {
+                spec,
+                port: p,
+                id: id as u16,
+                worker: index,
+                rx_name: format!("{}-rx", p.name),
+                tx_name: format!("{}-tx", p.name),
+                stats: stats.clone(),
+                graph: &mut b,
+                pool: &pool,
+                shared,
+                umem: &mut umem,
             };
+            let built = crate::drivers::of(&p.driver).build(&mut cx)?;
+            needs_rss_nodes |= built.rss;
+            tx_nodes.push(built.tx);
             views.push(PortView {
                 name: p.name.clone(),
-                driver: driver.to_string(),
-                detail,
+                driver: built.driver.to_string(),
+                detail: built.detail,
                 mac: p.mac,
                 stats: vec![stats],
             });
@@ -482,16 +267,6 @@ impl BuiltWorker {
 }
 
 /// How many receive queues kernel interface `name` has (`/sys/class/net/NAME/queues/rx-*`).
-fn rx_queues(name: &str) -> Result<u32, String> {
-    let dir = format!("/sys/class/net/{name}/queues");
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {dir}: {e}"))?;
-    let n = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-        .count();
-    Ok((n as u32).clamp(1, 64))
-}
-
 /// Free the packets still queued for neighbour resolution (at stop, before the pool goes) and
 /// count them, with any other drop the neighbour tables have not reported yet, as
 /// `neighbour-tx` errors of `stats`. Returns the packets flushed. Call on the worker's thread.

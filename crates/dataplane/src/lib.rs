@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod build;
+mod drivers;
 pub mod handoff;
 pub mod idle;
 pub mod routing;

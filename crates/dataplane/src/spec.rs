@@ -54,9 +54,10 @@ impl DataplaneSpec {
     pub fn input_files(&self) -> Vec<ports::outfile::FileId> {
         self.ports
             .iter()
-            .filter_map(|p| match &p.driver {
-                PortDriver::Pcap { rx: Some(rx), .. } => ports::outfile::file_id(rx),
-                _ => None,
+            .filter_map(|p| {
+                crate::drivers::of(&p.driver)
+                    .input_file()
+                    .and_then(ports::outfile::file_id)
             })
             .collect()
     }
@@ -65,10 +66,7 @@ impl DataplaneSpec {
     pub fn output_files(&self) -> Vec<&std::path::Path> {
         self.ports
             .iter()
-            .filter_map(|p| match &p.driver {
-                PortDriver::Pcap { tx: Some(tx), .. } => Some(tx.as_path()),
-                _ => None,
-            })
+            .filter_map(|p| crate::drivers::of(&p.driver).output_file())
             .collect()
     }
 

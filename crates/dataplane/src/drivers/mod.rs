@@ -1,0 +1,110 @@
+//! Port drivers: how one port of the spec becomes nodes of one worker's graph (`Driver`), and
+//! which driver a `PortDriver` is (`of`, the one place that lists them). A new driver is a
+//! module here with its `Driver` implementation, one arm in `of`, and its keys in the config's
+//! driver table. Runs at build time on the control thread; never on the fast path.
+
+mod af_packet;
+mod af_xdp;
+mod memory;
+mod pcap;
+mod tap;
+
+use crate::build::{BuildError, WorkersShared};
+use crate::spec::{DataplaneSpec, PortDriver, PortSpec};
+use afxdp::Umem;
+use graph::{GraphBuilder, PortStats};
+use packet::BufferPool;
+use std::path::Path;
+use std::sync::Arc;
+
+/// What building one port on one worker has at hand.
+pub(crate) struct PortContext<'a> {
+    pub(crate) spec: &'a DataplaneSpec,
+    pub(crate) port: &'a PortSpec,
+    /// Port id (index in the spec).
+    pub(crate) id: u16,
+    /// Worker being built.
+    pub(crate) worker: usize,
+    /// Its receive and transmit node names.
+    pub(crate) rx_name: String,
+    pub(crate) tx_name: String,
+    /// Its counters on this worker.
+    pub(crate) stats: Arc<PortStats>,
+    pub(crate) graph: &'a mut GraphBuilder,
+    pub(crate) pool: &'a BufferPool,
+    pub(crate) shared: &'a WorkersShared,
+    /// The pool registered as UMEM, once per worker, by its first AF_XDP port.
+    pub(crate) umem: &'a mut Option<Umem>,
+}
+
+impl PortContext<'_> {
+    /// A build error of this port.
+    pub(crate) fn error(&self, reason: impl Into<String>) -> BuildError {
+        BuildError::Port {
+            port: self.port.name.clone(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// What a driver added for one port on one worker.
+pub(crate) struct BuiltPort {
+    /// The driver's name, as `show interfaces` prints it.
+    pub(crate) driver: &'static str,
+    /// Details worth showing (XDP mode, queues, software RSS); may be empty.
+    pub(crate) detail: String,
+    /// The transmit node `interface-output` sends this port's packets to (None: cannot send).
+    pub(crate) tx: Option<String>,
+    /// Whether this worker takes part in software RSS for it (rss-dispatch, handoff-rx).
+    pub(crate) rss: bool,
+}
+
+/// A port driver.
+pub(crate) trait Driver<'a> {
+    /// Add the port's nodes to `cx.graph` for worker `cx.worker`.
+    fn build(&self, cx: &mut PortContext<'_>) -> Result<BuiltPort, BuildError>;
+
+    /// Files the port reads (no output may overwrite them).
+    fn input_file(&self) -> Option<&'a Path> {
+        None
+    }
+
+    /// Files the port writes.
+    fn output_file(&self) -> Option<&'a Path> {
+        None
+    }
+
+    /// Whether, with several workers, frames of this port may be handed between workers
+    /// (software RSS), so the handoff rings must exist.
+    fn may_hand_off(&self) -> bool {
+        false
+    }
+}
+
+/// The driver of `d`.
+pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
+    match d {
+        PortDriver::Memory(m) => Box::new(memory::Memory(m)),
+        PortDriver::Pcap { rx, tx } => Box::new(pcap::Pcap {
+            rx: rx.as_deref(),
+            tx: tx.as_deref(),
+        }),
+        PortDriver::AfPacket { interface, fanout } => Box::new(af_packet::AfPacket {
+            interface,
+            fanout: *fanout,
+        }),
+        PortDriver::AfXdp {
+            interface,
+            queues,
+            mode,
+        } => Box::new(af_xdp::AfXdp {
+            interface,
+            queues: *queues,
+            mode: *mode,
+        }),
+        PortDriver::Tap { name, vnet_hdr } => Box::new(tap::Tap {
+            name,
+            vnet_hdr: *vnet_hdr,
+        }),
+    }
+}

@@ -1,0 +1,69 @@
+//! TAP ports: a TAP device (created if missing); with several workers worker 0 owns it and
+//! spreads its flows (software RSS), the others hand it what they send.
+
+use super::{BuiltPort, Driver, PortContext};
+use crate::build::BuildError;
+use crate::handoff::{self, HandoffTx};
+use nodes::names;
+use ports::{TapConfig, TapPort};
+
+pub(super) struct Tap<'a> {
+    pub(super) name: &'a str,
+    pub(super) vnet_hdr: bool,
+}
+
+impl<'a> Driver<'a> for Tap<'a> {
+    fn build(&self, cx: &mut PortContext<'_>) -> Result<BuiltPort, BuildError> {
+        if cx.worker > 0 {
+            // Worker 0 owns the TAP; the others hand what they send on it to worker 0.
+            cx.graph.add_node(Box::new(HandoffTx::new(
+                cx.tx_name.clone(),
+                cx.id,
+                0,
+                cx.shared.outbox(cx.worker)?,
+            )));
+            return Ok(BuiltPort {
+                driver: ports::tap::DRIVER,
+                detail: "software RSS: sent by worker 0".to_string(),
+                tx: Some(cx.tx_name.clone()),
+                rss: true,
+            });
+        }
+        let config = TapConfig {
+            name: self.name.to_string(),
+            vnet_hdr: self.vnet_hdr,
+        };
+        // With several workers, worker 0 spreads the TAP's flows (software RSS).
+        let workers = cx.spec.workers;
+        let (rx_next, rss, detail) = if workers > 1 {
+            (
+                handoff::RSS_DISPATCH,
+                true,
+                format!("software RSS over {workers} workers"),
+            )
+        } else {
+            (names::ETHERNET_INPUT, false, String::new())
+        };
+        let port = TapPort::open(
+            &config,
+            cx.id,
+            cx.rx_name.clone(),
+            cx.tx_name.clone(),
+            rx_next.to_string(),
+            cx.stats.clone(),
+        )
+        .map_err(|e| cx.error(e.to_string()))?;
+        cx.graph.add_input(Box::new(port.rx));
+        cx.graph.add_node(Box::new(port.tx));
+        Ok(BuiltPort {
+            driver: ports::tap::DRIVER,
+            detail,
+            tx: Some(cx.tx_name.clone()),
+            rss,
+        })
+    }
+
+    fn may_hand_off(&self) -> bool {
+        true
+    }
+}
