@@ -633,7 +633,7 @@ fn a_large_fib_is_listed_in_pages_and_printed_as_one_document() {
 }
 
 #[test]
-fn policies_are_read_and_changed_live_through_the_api() {
+fn policies_and_port_mtus_are_read_and_changed_live_through_the_api() {
     if !tool("curl") {
         return;
     }
@@ -679,6 +679,46 @@ fn policies_are_read_and_changed_live_through_the_api() {
     );
     assert_eq!(code, 400, "{body}");
     assert!(body.contains("unknown field `workers`"), "{body}");
+    // The same through ctl.
+    dm.ctl_ok(&["policy", "set", "poll-mode", "adaptive"]);
+    let shown = dm.ctl_ok(&["policy", "show"]);
+    assert_eq!(
+        json_of(&shown)["poll-mode"],
+        serde_json::json!(["adaptive"]),
+        "{shown}"
+    );
+    let o = dm.ctl(&["policy", "set", "poll-sleep-max-us", "1"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("(field poll-sleep-max-us)"),
+        "{}",
+        stderr(&o)
+    );
+    // A port's MTU, live.
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/interfaces/out0",
+        Some(r#"{"mtu": 1280}"#),
+    );
+    assert_eq!(code, 200, "{body}");
+    let ifs = dm.ctl_json(&["show", "interfaces"]);
+    assert_eq!(ifs["interfaces"][1]["mtu"], 1280, "{ifs}");
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/interfaces/out0",
+        Some(r#"{"mtu": 50}"#),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("68..=9000"), "{body}");
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/interfaces/nope",
+        Some(r#"{"mtu": 1500}"#),
+    );
+    assert_eq!(code, 404, "{body}");
     dm.signal(libc::SIGINT);
     assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
 }

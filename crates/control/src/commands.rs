@@ -789,7 +789,7 @@ impl Control {
                 "driver": p.driver,
                 "detail": p.detail,
                 "mac": mac,
-                "mtu": ps.map(|s| s.mtu),
+                "mtu": self.view.policies.port_mtus.get(i),
                 "ip4": ps.map(|s| s.ip4.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>()).unwrap_or_default(),
                 "ip6": ps.map(|s| s.ip6.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>()).unwrap_or_default(),
                 "rx_packets": c.rx_packets,

@@ -1,9 +1,9 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
 //! compare it with the running one, and apply what may change live — routes and static
-//! neighbours as one routing batch, then the live policies (poll modes, ICMP error rate, IPv4 options, neighbour
-//! timers, bridge aging) — or
-//! nothing: anything else that differs is refused with the key it is under and its line. It
-//! never restarts a port or a worker.
+//! neighbours as one routing batch, then the ports' MTUs and the live policies (poll modes,
+//! ICMP error rate, IPv4 options, neighbour timers, bridge aging) — or nothing: anything else
+//! that differs is refused with the key it is under and its line. It never restarts a port or
+//! a worker.
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
@@ -148,9 +148,20 @@ impl Reloader {
                 })?
                 .version
         };
+        // Ports' MTUs: static neighbours' adjacencies first, then the workers' entries.
+        let mut version = version;
+        for &(port, mtu) in &diff.mtus {
+            if let Ok(a) = routing.set_port_mtu(port, mtu) {
+                version = a.version;
+            }
+            self.policies.port_mtus.set(port, mtu);
+        }
         drop(routing);
         // The routing batch is in: the policies cannot fail.
         let mut policies: Vec<&str> = Vec::new();
+        if !diff.mtus.is_empty() {
+            policies.push("mtu");
+        }
         if let Some(p) = &diff.poll {
             for (w, setting) in self.policies.poll.iter().enumerate() {
                 setting.set(p.mode_of(w), p.sleep_max_us);

@@ -356,7 +356,10 @@ pub fn add_protocol_nodes_with(
         },
         tsc_hz,
     );
-    neighbours.with(|n| n.set_timers(policies.neighbour.clone()));
+    neighbours.with(|n| {
+        n.set_timers(policies.neighbour.clone());
+        n.set_port_mtus(policies.port_mtus.clone());
+    });
     let mut peers = vec![None; spec.ports.len()];
     let mut modes: Vec<PortL2> = spec
         .ports

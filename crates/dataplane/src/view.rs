@@ -47,6 +47,9 @@ pub struct LivePolicies {
     pub neighbour: Arc<nodes::neighbour::NeighbourTimers>,
     /// Bridge MAC aging, seconds (0: never).
     pub bridge_age_seconds: Arc<std::sync::atomic::AtomicU32>,
+    /// Each port's MTU (the workers' neighbour entries follow it; static neighbours' adjacencies
+    /// change through `Routing::set_port_mtu`).
+    pub port_mtus: Arc<nodes::neighbour::PortMtus>,
 }
 
 impl LivePolicies {
@@ -74,6 +77,9 @@ impl LivePolicies {
             )),
             bridge_age_seconds: Arc::new(std::sync::atomic::AtomicU32::new(
                 spec.bridge.age_seconds,
+            )),
+            port_mtus: Arc::new(nodes::neighbour::PortMtus::new(
+                &spec.ports.iter().map(|p| p.mtu).collect::<Vec<_>>(),
             )),
         }
     }

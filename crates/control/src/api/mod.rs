@@ -71,6 +71,10 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/command", post(r::post_command))
         .route("/v1/runtime", get(r::get_runtime))
         .route("/v1/interfaces", get(r::get_interfaces))
+        .route(
+            "/v1/interfaces/{name}",
+            axum::routing::patch(r::patch_interface),
+        )
         .route("/v1/errors", get(r::get_errors))
         .route("/v1/neighbour-tables", get(r::get_neighbour_tables))
         .route("/v1/bridges", get(r::get_bridges))

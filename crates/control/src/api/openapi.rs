@@ -204,6 +204,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
         None,
     ),
     ep(
+        "patch",
+        "/v1/interfaces/{name}",
+        "Change a port's MTU live (its static neighbours' adjacencies and the workers' entries)",
+        &[],
+        Some("Interface"),
+    ),
+    ep(
         "get",
         "/v1/policies",
         "The settings that change live (poll modes, ICMP errors, IPv4 options, neighbour and bridge timers)",
@@ -266,6 +273,10 @@ fn schemas() -> Value {
         "Command": {
             "type": "object", "additionalProperties": false, "required": ["command"],
             "properties": {"command": {"type": "string", "example": "show runtime"}, "json": {"type": "boolean"}}
+        },
+        "Interface": {
+            "type": "object", "additionalProperties": false,
+            "properties": {"mtu": {"type": "integer", "minimum": 68, "maximum": 9000}}
         },
         "Policies": {
             "type": "object", "additionalProperties": false,

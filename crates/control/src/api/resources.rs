@@ -751,3 +751,52 @@ pub(crate) async fn patch_policies(State(s): Shared, q: Params, b: Body) -> Resp
         Err(e) => e.into_response(),
     }
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InterfacePatch {
+    mtu: Option<i64>,
+}
+
+/// `PATCH /v1/interfaces/{name} {"mtu": N}`: a port's MTU, live (its static neighbours'
+/// adjacencies as one routing version, then every worker's neighbour entries).
+pub(crate) async fn patch_interface(
+    State(s): Shared,
+    Path(name): Path<String>,
+    q: Params,
+    b: Body,
+) -> Response {
+    let run = move || -> Result<Value, ApiError> {
+        params(q, &[])?;
+        let patch: InterfacePatch = body(b)?;
+        let Some(port) = s.ports.iter().position(|p| *p == name) else {
+            return Err(ApiError::not_found(format!(
+                "there is no port `{name}`; accepted: {}",
+                s.ports.join(", ")
+            )));
+        };
+        let Some(mtu) = patch.mtu else {
+            return Ok(json!({"name": name, "mtu": s.view.policies.port_mtus.get(port)}));
+        };
+        let mtu = match u16::try_from(mtu) {
+            Ok(m) if (68..=9000).contains(&m) => m,
+            _ => {
+                return Err(ApiError::bad(
+                    "mtu",
+                    format!("{mtu} is out of range; accepted: 68..=9000"),
+                ))
+            }
+        };
+        let mut routing = dataplane::build::lock(&s.view.routing);
+        let applied = routing
+            .set_port_mtu(port, mtu)
+            .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.0))?;
+        drop(routing);
+        s.view.policies.port_mtus.set(port, mtu);
+        Ok(json!({"name": name, "mtu": mtu, "version": applied.version}))
+    };
+    match blocking(run).await {
+        Ok(v) => axum::Json(v).into_response(),
+        Err(e) => e.into_response(),
+    }
+}

@@ -77,6 +77,8 @@ pub struct LiveDiff {
     pub bridge: Option<BridgePolicy>,
     /// Poll modes and the adaptive sleep bound.
     pub poll: Option<PollPolicy>,
+    /// Ports whose `mtu` changed: (port index, new MTU).
+    pub mtus: Vec<(usize, u16)>,
 }
 
 impl LiveDiff {
@@ -89,6 +91,7 @@ impl LiveDiff {
             && self.neighbour.is_none()
             && self.bridge.is_none()
             && self.poll.is_none()
+            && self.mtus.is_empty()
     }
 }
 
@@ -193,6 +196,14 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         neighbour: (live_neighbour != o.neighbour).then_some(live_neighbour),
         bridge: (live_bridge != o.bridge).then_some(live_bridge),
         poll: (*poll != o.poll).then(|| poll.clone()),
+        mtus: o
+            .ports
+            .iter()
+            .zip(ports)
+            .enumerate()
+            .filter(|(_, (a, b))| a.mtu != b.mtu)
+            .map(|(i, (_, b))| (i, b.mtu))
+            .collect(),
     })
 }
 
@@ -251,10 +262,6 @@ impl Refusals<'_> {
             let port = |what: &str| format!("port `{}`: {what}", n.name);
             if o.mac != n.mac {
                 self.refuse(&section, Some("mac"), port("its mac changed"));
-            }
-            if o.mtu != n.mtu {
-                let what = format!("`mtu` changed from {} to {}", o.mtu, n.mtu);
-                self.refuse(&section, Some("mtu"), port(&what));
             }
             if o.ip4 != n.ip4 || o.ip6 != n.ip6 {
                 let key = if o.ip4 != n.ip4 { "ip4" } else { "ip6" };

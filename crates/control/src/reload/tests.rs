@@ -179,3 +179,30 @@ fn policies_change_live_and_only_with_the_rest() {
     assert_eq!(settings[0].get(), (dataplane::PollMode::Busy, 200));
     assert_eq!(settings[1].get(), (dataplane::PollMode::Busy, 200));
 }
+
+#[test]
+fn a_port_mtu_changes_live() {
+    let d = TempDir::new();
+    let p = write(&d, &route("198.19.1.0/24", "198.18.2.2"), "");
+    let c = Config::load(&p).expect("valid");
+    let routing = Arc::new(Mutex::new(
+        Routing::without_workers(&c.spec).expect("routing"),
+    ));
+    let policies = LivePolicies::new(&c.spec);
+    let mtus = policies.port_mtus.clone();
+    let reloader = Reloader::new(&p, c, routing.clone(), policies);
+    let text = std::fs::read_to_string(&p).expect("read");
+    std::fs::write(
+        &p,
+        text.replace(
+            "ip4 = [\"198.18.2.1/24\"]",
+            "ip4 = [\"198.18.2.1/24\"]\nmtu = 1280",
+        ),
+    )
+    .expect("write");
+    let answer = reloader.reload().expect("reloaded");
+    assert_eq!(answer["policies_changed"], json!(["mtu"]), "{answer}");
+    assert_eq!((mtus.get(0), mtus.get(1)), (1500, 1280));
+    // The static neighbour on out0 was republished with it.
+    assert!(answer["version"].as_u64().unwrap_or(0) >= 1, "{answer}");
+}

@@ -422,6 +422,24 @@ impl Routing {
         (self.v4.user.len(), self.v6.user.len())
     }
 
+    /// Change port `port`'s MTU: the static neighbours on it get adjacencies with the new MTU,
+    /// published as one version (the workers' own neighbour entries follow `PortMtus`). Returns
+    /// the version, or an error for a port it does not have.
+    pub fn set_port_mtu(&mut self, port: usize, mtu: u16) -> Result<Applied, RoutingError> {
+        let Some(info) = self.ports.get_mut(port) else {
+            return Err(RoutingError(format!("there is no port {port}")));
+        };
+        info.mtu = mtu;
+        let changes: Vec<Change> = self
+            .neighbours
+            .values()
+            .filter(|n| n.spec.port == port)
+            .map(|n| Change::ReplaceNeighbour(n.spec.clone()))
+            .collect();
+        self.apply(&changes)
+            .map_err(|e| RoutingError(e.message.clone()))
+    }
+
     /// Static neighbours, by address.
     pub fn neighbours(&self) -> Vec<NeighbourSpec> {
         self.neighbours.values().map(|n| n.spec.clone()).collect()

@@ -264,6 +264,19 @@ fn neighbours_change_live_and_are_kept_while_needed() {
         .and_then(|a| table.adjacency(a))
         .expect("adjacency");
     assert_eq!(&adj.macs[..6], &[2, 0, 0, 0, 7, 8]);
+    // A new MTU on its port reaches the adjacency as one more version.
+    let before = r.version();
+    r.set_port_mtu(1, 1280).expect("mtu");
+    assert_eq!(r.version(), before + 1);
+    let table = rd.next_hops4[0].get();
+    let adj = (0..table.gateway_slots() as u32)
+        .filter_map(|g| table.gateway(g))
+        .find(|g| g.addr == ip4("203.0.113.7"))
+        .and_then(|g| g.adjacency)
+        .and_then(|a| table.adjacency(a))
+        .expect("adjacency");
+    assert_eq!(adj.mtu, 1280);
+    assert!(r.set_port_mtu(9, 1280).is_err());
     r.apply(&[
         Change::DeleteRoute {
             prefix: v4("198.19.0.0"),

@@ -65,6 +65,55 @@ pub struct NeighbourConfig {
     pub link_local: bool,
 }
 
+/// The ports' MTUs, shared by every worker's tables and changed live (reload): a worker takes a
+/// change at its next maintenance (at most a millisecond later), for new and existing entries.
+#[derive(Debug)]
+pub struct PortMtus {
+    mtus: Box<[AtomicU16]>,
+    generation: AtomicU64,
+}
+
+impl PortMtus {
+    /// The MTUs of ports `0..mtus.len()`.
+    pub fn new(mtus: &[u16]) -> PortMtus {
+        PortMtus {
+            mtus: mtus.iter().map(|&m| AtomicU16::new(m)).collect(),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// Port `port`'s MTU now (0 for a port it does not have).
+    pub fn get(&self, port: usize) -> u16 {
+        self.mtus.get(port).map_or(0, |m| m.load(Ordering::Relaxed))
+    }
+
+    /// Set port `port`'s MTU; returns whether it changed.
+    pub fn set(&self, port: usize, mtu: u16) -> bool {
+        match self.mtus.get(port) {
+            Some(m) if m.swap(mtu, Ordering::Relaxed) != mtu => {
+                self.generation.fetch_add(1, Ordering::Release);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Moves on every change.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Ports.
+    pub fn len(&self) -> usize {
+        self.mtus.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.mtus.is_empty()
+    }
+}
+
 /// The neighbour timers shared by every worker's tables and changed live (reload, API): each
 /// worker reads them at its maintenance, at most once a millisecond.
 #[derive(Debug)]

@@ -82,7 +82,7 @@ use packet::BufferPool;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Answers ARP requests for our addresses and learns from ARP.

@@ -16,6 +16,8 @@ pub struct Neighbours {
     pub(super) peers: Vec<Arc<Mutex<Mailbox>>>,
     /// Live timers (None: those of the config, fixed).
     pub(super) timers: Option<Arc<NeighbourTimers>>,
+    /// Live port MTUs and the generation last applied.
+    pub(super) mtus: Option<(Arc<PortMtus>, u64)>,
 }
 
 impl Neighbours {
@@ -71,6 +73,49 @@ impl Neighbours {
             })),
             peers: Vec::new(),
             timers: None,
+            mtus: None,
+        }
+    }
+
+    /// Take the ports' MTUs from `mtus` from now on (applied at each maintenance).
+    pub fn set_port_mtus(&mut self, mtus: Arc<PortMtus>) {
+        self.mtus = Some((mtus, u64::MAX));
+        self.refresh_mtus();
+    }
+
+    /// Apply changed MTUs to the ports and to the entries on them (only when they changed).
+    fn refresh_mtus(&mut self) {
+        let Some((mtus, seen)) = &mut self.mtus else {
+            return;
+        };
+        let generation = mtus.generation();
+        if generation == *seen {
+            return;
+        }
+        *seen = generation;
+        for (p, info) in self.core.ports.iter_mut().enumerate() {
+            let mtu = mtus.get(p);
+            if mtu == 0 || info.mtu == mtu {
+                continue;
+            }
+            info.mtu = mtu;
+            let port = p as u16;
+            for e in self
+                .v4
+                .entries_mut()
+                .iter_mut()
+                .filter(|e| e.live && e.port == port)
+            {
+                e.adj.mtu = mtu;
+            }
+            for e in self
+                .v6
+                .entries_mut()
+                .iter_mut()
+                .filter(|e| e.live && e.port == port)
+            {
+                e.adj.mtu = mtu;
+            }
         }
     }
 
@@ -171,6 +216,7 @@ impl Neighbours {
         }
         self.last_sweep = now;
         self.refresh_timers();
+        self.refresh_mtus();
         self.send_news();
         self.merge_news(pool, now);
         let batches = (since / self.core.ticks.sweep).min(MAX_CAPACITY as u64) as usize;

@@ -162,3 +162,29 @@ fn news_from_another_worker_releases_queued_packets() {
     w0.assert_no_leak();
     w1.assert_no_leak();
 }
+
+#[test]
+fn port_mtus_changed_live_reach_existing_and_new_entries() {
+    let mut t = Bench::new();
+    let mtus = Arc::new(PortMtus::new(&[1500, 1500]));
+    t.n.with(|n| n.set_port_mtus(mtus.clone()));
+    learn_host(&mut t);
+    let id = t.lookup4(1, "198.18.2.77").expect("reachable");
+    let now = t.now;
+    let mtu = |t: &Bench| t.n.with(|n| n.adjacency4(id, now)).map(|a| a.mtu);
+    assert_eq!(mtu(&t), Some(1500));
+    assert!(mtus.set(1, 1280));
+    assert!(!mtus.set(1, 1280), "unchanged");
+    assert_eq!(mtu(&t), Some(1500), "taken at the next maintenance");
+    t.n.with(|n| n.maintain(&mut t.pool, now + HZ));
+    assert_eq!(mtu(&t), Some(1280));
+    // An entry learned after the change gets it too.
+    let reply = arp_frame(2, MAC1, HOST, "198.18.2.99", MAC1, "198.18.2.1");
+    t.arp_in(1, &[reply]);
+    let other = t.lookup4(1, "198.18.2.99").expect("learned");
+    assert_eq!(
+        t.n.with(|n| n.adjacency4(other, now)).map(|a| a.mtu),
+        Some(1280)
+    );
+    t.assert_no_leak();
+}
