@@ -134,12 +134,13 @@ impl Ip6Fib {
     /// Largest next-hop id (20 bits, stored in the top of each range entry).
     pub const MAX_NEXT_HOP: NextHopId = (1 << 20) - 1;
 
-    /// Range entries the table has room for (a range list's index has 24 bits).
-    pub const MAX_RANGES: usize = 1 << 24;
-    /// Stride tables the table has room for.
-    pub const MAX_TABLES: usize = 1 << 19;
-    /// Skip nodes the table has room for.
-    pub const MAX_SKIPS: usize = 1 << 20;
+    /// Range entries the table has room for (128 MiB of address space; 1M BGP-like routes use
+    /// about 3.5M, and a re-encoded region needs room for its new blocks beside the old ones).
+    pub const MAX_RANGES: usize = 1 << 23;
+    /// Stride tables the table has room for (128 MiB; 1M BGP-like routes use about 65k).
+    pub const MAX_TABLES: usize = 1 << 17;
+    /// Skip nodes the table has room for (8 MiB).
+    pub const MAX_SKIPS: usize = 1 << 18;
 
     /// An empty table (every lookup: no route) with room for `MAX_RANGES` range entries,
     /// `MAX_TABLES` stride tables and `MAX_SKIPS` skip nodes; pages are touched only as they
