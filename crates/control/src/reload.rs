@@ -148,11 +148,14 @@ impl Reloader {
                 })?
                 .version
         };
-        // Ports' MTUs: static neighbours' adjacencies first, then the workers' entries.
+        // Ports' MTUs: static neighbours' adjacencies first, then the workers' entries. This
+        // cannot fail: the ports are the same (live_diff refuses any other port change) and the
+        // neighbours it republishes were accepted before.
         let mut version = version;
         for &(port, mtu) in &diff.mtus {
-            if let Ok(a) = routing.set_port_mtu(port, mtu) {
-                version = a.version;
+            match routing.set_port_mtu(port, mtu) {
+                Ok(a) => version = a.version,
+                Err(e) => eprintln!("vecplane: reload: mtu of port {port}: {}", e.0),
             }
             self.policies.port_mtus.set(port, mtu);
         }
