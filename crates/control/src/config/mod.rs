@@ -14,6 +14,7 @@ mod bridges;
 mod ctx;
 mod diff;
 mod document;
+mod drivers;
 mod policies;
 mod ports;
 mod read;

@@ -1,12 +1,13 @@
-//! `[[port]]` sections: names, drivers and their own keys (pcap files, memory generators, kernel
-//! interfaces and fanout groups), MACs, MTUs and own addresses. Kernel resources are only named
-//! here, never opened.
+//! `[[port]]` sections: names, MACs, MTUs, own addresses, memory generators, kernel interface
+//! names, and which driver (each driver's own keys are parsed in `drivers`). Kernel resources
+//! are only named here, never opened.
 
 use super::ctx::{Ctx, Field, Fields};
+use super::drivers::{Drv, DRIVERS_ACCEPTED};
 use super::util::{parse_prefix, valid_name};
 use super::validation::{own_address_problem, SeenAddrs};
-use super::{FileKind, FileRef, MAC_ACCEPTED, NAME_ACCEPTED};
-use dataplane::{DataplaneSpec, MemoryPortSpec, PortDriver, PortSpec, XdpModeChoice};
+use super::{FileRef, MAC_ACCEPTED, NAME_ACCEPTED};
+use dataplane::{DataplaneSpec, MemoryPortSpec, PortDriver, PortSpec};
 use packet::headers::Mac;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -17,41 +18,6 @@ use std::path::{Path, PathBuf};
 pub(super) struct SeenKernel {
     pub(super) interfaces: HashMap<String, (usize, String)>,
     pub(super) fanouts: HashMap<u16, (usize, String)>,
-}
-
-/// A port driver as the config names it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Drv {
-    Pcap,
-    Memory,
-    AfPacket,
-    AfXdp,
-    Tap,
-}
-
-impl Drv {
-    pub(super) const ALL: [Drv; 5] = [Drv::Pcap, Drv::Memory, Drv::AfPacket, Drv::AfXdp, Drv::Tap];
-
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Drv::Pcap => "pcap",
-            Drv::Memory => "memory",
-            Drv::AfPacket => "af-packet",
-            Drv::AfXdp => "af-xdp",
-            Drv::Tap => "tap",
-        }
-    }
-
-    /// The keys only this driver's ports accept.
-    pub(super) fn keys(self) -> &'static [&'static str] {
-        match self {
-            Drv::Pcap => PCAP_KEYS,
-            Drv::Memory => MEMORY_KEYS,
-            Drv::AfPacket => AF_PACKET_KEYS,
-            Drv::AfXdp => AF_XDP_KEYS,
-            Drv::Tap => TAP_KEYS,
-        }
-    }
 }
 
 pub(super) const PORT_KEYS: &[&str] = &[
@@ -82,24 +48,6 @@ pub(super) const PORT_KEYS: &[&str] = &[
     "trunk-vlans",
     "native-vlan",
 ];
-pub(super) const PCAP_KEYS: &[&str] = &["rx", "tx"];
-pub(super) const MEMORY_KEYS: &[&str] = &[
-    "frame-size",
-    "flows",
-    "src-mac",
-    "dst-mac",
-    "vlan",
-    "src-ip",
-    "destinations",
-    "limit",
-    "generate",
-];
-pub(super) const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
-pub(super) const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
-pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
-pub(super) const DRIVERS_ACCEPTED: &str =
-    "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\"";
-pub(super) const XDP_MODES_ACCEPTED: &str = "\"auto\", \"native\", \"generic\"";
 pub(super) const IFNAME_ACCEPTED: &str =
     "a kernel interface name of 1 to 15 bytes without '/', ':' or \
                                whitespace, not \".\" or \"..\"";
@@ -246,140 +194,15 @@ impl Ctx<'_> {
             }
         }
         let drv = match driver {
-            Some(Drv::Pcap) => {
-                let mut path_of = |ctx: &mut Ctx<'_>, key: &'static str| -> Option<PathBuf> {
-                    match ctx.string(f, key) {
-                        Field::Ok("", span) => {
-                            ctx.error(
-                                &span,
-                                &section,
-                                Some(key),
-                                "empty path; accepted: a file path relative to the config \
-                                 file's directory",
-                            );
-                            None
-                        }
-                        Field::Ok(s, span) => {
-                            let p = base_dir.join(s);
-                            refs.push(FileRef {
-                                section: section.clone(),
-                                field: key,
-                                line: ctx.line_of(span.start),
-                                path: p.clone(),
-                                kind: if key == "rx" {
-                                    FileKind::PcapRx
-                                } else {
-                                    FileKind::PcapTx
-                                },
-                            });
-                            Some(p)
-                        }
-                        Field::Missing | Field::Bad => None,
-                    }
-                };
-                let rx = path_of(self, "rx");
-                let tx = path_of(self, "tx");
-                if let (Some(r), Some(t)) = (&rx, &tx) {
-                    if r == t {
-                        if let Some(n) = f.get("tx") {
-                            self.bad(
-                                f,
-                                "tx",
-                                n,
-                                "`tx` is the same file as `rx`; accepted: a different file",
-                            );
-                        }
-                    }
-                }
-                if let (Some(t), Some(n)) = (&tx, f.get("tx")) {
-                    let line = self.line_of(n.span().start);
-                    if let Some((first, other)) = seen_tx.get(t) {
-                        let msg = format!(
-                            "{} is also the `tx` file of port `{other}` at line {first}; \
-                             accepted: one writer per file",
-                            t.display()
-                        );
-                        self.bad(f, "tx", n, msg);
-                    } else {
-                        seen_tx.insert(t.clone(), (line, label.clone()));
-                    }
-                }
-                Some(PortDriver::Pcap { rx, tx })
-            }
+            Some(Drv::Pcap) => self.pcap_driver(f, &section, &label, base_dir, &mut refs, seen_tx),
             Some(Drv::Memory) => self.memory_port(f, spec, mac).map(PortDriver::Memory),
             Some(Drv::AfPacket) => {
-                let interface = self.interface(f, name.as_deref(), &label, seen_kernel);
-                let fanout = match self.int(f, "fanout", 0..=65535) {
-                    Field::Ok(v, span) => {
-                        let line = self.line_of(span.start);
-                        let group = v as u16;
-                        if let Some((first, other)) = seen_kernel.fanouts.get(&group) {
-                            let msg = format!(
-                                "fanout group {group} is also used by port `{other}` at line \
-                                 {first}; accepted: a group id used by one port only (a group \
-                                 belongs to one interface)"
-                            );
-                            self.error(&span, &section, Some("fanout"), msg);
-                            None
-                        } else {
-                            seen_kernel.fanouts.insert(group, (line, label.clone()));
-                            Some(Some(group))
-                        }
-                    }
-                    Field::Missing => Some(None),
-                    Field::Bad => None,
-                };
-                match (interface, fanout) {
-                    (Some(interface), Some(fanout)) => {
-                        Some(PortDriver::AfPacket { interface, fanout })
-                    }
-                    _ => None,
-                }
+                self.af_packet_driver(f, &section, name.as_deref(), &label, seen_kernel)
             }
             Some(Drv::AfXdp) => {
-                let interface = self.interface(f, name.as_deref(), &label, seen_kernel);
-                let queues = match self.int(f, "queues", 1..=64) {
-                    Field::Ok(v, _) => Some(v as u32),
-                    // All of the interface's receive queues, counted when the port opens.
-                    Field::Missing => Some(0),
-                    Field::Bad => None,
-                };
-                let mode = match self.string(f, "xdp-mode") {
-                    Field::Ok("auto", _) | Field::Missing => Some(XdpModeChoice::Auto),
-                    Field::Ok("native", _) => Some(XdpModeChoice::Native),
-                    Field::Ok("generic", _) => Some(XdpModeChoice::Generic),
-                    Field::Ok(s, span) => {
-                        self.error(
-                            &span,
-                            &section,
-                            Some("xdp-mode"),
-                            format!("`{s}` is not an XDP mode; accepted: {XDP_MODES_ACCEPTED}"),
-                        );
-                        None
-                    }
-                    Field::Bad => None,
-                };
-                match (interface, queues, mode) {
-                    (Some(interface), Some(queues), Some(mode)) => Some(PortDriver::AfXdp {
-                        interface,
-                        queues,
-                        mode,
-                    }),
-                    _ => None,
-                }
+                self.af_xdp_driver(f, &section, name.as_deref(), &label, seen_kernel)
             }
-            Some(Drv::Tap) => {
-                let interface = self.interface(f, name.as_deref(), &label, seen_kernel);
-                let vnet_hdr = match self.boolean(f, "vnet-hdr") {
-                    Field::Ok(b, _) => Some(b),
-                    Field::Missing => Some(false),
-                    Field::Bad => None,
-                };
-                match (interface, vnet_hdr) {
-                    (Some(name), Some(vnet_hdr)) => Some(PortDriver::Tap { name, vnet_hdr }),
-                    _ => None,
-                }
-            }
+            Some(Drv::Tap) => self.tap_driver(f, name.as_deref(), &label, seen_kernel),
             None => None,
         };
 

@@ -1,0 +1,235 @@
+//! The port drivers as the config knows them: their names, the keys only their ports accept,
+//! and how each driver's keys become a `PortDriver` (pcap files, kernel interfaces, fanout
+//! groups, queues). A new driver is a `Drv` variant, its keys and its parser here, and its
+//! `Driver` in `dataplane/src/drivers`. Kernel resources are only named here, never opened.
+
+use super::ctx::{Ctx, Field, Fields};
+use super::ports::SeenKernel;
+use super::{FileKind, FileRef};
+use dataplane::{PortDriver, XdpModeChoice};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// A port driver as the config names it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Drv {
+    Pcap,
+    Memory,
+    AfPacket,
+    AfXdp,
+    Tap,
+}
+
+impl Drv {
+    pub(super) const ALL: [Drv; 5] = [Drv::Pcap, Drv::Memory, Drv::AfPacket, Drv::AfXdp, Drv::Tap];
+
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Drv::Pcap => "pcap",
+            Drv::Memory => "memory",
+            Drv::AfPacket => "af-packet",
+            Drv::AfXdp => "af-xdp",
+            Drv::Tap => "tap",
+        }
+    }
+
+    /// The keys only this driver's ports accept.
+    pub(super) fn keys(self) -> &'static [&'static str] {
+        match self {
+            Drv::Pcap => PCAP_KEYS,
+            Drv::Memory => MEMORY_KEYS,
+            Drv::AfPacket => AF_PACKET_KEYS,
+            Drv::AfXdp => AF_XDP_KEYS,
+            Drv::Tap => TAP_KEYS,
+        }
+    }
+}
+
+pub(super) const PCAP_KEYS: &[&str] = &["rx", "tx"];
+pub(super) const MEMORY_KEYS: &[&str] = &[
+    "frame-size",
+    "flows",
+    "src-mac",
+    "dst-mac",
+    "vlan",
+    "src-ip",
+    "destinations",
+    "limit",
+    "generate",
+];
+pub(super) const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
+pub(super) const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
+pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
+pub(super) const DRIVERS_ACCEPTED: &str =
+    "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\"";
+pub(super) const XDP_MODES_ACCEPTED: &str = "\"auto\", \"native\", \"generic\"";
+
+impl Ctx<'_> {
+    /// A pcap port's `rx` and `tx` files (relative to the config's directory), each file
+    /// written by one port only and `tx` not the same as `rx`.
+    pub(super) fn pcap_driver(
+        &mut self,
+        f: &Fields<'_>,
+        section: &str,
+        label: &str,
+        base_dir: &Path,
+        refs: &mut Vec<FileRef>,
+        seen_tx: &mut HashMap<PathBuf, (usize, String)>,
+    ) -> Option<PortDriver> {
+        let mut path_of = |ctx: &mut Ctx<'_>, key: &'static str| -> Option<PathBuf> {
+            match ctx.string(f, key) {
+                Field::Ok("", span) => {
+                    ctx.error(
+                        &span,
+                        section,
+                        Some(key),
+                        "empty path; accepted: a file path relative to the config \
+                         file's directory",
+                    );
+                    None
+                }
+                Field::Ok(s, span) => {
+                    let p = base_dir.join(s);
+                    refs.push(FileRef {
+                        section: section.to_string(),
+                        field: key,
+                        line: ctx.line_of(span.start),
+                        path: p.clone(),
+                        kind: if key == "rx" {
+                            FileKind::PcapRx
+                        } else {
+                            FileKind::PcapTx
+                        },
+                    });
+                    Some(p)
+                }
+                Field::Missing | Field::Bad => None,
+            }
+        };
+        let rx = path_of(self, "rx");
+        let tx = path_of(self, "tx");
+        if let (Some(r), Some(t)) = (&rx, &tx) {
+            if r == t {
+                if let Some(n) = f.get("tx") {
+                    self.bad(
+                        f,
+                        "tx",
+                        n,
+                        "`tx` is the same file as `rx`; accepted: a different file",
+                    );
+                }
+            }
+        }
+        if let (Some(t), Some(n)) = (&tx, f.get("tx")) {
+            let line = self.line_of(n.span().start);
+            if let Some((first, other)) = seen_tx.get(t) {
+                let msg = format!(
+                    "{} is also the `tx` file of port `{other}` at line {first}; \
+                     accepted: one writer per file",
+                    t.display()
+                );
+                self.bad(f, "tx", n, msg);
+            } else {
+                seen_tx.insert(t.clone(), (line, label.to_string()));
+            }
+        }
+        Some(PortDriver::Pcap { rx, tx })
+    }
+
+    /// An AF_PACKET port's interface and fanout group (one port per group).
+    pub(super) fn af_packet_driver(
+        &mut self,
+        f: &Fields<'_>,
+        section: &str,
+        name: Option<&str>,
+        label: &str,
+        seen_kernel: &mut SeenKernel,
+    ) -> Option<PortDriver> {
+        let interface = self.interface(f, name, label, seen_kernel);
+        let fanout = match self.int(f, "fanout", 0..=65535) {
+            Field::Ok(v, span) => {
+                let line = self.line_of(span.start);
+                let group = v as u16;
+                if let Some((first, other)) = seen_kernel.fanouts.get(&group) {
+                    let msg = format!(
+                        "fanout group {group} is also used by port `{other}` at line \
+                         {first}; accepted: a group id used by one port only (a group \
+                         belongs to one interface)"
+                    );
+                    self.error(&span, section, Some("fanout"), msg);
+                    None
+                } else {
+                    seen_kernel.fanouts.insert(group, (line, label.to_string()));
+                    Some(Some(group))
+                }
+            }
+            Field::Missing => Some(None),
+            Field::Bad => None,
+        };
+        match (interface, fanout) {
+            (Some(interface), Some(fanout)) => Some(PortDriver::AfPacket { interface, fanout }),
+            _ => None,
+        }
+    }
+
+    /// An AF_XDP port's interface, queues and XDP mode.
+    pub(super) fn af_xdp_driver(
+        &mut self,
+        f: &Fields<'_>,
+        section: &str,
+        name: Option<&str>,
+        label: &str,
+        seen_kernel: &mut SeenKernel,
+    ) -> Option<PortDriver> {
+        let interface = self.interface(f, name, label, seen_kernel);
+        let queues = match self.int(f, "queues", 1..=64) {
+            Field::Ok(v, _) => Some(v as u32),
+            // All of the interface's receive queues, counted when the port opens.
+            Field::Missing => Some(0),
+            Field::Bad => None,
+        };
+        let mode = match self.string(f, "xdp-mode") {
+            Field::Ok("auto", _) | Field::Missing => Some(XdpModeChoice::Auto),
+            Field::Ok("native", _) => Some(XdpModeChoice::Native),
+            Field::Ok("generic", _) => Some(XdpModeChoice::Generic),
+            Field::Ok(s, span) => {
+                self.error(
+                    &span,
+                    section,
+                    Some("xdp-mode"),
+                    format!("`{s}` is not an XDP mode; accepted: {XDP_MODES_ACCEPTED}"),
+                );
+                None
+            }
+            Field::Bad => None,
+        };
+        match (interface, queues, mode) {
+            (Some(interface), Some(queues), Some(mode)) => Some(PortDriver::AfXdp {
+                interface,
+                queues,
+                mode,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A TAP port's device name and `vnet-hdr`.
+    pub(super) fn tap_driver(
+        &mut self,
+        f: &Fields<'_>,
+        name: Option<&str>,
+        label: &str,
+        seen_kernel: &mut SeenKernel,
+    ) -> Option<PortDriver> {
+        let interface = self.interface(f, name, label, seen_kernel);
+        let vnet_hdr = match self.boolean(f, "vnet-hdr") {
+            Field::Ok(b, _) => Some(b),
+            Field::Missing => Some(false),
+            Field::Bad => None,
+        };
+        match (interface, vnet_hdr) {
+            (Some(name), Some(vnet_hdr)) => Some(PortDriver::Tap { name, vnet_hdr }),
+            _ => None,
+        }
+    }
+}
