@@ -417,6 +417,30 @@ fn reload_applies_a_changed_file_and_refuses_a_bad_one() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(dm.logs().contains("reloaded"), "{}", dm.logs());
+    // A second prefix on out0, live: the FIB and show interfaces follow, traffic goes on.
+    d.write(
+        "api.toml",
+        &CONFIG.replace(
+            "ip4 = [\"198.18.2.1/24\"]",
+            "ip4 = [\"198.18.2.1/24\", \"198.18.5.1/24\"]",
+        ),
+    );
+    let answer = dm.ctl_ok(&["reload"]);
+    assert!(answer.contains("addresses"), "{answer}");
+    let fib = dm.ctl_ok(&["show", "ip", "fib", "198.18.5.7"]);
+    assert!(
+        fib.contains("198.18.5.0/24") && fib.contains("connected"),
+        "{fib}"
+    );
+    let ifs = dm.ctl_json(&["show", "interfaces"]);
+    assert_eq!(
+        ifs["interfaces"][1]["ip4"],
+        serde_json::json!(["198.18.2.1/24", "198.18.5.1/24"]),
+        "{ifs}"
+    );
+    let tx = tx_packets(&dm);
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(tx_packets(&dm) > tx, "forwarding goes on");
     dm.signal(libc::SIGINT);
     assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
 }
@@ -719,6 +743,49 @@ fn policies_and_port_mtus_are_read_and_changed_live_through_the_api() {
         Some(r#"{"mtu": 1500}"#),
     );
     assert_eq!(code, 404, "{body}");
+    // Its own addresses, live: a second prefix, then refusals that change nothing.
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/interfaces/out0",
+        Some(r#"{"ip4": ["198.18.2.1/24", "198.18.6.1/24"]}"#),
+    );
+    assert_eq!(code, 200, "{body}");
+    let fib = dm.ctl_ok(&["show", "ip", "fib", "198.18.6.7"]);
+    assert!(fib.contains("198.18.6.0/24"), "{fib}");
+    for (patch, status, says) in [
+        (
+            r#"{"ip4": ["198.18.1.9/24"]}"#,
+            400,
+            "overlaps 198.18.1.1/24",
+        ),
+        (r#"{"ip4": ["198.18.6.0/24"]}"#, 400, "network address"),
+        (
+            r#"{"ip4": ["2001:db8:7::1/64"]}"#,
+            400,
+            "not an IPv4 address",
+        ),
+    ] {
+        let (code, body) = curl(&dm.socket, "PATCH", "/v1/interfaces/out0", Some(patch));
+        assert_eq!(code, status, "{patch}: {body}");
+        assert!(body.contains(says), "{patch}: {body}");
+    }
+    // A route through 198.18.2.9 keeps 198.18.2.0/24 on out0.
+    dm.ctl_ok(&["route", "add", "198.19.77.0/24", "via", "198.18.2.9"]);
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/interfaces/out0",
+        Some(r#"{"ip4": ["198.18.6.1/24"]}"#),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("198.18.2.9"), "{body}");
+    let ifs = dm.ctl_json(&["show", "interfaces"]);
+    assert_eq!(
+        ifs["interfaces"][1]["ip4"],
+        serde_json::json!(["198.18.2.1/24", "198.18.6.1/24"]),
+        "{ifs}"
+    );
     dm.signal(libc::SIGINT);
     assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
 }

@@ -782,7 +782,11 @@ impl Control {
                 c.rx_drops.to_string(),
                 c.tx_drops.to_string(),
             ]);
-            let ps = self.spec.ports.iter().find(|s| s.name == p.name);
+            // The live addresses (reload changes them).
+            let addrs: Vec<(std::net::IpAddr, u8)> = dataplane::build::lock(&self.view.routing)
+                .port_addresses(i)
+                .map(<[_]>::to_vec)
+                .unwrap_or_default();
             items.push(json!({
                 "index": i,
                 "name": p.name,
@@ -790,8 +794,8 @@ impl Control {
                 "detail": p.detail,
                 "mac": mac,
                 "mtu": self.view.policies.port_mtus.get(i),
-                "ip4": ps.map(|s| s.ip4.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>()).unwrap_or_default(),
-                "ip6": ps.map(|s| s.ip6.iter().map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>()).unwrap_or_default(),
+                "ip4": addrs.iter().filter(|(a, _)| a.is_ipv4()).map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>(),
+                "ip6": addrs.iter().filter(|(a, _)| a.is_ipv6()).map(|(a, l)| format!("{a}/{l}")).collect::<Vec<_>>(),
                 "rx_packets": c.rx_packets,
                 "rx_bytes": c.rx_bytes,
                 "rx_drops": c.rx_drops,

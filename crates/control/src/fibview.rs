@@ -81,13 +81,10 @@ pub(crate) struct FibView<'a> {
 impl<'a> FibView<'a> {
     pub(crate) fn new(spec: &'a DataplaneSpec, routing: &'a Routing, v6: bool) -> FibView<'a> {
         let mut connected = Vec::new();
-        for (i, p) in spec.ports.iter().enumerate() {
-            let nets: Vec<(IpAddr, u8)> = if v6 {
-                p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)).collect()
-            } else {
-                p.ip4.iter().map(|(a, l)| (IpAddr::V4(*a), *l)).collect()
-            };
-            for (a, l) in nets {
+        for i in 0..spec.ports.len() {
+            // The live addresses (reload changes them), not the ones the daemon started with.
+            let nets = routing.port_addresses(i).unwrap_or_default();
+            for &(a, l) in nets.iter().filter(|(a, _)| a.is_ipv6() == v6) {
                 connected.push(Entry {
                     net: mask(a, l),
                     len: l,

@@ -1,9 +1,9 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
-//! compare it with the running one, and apply what may change live — routes and static
-//! neighbours as one routing batch, then the ports' MTUs and the live policies (poll modes,
-//! ICMP error rate, IPv4 options, neighbour timers, bridge aging) — or nothing: anything else
-//! that differs is refused with the key it is under and its line. It never restarts a port or
-//! a worker.
+//! compare it with the running one, and apply what may change live — ports' own addresses
+//! (in a reload of their own), routes and static neighbours as one routing batch, then ports'
+//! MTUs and the live policies (poll modes, ICMP error rate, IPv4 options, neighbour timers,
+//! bridge aging) — or nothing: anything else that differs is refused with the key it is under
+//! and its line. It never restarts a port or a worker.
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
@@ -137,6 +137,41 @@ impl Reloader {
                 _ => true,
             })
             .collect();
+        // Ports' own addresses: alone, so that routes never point at a prefix that is not
+        // there yet or any more (make before break: add the new prefix, move the routes, drop
+        // the old one, each in its own reload).
+        if !diff.addrs.is_empty() {
+            if !changes.is_empty() {
+                return Err(ReloadError::NotLive {
+                    what: format!(
+                        "{file}: ports' ip4/ip6 and routes or static neighbours changed together; \
+                         accepted: change the addresses in one reload and the routes in another \
+                         (add the new prefix, move the routes, then drop the old prefix)"
+                    ),
+                });
+            }
+            let list: Vec<(usize, Vec<(IpAddr, u8)>)> = diff
+                .addrs
+                .iter()
+                .map(|(p, (v4, v6))| {
+                    let all = v4
+                        .iter()
+                        .map(|(a, l)| (IpAddr::V4(*a), *l))
+                        .chain(v6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
+                        .collect();
+                    (*p, all)
+                })
+                .collect();
+            routing
+                .set_port_addresses(&list)
+                .map_err(|e| ReloadError::Refused {
+                    file: file.clone(),
+                    message: e.0,
+                })?;
+            for (p, addrs) in &diff.addrs {
+                self.policies.port_addrs.set(*p, addrs.clone());
+            }
+        }
         let version = if changes.is_empty() {
             routing.version()
         } else {
@@ -162,6 +197,9 @@ impl Reloader {
         drop(routing);
         // The routing batch is in: the policies cannot fail.
         let mut policies: Vec<&str> = Vec::new();
+        if !diff.addrs.is_empty() {
+            policies.push("addresses");
+        }
         if !diff.mtus.is_empty() {
             policies.push("mtu");
         }

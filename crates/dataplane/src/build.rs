@@ -359,6 +359,7 @@ pub fn add_protocol_nodes_with(
     neighbours.with(|n| {
         n.set_timers(policies.neighbour.clone());
         n.set_port_mtus(policies.port_mtus.clone());
+        n.set_port_addresses(policies.port_addrs.clone());
     });
     let mut peers = vec![None; spec.ports.len()];
     let mut modes: Vec<PortL2> = spec
@@ -441,13 +442,16 @@ pub fn add_protocol_nodes_with(
         .add_node(Box::new(
             Ip4Rewrite::new(rewrite4).with_neighbours(neighbours.clone()),
         ))
-        .add_node(Box::new(Ip4IcmpError::new(
-            spec.ports
-                .iter()
-                .map(|p| p.ip4.first().map(|a| a.0))
-                .collect(),
-            limiter.clone(),
-        )))
+        .add_node(Box::new(
+            Ip4IcmpError::new(
+                spec.ports
+                    .iter()
+                    .map(|p| p.ip4.first().map(|a| a.0))
+                    .collect(),
+                limiter.clone(),
+            )
+            .with_addresses(policies.port_addrs.clone()),
+        ))
         .add_node(Box::new(Ip6Input::new().with_nd()))
         .add_node(Box::new(
             Ip6Lookup::new(fib6, lookup6).with_neighbours(neighbours.clone()),
@@ -455,13 +459,16 @@ pub fn add_protocol_nodes_with(
         .add_node(Box::new(
             Ip6Rewrite::new(rewrite6).with_neighbours(neighbours.clone()),
         ))
-        .add_node(Box::new(Ip6IcmpError::new(
-            spec.ports
-                .iter()
-                .map(|p| p.ip6.first().map(|a| a.0))
-                .collect(),
-            limiter,
-        )))
+        .add_node(Box::new(
+            Ip6IcmpError::new(
+                spec.ports
+                    .iter()
+                    .map(|p| p.ip6.first().map(|a| a.0))
+                    .collect(),
+                limiter,
+            )
+            .with_addresses(policies.port_addrs.clone()),
+        ))
         .add_node(Box::new(output))
         .add_node(Box::new(ErrorDrop::new()));
     let (nodes, input) = neighbours.nodes();

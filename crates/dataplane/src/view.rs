@@ -50,6 +50,9 @@ pub struct LivePolicies {
     /// Each port's MTU (the workers' neighbour entries follow it; static neighbours' adjacencies
     /// change through `Routing::set_port_mtu`).
     pub port_mtus: Arc<nodes::neighbour::PortMtus>,
+    /// Each port's own addresses (ARP/ND answers and sources, ICMP error sources); the routes
+    /// they make change through `Routing::set_port_addresses`.
+    pub port_addrs: Arc<nodes::neighbour::PortAddresses>,
 }
 
 impl LivePolicies {
@@ -80,6 +83,12 @@ impl LivePolicies {
             )),
             port_mtus: Arc::new(nodes::neighbour::PortMtus::new(
                 &spec.ports.iter().map(|p| p.mtu).collect::<Vec<_>>(),
+            )),
+            port_addrs: Arc::new(nodes::neighbour::PortAddresses::new(
+                spec.ports
+                    .iter()
+                    .map(|p| (p.ip4.clone(), p.ip6.clone()))
+                    .collect(),
             )),
         }
     }

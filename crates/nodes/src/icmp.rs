@@ -3,6 +3,7 @@
 //! buffer, rate-limited by a per-worker token bucket, and send it back to lookup. They never
 //! answer errors about errors, multicast or non-first fragments (RFC 1812, RFC 4443).
 
+use crate::neighbour::PortAddresses;
 use crate::{names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
@@ -133,12 +134,41 @@ const ICMP6_HEADERS: usize = ip6::HEADER_LEN + 8;
 pub struct Ip4IcmpError {
     sources: Vec<Option<Ipv4Addr>>,
     limiter: RateLimiter,
+    /// Live own addresses (the first of each port is its source) and the generation copied.
+    live: Option<(Arc<PortAddresses>, u64)>,
 }
 
 impl Ip4IcmpError {
     /// `sources[p]`: the address errors about packets received on port `p` come from.
     pub fn new(sources: Vec<Option<Ipv4Addr>>, limiter: RateLimiter) -> Ip4IcmpError {
-        Ip4IcmpError { sources, limiter }
+        Ip4IcmpError {
+            sources,
+            limiter,
+            live: None,
+        }
+    }
+
+    /// Take the sources from the ports' live own addresses (checked once per vector).
+    pub fn with_addresses(mut self, addrs: Arc<PortAddresses>) -> Ip4IcmpError {
+        self.live = Some((addrs, u64::MAX));
+        self.refresh();
+        self
+    }
+
+    /// Copy the sources again when the addresses changed (never waits for the control thread).
+    #[inline]
+    fn refresh(&mut self) {
+        let Some((addrs, seen)) = &mut self.live else {
+            return;
+        };
+        let generation = addrs.generation();
+        if generation == *seen {
+            return;
+        }
+        if let Some(list) = addrs.try_get() {
+            *seen = generation;
+            self.sources = list.iter().map(|a| a.0.first().map(|x| x.0)).collect();
+        }
     }
 }
 
@@ -177,6 +207,7 @@ impl Node for Ip4IcmpError {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        self.refresh();
         for (i, &b) in frame.iter().enumerate() {
             let (now, hz, base) = (cx.now_tsc, cx.tsc_hz, cx.error_base);
             let (meta, slot) = cx.pool.slot_mut(b);
@@ -246,12 +277,41 @@ impl Node for Ip4IcmpError {
 pub struct Ip6IcmpError {
     sources: Vec<Option<Ipv6Addr>>,
     limiter: RateLimiter,
+    /// Live own addresses (the first of each port is its source) and the generation copied.
+    live: Option<(Arc<PortAddresses>, u64)>,
 }
 
 impl Ip6IcmpError {
     /// `sources[p]`: the address errors about packets received on port `p` come from.
     pub fn new(sources: Vec<Option<Ipv6Addr>>, limiter: RateLimiter) -> Ip6IcmpError {
-        Ip6IcmpError { sources, limiter }
+        Ip6IcmpError {
+            sources,
+            limiter,
+            live: None,
+        }
+    }
+
+    /// Take the sources from the ports' live own addresses (checked once per vector).
+    pub fn with_addresses(mut self, addrs: Arc<PortAddresses>) -> Ip6IcmpError {
+        self.live = Some((addrs, u64::MAX));
+        self.refresh();
+        self
+    }
+
+    /// Copy the sources again when the addresses changed (never waits for the control thread).
+    #[inline]
+    fn refresh(&mut self) {
+        let Some((addrs, seen)) = &mut self.live else {
+            return;
+        };
+        let generation = addrs.generation();
+        if generation == *seen {
+            return;
+        }
+        if let Some(list) = addrs.try_get() {
+            *seen = generation;
+            self.sources = list.iter().map(|a| a.1.first().map(|x| x.0)).collect();
+        }
     }
 }
 
@@ -311,6 +371,7 @@ impl Node for Ip6IcmpError {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        self.refresh();
         for (i, &b) in frame.iter().enumerate() {
             let (now, hz, base) = (cx.now_tsc, cx.tsc_hz, cx.error_base);
             let (meta, slot) = cx.pool.slot_mut(b);
@@ -375,5 +436,32 @@ impl Node for Ip6IcmpError {
 
     fn trace(&self, pool: &packet::BufferPool, buffer: u32) -> String {
         format!("icmp6 error: {}", crate::ip6::describe_ip6(pool, buffer))
+    }
+}
+
+#[cfg(test)]
+mod live_sources_tests {
+    use super::*;
+
+    #[test]
+    fn sources_follow_the_ports_live_addresses() {
+        let addrs = Arc::new(PortAddresses::new(vec![(
+            vec![("198.18.1.1".parse().expect("v4"), 24)],
+            vec![("2001:db8:1::1".parse().expect("v6"), 64)],
+        )]));
+        let mut v4 =
+            Ip4IcmpError::new(vec![None], RateLimiter::new(10, 1)).with_addresses(addrs.clone());
+        let mut v6 =
+            Ip6IcmpError::new(vec![None], RateLimiter::new(10, 1)).with_addresses(addrs.clone());
+        assert_eq!(v4.sources, vec![Some("198.18.1.1".parse().expect("v4"))]);
+        assert_eq!(v6.sources, vec![Some("2001:db8:1::1".parse().expect("v6"))]);
+        addrs.set(
+            0,
+            (vec![("198.18.9.1".parse().expect("v4"), 24)], Vec::new()),
+        );
+        v4.refresh();
+        v6.refresh();
+        assert_eq!(v4.sources, vec![Some("198.18.9.1".parse().expect("v4"))]);
+        assert_eq!(v6.sources, vec![None], "no IPv6 address any more");
     }
 }

@@ -206,7 +206,7 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep(
         "patch",
         "/v1/interfaces/{name}",
-        "Change a port's MTU live (its static neighbours' adjacencies and the workers' entries)",
+        "Change a port's MTU or own addresses live (all of a family's addresses at once)",
         &[],
         Some("Interface"),
     ),
@@ -276,7 +276,11 @@ fn schemas() -> Value {
         },
         "Interface": {
             "type": "object", "additionalProperties": false,
-            "properties": {"mtu": {"type": "integer", "minimum": 68, "maximum": 9000}}
+            "properties": {
+                "mtu": {"type": "integer", "minimum": 68, "maximum": 9000},
+                "ip4": {"type": "array", "items": {"type": "string", "example": "198.18.2.1/24"}},
+                "ip6": {"type": "array", "items": {"type": "string", "example": "2001:db8:2::1/64"}}
+            }
         },
         "Policies": {
             "type": "object", "additionalProperties": false,

@@ -20,6 +20,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 type Shared = State<Arc<ApiState>>;
@@ -756,10 +757,81 @@ pub(crate) async fn patch_policies(State(s): Shared, q: Params, b: Body) -> Resp
 #[serde(deny_unknown_fields)]
 struct InterfacePatch {
     mtu: Option<i64>,
+    ip4: Option<Vec<String>>,
+    ip6: Option<Vec<String>>,
 }
 
-/// `PATCH /v1/interfaces/{name} {"mtu": N}`: a port's MTU, live (its static neighbours'
-/// adjacencies as one routing version, then every worker's neighbour entries).
+/// The port's new addresses from `patch` (each family it names replaces that family's list),
+/// checked as the config checks own addresses, and against the other ports' subnets.
+fn patched_addresses(
+    s: &ApiState,
+    port: usize,
+    patch: &InterfacePatch,
+) -> Result<Option<nodes::neighbour::OwnAddresses>, ApiError> {
+    if patch.ip4.is_none() && patch.ip6.is_none() {
+        return Ok(None);
+    }
+    let routing = dataplane::build::lock(&s.view.routing);
+    let current = routing.port_addresses(port).unwrap_or_default().to_vec();
+    let mut v4: Vec<(std::net::Ipv4Addr, u8)> = Vec::new();
+    let mut v6: Vec<(std::net::Ipv6Addr, u8)> = Vec::new();
+    for (a, l) in &current {
+        match a {
+            IpAddr::V4(x) if patch.ip4.is_none() => v4.push((*x, *l)),
+            IpAddr::V6(x) if patch.ip6.is_none() => v6.push((*x, *l)),
+            _ => {}
+        }
+    }
+    let lists = [("ip4", &patch.ip4, false), ("ip6", &patch.ip6, true)];
+    for (field, list, want_v6) in lists {
+        for (i, text) in list.iter().flatten().enumerate() {
+            let f = format!("{field}[{i}]");
+            let (ip, len) = crate::config::parse_prefix(text)
+                .map_err(|why| ApiError::bad(&f, format!("`{text}` {why}")))?;
+            if ip.is_ipv6() != want_v6 {
+                return Err(ApiError::bad(
+                    &f,
+                    format!(
+                        "`{text}` is not an {} address",
+                        if want_v6 { "IPv6" } else { "IPv4" }
+                    ),
+                ));
+            }
+            if let Some(problem) = crate::config::own_address_problem(text, ip, len) {
+                return Err(ApiError::bad(&f, problem));
+            }
+            for (other, addrs) in (0..s.ports.len())
+                .filter(|&o| o != port)
+                .filter_map(|o| routing.port_addresses(o).map(|a| (o, a)))
+            {
+                for &(b, bl) in addrs {
+                    let l = len.min(bl);
+                    if b.is_ipv6() == ip.is_ipv6()
+                        && crate::config::mask(b, l) == crate::config::mask(ip, l)
+                    {
+                        return Err(ApiError::bad(
+                            &f,
+                            format!(
+                                "`{text}` overlaps {b}/{bl} of port `{}`; accepted: a subnet \
+                                 no other port has",
+                                s.ports.get(other).map(String::as_str).unwrap_or("?")
+                            ),
+                        ));
+                    }
+                }
+            }
+            match ip {
+                IpAddr::V4(x) => v4.push((x, len)),
+                IpAddr::V6(x) => v6.push((x, len)),
+            }
+        }
+    }
+    Ok(Some((v4, v6)))
+}
+
+/// `PATCH /v1/interfaces/{name} {"mtu": N, "ip4": [..], "ip6": [..]}`: a port's MTU and own
+/// addresses, live (the routing tables as one version each, then every worker's neighbour
+/// tables and ICMP sources); without a body key, its current settings.
 pub(crate) async fn patch_interface(
     State(s): Shared,
     Path(name): Path<String>,
@@ -775,25 +847,55 @@ pub(crate) async fn patch_interface(
                 s.ports.join(", ")
             )));
         };
-        let Some(mtu) = patch.mtu else {
-            return Ok(json!({"name": name, "mtu": s.view.policies.port_mtus.get(port)}));
+        // Everything is checked before anything changes.
+        let mtu = match patch.mtu {
+            None => None,
+            Some(m) => match u16::try_from(m) {
+                Ok(m) if (68..=9000).contains(&m) => Some(m),
+                _ => {
+                    return Err(ApiError::bad(
+                        "mtu",
+                        format!("{m} is out of range; accepted: 68..=9000"),
+                    ))
+                }
+            },
         };
-        let mtu = match u16::try_from(mtu) {
-            Ok(m) if (68..=9000).contains(&m) => m,
-            _ => {
-                return Err(ApiError::bad(
-                    "mtu",
-                    format!("{mtu} is out of range; accepted: 68..=9000"),
-                ))
-            }
-        };
+        let addrs = patched_addresses(&s, port, &patch)?;
         let mut routing = dataplane::build::lock(&s.view.routing);
-        let applied = routing
-            .set_port_mtu(port, mtu)
-            .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.0))?;
+        if let Some((v4, v6)) = &addrs {
+            let all: Vec<(IpAddr, u8)> = v4
+                .iter()
+                .map(|(a, l)| (IpAddr::V4(*a), *l))
+                .chain(v6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
+                .collect();
+            routing
+                .set_port_addresses(&[(port, all)])
+                .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.0))?;
+            s.view
+                .policies
+                .port_addrs
+                .set(port, (v4.clone(), v6.clone()));
+        }
+        if let Some(m) = mtu {
+            routing
+                .set_port_mtu(port, m)
+                .map_err(|e| ApiError::new(StatusCode::CONFLICT, e.0))?;
+            s.view.policies.port_mtus.set(port, m);
+        }
+        let shown: Vec<String> = routing
+            .port_addresses(port)
+            .unwrap_or_default()
+            .iter()
+            .map(|(a, l)| format!("{a}/{l}"))
+            .collect();
+        let version = routing.version();
         drop(routing);
-        s.view.policies.port_mtus.set(port, mtu);
-        Ok(json!({"name": name, "mtu": mtu, "version": applied.version}))
+        Ok(json!({
+            "name": name,
+            "mtu": s.view.policies.port_mtus.get(port),
+            "addresses": shown,
+            "version": version,
+        }))
     };
     match blocking(run).await {
         Ok(v) => axum::Json(v).into_response(),

@@ -79,6 +79,8 @@ pub struct LiveDiff {
     pub poll: Option<PollPolicy>,
     /// Ports whose `mtu` changed: (port index, new MTU).
     pub mtus: Vec<(usize, u16)>,
+    /// Ports whose own addresses changed: (port index, all new IPv4 and IPv6 addresses).
+    pub addrs: Vec<(usize, nodes::neighbour::OwnAddresses)>,
 }
 
 impl LiveDiff {
@@ -92,6 +94,7 @@ impl LiveDiff {
             && self.bridge.is_none()
             && self.poll.is_none()
             && self.mtus.is_empty()
+            && self.addrs.is_empty()
     }
 }
 
@@ -196,6 +199,14 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         neighbour: (live_neighbour != o.neighbour).then_some(live_neighbour),
         bridge: (live_bridge != o.bridge).then_some(live_bridge),
         poll: (*poll != o.poll).then(|| poll.clone()),
+        addrs: o
+            .ports
+            .iter()
+            .zip(ports)
+            .enumerate()
+            .filter(|(_, (a, b))| a.ip4 != b.ip4 || a.ip6 != b.ip6)
+            .map(|(i, (_, b))| (i, (b.ip4.clone(), b.ip6.clone())))
+            .collect(),
         mtus: o
             .ports
             .iter()
@@ -262,26 +273,6 @@ impl Refusals<'_> {
             let port = |what: &str| format!("port `{}`: {what}", n.name);
             if o.mac != n.mac {
                 self.refuse(&section, Some("mac"), port("its mac changed"));
-            }
-            if o.ip4 != n.ip4 || o.ip6 != n.ip6 {
-                let key = if o.ip4 != n.ip4 { "ip4" } else { "ip6" };
-                let list = |v4: &[(Ipv4Addr, u8)], v6: &[(Ipv6Addr, u8)]| {
-                    let v: Vec<String> = if key == "ip4" {
-                        v4.iter().map(|(a, l)| format!("{a}/{l}")).collect()
-                    } else {
-                        v6.iter().map(|(a, l)| format!("{a}/{l}")).collect()
-                    };
-                    format!("[{}]", v.join(", "))
-                };
-                self.refuse(
-                    &section,
-                    Some(key),
-                    port(&format!(
-                        "`{key}` changed from {} to {}",
-                        list(&o.ip4, &o.ip6),
-                        list(&n.ip4, &n.ip6)
-                    )),
-                );
             }
             if o.driver != n.driver {
                 let key = driver_key(&o.driver, &n.driver);

@@ -38,6 +38,7 @@ pub use diff::{live_diff, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
 pub use ports::{DEFAULT_FLOWS, DEFAULT_FRAME_SIZE, DEFAULT_SRC_MAC};
 pub use read::{CONFIG_MAX_BYTES, ROUTE_FILE_MAX_BYTES};
 pub(crate) use util::{contains, mask, parse_prefix};
+pub(crate) use validation::own_address_problem;
 
 /// One problem found in a config file.
 #[derive(Clone, Debug, PartialEq, Eq)]

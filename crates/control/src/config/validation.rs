@@ -11,7 +11,7 @@ const OWN_ACCEPTED: &str = "a unicast host address that is not loopback, multica
                             unspecified or IPv4-mapped";
 
 /// Why `ip/len` cannot be a port's own address (None: it can). `s` is the text as written.
-pub(super) fn own_address_problem(s: &str, ip: IpAddr, len: u8) -> Option<String> {
+pub(crate) fn own_address_problem(s: &str, ip: IpAddr, len: u8) -> Option<String> {
     let what = match ip {
         IpAddr::V4(a) => {
             if a.is_unspecified() {

@@ -206,3 +206,57 @@ fn a_port_mtu_changes_live() {
     // The static neighbour on out0 was republished with it.
     assert!(answer["version"].as_u64().unwrap_or(0) >= 1, "{answer}");
 }
+
+#[test]
+fn port_addresses_change_live_alone_and_keep_next_hops_reachable() {
+    let d = TempDir::new();
+    let p = write(&d, &route("198.19.1.0/24", "198.18.2.9"), "");
+    let c = Config::load(&p).expect("valid");
+    let routing = Arc::new(Mutex::new(
+        Routing::without_workers(&c.spec).expect("routing"),
+    ));
+    let policies = LivePolicies::new(&c.spec);
+    let addrs = policies.port_addrs.clone();
+    let reloader = Reloader::new(&p, c, routing.clone(), policies);
+    let base = std::fs::read_to_string(&p).expect("read");
+    let out0 = "ip4 = [\"198.18.2.1/24\"]";
+    // A second prefix on out0: live.
+    let two = base.replace(out0, "ip4 = [\"198.18.2.1/24\", \"198.18.5.1/24\"]");
+    std::fs::write(&p, &two).expect("write");
+    let answer = reloader.reload().expect("reloaded");
+    assert_eq!(answer["policies_changed"], json!(["addresses"]), "{answer}");
+    assert_eq!(
+        dataplane::build::lock(&routing)
+            .port_addresses(1)
+            .map(<[_]>::len),
+        Some(2)
+    );
+    let g = addrs.generation();
+    assert!(g > 0);
+    // Addresses and routes in one reload: refused, nothing applied.
+    let three = base.replace(
+        out0,
+        "ip4 = [\"198.18.2.1/24\", \"198.18.5.1/24\", \"198.18.6.1/24\"]",
+    );
+    std::fs::write(
+        &p,
+        format!("{three}{}", route("198.19.2.0/24", "198.18.6.9")),
+    )
+    .expect("write");
+    let e = reloader.reload().expect_err("together");
+    assert!(e.to_string().contains("in one reload"), "{e}");
+    assert!(!has(&routing, "198.19.2.0/24"));
+    assert_eq!(addrs.generation(), g);
+    // Dropping the prefix a route's next hop (198.18.2.9) lives in: the file is refused (the
+    // routing tables refuse the same for routes added through the API).
+    std::fs::write(&p, base.replace(out0, "ip4 = [\"198.18.5.1/24\"]")).expect("write");
+    let e = reloader.reload().expect_err("stranded next hop");
+    assert!(e.to_string().contains("198.18.2.9"), "{e}");
+    assert_eq!(
+        dataplane::build::lock(&routing)
+            .port_addresses(1)
+            .map(<[_]>::len),
+        Some(2),
+        "nothing changed"
+    );
+}

@@ -662,7 +662,7 @@ fn stage_family<S: FibStore>(
 /// Write the effective next hop of every touched prefix: additions first, shortest prefix
 /// first (each entry painted about once; a block keeps its tbl8 group while it changes), then
 /// removals; then publish (IPv6).
-fn write_fib<S: FibStore>(fam: &mut Family<S>, mut touched: Vec<(u128, u8)>) {
+pub(super) fn write_fib<S: FibStore>(fam: &mut Family<S>, mut touched: Vec<(u128, u8)>) {
     let mut writes: Vec<(bool, u8, u128, Option<u32>)> = touched
         .drain(..)
         .map(|k| {

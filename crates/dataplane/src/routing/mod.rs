@@ -37,6 +37,7 @@
 mod apply;
 mod fibstore;
 mod nexthops;
+mod ports;
 #[cfg(test)]
 mod tests;
 
@@ -82,6 +83,8 @@ pub struct RoutingReaders {
 struct PortInfo {
     mac: Mac,
     mtu: u16,
+    /// Its own addresses and prefix lengths (both families).
+    addrs: Vec<(IpAddr, u8)>,
 }
 
 /// The system routes of one prefix (the configured route, if any, is in `Family::user`).
@@ -96,6 +99,7 @@ struct System {
 }
 
 /// What a family's routes are resolved against: its width and the ports' prefixes.
+#[derive(Clone)]
 struct Net {
     /// 32 or 128.
     bits: u8,
@@ -286,6 +290,12 @@ impl Routing {
                 .map(|p| PortInfo {
                     mac: p.mac,
                     mtu: p.mtu,
+                    addrs: p
+                        .ip4
+                        .iter()
+                        .map(|(a, l)| (IpAddr::V4(*a), *l))
+                        .chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
+                        .collect(),
                 })
                 .collect(),
             neighbours: BTreeMap::new(),

@@ -148,6 +148,15 @@ impl NextHopBook {
         self.free_entries.len() + (MAX_NEXT_HOP_ID as usize + 1).saturating_sub(self.table.len())
     }
 
+    /// The gateways routes use now: (address, port, static adjacency).
+    pub(crate) fn gateways_in_use(&self) -> Vec<(u128, u16, Option<u32>)> {
+        self.gateway_of
+            .iter()
+            .filter_map(|(&a, &g)| self.gateways.get(g as usize).map(|u| (a, u.gateway)))
+            .map(|(a, g)| (a, g.port, g.adjacency))
+            .collect()
+    }
+
     /// Gateways that can still be created (after `reclaim`).
     pub(crate) fn gateways_available(&self) -> usize {
         self.free_gateways.len() + MAX_GATEWAYS.saturating_sub(self.gateways.len())

@@ -459,3 +459,58 @@ fn a_worker_reads_consistently_while_routes_change() {
     r.reclaim();
     assert_eq!(r.next_hop_usage().2, 0, "everything retired was reclaimed");
 }
+
+#[test]
+fn port_addresses_change_live_and_keep_next_hops_reachable() {
+    let mut r = Routing::without_workers(&spec()).expect("routing");
+    let rd = r.readers();
+    r.apply(&[Change::AddRoute(route(
+        v4("198.19.0.0"),
+        16,
+        &[v4("198.18.1.2")],
+    ))])
+    .expect("route via p1");
+    let p1 = |a: &[(&str, u8)]| -> Vec<(IpAddr, u8)> {
+        a.iter()
+            .map(|(ip, l)| (ip.parse().expect("ip"), *l))
+            .chain(std::iter::once(("2001:db8:1::1".parse().expect("ip"), 64)))
+            .collect()
+    };
+    // Moving p1 away from 198.18.1.0/24 strands the route's next hop: refused, nothing changes.
+    let before = r.version();
+    let e = r
+        .set_port_addresses(&[(1, p1(&[("198.18.9.1", 24)]))])
+        .expect_err("next hop unreachable");
+    assert!(e.0.contains("198.18.1.2"), "{}", e.0);
+    assert_eq!(r.version(), before);
+    assert_eq!(seen4(&rd, "198.18.9.5"), Seen::NoRoute);
+    // Make before break: a second prefix first.
+    r.set_port_addresses(&[(1, p1(&[("198.18.1.1", 24), ("198.18.9.1", 24)]))])
+        .expect("second prefix");
+    assert_eq!(r.version(), before + 1);
+    assert_eq!(seen4(&rd, "198.18.9.1"), Seen::Local);
+    assert_eq!(seen4(&rd, "198.18.9.5"), Seen::Glean(1));
+    // Routes move to it, then the old prefix goes; its own address and prefix disappear.
+    r.apply(&[Change::ReplaceRoute(route(
+        v4("198.19.0.0"),
+        16,
+        &[v4("198.18.9.2")],
+    ))])
+    .expect("route via the new prefix");
+    r.set_port_addresses(&[(1, p1(&[("198.18.9.1", 24)]))])
+        .expect("old prefix goes");
+    assert_eq!(seen4(&rd, "198.18.1.1"), Seen::NoRoute);
+    assert_eq!(seen4(&rd, "198.18.1.7"), Seen::NoRoute);
+    assert_eq!(seen4(&rd, "198.19.3.3"), Seen::Via(vec![ip4("198.18.9.2")]));
+    assert_eq!(
+        r.port_addresses(1).map(<[_]>::len),
+        Some(2),
+        "one IPv4 and one IPv6 address"
+    );
+    // A next hop cannot become an own address.
+    let e = r
+        .set_port_addresses(&[(0, vec![("198.18.9.2".parse().expect("ip"), 32)])])
+        .expect_err("own next hop");
+    assert!(e.0.contains("own address"), "{}", e.0);
+    assert!(r.set_port_addresses(&[(7, Vec::new())]).is_err());
+}

@@ -114,6 +114,49 @@ impl PortMtus {
     }
 }
 
+/// One port's own addresses: (IPv4 with prefix lengths, IPv6 with prefix lengths).
+pub type OwnAddresses = (Vec<(Ipv4Addr, u8)>, Vec<(Ipv6Addr, u8)>);
+
+/// The ports' own addresses, shared by every worker and changed live (reload): a worker takes
+/// a change at its next maintenance (neighbour tables) or vector (ICMP error sources). Readers
+/// only `try_lock` (never wait) and copy on a change of `generation`, so the fast path neither
+/// locks nor allocates.
+#[derive(Debug)]
+pub struct PortAddresses {
+    list: Mutex<Vec<OwnAddresses>>,
+    generation: AtomicU64,
+}
+
+impl PortAddresses {
+    /// The addresses of ports `0..list.len()`.
+    pub fn new(list: Vec<OwnAddresses>) -> PortAddresses {
+        PortAddresses {
+            list: Mutex::new(list),
+            generation: AtomicU64::new(0),
+        }
+    }
+
+    /// Set port `port`'s addresses (the control thread).
+    pub fn set(&self, port: usize, addrs: OwnAddresses) {
+        let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(slot) = list.get_mut(port) {
+            *slot = addrs;
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Moves on every change.
+    #[inline(always)]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A copy of every port's addresses, unless the control thread holds them right now.
+    pub fn try_get(&self) -> Option<Vec<OwnAddresses>> {
+        self.list.try_lock().ok().map(|l| l.clone())
+    }
+}
+
 /// The neighbour timers shared by every worker's tables and changed live (reload, API): each
 /// worker reads them at its maintenance, at most once a millisecond.
 #[derive(Debug)]

@@ -18,6 +18,10 @@ pub struct Neighbours {
     pub(super) timers: Option<Arc<NeighbourTimers>>,
     /// Live port MTUs and the generation last applied.
     pub(super) mtus: Option<(Arc<PortMtus>, u64)>,
+    /// Live own addresses and the generation last applied.
+    pub(super) addrs: Option<(Arc<PortAddresses>, u64)>,
+    /// Answer ND for link-local addresses too (kept for rebuilding ports).
+    pub(super) link_local: bool,
 }
 
 impl Neighbours {
@@ -74,6 +78,43 @@ impl Neighbours {
             peers: Vec::new(),
             timers: None,
             mtus: None,
+            addrs: None,
+            link_local: config.link_local,
+        }
+    }
+
+    /// Take the ports' own addresses from `addrs` from now on (applied at each maintenance).
+    pub fn set_port_addresses(&mut self, addrs: Arc<PortAddresses>) {
+        self.addrs = Some((addrs, u64::MAX));
+        self.refresh_addresses();
+    }
+
+    /// Apply changed own addresses (which answer ARP/ND and source requests).
+    fn refresh_addresses(&mut self) {
+        let Some((addrs, seen)) = &mut self.addrs else {
+            return;
+        };
+        let generation = addrs.generation();
+        if generation == *seen {
+            return;
+        }
+        // Never wait for the control thread: try again at the next maintenance.
+        let Some(list) = addrs.try_get() else {
+            return;
+        };
+        *seen = generation;
+        for (info, (ip4, ip6)) in self.core.ports.iter_mut().zip(list) {
+            let rebuilt = PortInfo::new(
+                &NeighbourPort {
+                    mac: info.mac,
+                    mtu: info.mtu,
+                    ip4,
+                    ip6,
+                },
+                self.link_local,
+            );
+            info.ip4 = rebuilt.ip4;
+            info.ip6 = rebuilt.ip6;
         }
     }
 
@@ -217,6 +258,7 @@ impl Neighbours {
         self.last_sweep = now;
         self.refresh_timers();
         self.refresh_mtus();
+        self.refresh_addresses();
         self.send_news();
         self.merge_news(pool, now);
         let batches = (since / self.core.ticks.sweep).min(MAX_CAPACITY as u64) as usize;

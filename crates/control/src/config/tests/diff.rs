@@ -187,13 +187,15 @@ fn ports_that_need_a_restart() {
         Some("mac"),
         "[[port]] #2 field `mac`: port `out0`: its mac changed",
     );
-    one_refusal(
-        BASE,
-        &BASE.replace("198.18.3.1/24", "198.18.3.1/25"),
-        13,
-        Some("ip4"),
-        "port `out0`: `ip4` changed from [198.18.3.1/24] to [198.18.3.1/25]",
+    // A port's own addresses are live (all of the port's addresses are given).
+    let d = diff(BASE, &BASE.replace("198.18.3.1/24", "198.18.3.1/25"));
+    assert_eq!(d.addrs.len(), 1);
+    assert_eq!(d.addrs[0].0, 1);
+    assert_eq!(
+        d.addrs[0].1 .0,
+        vec![("198.18.3.1".parse::<Ipv4Addr>().expect("ip"), 25)]
     );
+    assert_eq!(d.addrs[0].1 .1.len(), 1, "the IPv6 address is kept");
     one_refusal(
         BASE,
         &BASE.replace("tx = \"out.pcap\"", "tx = \"other.pcap\""),

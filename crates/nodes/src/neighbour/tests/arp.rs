@@ -153,3 +153,27 @@ fn arp_probe_from_zero_is_answered_without_learning() {
     assert!(t.rows().is_empty());
     t.assert_no_leak();
 }
+
+#[test]
+fn own_addresses_changed_live_are_answered_after_the_next_maintenance() {
+    let mut t = Bench::new();
+    let addrs = Arc::new(PortAddresses::new(vec![
+        (vec![(v4("198.18.1.1"), 24)], Vec::new()),
+        (vec![(v4("198.18.2.1"), 24)], Vec::new()),
+    ]));
+    t.n.with(|n| n.set_port_addresses(addrs.clone()));
+    let ask = |t: &mut Bench, ip: &str| {
+        let req = arp_frame(1, [0xff; 6], CLIENT, "198.18.1.2", [0; 6], ip);
+        t.arp_in(0, &[req]);
+        t.take_sent().len()
+    };
+    assert_eq!(ask(&mut t, "198.18.1.1"), 1);
+    assert_eq!(ask(&mut t, "198.18.1.5"), 0);
+    // Port 0 moves to 198.18.1.5: the old address is no longer answered, the new one is.
+    addrs.set(0, (vec![(v4("198.18.1.5"), 24)], Vec::new()));
+    let now = t.now;
+    t.n.with(|n| n.maintain(&mut t.pool, now + HZ));
+    assert_eq!(ask(&mut t, "198.18.1.1"), 0);
+    assert_eq!(ask(&mut t, "198.18.1.5"), 1);
+    t.assert_no_leak();
+}
