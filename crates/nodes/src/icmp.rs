@@ -3,7 +3,7 @@
 //! buffer, rate-limited by a per-worker token bucket, and send it back to lookup. They never
 //! answer errors about errors, multicast or non-first fragments (RFC 1812, RFC 4443).
 
-use crate::neighbour::PortAddresses;
+use crate::neighbour::{OwnAddresses, PortAddresses};
 use crate::{names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
@@ -130,32 +130,29 @@ pub const ICMP6_MAX: usize = 1280;
 const ICMP4_HEADERS: usize = ip4::MIN_HEADER_LEN + 8;
 const ICMP6_HEADERS: usize = ip6::HEADER_LEN + 8;
 
-/// The `ip4-icmp-error` node.
-pub struct Ip4IcmpError {
-    sources: Vec<Option<Ipv4Addr>>,
-    limiter: RateLimiter,
-    /// Live own addresses (the first of each port is its source) and the generation copied.
+/// Each port's source address for errors (the first own address of the family), following the
+/// ports' live addresses when given: one atomic load per vector, a copy (`try_lock`, never a
+/// wait) only when they changed.
+struct Sources<A> {
+    list: Vec<Option<A>>,
     live: Option<(Arc<PortAddresses>, u64)>,
+    pick: fn(&OwnAddresses) -> Option<A>,
 }
 
-impl Ip4IcmpError {
-    /// `sources[p]`: the address errors about packets received on port `p` come from.
-    pub fn new(sources: Vec<Option<Ipv4Addr>>, limiter: RateLimiter) -> Ip4IcmpError {
-        Ip4IcmpError {
-            sources,
-            limiter,
+impl<A: Copy> Sources<A> {
+    fn new(list: Vec<Option<A>>, pick: fn(&OwnAddresses) -> Option<A>) -> Sources<A> {
+        Sources {
+            list,
             live: None,
+            pick,
         }
     }
 
-    /// Take the sources from the ports' live own addresses (checked once per vector).
-    pub fn with_addresses(mut self, addrs: Arc<PortAddresses>) -> Ip4IcmpError {
+    fn follow(&mut self, addrs: Arc<PortAddresses>) {
         self.live = Some((addrs, u64::MAX));
         self.refresh();
-        self
     }
 
-    /// Copy the sources again when the addresses changed (never waits for the control thread).
     #[inline]
     fn refresh(&mut self) {
         let Some((addrs, seen)) = &mut self.live else {
@@ -167,8 +164,41 @@ impl Ip4IcmpError {
         }
         if let Some(list) = addrs.try_get() {
             *seen = generation;
-            self.sources = list.iter().map(|a| a.0.first().map(|x| x.0)).collect();
+            self.list = list.iter().map(self.pick).collect();
         }
+    }
+
+    /// The source for packets received on `port`.
+    #[inline(always)]
+    fn of(&self, port: u16) -> Option<A> {
+        self.list.get(port as usize).copied().flatten()
+    }
+}
+
+/// The `ip4-icmp-error` node.
+pub struct Ip4IcmpError {
+    sources: Sources<Ipv4Addr>,
+    limiter: RateLimiter,
+}
+
+impl Ip4IcmpError {
+    /// `sources[p]`: the address errors about packets received on port `p` come from.
+    pub fn new(sources: Vec<Option<Ipv4Addr>>, limiter: RateLimiter) -> Ip4IcmpError {
+        Ip4IcmpError {
+            sources: Sources::new(sources, |a| a.0.first().map(|x| x.0)),
+            limiter,
+        }
+    }
+
+    /// Take the sources from the ports' live own addresses (checked once per vector).
+    pub fn with_addresses(mut self, addrs: Arc<PortAddresses>) -> Ip4IcmpError {
+        self.sources.follow(addrs);
+        self
+    }
+
+    #[inline]
+    fn refresh(&mut self) {
+        self.sources.refresh();
     }
 }
 
@@ -215,7 +245,7 @@ impl Node for Ip4IcmpError {
             let avail = (meta.length as usize).saturating_sub(meta.l3_offset as usize);
             let request = meta.next_scratch;
             let outcome = 'build: {
-                let Some(src) = self.sources.get(meta.rx_port as usize).copied().flatten() else {
+                let Some(src) = self.sources.of(meta.rx_port) else {
                     break 'build Err(IcmpError::NoSourceAddress.id());
                 };
                 let h = &slot[start..start + avail];
@@ -275,43 +305,28 @@ impl Node for Ip4IcmpError {
 
 /// The `ip6-icmp-error` node.
 pub struct Ip6IcmpError {
-    sources: Vec<Option<Ipv6Addr>>,
+    sources: Sources<Ipv6Addr>,
     limiter: RateLimiter,
-    /// Live own addresses (the first of each port is its source) and the generation copied.
-    live: Option<(Arc<PortAddresses>, u64)>,
 }
 
 impl Ip6IcmpError {
     /// `sources[p]`: the address errors about packets received on port `p` come from.
     pub fn new(sources: Vec<Option<Ipv6Addr>>, limiter: RateLimiter) -> Ip6IcmpError {
         Ip6IcmpError {
-            sources,
+            sources: Sources::new(sources, |a| a.1.first().map(|x| x.0)),
             limiter,
-            live: None,
         }
     }
 
     /// Take the sources from the ports' live own addresses (checked once per vector).
     pub fn with_addresses(mut self, addrs: Arc<PortAddresses>) -> Ip6IcmpError {
-        self.live = Some((addrs, u64::MAX));
-        self.refresh();
+        self.sources.follow(addrs);
         self
     }
 
-    /// Copy the sources again when the addresses changed (never waits for the control thread).
     #[inline]
     fn refresh(&mut self) {
-        let Some((addrs, seen)) = &mut self.live else {
-            return;
-        };
-        let generation = addrs.generation();
-        if generation == *seen {
-            return;
-        }
-        if let Some(list) = addrs.try_get() {
-            *seen = generation;
-            self.sources = list.iter().map(|a| a.1.first().map(|x| x.0)).collect();
-        }
+        self.sources.refresh();
     }
 }
 
@@ -379,7 +394,7 @@ impl Node for Ip6IcmpError {
             let avail = (meta.length as usize).saturating_sub(meta.l3_offset as usize);
             let request = meta.next_scratch;
             let outcome = 'build: {
-                let Some(src) = self.sources.get(meta.rx_port as usize).copied().flatten() else {
+                let Some(src) = self.sources.of(meta.rx_port) else {
                     break 'build Err(IcmpError::NoSourceAddress.id());
                 };
                 let h = &slot[start..start + avail];
@@ -453,15 +468,24 @@ mod live_sources_tests {
             Ip4IcmpError::new(vec![None], RateLimiter::new(10, 1)).with_addresses(addrs.clone());
         let mut v6 =
             Ip6IcmpError::new(vec![None], RateLimiter::new(10, 1)).with_addresses(addrs.clone());
-        assert_eq!(v4.sources, vec![Some("198.18.1.1".parse().expect("v4"))]);
-        assert_eq!(v6.sources, vec![Some("2001:db8:1::1".parse().expect("v6"))]);
+        assert_eq!(
+            v4.sources.list,
+            vec![Some("198.18.1.1".parse().expect("v4"))]
+        );
+        assert_eq!(
+            v6.sources.list,
+            vec![Some("2001:db8:1::1".parse().expect("v6"))]
+        );
         addrs.set(
             0,
             (vec![("198.18.9.1".parse().expect("v4"), 24)], Vec::new()),
         );
         v4.refresh();
         v6.refresh();
-        assert_eq!(v4.sources, vec![Some("198.18.9.1".parse().expect("v4"))]);
-        assert_eq!(v6.sources, vec![None], "no IPv6 address any more");
+        assert_eq!(
+            v4.sources.list,
+            vec![Some("198.18.9.1".parse().expect("v4"))]
+        );
+        assert_eq!(v6.sources.list, vec![None], "no IPv6 address any more");
     }
 }
