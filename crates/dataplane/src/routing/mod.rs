@@ -290,28 +290,29 @@ impl Routing {
                 .map(|p| PortInfo {
                     mac: p.mac,
                     mtu: p.mtu,
-                    addrs: p
-                        .ip4
-                        .iter()
-                        .map(|(a, l)| (IpAddr::V4(*a), *l))
-                        .chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
-                        .collect(),
+                    addrs: Vec::new(),
                 })
                 .collect(),
             neighbours: BTreeMap::new(),
             version: 0,
             load_seconds: 0.0,
         };
-        for (id, p) in spec.ports.iter().enumerate() {
-            let addrs = p
-                .ip4
-                .iter()
-                .map(|(a, l)| (IpAddr::V4(*a), *l))
-                .chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)));
-            for (ip, len) in addrs {
-                r.add_port_address(id as u16, ip, len)?;
-            }
-        }
+        // The ports' addresses, as a live change from none would install them.
+        let addrs: Vec<(usize, Vec<(IpAddr, u8)>)> = spec
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(id, p)| {
+                let all = p
+                    .ip4
+                    .iter()
+                    .map(|(a, l)| (IpAddr::V4(*a), *l))
+                    .chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
+                    .collect();
+                (id, all)
+            })
+            .collect();
+        r.set_port_addresses(&addrs)?;
         let mut changes: Vec<Change> =
             Vec::with_capacity(spec.neighbours.len() + spec.routes4.len() + spec.routes6.len());
         changes.extend(spec.neighbours.iter().cloned().map(Change::AddNeighbour));
@@ -341,16 +342,6 @@ impl Routing {
     /// read (tools, tests, a single graph run inline).
     pub fn without_workers(spec: &DataplaneSpec) -> Result<Routing, RoutingError> {
         Routing::new(spec, Domain::new(0).0)
-    }
-
-    /// Install the connected prefix and own-address route of one port address.
-    fn add_port_address(&mut self, port: u16, ip: IpAddr, len: u8) -> Result<(), RoutingError> {
-        let (v6, addr) = to_u128(ip);
-        if v6 {
-            add_port_address(&mut self.v6, port, addr, len, ip)
-        } else {
-            add_port_address(&mut self.v4, port, addr, len, ip)
-        }
     }
 
     /// Readers of every table, for one worker.
@@ -476,41 +467,4 @@ fn via<A: Copy + Into<IpAddr>>(t: &RouteTarget<A>) -> RouteTarget<IpAddr> {
         RouteTarget::Drop => RouteTarget::Drop,
         RouteTarget::Via(v) => RouteTarget::Via(v.iter().map(|a| (*a).into()).collect()),
     }
-}
-
-/// Install the connected prefix and own-address route of port address `ip`/`len`.
-fn add_port_address<S: FibStore>(
-    fam: &mut Family<S>,
-    port: u16,
-    addr: u128,
-    len: u8,
-    ip: IpAddr,
-) -> Result<(), RoutingError> {
-    let bits = fam.net.bits;
-    let none = |_| None;
-    let fail = || RoutingError(format!("port address {ip}/{len}: no next-hop id left"));
-    let mut keys = vec![((addr, bits), HopKey::Local)];
-    if len < bits {
-        keys.push((
-            (mask(addr, len, bits), len),
-            HopKey::Glean(port, bits - len),
-        ));
-        fam.net.connected.push((mask(addr, len, bits), len, port));
-    }
-    fam.net.own.insert(addr);
-    for (key, hop) in keys {
-        let id = fam.book.acquire(&hop, &none).ok_or_else(fail)?;
-        let slot = fam.system.entry(key).or_default();
-        if matches!(hop, HopKey::Local) {
-            slot.local = Some(id);
-        } else {
-            slot.connected = Some(id);
-        }
-        let eff = fam.effective(key);
-        fam.fib
-            .set(key.0, key.1, eff)
-            .map_err(|e| RoutingError(e.to_string()))?;
-    }
-    fam.book.publish();
-    fam.fib.commit().map_err(|e| RoutingError(e.to_string()))
 }
