@@ -762,6 +762,18 @@ impl Control {
         };
         let mut rows = Vec::new();
         let mut items = Vec::new();
+        // The live addresses (reload and the API change them), read under one lock.
+        let live_addrs: Vec<Vec<(std::net::IpAddr, u8)>> = {
+            let routing = dataplane::build::lock(&self.view.routing);
+            (0..self.view.ports.len())
+                .map(|i| {
+                    routing
+                        .port_addresses(i)
+                        .map(<[_]>::to_vec)
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
         for (i, p) in self.view.ports.iter().enumerate() {
             let now = port_counts(p);
             let c = base.get(i).map(|b| now.minus(b)).unwrap_or(now);
@@ -782,11 +794,7 @@ impl Control {
                 c.rx_drops.to_string(),
                 c.tx_drops.to_string(),
             ]);
-            // The live addresses (reload changes them).
-            let addrs: Vec<(std::net::IpAddr, u8)> = dataplane::build::lock(&self.view.routing)
-                .port_addresses(i)
-                .map(<[_]>::to_vec)
-                .unwrap_or_default();
+            let addrs = live_addrs.get(i).cloned().unwrap_or_default();
             items.push(json!({
                 "index": i,
                 "name": p.name,

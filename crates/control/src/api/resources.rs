@@ -762,16 +762,17 @@ struct InterfacePatch {
 }
 
 /// The port's new addresses from `patch` (each family it names replaces that family's list),
-/// checked as the config checks own addresses, and against the other ports' subnets.
+/// checked as the config checks own addresses, and against the other ports' subnets in
+/// `routing` (the caller holds its lock until the addresses are applied).
 fn patched_addresses(
     s: &ApiState,
+    routing: &dataplane::routing::Routing,
     port: usize,
     patch: &InterfacePatch,
 ) -> Result<Option<nodes::neighbour::OwnAddresses>, ApiError> {
     if patch.ip4.is_none() && patch.ip6.is_none() {
         return Ok(None);
     }
-    let routing = dataplane::build::lock(&s.view.routing);
     let current = routing.port_addresses(port).unwrap_or_default().to_vec();
     let mut v4: Vec<(std::net::Ipv4Addr, u8)> = Vec::new();
     let mut v6: Vec<(std::net::Ipv6Addr, u8)> = Vec::new();
@@ -860,8 +861,9 @@ pub(crate) async fn patch_interface(
                 }
             },
         };
-        let addrs = patched_addresses(&s, port, &patch)?;
+        // One lock from the overlap check to the change: no other request slips between.
         let mut routing = dataplane::build::lock(&s.view.routing);
+        let addrs = patched_addresses(&s, &routing, port, &patch)?;
         if let Some((v4, v6)) = &addrs {
             let all: Vec<(IpAddr, u8)> = v4
                 .iter()
