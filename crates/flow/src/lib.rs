@@ -1,0 +1,15 @@
+//! The virtual switch's flow tables, as Open vSwitch's userspace datapath has them: a flow key
+//! extracted once per packet (`key`), OpenFlow rules and groups in `ovs-ofctl` syntax (`rule`,
+//! `ofctl`), the slow-path classifier that translates a key into datapath actions and records
+//! which key bits it consulted (`classifier`, `xlate`), and the per-worker caches in front of it
+//! (`cache`: exact-match cache, megaflow cache, aging). This crate never does I/O and never owns
+//! ports; nodes and the control plane drive it.
+#![deny(missing_docs)]
+
+pub mod dpaction;
+pub mod key;
+pub mod rule;
+
+pub use dpaction::{DpAction, DpActions};
+pub use key::{Field, FlowKey, Stage, KEY_WORDS};
+pub use rule::{Action, Bucket, Group, GroupKind, Match, PortRef, Rule};
