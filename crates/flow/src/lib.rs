@@ -6,6 +6,7 @@
 //! ports; nodes and the control plane drive it.
 #![deny(missing_docs)]
 
+pub mod cache;
 pub mod dpaction;
 pub mod key;
 pub mod rule;

@@ -1,0 +1,1 @@
+//! Cycle counts of the flow caches (run with `--ignored`).

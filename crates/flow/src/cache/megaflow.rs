@@ -1,0 +1,685 @@
+//! The megaflow cache: tuple space search over one subtable per distinct mask, megaflows in a
+//! preallocated slab, one bucketized hash table shared by all subtables, aging on a timer wheel,
+//! revalidation against a new tables version. Owned by one worker; never locks, and never
+//! allocates after construction (every array is sized from the capacity up front).
+//!
+//! Hash table: buckets of one cache line (7 hash tags, 7 megaflow ids, an overflow count). A
+//! megaflow of subtable `s` lives at `hash(key & mask_s, salt_s)`; lookup compares tags, then
+//! checks the megaflow's subtable and masked key. Linear probing across buckets; a bucket's
+//! overflow count says how many entries passed it, so a lookup stops at the first bucket with
+//! none and a delete needs no tombstone. Sized for a load of at most one half.
+
+use super::hash::HashKey;
+use super::stats::CacheStats;
+use super::wheel::{TimerWheel, NIL};
+use super::{
+    CacheConfig, FullPolicy, Hit, InsertRefused, MegaflowDump, RuleList, Translated, Translator,
+};
+use crate::dpaction::DpActions;
+use crate::key::{FlowKey, KEY_WORDS};
+use std::collections::HashMap;
+
+/// Index of a megaflow in its cache's slab (stable while it exists; reused after).
+pub type MegaflowId = u32;
+
+const SLOTS: usize = 7;
+const EMPTY: u32 = u32::MAX;
+/// Largest batch `lookup_chunk` handles at once (a bit per key).
+pub(crate) const CHUNK: usize = 64;
+/// Megaflows sampled to pick an eviction victim.
+const EVICT_SAMPLE: usize = 16;
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Bucket {
+    tag: [u32; SLOTS],
+    id: [u32; SLOTS],
+    overflow: u32,
+    _pad: u32,
+}
+const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
+
+impl Default for Bucket {
+    fn default() -> Self {
+        Bucket {
+            tag: [0; SLOTS],
+            id: [EMPTY; SLOTS],
+            overflow: 0,
+            _pad: 0,
+        }
+    }
+}
+
+struct Subtable {
+    mask: FlowKey,
+    words: [u8; KEY_WORDS],
+    n_words: u8,
+    salt: u64,
+    /// Hits since the last ranking.
+    hits: u64,
+    count: u32,
+}
+
+/// What lookups and aging touch, per megaflow.
+#[derive(Clone, Copy, Default)]
+struct Meta {
+    /// Bumped when the megaflow is freed: an exact-match entry holding an older value is dead.
+    gen: u32,
+    subtable: u16,
+    alive: bool,
+    hash: u64,
+    version: u64,
+    last_used: u64,
+    created: u64,
+    packets: u64,
+    bytes: u64,
+}
+
+/// What only installs, revalidation and dumps touch.
+#[derive(Clone, Copy, Default)]
+struct Cold {
+    orig: FlowKey,
+    actions: DpActions,
+    rules: RuleList,
+}
+
+/// The megaflow cache of one worker.
+pub struct MegaflowCache {
+    hk: HashKey,
+    cap: usize,
+    max_subtables: usize,
+    pub(crate) idle_timeout_ms: u64,
+    policy: FullPolicy,
+    budget: usize,
+    rank_interval_ms: u64,
+    pub(crate) enabled: bool,
+
+    subtables: Vec<Subtable>,
+    free_subtables: Vec<u16>,
+    by_mask: HashMap<FlowKey, u16>,
+    /// Subtables in lookup order (most hits first at the last ranking).
+    order: Vec<u16>,
+
+    buckets: Vec<Bucket>,
+    bmask: usize,
+
+    keys: Vec<FlowKey>,
+    meta: Vec<Meta>,
+    cold: Vec<Cold>,
+    free: Vec<u32>,
+    count: usize,
+
+    wheel: TimerWheel,
+    /// Version of the tables the current megaflows were made for.
+    pub(crate) version: u64,
+    reval_cursor: usize,
+    evict_cursor: usize,
+    last_rank_ms: u64,
+
+    pub(crate) stats: CacheStats,
+}
+
+impl MegaflowCache {
+    /// An empty cache sized from `cfg` (validated by the caller).
+    pub(crate) fn new(cfg: &CacheConfig, hk: HashKey) -> MegaflowCache {
+        let cap = cfg.max_megaflows;
+        let nb = (cap * 2).div_ceil(SLOTS).next_power_of_two().max(2);
+        MegaflowCache {
+            hk,
+            cap,
+            max_subtables: cfg.max_subtables,
+            idle_timeout_ms: cfg.idle_timeout_ms,
+            policy: cfg.full_policy,
+            budget: cfg.maintenance_budget,
+            rank_interval_ms: cfg.rank_interval_ms,
+            enabled: cfg.megaflow_enabled,
+            subtables: Vec::with_capacity(cfg.max_subtables),
+            free_subtables: Vec::with_capacity(cfg.max_subtables),
+            by_mask: HashMap::with_capacity(cfg.max_subtables),
+            order: Vec::with_capacity(cfg.max_subtables),
+            buckets: vec![Bucket::default(); nb],
+            bmask: nb - 1,
+            keys: Vec::with_capacity(cap),
+            meta: Vec::with_capacity(cap),
+            cold: Vec::with_capacity(cap),
+            free: Vec::with_capacity(cap),
+            count: 0,
+            wheel: TimerWheel::new(cap, cfg.idle_timeout_ms),
+            version: 0,
+            reval_cursor: usize::MAX,
+            evict_cursor: 0,
+            last_rank_ms: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// Megaflows installed.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True when no megaflow is installed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Subtables (distinct masks) in use.
+    pub fn subtable_count(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Note the tables version; a change makes every megaflow stale (re-checked before use,
+    /// revalidated incrementally by maintenance).
+    #[inline]
+    pub(crate) fn observe_version(&mut self, v: u64) {
+        if v != self.version {
+            self.version = v;
+            self.reval_cursor = 0;
+        }
+    }
+
+    /// `(generation, current)` of megaflow `id` when it is alive.
+    #[inline]
+    pub(crate) fn gen_of(&self, id: MegaflowId) -> Option<(u32, bool)> {
+        let m = self.meta.get(id as usize)?;
+        m.alive.then_some((m.gen, m.version == self.version))
+    }
+
+    /// True when `id` is alive with generation `gen` and made for the current version.
+    #[inline]
+    pub(crate) fn is_current(&self, id: MegaflowId, gen: u32) -> bool {
+        match self.meta.get(id as usize) {
+            Some(m) => m.gen == gen && m.alive && m.version == self.version,
+            None => false,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn touch(&mut self, id: MegaflowId, now_ms: u64) {
+        if let Some(m) = self.meta.get_mut(id as usize) {
+            m.last_used = now_ms;
+        }
+    }
+
+    /// Add to a megaflow's packet and byte counts.
+    #[inline]
+    pub fn credit(&mut self, id: MegaflowId, packets: u64, bytes: u64) {
+        if let Some(m) = self.meta.get_mut(id as usize) {
+            m.packets += packets;
+            m.bytes += bytes;
+        }
+    }
+
+    /// The actions of megaflow `id` (None when it does not exist).
+    #[inline]
+    pub fn actions(&self, id: MegaflowId) -> Option<&DpActions> {
+        match self.meta.get(id as usize) {
+            Some(m) if m.alive => self.cold.get(id as usize).map(|c| &c.actions),
+            _ => None,
+        }
+    }
+
+    /// The rules megaflow `id` went through.
+    pub fn rules(&self, id: MegaflowId) -> Option<&RuleList> {
+        match self.meta.get(id as usize) {
+            Some(m) if m.alive => self.cold.get(id as usize).map(|c| &c.rules),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn sub_hash(&self, si: usize, key: &FlowKey) -> u64 {
+        let s = &self.subtables[si];
+        self.hk
+            .hash_masked(key, &s.mask, &s.words[..s.n_words as usize], s.salt)
+    }
+
+    /// The megaflow of subtable `si` matching `key`, whose subtable hash is `h`.
+    #[inline(always)]
+    fn find(&self, si: usize, key: &FlowKey, h: u64) -> Option<MegaflowId> {
+        let s = &self.subtables[si];
+        let tag = (h >> 32) as u32;
+        let mut b = h as usize & self.bmask;
+        for _ in 0..=self.bmask {
+            let bucket = &self.buckets[b];
+            for slot in 0..SLOTS {
+                if bucket.tag[slot] == tag && bucket.id[slot] != EMPTY {
+                    let id = bucket.id[slot] as usize;
+                    if self.meta[id].subtable as usize == si {
+                        let mk = &self.keys[id];
+                        let ok = s.words[..s.n_words as usize].iter().all(|&w| {
+                            let w = w as usize;
+                            key.w[w] & s.mask.w[w] == mk.w[w]
+                        });
+                        if ok {
+                            return Some(id as MegaflowId);
+                        }
+                    }
+                }
+            }
+            if bucket.overflow == 0 {
+                return None;
+            }
+            b = (b + 1) & self.bmask;
+        }
+        None
+    }
+
+    /// The first megaflow (in lookup order) matching `key`, stale or not; no counter moves.
+    pub(crate) fn find_any(&self, key: &FlowKey) -> Option<MegaflowId> {
+        self.order.iter().find_map(|&si| {
+            let si = si as usize;
+            self.find(si, key, self.sub_hash(si, key))
+        })
+    }
+
+    /// Look up the keys of `keys` whose bit is set in `want` (at most [`CHUNK`] keys), writing
+    /// `Hit::Megaflow` into `out` for the found ones; returns the bits of those not found.
+    /// A stale megaflow is revalidated through `xl` before it is used.
+    pub(crate) fn lookup_chunk<T: Translator + ?Sized>(
+        &mut self,
+        xl: &T,
+        now_ms: u64,
+        keys: &[FlowKey],
+        out: &mut [Hit],
+        mut want: u64,
+    ) -> u64 {
+        let n = keys.len().min(out.len()).min(CHUNK);
+        if n < CHUNK {
+            want &= (1u64 << n) - 1;
+        }
+        self.stats.megaflow_lookups += want.count_ones() as u64;
+        let mut hashes = [0u64; CHUNK];
+        let mut found = [0u32; CHUNK];
+        // Bounded: each round revalidates (renews or deletes) at least one stale megaflow.
+        for _round in 0..=CHUNK {
+            let mut remaining = want;
+            let mut stale = 0u64;
+            for (rank, oi) in (0..self.order.len()).enumerate() {
+                if remaining == 0 {
+                    break;
+                }
+                let si = self.order[oi] as usize;
+                let mut m = remaining;
+                while m != 0 {
+                    let i = m.trailing_zeros() as usize;
+                    hashes[i] = self.sub_hash(si, &keys[i]);
+                    m &= m - 1;
+                }
+                let mut m = remaining;
+                let mut hits = 0u64;
+                while m != 0 {
+                    let i = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    if let Some(id) = self.find(si, &keys[i], hashes[i]) {
+                        remaining &= !(1u64 << i);
+                        let meta = &mut self.meta[id as usize];
+                        if meta.version != self.version {
+                            stale |= 1u64 << i;
+                            found[i] = id;
+                        } else {
+                            meta.last_used = now_ms;
+                            out[i] = Hit::Megaflow(id);
+                            hits += 1;
+                            self.stats.subtables_visited += rank as u64 + 1;
+                        }
+                    }
+                }
+                self.subtables[si].hits += hits;
+                self.stats.megaflow_hits += hits;
+            }
+            want = remaining;
+            if stale == 0 {
+                break;
+            }
+            // Revalidate what was found stale; a key whose megaflow went is looked up again.
+            let mut again = 0u64;
+            let mut m = stale;
+            while m != 0 {
+                let i = m.trailing_zeros() as usize;
+                m &= m - 1;
+                let id = found[i];
+                let alive = self.meta.get(id as usize).is_some_and(|m| m.alive);
+                if alive && self.meta[id as usize].version != self.version {
+                    self.revalidate(xl, id);
+                }
+                match self.meta.get_mut(id as usize) {
+                    Some(meta) if meta.alive => {
+                        meta.last_used = now_ms;
+                        out[i] = Hit::Megaflow(id);
+                        self.stats.megaflow_hits += 1;
+                        self.stats.subtables_visited += 1;
+                    }
+                    _ => again |= 1u64 << i,
+                }
+            }
+            if again == 0 {
+                break;
+            }
+            want |= again;
+        }
+        self.stats.misses += want.count_ones() as u64;
+        want
+    }
+
+    /// Re-translate stale megaflow `id`: keep it (current version, new rule list) when the
+    /// actions are equal and the new mask needs no bit the old one lacks; delete it otherwise.
+    /// Returns true when it was kept.
+    pub(crate) fn revalidate<T: Translator + ?Sized>(&mut self, xl: &T, id: MegaflowId) -> bool {
+        let i = id as usize;
+        let (Some(meta), Some(cold)) = (self.meta.get(i), self.cold.get(i)) else {
+            return false;
+        };
+        if !meta.alive {
+            return false;
+        }
+        let version = xl.version();
+        let t = xl.translate(&cold.orig);
+        let old_mask = &self.subtables[meta.subtable as usize].mask;
+        if t.actions == cold.actions && t.mask.is_subset_of(old_mask) {
+            self.meta[i].version = version;
+            self.cold[i].rules = t.rules;
+            self.stats.revalidated += 1;
+            true
+        } else {
+            self.delete(id);
+            self.stats.revalidation_deleted += 1;
+            false
+        }
+    }
+
+    /// Install the megaflow `t` made from `key` for tables `version`.
+    pub(crate) fn insert(
+        &mut self,
+        key: &FlowKey,
+        t: &Translated,
+        version: u64,
+        now_ms: u64,
+    ) -> Result<MegaflowId, InsertRefused> {
+        if !self.enabled {
+            return Err(InsertRefused::Disabled);
+        }
+        self.observe_version(version);
+        // As Open vSwitch's dpcls: if a lookup of the key finds a megaflow, the new one would
+        // overlap it (and never be reached for this key); a stale one is replaced.
+        if let Some(id) = self.find_any(key) {
+            if self.meta[id as usize].version == self.version {
+                self.stats.overlap_refused += 1;
+                return Err(InsertRefused::Overlap(id));
+            }
+            self.delete(id);
+            self.stats.revalidation_deleted += 1;
+        }
+        // A slot first: evicting may empty (and free) a subtable.
+        let slot = match self.take_slot() {
+            Some(s) => s,
+            None => {
+                self.stats.megaflow_full += 1;
+                return Err(InsertRefused::Full);
+            }
+        };
+        let si = match self.subtable_for(&t.mask) {
+            Some(si) => si,
+            None => {
+                self.free.push(slot);
+                self.stats.subtable_full += 1;
+                return Err(InsertRefused::TooManyMasks);
+            }
+        };
+        let i = slot as usize;
+        let masked = key.masked(&t.mask);
+        let h = self.sub_hash(si, &masked);
+        let gen = self.meta[i].gen;
+        self.keys[i] = masked;
+        self.meta[i] = Meta {
+            gen,
+            subtable: si as u16,
+            alive: true,
+            hash: h,
+            version,
+            last_used: now_ms,
+            created: now_ms,
+            packets: 0,
+            bytes: 0,
+        };
+        self.cold[i] = Cold {
+            orig: *key,
+            actions: t.actions,
+            rules: t.rules,
+        };
+        self.table_insert(h, slot);
+        self.wheel
+            .schedule(slot, now_ms.saturating_add(self.idle_timeout_ms));
+        self.subtables[si].count += 1;
+        self.count += 1;
+        self.stats.installed += 1;
+        Ok(slot)
+    }
+
+    fn take_slot(&mut self) -> Option<u32> {
+        if let Some(s) = self.free.pop() {
+            return Some(s);
+        }
+        if self.keys.len() < self.cap {
+            self.keys.push(FlowKey::ZERO);
+            self.meta.push(Meta::default());
+            self.cold.push(Cold::default());
+            return Some((self.keys.len() - 1) as u32);
+        }
+        if self.policy == FullPolicy::Refuse || self.count == 0 {
+            return None;
+        }
+        // Full: evict the least recently used of a small sample, the soonest-due megaflows of
+        // the wheel first (likely idle), then a rotating window of the slab.
+        let mut cand = [NIL; EVICT_SAMPLE];
+        let mut n = self.wheel.soonest(&mut cand[..EVICT_SAMPLE / 2], 64);
+        while n < EVICT_SAMPLE {
+            self.evict_cursor = (self.evict_cursor + 1) % self.cap;
+            if self.meta[self.evict_cursor].alive {
+                cand[n] = self.evict_cursor as u32;
+            }
+            n += 1;
+        }
+        let victim = cand
+            .iter()
+            .copied()
+            .filter(|&id| id != NIL && self.meta[id as usize].alive)
+            .min_by_key(|&id| self.meta[id as usize].last_used)?;
+        self.delete(victim);
+        self.stats.evicted += 1;
+        self.free.pop()
+    }
+
+    fn subtable_for(&mut self, mask: &FlowKey) -> Option<usize> {
+        if let Some(&si) = self.by_mask.get(mask) {
+            return Some(si as usize);
+        }
+        let mut words = [0u8; KEY_WORDS];
+        let mut n = 0;
+        for (w, &m) in mask.w.iter().enumerate() {
+            if m != 0 {
+                words[n] = w as u8;
+                n += 1;
+            }
+        }
+        let mut salt_src = 0u64;
+        for (w, &m) in mask.w.iter().enumerate() {
+            salt_src = salt_src.rotate_left(7) ^ m ^ (w as u64);
+        }
+        let sub = Subtable {
+            mask: *mask,
+            words,
+            n_words: n as u8,
+            salt: self.hk.derive(salt_src ^ self.hk.hash_key(mask)),
+            hits: 0,
+            count: 0,
+        };
+        let si = if let Some(si) = self.free_subtables.pop() {
+            self.subtables[si as usize] = sub;
+            si
+        } else if self.subtables.len() < self.max_subtables {
+            self.subtables.push(sub);
+            (self.subtables.len() - 1) as u16
+        } else {
+            return None;
+        };
+        self.by_mask.insert(*mask, si);
+        self.order.push(si);
+        self.stats.subtables = self.order.len() as u64;
+        Some(si as usize)
+    }
+
+    fn table_insert(&mut self, h: u64, id: u32) {
+        let tag = (h >> 32) as u32;
+        let mut b = h as usize & self.bmask;
+        for _ in 0..=self.bmask {
+            let bucket = &mut self.buckets[b];
+            if let Some(slot) = bucket.id.iter().position(|&x| x == EMPTY) {
+                bucket.id[slot] = id;
+                bucket.tag[slot] = tag;
+                return;
+            }
+            bucket.overflow += 1;
+            b = (b + 1) & self.bmask;
+        }
+    }
+
+    fn table_remove(&mut self, h: u64, id: u32) {
+        let start = h as usize & self.bmask;
+        let mut b = start;
+        for _ in 0..=self.bmask {
+            if let Some(slot) = self.buckets[b].id.iter().position(|&x| x == id) {
+                self.buckets[b].id[slot] = EMPTY;
+                let mut p = start;
+                while p != b {
+                    self.buckets[p].overflow -= 1;
+                    p = (p + 1) & self.bmask;
+                }
+                return;
+            }
+            b = (b + 1) & self.bmask;
+        }
+    }
+
+    /// Delete megaflow `id` (nothing when it does not exist).
+    pub(crate) fn delete(&mut self, id: MegaflowId) {
+        let i = id as usize;
+        let Some(meta) = self.meta.get(i).copied() else {
+            return;
+        };
+        if !meta.alive {
+            return;
+        }
+        self.table_remove(meta.hash, id);
+        self.wheel.cancel(id);
+        self.meta[i].alive = false;
+        self.meta[i].gen = meta.gen.wrapping_add(1);
+        self.free.push(id);
+        self.count -= 1;
+        let si = meta.subtable as usize;
+        self.subtables[si].count -= 1;
+        if self.subtables[si].count == 0 {
+            let mask = self.subtables[si].mask;
+            self.by_mask.remove(&mask);
+            if let Some(pos) = self.order.iter().position(|&x| x as usize == si) {
+                self.order.remove(pos);
+            }
+            self.free_subtables.push(si as u16);
+            self.stats.subtables = self.order.len() as u64;
+        }
+    }
+
+    /// Delete every megaflow.
+    pub(crate) fn flush(&mut self) {
+        for id in 0..self.meta.len() {
+            if self.meta[id].alive {
+                self.delete(id as u32);
+                self.stats.flushed += 1;
+            }
+        }
+        self.wheel.clear();
+    }
+
+    /// Bounded background work: expire idle megaflows, revalidate stale ones, rank the
+    /// subtables. Returns the work units spent (at most about three budgets).
+    pub(crate) fn maintain<T: Translator + ?Sized>(&mut self, xl: &T, now_ms: u64) -> usize {
+        self.observe_version(xl.version());
+        let mut work = 0;
+        // Aging.
+        while let Some(id) = self.wheel.next_due(now_ms, &mut work, self.budget) {
+            work += 1;
+            let last = self.meta[id as usize].last_used;
+            if now_ms.saturating_sub(last) >= self.idle_timeout_ms {
+                self.delete(id);
+                self.stats.expired += 1;
+            } else {
+                self.wheel
+                    .schedule(id, last.saturating_add(self.idle_timeout_ms));
+            }
+        }
+        // Incremental revalidation after a version change.
+        let mut done = 0;
+        while self.reval_cursor < self.meta.len() && done < self.budget {
+            let id = self.reval_cursor;
+            self.reval_cursor += 1;
+            done += 1;
+            if self.meta[id].alive && self.meta[id].version != self.version {
+                self.revalidate(xl, id as u32);
+            }
+        }
+        work += done;
+        // Ranking: the worker sorts its own few hundred subtables at most once an interval.
+        if now_ms.saturating_sub(self.last_rank_ms) >= self.rank_interval_ms {
+            self.last_rank_ms = now_ms;
+            let subs = &self.subtables;
+            self.order
+                .sort_unstable_by(|a, b| subs[*b as usize].hits.cmp(&subs[*a as usize].hits));
+            for s in self.subtables.iter_mut() {
+                s.hits /= 2;
+            }
+            work += self.order.len();
+        }
+        self.stats.megaflows = self.count as u64;
+        self.stats.subtables = self.order.len() as u64;
+        work
+    }
+
+    /// True while megaflows made for an older version may remain (revalidation sweep running).
+    pub fn revalidation_pending(&self) -> bool {
+        self.reval_cursor < self.meta.len()
+    }
+
+    /// Append every megaflow to `out` (control-plane dumps; allocates).
+    pub(crate) fn dump(&self, now_ms: u64, out: &mut Vec<MegaflowDump>) {
+        for (i, m) in self.meta.iter().enumerate() {
+            if m.alive {
+                out.push(MegaflowDump {
+                    id: i as u32,
+                    key: self.keys[i],
+                    mask: self.subtables[m.subtable as usize].mask,
+                    actions: self.cold[i].actions,
+                    rules: self.cold[i].rules,
+                    packets: m.packets,
+                    bytes: m.bytes,
+                    idle_ms: now_ms.saturating_sub(m.last_used),
+                    age_ms: now_ms.saturating_sub(m.created),
+                    current: m.version == self.version,
+                });
+            }
+        }
+    }
+
+    /// `(buckets with an overflow, buckets)` of the hash table (a skewed hash shows here).
+    pub fn bucket_overflow(&self) -> (usize, usize) {
+        let n = self.buckets.iter().filter(|b| b.overflow > 0).count();
+        (n, self.buckets.len())
+    }
+
+    /// The subtables' masks in lookup order with their hits since the last ranking.
+    pub fn subtable_ranking(&self) -> impl Iterator<Item = (&FlowKey, u64)> + '_ {
+        self.order.iter().map(|&si| {
+            let s = &self.subtables[si as usize];
+            (&s.mask, s.hits)
+        })
+    }
+}

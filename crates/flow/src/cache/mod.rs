@@ -1,0 +1,518 @@
+//! The per-worker flow caches in front of the slow-path classifier: an exact-match cache (EMC)
+//! and a megaflow cache, with aging, a bounded count and revalidation. Owned by one worker thread:
+//! no lock and no atomic on the lookup path, no allocation after construction; the control plane
+//! sees only what the worker publishes ([`PublishedStats`]) or dumps on request.
+//!
+//! # Design
+//!
+//! ```text
+//!   keys of a vector (up to 256) ─► EMC (2-way, 8192 entries, full key -> megaflow id + generation)
+//!        │ miss                       └ hit only if the megaflow still has that generation and
+//!        ▼                              was made for the current tables version
+//!   megaflow cache: subtables (one per distinct mask) in rank order; per subtable, hash the
+//!        │          still-unmatched keys (a 64-bit bitmask), probe, verify the masked key
+//!        │ miss     (hit: insert into the EMC with probability 1/emc_insert_inv_prob)
+//!        ▼
+//!   caller: translate through the tables (`Translator`), `insert`, run the actions
+//! ```
+//!
+//! Sizes (defaults, [`CacheConfig`]): EMC 8192 entries x 160 bytes = 1.25 MiB; megaflows 200,000
+//! (Open vSwitch's flow limit): the shared hash table is sized for half load in buckets of one
+//! cache line (200,000 -> 65,536 buckets, 4 MiB); a megaflow's slab entry is its masked key,
+//! its creating key, its actions and counters (the slab is reserved up front and touched as it
+//! fills). Up to 512 subtables.
+//!
+//! Hashing: [`HashKey`] (NH with a per-process random key, see `hash.rs`), so crafted flows
+//! cannot be aimed at one bucket.
+//!
+//! Overlap: as Open vSwitch's datapath does, an install first looks the creating key up; when it
+//! finds a megaflow, the new one is refused and counted (`overlap_refused`), so a key never has
+//! two current megaflows to choose from through its creating key.
+//!
+//! Full (`max_megaflows` installed): with [`FullPolicy::EvictIdlest`] (default) the least
+//! recently used of 16 sampled megaflows (the wheel's soonest-due first) is evicted (`evicted`);
+//! with [`FullPolicy::Refuse`] the install is refused (`megaflow_full`). Either way the packet
+//! has its translation and is processed; nothing panics.
+//!
+//! Aging: a timer wheel (`wheel.rs`) expires megaflows idle for `idle_timeout_ms` (default 10 s)
+//! with at most `maintenance_budget` units of work per [`FlowCache::maintain`] call; a hit only
+//! writes the megaflow's last-used time.
+//!
+//! Revalidation: every megaflow remembers the tables version it was made for, the key that made
+//! it and the rules it went through. When [`Translator::version`] changes, every older megaflow is
+//! stale: a lookup that finds one re-translates its creating key before using it (so correctness
+//! holds from the first packet after the change and no packet is lost), and `maintain` sweeps the
+//! slab, a budget at a time, doing the same. A stale megaflow is kept (`revalidated`) when the new
+//! actions are equal and the new mask consults no bit the old one did not (the classifier's
+//! guarantee that every key agreeing on the mask translates alike then covers the old mask too);
+//! otherwise it is deleted (`revalidation_deleted`) and its next packet is a miss. EMC entries of
+//! stale megaflows are not used until the megaflow is current again.
+//!
+//! Ranking: each subtable counts its hits; `maintain` re-sorts the lookup order by hits once per
+//! `rank_interval_ms` (the worker does it itself, a sort of at most 512 indices) and halves the
+//! counts.
+//!
+//! Switching off: [`FlowCache::set_emc_enabled`] and [`FlowCache::set_megaflow_enabled`] (per
+//! port: set them before looking up that port's vector). With the megaflow cache off every key
+//! is a miss and nothing is installed.
+
+mod emc;
+mod hash;
+mod megaflow;
+mod stats;
+mod wheel;
+
+#[cfg(test)]
+mod bench;
+#[cfg(test)]
+mod tests;
+
+pub use emc::ExactMatchCache;
+pub use hash::HashKey;
+pub use megaflow::{MegaflowCache, MegaflowId};
+pub use stats::{CacheStats, CycleHistogram, PublishedStats, CYCLE_BUCKETS};
+
+use crate::dpaction::DpActions;
+use crate::key::FlowKey;
+use crate::rule::RuleId;
+use megaflow::CHUNK;
+
+/// Most rules a megaflow remembers (more are dropped and `RuleList::truncated` is set).
+pub const MAX_MEGAFLOW_RULES: usize = 8;
+
+/// The rules a translation went through, in order (for per-rule counters and traces).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RuleList {
+    len: u8,
+    truncated: bool,
+    ids: [RuleId; MAX_MEGAFLOW_RULES],
+}
+
+impl RuleList {
+    /// Append `id`; when full, sets `truncated` and returns false.
+    pub fn push(&mut self, id: RuleId) -> bool {
+        match self.ids.get_mut(self.len as usize) {
+            Some(slot) => {
+                *slot = id;
+                self.len += 1;
+                true
+            }
+            None => {
+                self.truncated = true;
+                false
+            }
+        }
+    }
+
+    /// The rules.
+    pub fn as_slice(&self) -> &[RuleId] {
+        &self.ids[..self.len as usize]
+    }
+
+    /// True when some rules did not fit.
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+}
+
+impl FromIterator<RuleId> for RuleList {
+    fn from_iter<I: IntoIterator<Item = RuleId>>(iter: I) -> Self {
+        let mut l = RuleList::default();
+        for id in iter {
+            l.push(id);
+        }
+        l
+    }
+}
+
+/// What a translation yields for the cache: the datapath actions, the mask of the key bits it
+/// consulted, the rules it went through.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Translated {
+    /// Datapath actions (empty: drop).
+    pub actions: DpActions,
+    /// Bits of the key the translation consulted.
+    pub mask: FlowKey,
+    /// Rules it went through.
+    pub rules: RuleList,
+}
+
+/// The slow path as the cache sees it (implemented by the flow tables; tests use a fake).
+pub trait Translator {
+    /// Version of the tables; any change makes older megaflows stale.
+    fn version(&self) -> u64;
+    /// Translate `key` through the tables. For every key that agrees with `key` on the returned
+    /// mask, the translation must be the same actions.
+    fn translate(&self, key: &FlowKey) -> Translated;
+}
+
+/// The result of a lookup, per key.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Hit {
+    /// Neither cache has it: translate and insert.
+    #[default]
+    Miss,
+    /// Found in the exact-match cache.
+    Emc(MegaflowId),
+    /// Found in the megaflow cache.
+    Megaflow(MegaflowId),
+}
+
+impl Hit {
+    /// The megaflow, when found.
+    #[inline]
+    pub fn id(self) -> Option<MegaflowId> {
+        match self {
+            Hit::Miss => None,
+            Hit::Emc(id) | Hit::Megaflow(id) => Some(id),
+        }
+    }
+}
+
+/// Why an install did not happen (the caller still runs the translation's actions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InsertRefused {
+    /// The key already matches this current megaflow.
+    #[error("the key already matches megaflow {0}")]
+    Overlap(MegaflowId),
+    /// The cache is full and the policy refuses (or nothing could be evicted).
+    #[error("the megaflow cache is full")]
+    Full,
+    /// The limit on distinct masks is reached.
+    #[error("too many distinct megaflow masks")]
+    TooManyMasks,
+    /// The megaflow cache is switched off.
+    #[error("the megaflow cache is switched off")]
+    Disabled,
+}
+
+/// What to do when `max_megaflows` are installed and another must be.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FullPolicy {
+    /// Evict the least recently used of a small sample (counted `evicted`).
+    #[default]
+    EvictIdlest,
+    /// Refuse the install (counted `megaflow_full`); the packet is processed all the same.
+    Refuse,
+}
+
+/// Settings of one worker's caches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CacheConfig {
+    /// Most megaflows (1..=4,000,000; default 200,000).
+    pub max_megaflows: usize,
+    /// Most distinct masks (1..=65,535; default 512).
+    pub max_subtables: usize,
+    /// Idle time after which a megaflow expires, in ms (1..=3,600,000; default 10,000).
+    pub idle_timeout_ms: u64,
+    /// What a full cache does.
+    pub full_policy: FullPolicy,
+    /// Exact-match cache entries (0 or a power of two up to 1,048,576; default 8192).
+    pub emc_entries: usize,
+    /// Insert into the EMC with probability 1/N on a megaflow hit (0: never; default 100).
+    pub emc_insert_inv_prob: u32,
+    /// Use the exact-match cache.
+    pub emc_enabled: bool,
+    /// Use the megaflow cache (off: every key misses, nothing is installed).
+    pub megaflow_enabled: bool,
+    /// How often the subtables are re-ranked, in ms (default 1000).
+    pub rank_interval_ms: u64,
+    /// Work units (megaflows examined, wheel slots passed) per maintenance step (default 1024).
+    pub maintenance_budget: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            max_megaflows: 200_000,
+            max_subtables: 512,
+            idle_timeout_ms: 10_000,
+            full_policy: FullPolicy::EvictIdlest,
+            emc_entries: 8192,
+            emc_insert_inv_prob: 100,
+            emc_enabled: true,
+            megaflow_enabled: true,
+            rank_interval_ms: 1000,
+            maintenance_budget: 1024,
+        }
+    }
+}
+
+/// A cache setting out of range.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("flow cache setting {field} = {value} is out of range: {accepted}")]
+pub struct CacheConfigError {
+    /// The setting (its `CacheConfig` field name).
+    pub field: &'static str,
+    /// Its value.
+    pub value: u64,
+    /// What is accepted.
+    pub accepted: &'static str,
+}
+
+impl CacheConfig {
+    /// Check every setting is within its range.
+    pub fn validate(&self) -> Result<(), CacheConfigError> {
+        let err = |field, value: u64, accepted| {
+            Err(CacheConfigError {
+                field,
+                value,
+                accepted,
+            })
+        };
+        if !(1..=4_000_000).contains(&self.max_megaflows) {
+            return err("max_megaflows", self.max_megaflows as u64, "1 to 4000000");
+        }
+        if !(1..=65_535).contains(&self.max_subtables) {
+            return err("max_subtables", self.max_subtables as u64, "1 to 65535");
+        }
+        if !(1..=3_600_000).contains(&self.idle_timeout_ms) {
+            return err(
+                "idle_timeout_ms",
+                self.idle_timeout_ms,
+                "1 to 3600000 (one hour)",
+            );
+        }
+        if self.emc_entries != 0
+            && (!self.emc_entries.is_power_of_two() || self.emc_entries > 1 << 20)
+        {
+            return err(
+                "emc_entries",
+                self.emc_entries as u64,
+                "0 or a power of two up to 1048576",
+            );
+        }
+        if self.maintenance_budget == 0 {
+            return err("maintenance_budget", 0, "at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// One megaflow as `ctl dump-megaflows` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MegaflowDump {
+    /// Its id.
+    pub id: MegaflowId,
+    /// Masked key.
+    pub key: FlowKey,
+    /// Mask.
+    pub mask: FlowKey,
+    /// Actions.
+    pub actions: DpActions,
+    /// Rules it went through.
+    pub rules: RuleList,
+    /// Packets credited.
+    pub packets: u64,
+    /// Bytes credited.
+    pub bytes: u64,
+    /// Time since the last hit, ms.
+    pub idle_ms: u64,
+    /// Time since it was installed, ms.
+    pub age_ms: u64,
+    /// Made for the current tables version (false: awaiting revalidation).
+    pub current: bool,
+}
+
+/// Both caches of one worker.
+pub struct FlowCache {
+    hk: HashKey,
+    emc: ExactMatchCache,
+    mf: MegaflowCache,
+    emc_enabled: bool,
+}
+
+impl FlowCache {
+    /// Caches sized by `cfg`, hashing with the process key.
+    pub fn new(cfg: &CacheConfig) -> Result<FlowCache, CacheConfigError> {
+        FlowCache::with_hash_key(cfg, HashKey::process().clone())
+    }
+
+    /// Caches sized by `cfg`, hashing with `hk` (tests, benchmarks).
+    pub fn with_hash_key(cfg: &CacheConfig, hk: HashKey) -> Result<FlowCache, CacheConfigError> {
+        cfg.validate()?;
+        Ok(FlowCache {
+            emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob, hk.derive(1)),
+            mf: MegaflowCache::new(cfg, hk.clone()),
+            emc_enabled: cfg.emc_enabled && cfg.emc_entries > 0,
+            hk,
+        })
+    }
+
+    /// Look up every key of `keys`, writing one [`Hit`] per key into `out` (which must be at
+    /// least as long); returns the number of misses. Stale megaflows found on the way are
+    /// revalidated through `xl` first. `now_ms` is the worker's coarse clock (milliseconds,
+    /// monotonic), used for aging.
+    pub fn lookup_batch<T: Translator + ?Sized>(
+        &mut self,
+        xl: &T,
+        now_ms: u64,
+        keys: &[FlowKey],
+        out: &mut [Hit],
+    ) -> usize {
+        self.mf.observe_version(xl.version());
+        let n = keys.len().min(out.len());
+        let mut misses = 0;
+        for start in (0..n).step_by(CHUNK) {
+            let end = (start + CHUNK).min(n);
+            misses += self.lookup_chunk(xl, now_ms, &keys[start..end], &mut out[start..end]);
+        }
+        misses
+    }
+
+    fn lookup_chunk<T: Translator + ?Sized>(
+        &mut self,
+        xl: &T,
+        now_ms: u64,
+        keys: &[FlowKey],
+        out: &mut [Hit],
+    ) -> usize {
+        let n = keys.len();
+        let all = if n == CHUNK {
+            u64::MAX
+        } else {
+            (1u64 << n) - 1
+        };
+        out.fill(Hit::Miss);
+        if !self.mf.enabled {
+            self.mf.stats.misses += n as u64;
+            return n;
+        }
+        let mut want = all;
+        let mut emc_hash = [0u64; CHUNK];
+        if self.emc_enabled {
+            self.mf.stats.emc_lookups += n as u64;
+            for i in 0..n {
+                let h = self.hk.hash_key(&keys[i]);
+                emc_hash[i] = h;
+                if let Some((id, gen)) = self.emc.lookup(&keys[i], h) {
+                    if self.mf.is_current(id, gen) {
+                        self.mf.touch(id, now_ms);
+                        out[i] = Hit::Emc(id);
+                        want &= !(1u64 << i);
+                    }
+                }
+            }
+            self.mf.stats.emc_hits += (all & !want).count_ones() as u64;
+        }
+        if want == 0 {
+            return 0;
+        }
+        let before = want;
+        let missing = self.mf.lookup_chunk(xl, now_ms, keys, out, want);
+        if self.emc_enabled {
+            let mut hits = before & !missing;
+            while hits != 0 {
+                let i = hits.trailing_zeros() as usize;
+                hits &= hits - 1;
+                if self.emc.should_insert() {
+                    if let Some(id) = out[i].id() {
+                        self.emc_insert(&keys[i], emc_hash[i], id);
+                    }
+                }
+            }
+        }
+        missing.count_ones() as usize
+    }
+
+    fn emc_insert(&mut self, key: &FlowKey, h: u64, id: MegaflowId) {
+        if let Some((gen, _)) = self.mf.gen_of(id) {
+            let mf = &self.mf;
+            self.emc
+                .insert(key, h, id, gen, |eid, egen| !mf.is_current(eid, egen));
+            self.mf.stats.emc_inserts += 1;
+        }
+    }
+
+    /// Install the megaflow that translation `t` yields for `key`. `version` is the version of
+    /// the tables that made `t`, which must be the current one (it becomes the cache's current
+    /// version). Also offered to the EMC with the usual probability. A refusal is counted; the
+    /// caller runs `t.actions` on its packets either way.
+    pub fn insert(
+        &mut self,
+        key: &FlowKey,
+        t: &Translated,
+        version: u64,
+        now_ms: u64,
+    ) -> Result<MegaflowId, InsertRefused> {
+        let id = self.mf.insert(key, t, version, now_ms)?;
+        if self.emc_enabled && self.emc.should_insert() {
+            let h = self.hk.hash_key(key);
+            self.emc_insert(key, h, id);
+        }
+        Ok(id)
+    }
+
+    /// Bounded background work, to call every few milliseconds from the worker's loop: expire
+    /// idle megaflows, revalidate stale ones after a version change, re-rank subtables.
+    /// Returns the work units spent (at most about three `maintenance_budget`s).
+    pub fn maintain<T: Translator + ?Sized>(&mut self, xl: &T, now_ms: u64) -> usize {
+        self.mf.maintain(xl, now_ms)
+    }
+
+    /// The actions of megaflow `id`.
+    #[inline]
+    pub fn actions(&self, id: MegaflowId) -> Option<&DpActions> {
+        self.mf.actions(id)
+    }
+
+    /// The rules megaflow `id` went through.
+    pub fn rules(&self, id: MegaflowId) -> Option<&RuleList> {
+        self.mf.rules(id)
+    }
+
+    /// Add to megaflow `id`'s packet and byte counts.
+    #[inline]
+    pub fn credit(&mut self, id: MegaflowId, packets: u64, bytes: u64) {
+        self.mf.credit(id, packets, bytes)
+    }
+
+    /// The counters (gauges as of the last maintenance or change).
+    pub fn stats(&self) -> CacheStats {
+        let mut s = self.mf.stats;
+        s.megaflows = self.mf.len() as u64;
+        s.subtables = self.mf.subtable_count() as u64;
+        s
+    }
+
+    /// The megaflow cache (sizes, ranking).
+    pub fn megaflows(&self) -> &MegaflowCache {
+        &self.mf
+    }
+
+    /// The exact-match cache (occupancy).
+    pub fn emc(&self) -> &ExactMatchCache {
+        &self.emc
+    }
+
+    /// Use the exact-match cache or not (for measurement, or per port).
+    pub fn set_emc_enabled(&mut self, on: bool) {
+        self.emc_enabled = on && self.emc.capacity() > 0;
+    }
+
+    /// Use the megaflow cache or not (off: every key misses, nothing is installed).
+    pub fn set_megaflow_enabled(&mut self, on: bool) {
+        self.mf.enabled = on;
+    }
+
+    /// Change the EMC insertion probability to 1/`inv_prob` (0: never).
+    pub fn set_emc_insert_inv_prob(&mut self, inv_prob: u32) {
+        self.emc.set_insert_inv_prob(inv_prob);
+    }
+
+    /// Change the idle timeout (takes effect as megaflows come due; 1..=3,600,000 ms).
+    pub fn set_idle_timeout_ms(&mut self, ms: u64) {
+        self.mf.idle_timeout_ms = ms.clamp(1, 3_600_000);
+    }
+
+    /// Delete every megaflow and EMC entry (counted `flushed`).
+    pub fn flush(&mut self) {
+        self.mf.flush();
+        self.emc.clear();
+    }
+
+    /// Append every megaflow to `out` (control plane; allocates).
+    pub fn dump(&self, now_ms: u64, out: &mut Vec<MegaflowDump>) {
+        self.mf.dump(now_ms, out)
+    }
+}
