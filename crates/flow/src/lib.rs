@@ -8,9 +8,11 @@
 
 pub mod cache;
 pub mod dpaction;
+pub mod extract;
 pub mod key;
 pub mod rule;
 
 pub use dpaction::{DpAction, DpActions};
+pub use extract::{extract, extract_into, Malformed, Parsed, Tunnel};
 pub use key::{Field, FlowKey, Stage, KEY_WORDS};
 pub use rule::{Action, Bucket, Group, GroupKind, Match, PortRef, Rule};
