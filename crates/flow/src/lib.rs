@@ -7,12 +7,20 @@
 #![deny(missing_docs)]
 
 pub mod cache;
+pub mod classifier;
 pub mod dpaction;
 pub mod extract;
 pub mod key;
+pub mod linear;
 pub mod rule;
+pub mod tables;
+#[cfg(test)]
+mod testutil;
+pub mod xlate;
 
 pub use dpaction::{DpAction, DpActions};
 pub use extract::{extract, extract_into, Malformed, Parsed, Tunnel};
 pub use key::{Field, FlowKey, Stage, KEY_WORDS};
 pub use rule::{Action, Bucket, Group, GroupKind, Match, PortRef, Rule};
+pub use tables::{FlowModError, FlowTables, RuleCounters, RuleStats, SwitchPorts};
+pub use xlate::{RuleHits, Translation, XlateError};

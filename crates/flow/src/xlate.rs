@@ -1,0 +1,534 @@
+//! Translation of a flow key through the rule tables and groups into datapath actions and a
+//! megaflow mask, as Open vSwitch's `ofproto-dpif-xlate` does. Owns the action semantics; it
+//! never changes a table and never allocates (fixed-size results, recursion bounded by depth).
+//!
+//! The walk starts in table 0 with a working copy of the key. `set_field`, `dec_ttl` and VLAN
+//! actions change the copy (later lookups see the changes, as OpenFlow says); before every
+//! output the differences between the copy and what the datapath actions already did are
+//! committed as `Set`/`PushVlan`/`PopVlan` actions. The megaflow mask is every key bit that a
+//! lookup or an action consulted, with Open vSwitch's conventions: `in_port` and `dl_type` always,
+//! `nw_frag` for IP packets, the tunnel fields for tunnelled packets; never metadata or registers
+//! (every packet starts with them zero); ICMP type/code only their 8 bits; the CFI bit whenever
+//! any VLAN bit; no port bits for later fragments.
+
+use crate::dpaction::{DpAction, DpActions};
+use crate::key::{Field, FlowKey, FRAG_LATER, VLAN_CFI};
+use crate::rule::{Action, GroupKind, PortRef, RuleId};
+use crate::tables::{FlowTables, RuleEntry};
+
+/// Deepest nesting of resubmit, goto_table and group (Open vSwitch: 64).
+pub const MAX_DEPTH: u32 = 64;
+/// Most table lookups in one translation (Open vSwitch: 4,096 resubmits).
+pub const MAX_LOOKUPS: u32 = 4096;
+/// Rules recorded in `RuleHits`.
+pub const MAX_RULE_HITS: usize = 16;
+
+/// Why a translation was cut short; the packet is then dropped (count it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum XlateError {
+    /// resubmit/goto_table/group nested deeper than `MAX_DEPTH`.
+    #[error("resubmit, goto_table and groups nested deeper than {MAX_DEPTH}")]
+    TooDeep,
+    /// More than `MAX_LOOKUPS` table lookups.
+    #[error("more than {MAX_LOOKUPS} table lookups")]
+    TooManyLookups,
+    /// More datapath actions than a megaflow holds.
+    #[error("more than {} datapath actions", crate::dpaction::MAX_DP_ACTIONS)]
+    TooManyActions,
+}
+
+/// The rules a translation went through, in order (the first `MAX_RULE_HITS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleHits {
+    len: u8,
+    ids: [RuleId; MAX_RULE_HITS],
+    /// More rules were hit than recorded.
+    pub truncated: bool,
+}
+
+impl RuleHits {
+    #[inline]
+    fn push(&mut self, id: RuleId) {
+        match self.ids.get_mut(self.len as usize) {
+            Some(slot) => {
+                *slot = id;
+                self.len += 1;
+            }
+            None => self.truncated = true,
+        }
+    }
+
+    /// The rule ids.
+    #[inline]
+    pub fn as_slice(&self) -> &[RuleId] {
+        &self.ids[..self.len as usize]
+    }
+}
+
+/// What a key turns into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translation {
+    /// Datapath actions (empty: drop).
+    pub actions: DpActions,
+    /// Megaflow mask: the key bits the answer depends on.
+    pub mask: FlowKey,
+    /// Rules hit (for counters and traces).
+    pub rules: RuleHits,
+    /// Set when the translation was cut short (actions are then a drop).
+    pub error: Option<XlateError>,
+}
+
+/// Packet header fields a datapath `Set` may write, in the order they are committed
+/// (Ethernet, then — after VLAN — network, then transport, as Open vSwitch commits).
+const SET_L2: [Field; 2] = [Field::EthSrc, Field::EthDst];
+const SET_L3L4: [Field; 12] = [
+    Field::NwSrc,
+    Field::NwDst,
+    Field::Ipv6Src,
+    Field::Ipv6Dst,
+    Field::IpDscp,
+    Field::NwEcn,
+    Field::NwTtl,
+    Field::Ipv6Label,
+    Field::ArpSha,
+    Field::ArpTha,
+    Field::TpSrc,
+    Field::TpDst,
+];
+
+const ETH_IP: u16 = 0x0800;
+const ETH_IPV6: u16 = 0x86dd;
+const ETH_ARP: u16 = 0x0806;
+
+#[inline]
+fn is_ip(k: &FlowKey) -> bool {
+    let t = k.get(Field::EthType) as u16;
+    t == ETH_IP || t == ETH_IPV6
+}
+
+/// Rule lookup used by a translation (the classifier, or the linear reference).
+pub(crate) trait Lookup {
+    fn lookup<'t>(
+        &self,
+        tables: &'t FlowTables,
+        table: u8,
+        key: &FlowKey,
+        wc: &mut FlowKey,
+    ) -> Option<&'t RuleEntry>;
+}
+
+/// The tables' own classifiers.
+pub(crate) struct ClassifierLookup;
+
+impl Lookup for ClassifierLookup {
+    #[inline]
+    fn lookup<'t>(
+        &self,
+        tables: &'t FlowTables,
+        table: u8,
+        key: &FlowKey,
+        wc: &mut FlowKey,
+    ) -> Option<&'t RuleEntry> {
+        tables.tables.get(table as usize)?.lookup(key, wc)
+    }
+}
+
+struct Ctx<'a, L: Lookup> {
+    tables: &'a FlowTables,
+    lookup: &'a L,
+    /// The working copy of the key.
+    flow: FlowKey,
+    /// What the datapath actions emitted so far make of the packet.
+    base: FlowKey,
+    /// TPID of the tag the working copy has when it differs from the packet's.
+    tpid: u16,
+    wc: FlowKey,
+    actions: DpActions,
+    hits: RuleHits,
+    error: Option<XlateError>,
+    depth: u32,
+    lookups: u32,
+    table: u8,
+}
+
+impl FlowTables {
+    /// Translate `key` (from the extract stage; `in_port` an OpenFlow port number) through the
+    /// tables from table 0. Never allocates.
+    pub fn translate(&self, key: &FlowKey) -> Translation {
+        translate_with(self, &ClassifierLookup, key)
+    }
+}
+
+pub(crate) fn translate_with<L: Lookup>(
+    tables: &FlowTables,
+    lookup: &L,
+    key: &FlowKey,
+) -> Translation {
+    let mut ctx = Ctx {
+        tables,
+        lookup,
+        flow: *key,
+        base: *key,
+        tpid: 0x8100,
+        wc: FlowKey::ZERO,
+        actions: DpActions::DROP,
+        hits: RuleHits::default(),
+        error: None,
+        depth: 0,
+        lookups: 0,
+        table: 0,
+    };
+    ctx.wc.unwildcard(Field::InPort);
+    ctx.wc.unwildcard(Field::EthType);
+    if is_ip(key) {
+        ctx.wc.unwildcard(Field::NwFrag);
+    }
+    let tunnelled = key.get(Field::TunDst) != 0 || key.get(Field::TunSrc) != 0;
+    if tunnelled {
+        ctx.wc.unwildcard(Field::TunId);
+        ctx.wc.unwildcard(Field::TunSrc);
+        ctx.wc.unwildcard(Field::TunDst);
+    }
+    ctx.table_action(None, 0);
+    ctx.finish(key, tunnelled)
+}
+
+impl<L: Lookup> Ctx<'_, L> {
+    fn finish(mut self, key: &FlowKey, tunnelled: bool) -> Translation {
+        let wc = &mut self.wc;
+        // Metadata and registers are not packet fields: zero in every packet at the start.
+        for w in &mut wc.w[3..8] {
+            *w = 0;
+        }
+        if !tunnelled {
+            wc.w[1] = 0;
+            wc.w[2] = 0;
+        }
+        let proto = key.get(Field::NwProto);
+        let et = key.get(Field::EthType) as u16;
+        if (et == ETH_IP && proto == 1) || (et == ETH_IPV6 && proto == 58) {
+            // ICMP type and code are 8 bits; the cut is only right for ICMP packets, so the
+            // protocol joins the mask when it cuts anything.
+            let (s, d) = (wc.get(Field::TpSrc), wc.get(Field::TpDst));
+            if (s | d) & !0xff != 0 {
+                wc.unwildcard(Field::NwProto);
+                wc.set(Field::TpSrc, s & 0xff);
+                wc.set(Field::TpDst, d & 0xff);
+            }
+        }
+        if wc.get(Field::VlanTci) != 0 {
+            wc.set(Field::VlanPresent, 1);
+        }
+        if is_ip(key) && key.get(Field::NwFrag) as u8 & FRAG_LATER != 0 {
+            wc.set(Field::TpSrc, 0);
+            wc.set(Field::TpDst, 0);
+        }
+        if self.error.is_some() {
+            self.actions = DpActions::DROP;
+        }
+        Translation {
+            actions: self.actions,
+            mask: self.wc,
+            rules: self.hits,
+            error: self.error,
+        }
+    }
+
+    #[inline]
+    fn fail(&mut self, e: XlateError) {
+        if self.error.is_none() {
+            self.error = Some(e);
+        }
+    }
+
+    #[inline]
+    fn emit(&mut self, a: DpAction) {
+        if !self.actions.push(a) {
+            self.fail(XlateError::TooManyActions);
+        }
+    }
+
+    /// Look `table` up (with `in_port` replaced for the lookup only) and run the rule found.
+    fn table_action(&mut self, in_port: Option<u16>, table: u8) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.depth >= MAX_DEPTH {
+            return self.fail(XlateError::TooDeep);
+        }
+        if self.lookups >= MAX_LOOKUPS {
+            return self.fail(XlateError::TooManyLookups);
+        }
+        self.lookups += 1;
+        let saved_port = self.flow.get(Field::InPort);
+        if let Some(p) = in_port {
+            self.flow.set(Field::InPort, p as u128);
+        }
+        let tables = self.tables;
+        let rule = self.lookup.lookup(tables, table, &self.flow, &mut self.wc);
+        self.flow.set(Field::InPort, saved_port);
+        let Some(rule) = rule else {
+            return;
+        };
+        self.hits.push(rule.id);
+        let old_table = self.table;
+        self.table = table;
+        self.depth += 1;
+        self.run(&rule.rule.actions);
+        self.depth -= 1;
+        self.table = old_table;
+    }
+
+    /// Run an action list (a rule's or a bucket's).
+    fn run(&mut self, actions: &[Action]) {
+        for a in actions {
+            if self.error.is_some() {
+                return;
+            }
+            match a {
+                Action::Output(p) => self.output(*p),
+                Action::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
+                Action::DecTtl => {
+                    self.wc.unwildcard(Field::NwTtl);
+                    if is_ip(&self.flow) {
+                        let ttl = self.flow.get(Field::NwTtl);
+                        if ttl > 1 {
+                            self.flow.set(Field::NwTtl, ttl - 1);
+                        } else {
+                            // No controller to tell: the rest of this action list is skipped.
+                            return;
+                        }
+                    }
+                }
+                Action::PushVlan(tpid) => {
+                    self.wc.set_masked(Field::VlanPresent, 1, 1);
+                    if self.flow.get(Field::VlanPresent) != 0 {
+                        // Our key holds one tag: a second one is pushed at once over it.
+                        self.commit();
+                        self.emit(DpAction::PushVlan {
+                            tpid: *tpid,
+                            tci: 0,
+                        });
+                        self.flow.set(Field::VlanTci, VLAN_CFI as u128);
+                        self.base.set(Field::VlanTci, VLAN_CFI as u128);
+                    } else {
+                        self.flow.set(Field::VlanTci, VLAN_CFI as u128);
+                        self.tpid = *tpid;
+                    }
+                }
+                Action::PopVlan => {
+                    self.wc.set_masked(Field::VlanPresent, 1, 1);
+                    self.flow.set(Field::VlanTci, 0);
+                }
+                Action::Resubmit { port, table } => {
+                    let t = table.unwrap_or(self.table);
+                    self.table_action(*port, t);
+                }
+                Action::GotoTable(t) => self.table_action(None, *t),
+                Action::Group(g) => self.group(*g),
+            }
+        }
+    }
+
+    fn set_field(&mut self, field: Field, value: u128, mask: u128) {
+        let et = self.flow.get(Field::EthType) as u16;
+        let ok = match field {
+            Field::NwSrc | Field::NwDst => et == ETH_IP || et == ETH_ARP,
+            Field::Ipv6Src | Field::Ipv6Dst | Field::Ipv6Label => et == ETH_IPV6,
+            Field::IpDscp | Field::NwEcn | Field::NwTtl => et == ETH_IP || et == ETH_IPV6,
+            Field::ArpSha | Field::ArpTha => et == ETH_ARP,
+            Field::TpSrc | Field::TpDst => {
+                if et == ETH_IP || et == ETH_IPV6 {
+                    self.wc.unwildcard(Field::NwProto);
+                    matches!(self.flow.get(Field::NwProto), 1 | 6 | 17 | 58 | 132)
+                } else {
+                    false
+                }
+            }
+            Field::VlanPcp => {
+                self.wc.set_masked(Field::VlanPresent, 1, 1);
+                self.flow.get(Field::VlanPresent) != 0
+            }
+            _ => true,
+        };
+        if !ok {
+            return;
+        }
+        let mask = mask & field.all_ones();
+        let old = self.wc.get(field);
+        self.wc.set(field, old | mask);
+        self.flow.set_masked(field, value, mask);
+        if field == Field::VlanVid {
+            // Setting a VLAN id on an untagged packet tags it.
+            self.wc.set(Field::VlanPresent, 1);
+            self.flow.set(Field::VlanPresent, 1);
+        }
+    }
+
+    /// Emit the actions that make the packet what the working copy says.
+    fn commit(&mut self) {
+        for f in SET_L2 {
+            self.commit_field(f);
+        }
+        let (b, f) = (self.base.get(Field::VlanTci), self.flow.get(Field::VlanTci));
+        if b != f {
+            // Whether the packet had a tag decides between push and pop+push.
+            self.wc.set(Field::VlanPresent, 1);
+            if b != 0 {
+                self.wc.unwildcard(Field::VlanTci);
+                self.emit(DpAction::PopVlan);
+            }
+            if f != 0 {
+                self.emit(DpAction::PushVlan {
+                    tpid: self.tpid,
+                    tci: (f as u16) & !VLAN_CFI,
+                });
+            }
+            self.base.set(Field::VlanTci, f);
+        }
+        for f in SET_L3L4 {
+            self.commit_field(f);
+        }
+    }
+
+    #[inline]
+    fn commit_field(&mut self, f: Field) {
+        let v = self.flow.get(f);
+        if v != self.base.get(f) {
+            let mask = self.wc.get(f) | (v ^ self.base.get(f));
+            self.wc.set(f, mask);
+            self.emit(DpAction::Set {
+                field: f,
+                value: v & mask,
+                mask,
+            });
+            self.base.set(f, v);
+        }
+    }
+
+    fn output(&mut self, p: PortRef) {
+        let in_port = self.flow.get(Field::InPort) as u16;
+        let ofport = match p {
+            PortRef::Number(n) if n == in_port => return, // OpenFlow: only `in_port` sends back
+            PortRef::Number(n) => n,
+            PortRef::InPort => in_port,
+            PortRef::Flood | PortRef::All => {
+                self.commit();
+                return self.emit(DpAction::Flood);
+            }
+            PortRef::Normal => {
+                self.commit();
+                return self.emit(DpAction::Normal);
+            }
+        };
+        let Some(port) = self.tables.ports.get(ofport) else {
+            return;
+        };
+        self.commit();
+        if port.tunnel {
+            let tun_id = self.flow.get(Field::TunId) as u64;
+            self.emit(DpAction::TunnelOutput {
+                port: port.port,
+                tun_id,
+            });
+        } else {
+            self.emit(DpAction::Output(port.port));
+        }
+    }
+
+    fn group(&mut self, id: u32) {
+        let tables = self.tables;
+        let Some(g) = tables.groups.get(&id) else {
+            return;
+        };
+        if self.depth >= MAX_DEPTH {
+            return self.fail(XlateError::TooDeep);
+        }
+        self.depth += 1;
+        match g.kind {
+            GroupKind::All | GroupKind::Indirect => {
+                for b in &g.buckets {
+                    self.bucket(&b.actions);
+                }
+            }
+            GroupKind::Select => {
+                let h = self.select_hash(&g.fields);
+                let mut best: Option<(u64, usize)> = None;
+                for (i, b) in g.buckets.iter().enumerate() {
+                    if b.weight == 0 {
+                        continue;
+                    }
+                    let score = (mix(h, b.id as u64) & 0xffff) * b.weight as u64;
+                    if best.is_none_or(|(s, _)| score > s) {
+                        best = Some((score, i));
+                    }
+                }
+                if let Some((_, i)) = best {
+                    self.bucket(&g.buckets[i].actions);
+                }
+            }
+        }
+        self.depth -= 1;
+    }
+
+    /// Run a bucket on a copy of the packet: what it changes does not outlive it.
+    fn bucket(&mut self, actions: &[crate::rule::Action]) {
+        let saved = self.flow;
+        let saved_tpid = self.tpid;
+        self.run(actions);
+        self.flow = saved;
+        self.tpid = saved_tpid;
+    }
+
+    /// Hash of the fields a select group chooses by (unwildcarding them). Empty `fields`: the
+    /// 5-tuple (addresses and protocol of IP packets, and ports of TCP/UDP/SCTP), or the
+    /// Ethernet addresses of other packets.
+    fn select_hash(&mut self, fields: &[Field]) -> u64 {
+        let mut h = 0x243f_6a88_85a3_08d3u64;
+        let mut take = |ctx: &mut Self, f: Field| {
+            ctx.wc.unwildcard(f);
+            let v = ctx.flow.get(f);
+            h = mix(mix(h, v as u64), (v >> 64) as u64);
+        };
+        if !fields.is_empty() {
+            for f in fields {
+                take(self, *f);
+            }
+            return h;
+        }
+        let et = self.flow.get(Field::EthType) as u16;
+        match et {
+            ETH_IP | ETH_IPV6 => {
+                if et == ETH_IP {
+                    take(self, Field::NwSrc);
+                    take(self, Field::NwDst);
+                } else {
+                    take(self, Field::Ipv6Src);
+                    take(self, Field::Ipv6Dst);
+                }
+                take(self, Field::NwProto);
+                if matches!(self.flow.get(Field::NwProto), 6 | 17 | 132)
+                    && self.flow.get(Field::NwFrag) as u8 & FRAG_LATER == 0
+                {
+                    take(self, Field::TpSrc);
+                    take(self, Field::TpDst);
+                }
+            }
+            _ => {
+                take(self, Field::EthSrc);
+                take(self, Field::EthDst);
+            }
+        }
+        h
+    }
+}
+
+#[inline]
+fn mix(h: u64, w: u64) -> u64 {
+    let x = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 29)
+}
+
+#[cfg(test)]
+#[path = "xlate_tests.rs"]
+mod tests;
