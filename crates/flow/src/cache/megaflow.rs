@@ -340,6 +340,7 @@ impl MegaflowCache {
         let mut hashes = [0u64; CHUNK];
         let mut found = [0u32; CHUNK];
         let mut cand = [0u32; CHUNK];
+        let mut missing = 0u64;
         // Bounded: each round revalidates (renews or deletes) at least one stale megaflow.
         for _round in 0..=CHUNK {
             let mut remaining = want;
@@ -402,7 +403,8 @@ impl MegaflowCache {
                 self.subtables[si].hits += hits;
                 self.stats.megaflow_hits += hits;
             }
-            want = remaining;
+            missing |= remaining;
+            want = 0;
             if stale == 0 {
                 break;
             }
@@ -430,10 +432,12 @@ impl MegaflowCache {
             if again == 0 {
                 break;
             }
-            want |= again;
+            want = again;
         }
-        self.stats.misses += want.count_ones() as u64;
-        want
+        // Keys still wanted after the last round (never reached in practice) count as misses.
+        missing |= want;
+        self.stats.misses += missing.count_ones() as u64;
+        missing
     }
 
     /// Re-translate stale megaflow `id`: keep it (current version, new rule list) when the
