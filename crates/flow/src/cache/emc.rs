@@ -65,6 +65,14 @@ impl ExactMatchCache {
         [h as usize & self.mask, (h >> 32) as usize & self.mask]
     }
 
+    /// Start loading the two ways of hash `h` (a hint).
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, h: u64) {
+        for w in self.ways(h) {
+            super::megaflow::prefetch(&self.entries[w]);
+        }
+    }
+
     /// The `(megaflow, generation)` stored for `key` (whose hash is `h`).
     #[inline]
     pub(crate) fn lookup(&self, key: &FlowKey, h: u64) -> Option<(MegaflowId, u32)> {

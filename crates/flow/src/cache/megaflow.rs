@@ -24,10 +24,34 @@ pub type MegaflowId = u32;
 
 const SLOTS: usize = 7;
 const EMPTY: u32 = u32::MAX;
+/// Pass-2 verdicts of the batched lookup (never megaflow ids: ids stay below 4,000,000).
+const NONE_FOUND: u32 = u32::MAX;
+const SEARCH: u32 = u32::MAX - 1;
 /// Largest batch `lookup_chunk` handles at once (a bit per key).
 pub(crate) const CHUNK: usize = 64;
 /// Megaflows sampled to pick an eviction victim.
 const EVICT_SAMPLE: usize = 16;
+
+/// The tag of a table entry: the subtable in the high half (so a tag match is a subtable
+/// match), 16 more hash bits in the low half.
+#[inline(always)]
+fn tag_of(si: usize, h: u64) -> u32 {
+    ((si as u32) << 16) | (h >> 48) as u32
+}
+
+/// Ask the CPU to start loading `p`'s cache line (a hint; never faults).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is a hint that never faults; the address is a valid reference anyway.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+            (p as *const T).cast::<i8>(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
 
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
@@ -234,26 +258,29 @@ impl MegaflowCache {
             .hash_masked(key, &s.mask, &s.words[..s.n_words as usize], s.salt)
     }
 
+    /// True when megaflow `id` (of subtable `si`) matches `key`.
+    #[inline(always)]
+    fn verify(&self, si: usize, key: &FlowKey, id: usize) -> bool {
+        let s = &self.subtables[si];
+        let mk = &self.keys[id];
+        s.words[..s.n_words as usize].iter().all(|&w| {
+            let w = w as usize;
+            key.w[w] & s.mask.w[w] == mk.w[w]
+        })
+    }
+
     /// The megaflow of subtable `si` matching `key`, whose subtable hash is `h`.
     #[inline(always)]
     fn find(&self, si: usize, key: &FlowKey, h: u64) -> Option<MegaflowId> {
-        let s = &self.subtables[si];
-        let tag = (h >> 32) as u32;
+        let tag = tag_of(si, h);
         let mut b = h as usize & self.bmask;
         for _ in 0..=self.bmask {
             let bucket = &self.buckets[b];
             for slot in 0..SLOTS {
                 if bucket.tag[slot] == tag && bucket.id[slot] != EMPTY {
                     let id = bucket.id[slot] as usize;
-                    if self.meta[id].subtable as usize == si {
-                        let mk = &self.keys[id];
-                        let ok = s.words[..s.n_words as usize].iter().all(|&w| {
-                            let w = w as usize;
-                            key.w[w] & s.mask.w[w] == mk.w[w]
-                        });
-                        if ok {
-                            return Some(id as MegaflowId);
-                        }
+                    if self.verify(si, key, id) {
+                        return Some(id as MegaflowId);
                     }
                 }
             }
@@ -263,6 +290,27 @@ impl MegaflowCache {
             b = (b + 1) & self.bmask;
         }
         None
+    }
+
+    /// The first candidate of `key` (hash `h`) in its home bucket: `Ok(id)` to verify,
+    /// `Err(true)` for a sure miss (no candidate, no overflow), `Err(false)` to search fully.
+    #[inline(always)]
+    fn candidate(&self, si: usize, h: u64) -> Result<usize, bool> {
+        let tag = tag_of(si, h);
+        let bucket = &self.buckets[h as usize & self.bmask];
+        let mut hit = SLOTS;
+        let mut n = 0;
+        for slot in 0..SLOTS {
+            if bucket.tag[slot] == tag && bucket.id[slot] != EMPTY {
+                hit = slot;
+                n += 1;
+            }
+        }
+        match (n, bucket.overflow) {
+            (0, 0) => Err(true),
+            (1, _) => Ok(bucket.id[hit] as usize),
+            _ => Err(false),
+        }
     }
 
     /// The first megaflow (in lookup order) matching `key`, stale or not; no counter moves.
@@ -291,6 +339,8 @@ impl MegaflowCache {
         self.stats.megaflow_lookups += want.count_ones() as u64;
         let mut hashes = [0u64; CHUNK];
         let mut found = [0u32; CHUNK];
+        let mut cand = [0u32; CHUNK];
+        let mut missing = 0u64;
         // Bounded: each round revalidates (renews or deletes) at least one stale megaflow.
         for _round in 0..=CHUNK {
             let mut remaining = want;
@@ -300,18 +350,43 @@ impl MegaflowCache {
                     break;
                 }
                 let si = self.order[oi] as usize;
+                // Pass 1: hash the keys still unmatched, start loading their buckets.
                 let mut m = remaining;
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
-                    hashes[i] = self.sub_hash(si, &keys[i]);
+                    let h = self.sub_hash(si, &keys[i]);
+                    hashes[i] = h;
+                    prefetch(&self.buckets[h as usize & self.bmask]);
                     m &= m - 1;
                 }
+                // Pass 2: pick each key's candidate, start loading its megaflow key.
+                let first_word = self.subtables[si].words[0] as usize;
+                let mut m = remaining;
+                while m != 0 {
+                    let i = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    cand[i] = match self.candidate(si, hashes[i]) {
+                        Ok(id) => {
+                            prefetch(&self.keys[id].w[first_word]);
+                            id as u32
+                        }
+                        Err(true) => NONE_FOUND,
+                        Err(false) => SEARCH,
+                    };
+                }
+                // Pass 3: verify; an unclear bucket gets the full search.
                 let mut m = remaining;
                 let mut hits = 0u64;
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
                     m &= m - 1;
-                    if let Some(id) = self.find(si, &keys[i], hashes[i]) {
+                    let got = match cand[i] {
+                        NONE_FOUND => None,
+                        SEARCH => self.find(si, &keys[i], hashes[i]),
+                        id if self.verify(si, &keys[i], id as usize) => Some(id),
+                        _ => self.find(si, &keys[i], hashes[i]),
+                    };
+                    if let Some(id) = got {
                         remaining &= !(1u64 << i);
                         let meta = &mut self.meta[id as usize];
                         if meta.version != self.version {
@@ -328,7 +403,8 @@ impl MegaflowCache {
                 self.subtables[si].hits += hits;
                 self.stats.megaflow_hits += hits;
             }
-            want = remaining;
+            missing |= remaining;
+            want = 0;
             if stale == 0 {
                 break;
             }
@@ -356,10 +432,12 @@ impl MegaflowCache {
             if again == 0 {
                 break;
             }
-            want |= again;
+            want = again;
         }
-        self.stats.misses += want.count_ones() as u64;
-        want
+        // Keys still wanted after the last round (never reached in practice) count as misses.
+        missing |= want;
+        self.stats.misses += missing.count_ones() as u64;
+        missing
     }
 
     /// Re-translate stale megaflow `id`: keep it (current version, new rule list) when the
@@ -447,7 +525,7 @@ impl MegaflowCache {
             actions: t.actions,
             rules: t.rules,
         };
-        self.table_insert(h, slot);
+        self.table_insert(si, h, slot);
         self.wheel
             .schedule(slot, now_ms.saturating_add(self.idle_timeout_ms));
         self.subtables[si].count += 1;
@@ -461,6 +539,7 @@ impl MegaflowCache {
             return Some(s);
         }
         if self.keys.len() < self.cap {
+            // Within the reserved capacity: no reallocation.
             self.keys.push(FlowKey::ZERO);
             self.meta.push(Meta::default());
             self.cold.push(Cold::default());
@@ -529,8 +608,8 @@ impl MegaflowCache {
         Some(si as usize)
     }
 
-    fn table_insert(&mut self, h: u64, id: u32) {
-        let tag = (h >> 32) as u32;
+    fn table_insert(&mut self, si: usize, h: u64, id: u32) {
+        let tag = tag_of(si, h);
         let mut b = h as usize & self.bmask;
         for _ in 0..=self.bmask {
             let bucket = &mut self.buckets[b];

@@ -385,7 +385,10 @@ impl FlowCache {
             for i in 0..n {
                 let h = self.hk.hash_key(&keys[i]);
                 emc_hash[i] = h;
-                if let Some((id, gen)) = self.emc.lookup(&keys[i], h) {
+                self.emc.prefetch(h);
+            }
+            for i in 0..n {
+                if let Some((id, gen)) = self.emc.lookup(&keys[i], emc_hash[i]) {
                     if self.mf.is_current(id, gen) {
                         self.mf.touch(id, now_ms);
                         out[i] = Hit::Emc(id);
