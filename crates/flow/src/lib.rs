@@ -7,6 +7,7 @@
 #![deny(missing_docs)]
 
 pub mod dpaction;
+pub mod execute;
 pub mod extract;
 pub mod key;
 pub mod rule;
