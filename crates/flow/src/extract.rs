@@ -608,4 +608,4 @@ fn neighbour_discovery(key: &mut FlowKey, body: &[u8], p: &mut Parsed) {
 
 #[cfg(test)]
 #[path = "extract_tests.rs"]
-mod tests;
+pub(crate) mod tests;

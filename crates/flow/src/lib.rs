@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod classifier;
 pub mod dpaction;
+pub mod execute;
 pub mod extract;
 pub mod key;
 pub mod linear;
