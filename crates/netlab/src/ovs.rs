@@ -1,0 +1,628 @@
+//! A private Open vSwitch (userspace `netdev` datapath) used as an oracle for vecplane's flow
+//! tables: ovsdb-server and ovs-vswitchd run inside a netlab namespace with their run, log, db and
+//! sysconf directories in a netlab scratch directory, one bridge with chosen OpenFlow port numbers,
+//! rules and groups loaded with `ovs-ofctl`, packets traced with `ofproto/trace`. It owns the
+//! namespace (so the bridge's tap devices never show up on the host), both daemons and the
+//! directory, and deletes them on drop, on a signal and on an aborting panic; it never touches
+//! another Open vSwitch (the system's, or another run's).
+
+use crate::cleanup;
+use crate::cmd::{self, run_bounded, Spawned};
+use crate::names::{Names, DEFAULT_PREFIX};
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::BTreeMap;
+use std::io::{BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The tools a private Open vSwitch needs (Debian package `openvswitch-switch`).
+pub const OVS_TOOLS: [&str; 6] = [
+    "ovsdb-tool",
+    "ovsdb-server",
+    "ovs-vswitchd",
+    "ovs-vsctl",
+    "ovs-ofctl",
+    "ovs-appctl",
+];
+
+/// Where Debian keeps the database schema.
+pub const SCHEMA: &str = "/usr/share/openvswitch/vswitch.ovsschema";
+
+/// The bridge's name (inside the private namespace, so it cannot collide).
+pub const BRIDGE: &str = "br0";
+
+/// The OpenFlow number of the bridge's own (LOCAL) port.
+pub const OFPP_LOCAL: u16 = 65534;
+
+/// How long the daemons may take to come up, and a command to finish.
+const START_TIMEOUT: Duration = Duration::from_secs(15);
+const CMD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a private Open vSwitch cannot run here (not root, a tool or the schema missing), if so.
+pub fn missing_prerequisite() -> Option<String> {
+    let mut tools = vec!["ip"];
+    tools.extend(OVS_TOOLS);
+    if let Some(why) = cmd::missing_prerequisite(&tools) {
+        return Some(format!(
+            "{why} (Open vSwitch: apt-get install openvswitch-switch)"
+        ));
+    }
+    if !Path::new(SCHEMA).exists() {
+        return Some(format!(
+            "{SCHEMA} is missing (apt-get install openvswitch-switch)"
+        ));
+    }
+    None
+}
+
+/// What `ofproto/trace` says about one packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Trace {
+    /// The "Datapath actions:" line's text, in datapath port numbers (as OVS prints it).
+    pub datapath_actions: String,
+    /// The "Megaflow:" line's text.
+    pub megaflow: String,
+    /// The whole trace output, for messages.
+    pub text: String,
+}
+
+/// Parse `ofproto/trace` output: the first "Megaflow:" and "Datapath actions:" lines.
+pub fn parse_trace(text: &str) -> Result<Trace> {
+    let find = |tag: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(tag))
+            .map(|s| s.trim().to_string())
+    };
+    let (Some(megaflow), Some(datapath_actions)) = (find("Megaflow:"), find("Datapath actions:"))
+    else {
+        bail!("ofproto/trace output has no \"Megaflow:\" and \"Datapath actions:\" lines:\n{text}");
+    };
+    Ok(Trace {
+        datapath_actions,
+        megaflow,
+        text: text.to_string(),
+    })
+}
+
+/// Parse `ovs-appctl dpif/show`: datapath port number -> OpenFlow port number, for `bridge`.
+/// Lines look like `    p1 1/3: (tap)` (name, OpenFlow port, datapath port).
+pub fn parse_dpif_show(text: &str, bridge: &str) -> Result<BTreeMap<u32, u16>> {
+    let mut map = BTreeMap::new();
+    let mut in_bridge = false;
+    let header = format!("{bridge}:");
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let t = line.trim();
+        if indent == 2 {
+            in_bridge = t == header;
+            continue;
+        }
+        if !in_bridge || indent < 4 {
+            continue;
+        }
+        let mut words = t.split_whitespace();
+        let (Some(_name), Some(ports)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let ports = ports.trim_end_matches(':');
+        let parsed = ports
+            .split_once('/')
+            .and_then(|(of, dp)| Some((of.parse::<u16>().ok()?, dp.parse::<u32>().ok()?)));
+        let Some((of, dp)) = parsed else {
+            bail!("dpif/show line `{t}`: expected `NAME OFPORT/DPPORT: (TYPE)`");
+        };
+        map.insert(dp, of);
+    }
+    if map.is_empty() {
+        bail!("dpif/show lists no port of bridge {bridge}:\n{text}");
+    }
+    Ok(map)
+}
+
+/// Split `s` at commas that are outside parentheses.
+pub fn split_top_level(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(s[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    let last = s[start..].trim();
+    if !last.is_empty() || !out.is_empty() {
+        out.push(last);
+    }
+    out
+}
+
+/// Rewrite the datapath port numbers of "Datapath actions:" text into OpenFlow port numbers
+/// (`LOCAL` for the bridge's own port; `dp?N` for a number `map` does not know), so that they
+/// can be compared with vecplane's actions, which name OpenFlow ports. Only top-level outputs
+/// (bare numbers) are rewritten; `drop` and the other actions are kept as they are.
+pub fn datapath_to_openflow(actions: &str, map: &BTreeMap<u32, u16>) -> String {
+    split_top_level(actions)
+        .into_iter()
+        .map(|a| match a.parse::<u32>() {
+            Ok(dp) => match map.get(&dp) {
+                Some(&OFPP_LOCAL) => "LOCAL".to_string(),
+                Some(of) => of.to_string(),
+                None => format!("dp?{dp}"),
+            },
+            Err(_) => a.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A persistent JSON-RPC session with a daemon's unixctl socket (what `ovs-appctl` speaks), so
+/// that a trace costs no process start.
+struct Unixctl {
+    stream: BufReader<UnixStream>,
+    next_id: u64,
+}
+
+impl Unixctl {
+    fn connect(path: &Path) -> Result<Unixctl> {
+        let s = UnixStream::connect(path)
+            .with_context(|| format!("cannot connect to {}", path.display()))?;
+        s.set_read_timeout(Some(CMD_TIMEOUT))?;
+        s.set_write_timeout(Some(CMD_TIMEOUT))?;
+        Ok(Unixctl {
+            stream: BufReader::new(s),
+            next_id: 0,
+        })
+    }
+
+    fn call(&mut self, method: &str, params: &[&str]) -> Result<String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let req = serde_json::json!({"id": id, "method": method, "params": params});
+        let mut bytes = serde_json::to_vec(&req)?;
+        bytes.push(b'\n');
+        self.stream.get_mut().write_all(&bytes)?;
+        let reply = serde_json::Deserializer::from_reader(&mut self.stream)
+            .into_iter::<serde_json::Value>()
+            .next()
+            .ok_or_else(|| anyhow!("ovs-vswitchd closed its control socket during {method}"))?
+            .with_context(|| format!("reading the reply to {method}"))?;
+        if reply.get("id").and_then(|v| v.as_u64()) != Some(id) {
+            bail!("unixctl reply to {method} has the wrong id: {reply}");
+        }
+        if let Some(e) = reply.get("error").filter(|e| !e.is_null()) {
+            bail!("{method} failed: {}", e.as_str().unwrap_or_default().trim());
+        }
+        match reply.get("result").and_then(|v| v.as_str()) {
+            Some(s) => Ok(s.to_string()),
+            None => bail!("unixctl reply to {method} has no result: {reply}"),
+        }
+    }
+}
+
+/// A private Open vSwitch with one bridge (`br0`, `datapath_type=netdev`, `fail_mode=secure`:
+/// a table miss drops) whose ports are internal ports `p<N>` with OpenFlow numbers N.
+pub struct Ovs {
+    names: Names,
+    vswitchd: Option<Spawned>,
+    ovsdb: Option<Spawned>,
+    ctl: Mutex<Option<Unixctl>>,
+    dp_ports: BTreeMap<u32, u16>,
+    files: std::sync::atomic::AtomicU32,
+    deleted: bool,
+}
+
+impl std::fmt::Debug for Ovs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ovs")
+            .field("namespace", &self.names.ns_r)
+            .field("dir", &self.names.dir)
+            .field("dp_ports", &self.dp_ports)
+            .finish()
+    }
+}
+
+impl Ovs {
+    /// Start a private Open vSwitch whose bridge has ports with OpenFlow numbers `ofports`
+    /// (1..=65279, distinct).
+    pub fn start(ofports: &[u16]) -> Result<Ovs> {
+        if let Some(why) = missing_prerequisite() {
+            bail!("cannot start Open vSwitch: {why}");
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for &p in ofports {
+            if p == 0 || p > 0xfeff || !seen.insert(p) {
+                bail!("OpenFlow port {p}: accepted: distinct numbers 1..=65279");
+            }
+        }
+        cleanup::install_cleanup_handlers()?;
+        cleanup::delete_leftovers(DEFAULT_PREFIX);
+        let names = Names::next(DEFAULT_PREFIX)?;
+        // From here on, Drop deletes whatever was made, also when a step fails.
+        let mut ovs = Ovs {
+            names,
+            vswitchd: None,
+            ovsdb: None,
+            ctl: Mutex::new(None),
+            dp_ports: BTreeMap::new(),
+            files: std::sync::atomic::AtomicU32::new(0),
+            deleted: false,
+        };
+        ovs.setup(ofports)
+            .with_context(|| format!("cannot start Open vSwitch in {}", ovs.dir().display()))?;
+        Ok(ovs)
+    }
+
+    /// The scratch directory (run, log, db and sysconf directory of this Open vSwitch).
+    pub fn dir(&self) -> &Path {
+        &self.names.dir
+    }
+
+    /// The network namespace the daemons (and the bridge's tap devices) live in.
+    pub fn namespace(&self) -> &str {
+        &self.names.ns_r
+    }
+
+    /// Process ids of ovsdb-server and ovs-vswitchd.
+    pub fn pids(&self) -> Vec<u32> {
+        [&self.ovsdb, &self.vswitchd]
+            .iter()
+            .filter_map(|s| s.as_ref().map(Spawned::id))
+            .collect()
+    }
+
+    /// Datapath port number -> OpenFlow port number (from `dpif/show`; 65534 is LOCAL).
+    pub fn dp_ports(&self) -> &BTreeMap<u32, u16> {
+        &self.dp_ports
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.names.dir.join(file)
+    }
+
+    fn env_args(&self) -> Vec<String> {
+        let d = self.dir().display().to_string();
+        let mut v = vec!["env".to_string()];
+        for var in ["OVS_RUNDIR", "OVS_LOGDIR", "OVS_DBDIR", "OVS_SYSCONFDIR"] {
+            v.push(format!("{var}={d}"));
+        }
+        v
+    }
+
+    /// Run an Open vSwitch tool with the private environment; it must exit 0.
+    fn tool(&self, args: &[&str]) -> Result<String> {
+        let mut full = self.env_args();
+        full.extend(args.iter().map(|s| s.to_string()));
+        let out = run_bounded(&full, CMD_TIMEOUT)?;
+        if !out.status.success() {
+            bail!(
+                "`{}` failed ({}): {}",
+                args.join(" "),
+                cmd::describe_status(out.status),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn spawn_daemon(&self, args: &[String], log: &str) -> Result<Spawned> {
+        let mut full = cmd::in_ns(self.namespace(), &self.env_args());
+        full.extend(args.iter().cloned());
+        Spawned::start(&full, Some(&self.path(log)))
+    }
+
+    fn wait_for(&self, what: &str, daemon: &mut Spawned, file: &Path) -> Result<()> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !file.exists() {
+            if let Some(s) = daemon.try_wait()? {
+                bail!(
+                    "{what} exited ({}) before creating {}: {}",
+                    cmd::describe_status(s),
+                    file.display(),
+                    daemon.log().trim()
+                );
+            }
+            if Instant::now() >= deadline {
+                bail!("{what} did not create {} within 15 s", file.display());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
+    fn setup(&mut self, ofports: &[u16]) -> Result<()> {
+        cleanup::create_dir(&self.names.dir)?;
+        cleanup::create_namespace(&self.names.ns_r)?;
+        let dir = self.names.dir.clone();
+        let d = |f: &str| dir.join(f).display().to_string();
+        let (db, db_sock, ctl) = (d("conf.db"), d("db.sock"), d("ovs-vswitchd.ctl"));
+        self.tool(&["ovsdb-tool", "create", &db, SCHEMA])?;
+        let mut ovsdb = self.spawn_daemon(
+            &[
+                "ovsdb-server".into(),
+                db.clone(),
+                format!("--remote=punix:{db_sock}"),
+                format!("--unixctl={}", d("ovsdb-server.ctl")),
+                format!("--log-file={}", d("ovsdb-server.log")),
+            ],
+            "ovsdb-server.out",
+        )?;
+        let r = self.wait_for("ovsdb-server", &mut ovsdb, &self.path("db.sock"));
+        self.ovsdb = Some(ovsdb);
+        r?;
+        let db_arg = format!("--db=unix:{db_sock}");
+        self.tool(&["ovs-vsctl", &db_arg, "--no-wait", "init"])?;
+        let mut vswitchd = self.spawn_daemon(
+            &[
+                "ovs-vswitchd".into(),
+                format!("unix:{db_sock}"),
+                format!("--unixctl={ctl}"),
+                format!("--log-file={}", d("ovs-vswitchd.log")),
+            ],
+            "ovs-vswitchd.out",
+        )?;
+        let r = self.wait_for(
+            "ovs-vswitchd",
+            &mut vswitchd,
+            &self.path("ovs-vswitchd.ctl"),
+        );
+        self.vswitchd = Some(vswitchd);
+        r?;
+        let mut args: Vec<String> = [
+            "ovs-vsctl",
+            &db_arg,
+            "--timeout=15",
+            "add-br",
+            BRIDGE,
+            "--",
+            "set",
+            "bridge",
+            BRIDGE,
+            "datapath_type=netdev",
+            "fail_mode=secure",
+            "protocols=OpenFlow10,OpenFlow13,OpenFlow15",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        for p in ofports {
+            args.extend([
+                "--".to_string(),
+                "add-port".into(),
+                BRIDGE.into(),
+                format!("p{p}"),
+                "--".into(),
+                "set".into(),
+                "interface".into(),
+                format!("p{p}"),
+                "type=internal".into(),
+                format!("ofport_request={p}"),
+            ]);
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.tool(&refs)?;
+        *self.ctl.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Unixctl::connect(Path::new(&ctl))?);
+        let show = self.appctl(&["dpif/show"])?;
+        self.dp_ports = parse_dpif_show(&show, BRIDGE)?;
+        for p in ofports {
+            if !self.dp_ports.values().any(|v| v == p) {
+                bail!("port p{p} did not get OpenFlow number {p}:\n{show}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Run a unixctl command of ovs-vswitchd (as `ovs-appctl` would) over the kept session.
+    pub fn appctl(&self, args: &[&str]) -> Result<String> {
+        let Some((method, params)) = args.split_first() else {
+            bail!("appctl: empty command");
+        };
+        let mut guard = self.ctl.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(ctl) = guard.as_mut() else {
+            bail!("appctl: ovs-vswitchd's control socket is not connected");
+        };
+        ctl.call(method, params)
+    }
+
+    /// Run `ovs-appctl` itself (one process per call; slower than [`Ovs::appctl`]).
+    pub fn appctl_process(&self, args: &[&str]) -> Result<String> {
+        let t = self.path("ovs-vswitchd.ctl").display().to_string();
+        let mut full = vec!["ovs-appctl", "-t", &t];
+        full.extend(args);
+        self.tool(&full)
+    }
+
+    fn mgmt(&self) -> String {
+        format!("unix:{}", self.path(&format!("{BRIDGE}.mgmt")).display())
+    }
+
+    /// Write `text` to a fresh file in the scratch directory (for `ovs-ofctl add-flows FILE`).
+    fn text_file(&self, kind: &str, text: &str) -> Result<String> {
+        let n = self
+            .files
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let p = self.path(&format!("{kind}-{n}.txt"));
+        std::fs::write(&p, text).with_context(|| format!("write {}", p.display()))?;
+        Ok(p.display().to_string())
+    }
+
+    /// `ovs-ofctl -O VERSION [OPTIONS] COMMAND MGMT-SOCKET [ARGS]`; options are the leading
+    /// `--...` words of `args`.
+    fn ofctl(&self, version: &str, args: &[&str]) -> Result<String> {
+        let mgmt = self.mgmt();
+        let n_opts = args.iter().take_while(|a| a.starts_with("--")).count();
+        let (opts, rest) = args.split_at(n_opts);
+        let (cmd, rest) = rest
+            .split_first()
+            .ok_or_else(|| anyhow!("empty ovs-ofctl"))?;
+        let mut full = vec!["ovs-ofctl", "-O", version];
+        full.extend(opts);
+        full.push(cmd);
+        full.push(&mgmt);
+        full.extend(rest);
+        self.tool(&full)
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 add-flows` of `text` (one flow per line, `#` comments).
+    pub fn add_flows(&self, text: &str) -> Result<()> {
+        let f = self.text_file("flows", text)?;
+        self.ofctl("OpenFlow13", &["add-flows", &f])?;
+        Ok(())
+    }
+
+    /// `ovs-ofctl -O OpenFlow15 add-groups` of `text` (one group per line; OpenFlow 1.5 so that
+    /// `selection_method=hash,fields(...)` is kept).
+    pub fn add_groups(&self, text: &str) -> Result<()> {
+        let f = self.text_file("groups", text)?;
+        self.ofctl("OpenFlow15", &["add-groups", &f])?;
+        Ok(())
+    }
+
+    /// `ovs-ofctl -O OpenFlow15 mod-group` of one group.
+    pub fn mod_group(&self, text: &str) -> Result<()> {
+        self.ofctl("OpenFlow15", &["mod-group", text])?;
+        Ok(())
+    }
+
+    /// Delete every rule and every group.
+    pub fn del_flows(&self) -> Result<()> {
+        self.ofctl("OpenFlow13", &["del-flows"])?;
+        self.ofctl("OpenFlow15", &["del-groups"])?;
+        Ok(())
+    }
+
+    /// `ovs-ofctl --no-stats dump-flows`, one rule per line (no reply header).
+    pub fn dump_flows(&self) -> Result<Vec<String>> {
+        let out = self.ofctl("OpenFlow13", &["--no-stats", "dump-flows"])?;
+        Ok(reply_lines(&out))
+    }
+
+    /// `ovs-ofctl -O OpenFlow15 dump-groups`, one group per line (no reply header).
+    pub fn dump_groups(&self) -> Result<Vec<String>> {
+        Ok(reply_lines(&self.ofctl("OpenFlow15", &["dump-groups"])?))
+    }
+
+    /// Trace a packet given in OVS flow syntax (`in_port=1,tcp,nw_dst=198.18.2.7,tcp_dst=80`;
+    /// note that OVS wants `udp_src`/`tcp_dst`-style names for transport ports of a trace).
+    pub fn trace(&self, flow: &str) -> Result<Trace> {
+        let text = self
+            .appctl(&["ofproto/trace", BRIDGE, flow])
+            .with_context(|| format!("trace of `{flow}`"))?;
+        parse_trace(&text)
+    }
+
+    /// [`datapath_to_openflow`] with this switch's port map.
+    pub fn openflow_actions(&self, datapath_actions: &str) -> String {
+        datapath_to_openflow(datapath_actions, &self.dp_ports)
+    }
+
+    /// Stop the daemons and delete the namespace and the directory now, reporting what could
+    /// not be deleted.
+    pub fn stop(mut self) -> Result<()> {
+        self.delete_inner()
+    }
+
+    fn delete_inner(&mut self) -> Result<()> {
+        if self.deleted {
+            return Ok(());
+        }
+        self.deleted = true;
+        *self.ctl.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let mut failed = Vec::new();
+        for (what, d) in [
+            ("ovs-vswitchd", &mut self.vswitchd),
+            ("ovsdb-server", &mut self.ovsdb),
+        ] {
+            if let Some(mut s) = d.take() {
+                if let Err(e) = s.stop(cmd::STOP_GRACE) {
+                    failed.push(format!("{what}: {e:#}"));
+                }
+            }
+        }
+        // Deleting the namespace also ends anything still inside and frees the tap devices.
+        failed.extend(cleanup::release(
+            &[self.names.ns_r.as_str()],
+            &[self.names.dir.as_path()],
+        ));
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            bail!("could not delete Open vSwitch: {}", failed.join("; "))
+        }
+    }
+}
+
+impl Drop for Ovs {
+    fn drop(&mut self) {
+        if let Err(e) = self.delete_inner() {
+            eprintln!("netlab: {e:#}");
+        }
+    }
+}
+
+/// The lines of an `ovs-ofctl` reply without its `OFPST_...` header, trimmed.
+fn reply_lines(out: &str) -> Vec<String> {
+    out.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("OFPST_") && !l.starts_with("NXST_"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_output_is_parsed() {
+        let text = "Flow: tcp,in_port=1,nw_src=198.18.1.2\n\nbridge(\"br0\")\n-------------\n \
+                    0. tcp, priority 100\n    output:2\n\nFinal flow: unchanged\n\
+                    Megaflow: recirc_id=0,eth,tcp,in_port=1,nw_frag=no\nDatapath actions: 1\n";
+        let t = parse_trace(text).expect("parsed");
+        assert_eq!(t.megaflow, "recirc_id=0,eth,tcp,in_port=1,nw_frag=no");
+        assert_eq!(t.datapath_actions, "1");
+        assert!(parse_trace("Flow: x\n").is_err());
+    }
+
+    #[test]
+    fn dpif_show_maps_datapath_ports_to_openflow_ports() {
+        let text = "netdev@ovs-netdev: hit:0 missed:0\n  br0:\n    br0 65534/4: (tap)\n    \
+                    p1 1/3: (tap)\n    p2 2/1: (tap)\n    p7 7/2: (tap)\n  br1:\n    br1 65534/9: (tap)\n";
+        let m = parse_dpif_show(text, "br0").expect("parsed");
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[&3], 1);
+        assert_eq!(m[&2], 7);
+        assert_eq!(m[&4], OFPP_LOCAL);
+        assert!(!m.contains_key(&9));
+        assert!(parse_dpif_show("  br0:\n    p1 x/y: (tap)\n", "br0").is_err());
+        assert!(parse_dpif_show(text, "br9").is_err());
+    }
+
+    #[test]
+    fn datapath_actions_are_rewritten_in_openflow_ports() {
+        let m: BTreeMap<u32, u16> = [(1, 2), (2, 7), (3, 1), (4, OFPP_LOCAL)].into();
+        assert_eq!(
+            datapath_to_openflow(
+                "set(eth(src=02:00:00:00:00:09)),set(ipv4(ttl=63)),3,push_vlan(vid=5,pcp=0),2",
+                &m
+            ),
+            "set(eth(src=02:00:00:00:00:09)),set(ipv4(ttl=63)),1,push_vlan(vid=5,pcp=0),7"
+        );
+        assert_eq!(datapath_to_openflow("drop", &m), "drop");
+        assert_eq!(datapath_to_openflow("4,9", &m), "LOCAL,dp?9");
+        assert_eq!(split_top_level(""), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn reply_headers_are_dropped() {
+        let out = "OFPST_FLOW reply (OF1.3) (xid=0x2):\n priority=1 actions=drop\n\n";
+        assert_eq!(reply_lines(out), ["priority=1 actions=drop"]);
+    }
+}
