@@ -8,6 +8,7 @@
 
 pub mod dpaction;
 pub mod key;
+pub mod ofctl;
 pub mod rule;
 
 pub use dpaction::{DpAction, DpActions};
