@@ -13,6 +13,7 @@ pub mod execute;
 pub mod extract;
 pub mod key;
 pub mod linear;
+pub mod ofctl;
 pub mod rule;
 pub mod tables;
 #[cfg(test)]

@@ -1,0 +1,271 @@
+//! Groups in `ovs-ofctl add-group` syntax (`group_id=1,type=select,selection_method=hash,
+//! fields(ip_src,ip_dst),bucket=weight:100,actions=output:1,bucket=...`) and printing them as
+//! `ovs-ofctl -O OpenFlow15 dump-groups` does (the form that keeps bucket ids and the hash
+//! fields). Never panics on any text.
+
+use super::actions::{fmt_actions, parse_actions_in};
+use super::error::OfctlError;
+use super::fields::{match_field, Ctx};
+use super::parse::tokens;
+use super::values::parse_uint;
+use crate::key::Field;
+use crate::rule::{Bucket, Group, GroupKind};
+
+/// Highest group id (`OFPG_MAX`).
+const GROUP_MAX: u128 = 0xffff_ff00;
+
+/// Weight of a bucket that does not say.
+const DEFAULT_WEIGHT: u16 = 1;
+
+/// Parse `add-group` syntax.
+pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
+    let toks = tokens(s)?;
+    let mut id: Option<u32> = None;
+    let mut kind: Option<GroupKind> = None;
+    let mut method: Option<String> = None;
+    let mut fields: Option<(Vec<Field>, String)> = None;
+    // Each bucket: its items as written (the first may be `weight:..` or an action).
+    let mut buckets: Vec<(String, Vec<&str>)> = Vec::new();
+    for t in &toks {
+        if t.key == "bucket" {
+            let first = t.value.unwrap_or("");
+            buckets.push((
+                t.text.to_string(),
+                if first.is_empty() {
+                    vec![]
+                } else {
+                    vec![first]
+                },
+            ));
+            continue;
+        }
+        if let Some((_, items)) = buckets.last_mut() {
+            items.push(t.text);
+            continue;
+        }
+        let v = t.value.unwrap_or("");
+        match t.key {
+            "group_id" => {
+                let n = parse_uint(v).filter(|n| *n <= GROUP_MAX).ok_or_else(|| {
+                    OfctlError::value("group_id", t.text, "accepted: 0..=4294967040")
+                })?;
+                id = Some(n as u32);
+            }
+            "type" => {
+                kind = Some(match v {
+                    "all" => GroupKind::All,
+                    "select" => GroupKind::Select,
+                    "indirect" => GroupKind::Indirect,
+                    _ => {
+                        return Err(OfctlError::value(
+                            "type",
+                            t.text,
+                            "accepted: all, select, indirect",
+                        ))
+                    }
+                })
+            }
+            "selection_method" => {
+                if v != "hash" {
+                    return Err(OfctlError::value(
+                        "selection_method",
+                        t.text,
+                        "accepted: hash",
+                    ));
+                }
+                method = Some(t.text.to_string());
+            }
+            "fields" => {
+                let mut fs = Vec::new();
+                for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let f = hash_field(name).ok_or_else(|| {
+                        OfctlError::value(
+                            "fields",
+                            t.text,
+                            format!("`{name}` cannot be hashed (accepted: eth_src, eth_dst, eth_type, vlan_tci, ip_src, ip_dst, ipv6_src, ipv6_dst, ip_proto, tcp_src, tcp_dst, udp_src, udp_dst, sctp_src, sctp_dst, in_port, tun_id, metadata, reg0..reg7)"),
+                        )
+                    })?;
+                    if fs.contains(&f) {
+                        return Err(OfctlError::Duplicate {
+                            token: name.to_string(),
+                            earlier: t.text.to_string(),
+                        });
+                    }
+                    fs.push(f);
+                }
+                fs.sort();
+                fields = Some((fs, t.text.to_string()));
+            }
+            _ => {
+                return Err(OfctlError::UnknownField {
+                    token: t.text.to_string(),
+                    accepted: "group_id, type, selection_method=hash, fields(...), bucket=...",
+                })
+            }
+        }
+    }
+    let id = id.ok_or_else(|| OfctlError::syntax(s.trim(), "a group needs `group_id=N`"))?;
+    let kind = kind
+        .ok_or_else(|| OfctlError::syntax(s.trim(), "a group needs `type=all|select|indirect`"))?;
+    if let Some((_, tok)) = &fields {
+        if method.is_none() {
+            return Err(OfctlError::syntax(
+                tok,
+                "fields(...) needs `selection_method=hash` before it",
+            ));
+        }
+    }
+    if kind != GroupKind::Select {
+        if let Some(m) = method.as_ref() {
+            return Err(OfctlError::syntax(
+                m,
+                "selection_method is only for type=select",
+            ));
+        }
+    }
+    let mut out = Vec::with_capacity(buckets.len());
+    let mut next_id = 0u32;
+    for (btext, items) in buckets {
+        let mut weight = DEFAULT_WEIGHT;
+        let mut bid: Option<u32> = None;
+        let mut acts: Vec<&str> = Vec::new();
+        let mut in_actions = false;
+        for item in items {
+            let (k, v) = match item.find([':', '=']) {
+                Some(i) => (&item[..i], &item[i + 1..]),
+                None => (item, ""),
+            };
+            if in_actions {
+                acts.push(item);
+                continue;
+            }
+            match k {
+                "weight" => {
+                    weight = parse_uint(v)
+                        .and_then(|w| u16::try_from(w).ok())
+                        .ok_or_else(|| OfctlError::value("weight", item, "accepted: 0..=65535"))?
+                }
+                "bucket_id" => {
+                    let n = parse_uint(v).filter(|n| *n <= 0xffff_fff0).ok_or_else(|| {
+                        OfctlError::value("bucket_id", item, "accepted: 0..=4294967280")
+                    })?;
+                    bid = Some(n as u32);
+                }
+                "actions" => {
+                    in_actions = true;
+                    if !v.is_empty() {
+                        acts.push(v);
+                    }
+                }
+                "watch_port" | "watch_group" => {
+                    return Err(OfctlError::syntax(
+                        item,
+                        "watch_port/watch_group (fast failover) is not supported",
+                    ))
+                }
+                _ => acts.push(item),
+            }
+        }
+        if acts.is_empty() && !in_actions {
+            return Err(OfctlError::syntax(
+                &btext,
+                "a bucket needs actions (`bucket=actions=output:1`)",
+            ));
+        }
+        let text = acts.join(",");
+        let actions = parse_actions_in(&text, None, None)?;
+        if let Some(a) = actions
+            .iter()
+            .find(|a| matches!(a, crate::rule::Action::GotoTable(_)))
+        {
+            return Err(OfctlError::syntax(
+                &format!("{a:?}"),
+                "goto_table is not allowed in a bucket",
+            ));
+        }
+        let id = bid.unwrap_or(next_id);
+        if out.iter().any(|b: &Bucket| b.id == id) {
+            return Err(OfctlError::Duplicate {
+                token: format!("bucket_id:{id}"),
+                earlier: format!("bucket_id:{id}"),
+            });
+        }
+        next_id = id.saturating_add(1);
+        out.push(Bucket {
+            id,
+            weight,
+            actions,
+        });
+    }
+    if kind == GroupKind::Indirect && out.len() > 1 {
+        return Err(OfctlError::syntax(
+            s.trim(),
+            "an indirect group has at most one bucket",
+        ));
+    }
+    Ok(Group {
+        id,
+        kind,
+        fields: fields.map(|f| f.0).unwrap_or_default(),
+        buckets: out,
+    })
+}
+
+/// A field a select group may hash, by its name.
+fn hash_field(name: &str) -> Option<Field> {
+    match name {
+        "eth_type" | "dl_type" => Some(Field::EthType),
+        "vlan_tci" => Some(Field::VlanTci),
+        "ip_proto" | "nw_proto" => Some(Field::NwProto),
+        _ => match_field(name).map(|f| f.field).filter(|f| {
+            !matches!(
+                f,
+                Field::VlanVid | Field::VlanPcp | Field::IpDscp | Field::NwFrag | Field::TcpFlags
+            )
+        }),
+    }
+}
+
+/// The name OVS prints for a hashed field (its OXM-style name).
+fn hash_field_name(f: Field) -> String {
+    match f {
+        Field::EthSrc => "eth_src".into(),
+        Field::EthDst => "eth_dst".into(),
+        Field::EthType => "eth_type".into(),
+        Field::NwSrc => "ip_src".into(),
+        Field::NwDst => "ip_dst".into(),
+        Field::NwProto => "nw_proto".into(),
+        Field::TpSrc => "tcp_src".into(),
+        Field::TpDst => "tcp_dst".into(),
+        f => f.name().to_string(),
+    }
+}
+
+/// Print a group as `ovs-ofctl -O OpenFlow15 dump-groups` does (without the leading space).
+pub(crate) fn fmt_group(g: &Group) -> String {
+    let mut s = format!(
+        "group_id={},type={}",
+        g.id,
+        match g.kind {
+            GroupKind::All => "all",
+            GroupKind::Select => "select",
+            GroupKind::Indirect => "indirect",
+        }
+    );
+    if !g.fields.is_empty() {
+        let names: Vec<String> = g.fields.iter().map(|f| hash_field_name(*f)).collect();
+        s.push_str(&format!(
+            ",selection_method=hash,fields({})",
+            names.join(",")
+        ));
+    }
+    for b in &g.buckets {
+        s.push_str(&format!(",bucket=bucket_id:{}", b.id));
+        if g.kind == GroupKind::Select && b.weight != DEFAULT_WEIGHT {
+            s.push_str(&format!(",weight:{}", b.weight));
+        }
+        s.push_str(",actions=");
+        s.push_str(&fmt_actions(&b.actions, &Ctx::default()));
+    }
+    s
+}
