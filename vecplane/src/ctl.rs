@@ -25,6 +25,12 @@ pub struct CtlArgs {
     /// Print the reply's JSON data (pretty-printed) instead of its text.
     #[arg(long)]
     json: bool,
+    /// add-flows, mod-flows: apply all the rules as one change, all or nothing.
+    #[arg(long)]
+    bundle: bool,
+    /// mod-flows, del-flows: only rules with exactly this match and priority.
+    #[arg(long)]
+    strict: bool,
     /// The command, e.g. `show runtime`, `trace add in0-rx 10`, `route add 198.19.0.0/16 via
     /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `policy set poll-mode
     /// busy`, `batch changes.json`, `reload`; `help` lists the show/clear/trace/pcap commands.
@@ -36,7 +42,104 @@ const REST_USAGE: &str = "accepted: route show [PREFIX] [ipv6] | route add|repla
     (via ADDRESS... | drop) | route del PREFIX | neighbour show [ADDRESS] | neighbour \
     add|replace ADDRESS MAC PORT | neighbour del ADDRESS | policy show | policy set KEY VALUE... \
     (poll-mode, poll-sleep-max-us, icmp-errors-per-second, icmp-errors-burst) | batch FILE.json | \
-    reload";
+    reload | add-flow BRIDGE FLOW | add-flows BRIDGE FILE [--bundle] | mod-flows BRIDGE FLOW \
+    [--strict] | del-flows BRIDGE [MATCH] [--strict] | dump-flows BRIDGE | add-group BRIDGE GROUP | \
+    add-groups BRIDGE FILE | mod-group BRIDGE GROUP | del-groups BRIDGE [group_id=N] | \
+    dump-groups BRIDGE | dump-megaflows BRIDGE";
+
+/// The words that name an OpenFlow command (`ovs-ofctl`'s names).
+const FLOW_COMMANDS: &[&str] = &[
+    "add-flow",
+    "add-flows",
+    "mod-flows",
+    "del-flows",
+    "dump-flows",
+    "add-group",
+    "add-groups",
+    "mod-group",
+    "del-groups",
+    "dump-groups",
+    "dump-megaflows",
+];
+
+/// The lines of a rules or groups file (`-`: standard input), without blank lines and `#`
+/// comments.
+fn rule_lines(file: &str) -> anyhow::Result<Vec<String>> {
+    let text = if file == "-" {
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
+            .context("cannot read the rules from standard input")?;
+        t
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?
+    };
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect())
+}
+
+/// `ovs-ofctl`-style commands on a flow-mode bridge, through `/v1/bridges/NAME/...`.
+fn flow_request(
+    words: &[&str],
+    bundle: bool,
+    strict: bool,
+) -> anyhow::Result<(&'static str, String, Option<Value>)> {
+    let path = |b: &str, what: &str| format!("/v1/bridges/{b}/{what}");
+    Ok(match words {
+        ["add-flow", b, flow] => (
+            "POST",
+            path(b, "flows"),
+            Some(json!({"flows": [flow], "bundle": bundle})),
+        ),
+        ["add-flows", b, file] => (
+            "POST",
+            path(b, "flows"),
+            Some(json!({"flows": rule_lines(file)?, "bundle": bundle})),
+        ),
+        ["mod-flows", b, flow] => (
+            "PATCH",
+            path(b, "flows"),
+            Some(json!({"flows": [flow], "strict": strict, "bundle": bundle})),
+        ),
+        ["del-flows", b] => ("DELETE", path(b, "flows"), Some(json!({"strict": strict}))),
+        ["del-flows", b, m] => (
+            "DELETE",
+            path(b, "flows"),
+            Some(json!({"flows": [m], "strict": strict})),
+        ),
+        ["dump-flows", b] => ("GET", path(b, "flows"), None),
+        ["add-group", b, g] => ("POST", path(b, "groups"), Some(json!({"groups": [g]}))),
+        ["add-groups", b, file] => (
+            "POST",
+            path(b, "groups"),
+            Some(json!({"groups": rule_lines(file)?})),
+        ),
+        ["mod-group", b, g] => (
+            "POST",
+            path(b, "groups"),
+            Some(json!({"groups": [g], "modify": true})),
+        ),
+        ["del-groups", b] => ("DELETE", path(b, "groups"), Some(json!({}))),
+        ["del-groups", b, id] => {
+            let n = id
+                .strip_prefix("group_id=")
+                .unwrap_or(id)
+                .parse::<u32>()
+                .map_err(|_| {
+                    anyhow::anyhow!(
+                        "`{id}` is not a group id; accepted: group_id=N or N, 0..=4294967039"
+                    )
+                })?;
+            ("DELETE", path(b, "groups"), Some(json!({"groups": [n]})))
+        }
+        ["dump-groups", b] => ("GET", path(b, "groups"), None),
+        ["dump-megaflows", b] => ("GET", path(b, "megaflows"), None),
+        _ => bail!("`{}` is not a command; {REST_USAGE}", words.join(" ")),
+    })
+}
 
 fn endpoint(args: &CtlArgs) -> anyhow::Result<Endpoint> {
     let Some(url) = &args.url else {
@@ -82,8 +185,12 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     if matches!(
         first,
         "route" | "neighbour" | "neighbor" | "batch" | "reload" | "policy" | "policies"
-    ) {
-        return rest(&ep, &args.words, args.json);
+    ) || FLOW_COMMANDS.contains(&first)
+    {
+        return rest(&ep, &args.words, args.json, args.bundle, args.strict);
+    }
+    if args.bundle || args.strict {
+        bail!("--bundle and --strict apply only to add-flows, mod-flows and del-flows");
     }
     let command = absolute_capture_file(&args.words).join(" ");
     if args.json {
@@ -203,10 +310,24 @@ fn route_path(prefix: &str) -> anyhow::Result<String> {
     Ok(format!("/v1/routes/{a}/{l}"))
 }
 
-fn rest(ep: &Endpoint, words: &[String], as_json: bool) -> anyhow::Result<ExitCode> {
+fn rest(
+    ep: &Endpoint,
+    words: &[String],
+    as_json: bool,
+    bundle: bool,
+    strict: bool,
+) -> anyhow::Result<ExitCode> {
     let w: Vec<&str> = words.iter().map(String::as_str).collect();
     let body = |v: Value| Some(v.to_string().into_bytes());
+    let flow = w.first().is_some_and(|c| FLOW_COMMANDS.contains(c));
+    if !flow && (bundle || strict) {
+        bail!("--bundle and --strict apply only to add-flows, mod-flows and del-flows");
+    }
     let (method, path, payload) = match w.as_slice() {
+        _ if flow => {
+            let (m, p, v) = flow_request(&w, bundle, strict)?;
+            (m, p, v.and_then(body))
+        }
         ["reload"] => ("POST", "/v1/reload".to_string(), None),
         ["batch", file] => {
             let text = std::fs::read(file).with_context(|| format!("cannot read {file}"))?;
@@ -278,11 +399,28 @@ fn rest(ep: &Endpoint, words: &[String], as_json: bool) -> anyhow::Result<ExitCo
         return Ok(ExitCode::FAILURE);
     }
     let v = reply.json();
-    let out = if as_json
-        || !matches!(
-            w.as_slice(),
-            ["route", "show", ..] | ["neighbour" | "neighbor", "show", ..]
-        ) {
+    let texts = |key: &str| {
+        v[key].as_array().map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i["text"].as_str())
+                .map(|t| format!("{t}\n"))
+                .collect::<String>()
+        })
+    };
+    let out = if as_json {
+        serde_json::to_string_pretty(&v)? + "\n"
+    } else if flow {
+        match w.first() {
+            Some(&"dump-flows") => texts("flows").unwrap_or_default(),
+            Some(&"dump-groups") => texts("groups").unwrap_or_default(),
+            Some(&"dump-megaflows") => texts("megaflows").unwrap_or_default(),
+            _ => String::new(),
+        }
+    } else if !matches!(
+        w.as_slice(),
+        ["route", "show", ..] | ["neighbour" | "neighbor", "show", ..]
+    ) {
         serde_json::to_string_pretty(&v)? + "\n"
     } else if let Some(routes) = v["routes"].as_array() {
         routes.iter().map(route_line).collect::<String>()

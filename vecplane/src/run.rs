@@ -189,12 +189,15 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let running = dp.start();
     let control =
         Arc::new(Control::new(running.view().clone(), spec.clone()).protect(&args.config));
-    let reloader = Arc::new(Reloader::new(
-        &args.config,
-        reload_base,
-        running.view().routing.clone(),
-        running.view().policies(),
-    ));
+    let reloader = Arc::new(
+        Reloader::new(
+            &args.config,
+            reload_base,
+            running.view().routing.clone(),
+            running.view().policies(),
+        )
+        .with_flows(running.view().flows.clone()),
+    );
     let mut state = ApiState::new(control);
     let r = reloader.clone();
     state.reload = Some(Arc::new(move || {
@@ -238,8 +241,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
                 Err(e) => eprintln!("vecplane: reload (SIGHUP): {e}"),
             }
         }
-        // Retired table parts are freed once every worker moved past them.
+        // Retired table parts are freed once every worker moved past them; flow rules whose
+        // timeouts passed are deleted.
         dataplane::build::lock(&running.view().routing).reclaim();
+        for sw in &running.view().flows {
+            sw.tick();
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
     running.stop();

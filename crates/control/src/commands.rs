@@ -95,6 +95,8 @@ pub enum Command {
     ShowNeighbours,
     /// `show bridge`
     ShowBridge,
+    /// `show flow-cache`
+    ShowFlowCache,
     /// `show pcap`
     ShowPcap,
     /// `pcap start PORT FILE [rx|tx|both] [count N] [snaplen N]`
@@ -138,6 +140,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     (
         "show bridge",
         "per bridge domain: learned MACs (VLAN, MAC, port, age) and learning/flooding counters",
+    ),
+    (
+        "show flow-cache",
+        "per flow-mode bridge and worker: EMC and megaflow hits, misses, subtables visited per \
+         hit, megaflows installed, revalidated, evicted, expired, cycles per miss",
     ),
     (
         "show ip fib [PREFIX|ADDRESS | after PREFIX | limit N]",
@@ -312,6 +319,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     "neighbours",
                     "neighbors",
                     "bridge",
+                    "flow-cache",
                     "pcap",
                 ],
             )
@@ -344,6 +352,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "bridge" => {
                     extra(2, "show bridge")?;
                     Ok(Command::ShowBridge)
+                }
+                "flow-cache" => {
+                    extra(2, "show flow-cache")?;
+                    Ok(Command::ShowFlowCache)
                 }
                 "pcap" => {
                     extra(2, "show pcap")?;
@@ -433,6 +445,9 @@ struct Baselines {
 /// * `show bridge` → `{"domains":[{"id","name"}],"workers":[{"worker","counters":{"learned",
 ///   "aged","moves","refused","flooded","flood_copies","macs"},"macs":[{"domain","vlan","mac",
 ///   "port","age_seconds"}]}]}`
+/// * `show flow-cache` → `{"bridges":[{"bridge","rules","version","workers":[{"worker",
+///   "counters":{..CacheStats fields..},"cycles_per_miss":{"count","mean","p50","p99",
+///   "buckets"},"malformed":{REASON:N}}],"total":{..}}]}`
 /// * `show errors` → `{"time_since_clear","errors":[{"node","reason","count"}],"total"}` (non-zero only)
 /// * `show ip fib` / `show ip6 fib [after PREFIX] [limit N]` → `{"family":"ip4"|"ip6","total",
 ///   "entries":[ENTRY],"next":PREFIX|null}`: one page of at most N (default and most `MAX_PAGE`)
@@ -581,6 +596,7 @@ impl Control {
             Command::ShowTrace => Ok(self.show_trace()),
             Command::ShowNeighbours => Ok(self.show_neighbours()),
             Command::ShowBridge => Ok(self.show_bridge()),
+            Command::ShowFlowCache => Ok(crate::flows_api::show_flow_cache(&self.view)),
             Command::ShowPcap => Ok(self.show_pcap()),
             Command::PcapStart(r) => self.pcap_start(r),
             Command::PcapStop => self.pcap_stop(),

@@ -10,6 +10,7 @@ pub mod client;
 pub mod commands;
 pub mod config;
 mod fibview;
+pub mod flows_api;
 pub mod metrics;
 pub mod policies_api;
 pub mod reload;

@@ -173,10 +173,77 @@ pub fn render(view: &RuntimeView) -> String {
             .set(gauge(r.neighbours().len()));
     }
 
+    flow_metrics(&mut reg, view);
+
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &reg);
     out
+}
+
+/// The flow-mode bridges: cache counters per bridge and worker, rules, malformed packets.
+fn flow_metrics(reg: &mut Registry, view: &RuntimeView) {
+    if view.flows.is_empty() {
+        return;
+    }
+    let cache = counter_family(
+        reg,
+        "flow_cache_events",
+        "Flow cache events per bridge and worker (emc_hits, megaflow_hits, misses, installed, \
+         evicted, expired, revalidated, ...)",
+    );
+    let megaflows = gauge_family(reg, "flow_megaflows", "Megaflows installed per worker");
+    let miss_cycles = counter_family(
+        reg,
+        "flow_miss_cycles",
+        "TSC ticks spent translating and installing cache misses",
+    );
+    let rules = gauge_family(reg, "flow_rules", "OpenFlow rules of a bridge");
+    let malformed = counter_family(
+        reg,
+        "flow_malformed_packets",
+        "Packets with malformed headers a flow bridge switched on what parsed",
+    );
+    for sw in &view.flows {
+        rules
+            .get_or_create(&labels(&[("bridge", sw.name())]))
+            .set(gauge(sw.rule_count()));
+        for (w, (stats, hist)) in sw.cache_stats().iter().enumerate() {
+            let worker = w.to_string();
+            for (name, v) in flow::cache::CacheStats::NAMES.iter().zip(stats.values()) {
+                if *name == "megaflows" || *name == "subtables" {
+                    continue;
+                }
+                cache
+                    .get_or_create(&labels(&[
+                        ("bridge", sw.name()),
+                        ("worker", &worker),
+                        ("event", name),
+                    ]))
+                    .inc_by(v);
+            }
+            megaflows
+                .get_or_create(&labels(&[("bridge", sw.name()), ("worker", &worker)]))
+                .set(i64::try_from(stats.megaflows).unwrap_or(i64::MAX));
+            miss_cycles
+                .get_or_create(&labels(&[("bridge", sw.name()), ("worker", &worker)]))
+                .inc_by(hist.sum);
+        }
+        for (w, shared) in sw.workers().iter().enumerate() {
+            let worker = w.to_string();
+            for (reason, n) in shared.malformed_counts() {
+                if n > 0 {
+                    malformed
+                        .get_or_create(&labels(&[
+                            ("bridge", sw.name()),
+                            ("worker", &worker),
+                            ("reason", reason),
+                        ]))
+                        .inc_by(n);
+                }
+            }
+        }
+    }
 }
 
 /// The same in the classic Prometheus text format (0.0.4), which `promtool check metrics` and

@@ -52,6 +52,7 @@ pub struct Reloader {
     running: Mutex<Config>,
     routing: Arc<Mutex<Routing>>,
     policies: LivePolicies,
+    flows: Vec<Arc<dataplane::flows::FlowSwitch>>,
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -113,7 +114,14 @@ impl Reloader {
             running: Mutex::new(running),
             routing,
             policies,
+            flows: Vec::new(),
         }
+    }
+
+    /// Also replace the rules and groups of these flow-mode bridges when the file changes them.
+    pub fn with_flows(mut self, flows: Vec<Arc<dataplane::flows::FlowSwitch>>) -> Reloader {
+        self.flows = flows;
+        self
     }
 
     /// Re-read the file and apply the difference as one version, or nothing.
@@ -202,6 +210,27 @@ impl Reloader {
         }
         if !diff.mtus.is_empty() {
             policies.push("mtu");
+        }
+        // Flow bridges' rules and groups: each bridge's tables replaced as one change (the file
+        // was checked against the same ports when it was parsed, so this does not fail).
+        for (name, groups, rules) in &diff.flows {
+            let Some(sw) = self.flows.iter().find(|s| s.name() == name) else {
+                continue;
+            };
+            let mods: Vec<flow::rule::FlowMod> = [
+                flow::rule::FlowMod::Delete(flow::rule::RuleFilter::default()),
+                flow::rule::FlowMod::DelGroup(None),
+            ]
+            .into_iter()
+            .chain(groups.iter().cloned().map(flow::rule::FlowMod::AddGroup))
+            .chain(rules.iter().cloned().map(flow::rule::FlowMod::Add))
+            .collect();
+            if let Err(e) = sw.apply(&mods) {
+                eprintln!("vecplane: reload: bridge `{name}`: {e}");
+            }
+        }
+        if !diff.flows.is_empty() {
+            policies.push("flows");
         }
         if let Some(p) = &diff.poll {
             for (w, setting) in self.policies.poll.iter().enumerate() {

@@ -108,6 +108,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         bridges: Vec::new(),
         bridge_names: Vec::new(),
         capture: Arc::new(graph::CaptureControl::new(workers)),
+        flows: Vec::new(),
         routing: Arc::new(std::sync::Mutex::new(
             dataplane::routing::Routing::without_workers(spec)
                 .expect("an empty routing table builds"),

@@ -3,6 +3,7 @@
 //! and the bridge. Runs once, on the control thread, before the worker starts; never on the fast
 //! path.
 
+use crate::flows::FlowSwitch;
 use crate::handoff::{Handoff, HandoffRx, RssDispatch, SharedOutbox};
 use crate::idle::Doorbell;
 use crate::routing::{Routing, RoutingReaders};
@@ -14,6 +15,9 @@ use live::{Domain, WorkerEpoch};
 use nodes::bridge::{BridgeConfig, BridgeDomainConfig, BridgePortConfig, BridgeStats, L2Bridge};
 use nodes::drop::ErrorDrop;
 use nodes::ethernet::{EthernetInput, PortL2, PortMode};
+use nodes::flow_switch::{
+    flow_switch_nodes, FlowMaintenance, FlowPortInfo, FlowSwitch as FlowSwitchNode, SwitchSetup,
+};
 use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
 use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
 use nodes::ip6::{Ip6Input, Ip6Lookup, Ip6Rewrite};
@@ -100,6 +104,8 @@ pub struct WorkersShared {
     pub routing: Arc<Mutex<Routing>>,
     /// The settings that change live.
     pub policies: crate::view::LivePolicies,
+    /// The flow-mode bridges' tables (in bridge order), changed by the control side.
+    pub flows: Vec<Arc<FlowSwitch>>,
     /// Each worker's epoch handle, taken by the worker built with that index.
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
 }
@@ -107,7 +113,7 @@ pub struct WorkersShared {
 impl WorkersShared {
     /// For the workers of `spec` (rings only when an AF_XDP port may need them); builds the
     /// routing tables.
-    pub fn new(spec: &DataplaneSpec) -> Result<WorkersShared, BuildError> {
+    pub fn new(spec: &DataplaneSpec, tsc_hz: u64) -> Result<WorkersShared, BuildError> {
         let workers = spec.workers.max(1);
         let rss = workers > 1
             && spec
@@ -115,15 +121,17 @@ impl WorkersShared {
                 .iter()
                 .any(|p| crate::drivers::of(&p.driver).may_hand_off());
         let (domain, epochs) = Domain::new(workers);
-        let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
         let doorbells: Vec<Arc<Doorbell>> =
             (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
+        let flows = flow_switches(spec, &domain, &doorbells, tsc_hz)?;
+        let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
         Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
             handoff: Arc::new(Handoff::new(if rss { &doorbells } else { &[] })),
             doorbells,
             routing: Arc::new(Mutex::new(routing)),
             policies: crate::view::LivePolicies::new(spec),
+            flows,
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
         })
     }
@@ -169,7 +177,7 @@ pub struct ProtocolState {
 impl BuiltWorker {
     /// Build worker `index` of `spec` (with a capture and handoff rings of its own).
     pub fn new(spec: &DataplaneSpec, index: usize, tsc_hz: u64) -> Result<BuiltWorker, BuildError> {
-        BuiltWorker::with_shared(spec, index, tsc_hz, &WorkersShared::new(spec)?)
+        BuiltWorker::with_shared(spec, index, tsc_hz, &WorkersShared::new(spec, tsc_hz)?)
     }
 
     /// Build worker `index` of `spec` with what the workers of one data plane share.
@@ -228,6 +236,7 @@ impl BuiltWorker {
             Some(capture),
             shared.readers(),
             &shared.policies,
+            (&shared.flows, index),
         )?;
         if needs_rss_nodes {
             let workers = spec.workers.max(1);
@@ -312,6 +321,7 @@ pub fn add_protocol_nodes(
     // Tables nobody changes: no worker epochs to wait for.
     let routing = Routing::without_workers(spec).map_err(|e| BuildError::Routing(e.0))?;
     let policies = crate::view::LivePolicies::new(spec);
+    let flows = flow_switches(spec, &Domain::new(0).0, &[], tsc_hz)?;
     let mut state = add_protocol_nodes_with(
         spec,
         b,
@@ -320,13 +330,59 @@ pub fn add_protocol_nodes(
         None,
         routing.readers(),
         &policies,
+        (&flows, 0),
     )?;
     state.fib = routing.stats();
     Ok(state)
 }
 
+/// The flow-mode bridges of `spec` with their initial tables, published in `domain`.
+pub fn flow_switches(
+    spec: &DataplaneSpec,
+    domain: &Domain,
+    doorbells: &[Arc<Doorbell>],
+    tsc_hz: u64,
+) -> Result<Vec<Arc<FlowSwitch>>, BuildError> {
+    let mut out = Vec::new();
+    for b in &spec.bridges {
+        let Some(f) = &b.flow else { continue };
+        if out.len() == nodes::flow_switch::MAX_SWITCHES {
+            return Err(BuildError::Routing(format!(
+                "bridge `{}`: more than {} bridges in flow mode",
+                b.name,
+                nodes::flow_switch::MAX_SWITCHES
+            )));
+        }
+        let tunnels = tunnel_ports(spec);
+        let tables = crate::flows::initial_tables(f, &tunnels).map_err(|(i, why)| {
+            BuildError::Routing(format!("bridge `{}`: change {i}: {why}", b.name))
+        })?;
+        out.push(Arc::new(FlowSwitch::new(
+            &b.name,
+            f,
+            tables,
+            domain,
+            doorbells.to_vec(),
+            tsc_hz,
+        )));
+    }
+    Ok(out)
+}
+
+/// The ports that are tunnel ports (their outputs encapsulate).
+fn tunnel_ports(spec: &DataplaneSpec) -> Vec<usize> {
+    spec.ports
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| crate::flows::is_tunnel_port(p))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given,
-/// the tables of `tables` and the live settings of `policies`.
+/// the tables of `tables`, the live settings of `policies` and the flow-mode bridges of
+/// `flows` (for worker `flows.1`).
+#[allow(clippy::too_many_arguments)]
 pub fn add_protocol_nodes_with(
     spec: &DataplaneSpec,
     b: &mut GraphBuilder,
@@ -335,6 +391,7 @@ pub fn add_protocol_nodes_with(
     capture: Option<Arc<graph::CaptureControl>>,
     tables: RoutingReaders,
     policies: &crate::view::LivePolicies,
+    (flows, worker): (&[Arc<FlowSwitch>], usize),
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
         &NeighbourConfig {
@@ -393,7 +450,11 @@ pub fn add_protocol_nodes_with(
                     bridge.name, m.port
                 ))
             })?;
-            mode.mode = PortMode::Bridge;
+            mode.mode = if bridge.flow.is_some() {
+                PortMode::Flow
+            } else {
+                PortMode::Bridge
+            };
             ports.push(BridgePortConfig {
                 port: m.port as u16,
                 mode: m.mode.clone(),
@@ -471,6 +532,11 @@ pub fn add_protocol_nodes_with(
         ))
         .add_node(Box::new(output))
         .add_node(Box::new(ErrorDrop::new()));
+    if !flows.is_empty() {
+        let (node, maintenance) = flow_switch_node(spec, flows, worker, tsc_hz)?;
+        b.add_node(Box::new(node));
+        b.add_input(Box::new(maintenance));
+    }
     let (nodes, input) = neighbours.nodes();
     for node in nodes {
         b.add_node(node);
@@ -481,4 +547,44 @@ pub fn add_protocol_nodes_with(
         neighbours,
         bridge,
     })
+}
+
+/// Worker `worker`'s `flow-switch` node and its maintenance input over `flows`.
+fn flow_switch_node(
+    spec: &DataplaneSpec,
+    flows: &[Arc<FlowSwitch>],
+    worker: usize,
+    tsc_hz: u64,
+) -> Result<(FlowSwitchNode, FlowMaintenance), BuildError> {
+    let mut ports = vec![None; spec.ports.len()];
+    let mut setups = Vec::new();
+    for (i, sw) in flows.iter().enumerate() {
+        let policy = spec
+            .bridges
+            .iter()
+            .find(|b| b.name == sw.name())
+            .and_then(|b| b.flow.as_ref())
+            .map(|f| f.cache)
+            .unwrap_or_default();
+        for p in sw.ports() {
+            if let Some(slot) = ports.get_mut(p.port) {
+                *slot = Some(FlowPortInfo {
+                    switch: i as u16,
+                    ofport: p.ofport,
+                    emc: p.emc,
+                    megaflow: p.megaflow,
+                });
+            }
+        }
+        setups.push(SwitchSetup {
+            tables: sw.reader(),
+            cache: crate::flows::cache_config(&policy),
+            members: sw.ports().iter().map(|p| p.port as u16).collect(),
+            shared: sw
+                .worker_shared(worker)
+                .unwrap_or_else(|| Arc::new(nodes::flow_switch::FlowWorkerShared::default())),
+        });
+    }
+    flow_switch_nodes(ports, setups, tsc_hz)
+        .map_err(|e| BuildError::Routing(format!("flow cache: {e}")))
 }

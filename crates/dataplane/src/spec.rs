@@ -149,6 +149,60 @@ pub struct BridgeSpec {
     pub name: String,
     /// Its ports, in port-id order.
     pub ports: Vec<BridgeMemberSpec>,
+    /// OpenFlow tables in front of it (`mode = "flow"`): its ports' packets go through the
+    /// flow cache, and the `normal` action hands them to this bridge domain. None: a learning
+    /// bridge.
+    pub flow: Option<FlowBridgeSpec>,
+}
+
+/// The OpenFlow side of a bridge in flow mode.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowBridgeSpec {
+    /// Its ports with their OpenFlow port numbers, in port-id order.
+    pub ports: Vec<FlowPortSpec>,
+    /// Rules it starts with (default: one `priority=0,actions=normal`, as Open vSwitch).
+    pub rules: Vec<flow::Rule>,
+    /// Groups it starts with.
+    pub groups: Vec<flow::Group>,
+    /// Its caches' sizes and timers.
+    pub cache: FlowCachePolicy,
+}
+
+/// A port of a flow-mode bridge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowPortSpec {
+    /// Port (index into `ports`).
+    pub port: usize,
+    /// Its OpenFlow port number (1..=65279), unique in the bridge.
+    pub ofport: u16,
+    /// Whether its packets use the exact-match cache.
+    pub emc: bool,
+    /// Whether its packets use the megaflow cache (off: every packet is classified).
+    pub megaflow: bool,
+}
+
+/// Sizes and timers of a flow bridge's caches, per worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowCachePolicy {
+    /// Most megaflows per worker (Open vSwitch's flow-limit default is 200,000).
+    pub megaflow_limit: usize,
+    /// Seconds without a hit after which a megaflow expires.
+    pub idle_seconds: u32,
+    /// Exact-match cache entries per worker (a power of two; 0: no EMC).
+    pub emc_entries: usize,
+    /// A megaflow hit enters the EMC with probability 1/this (1: always).
+    pub emc_insert_inv_prob: u32,
+}
+
+impl Default for FlowCachePolicy {
+    fn default() -> Self {
+        FlowCachePolicy {
+            megaflow_limit: 200_000,
+            idle_seconds: 10,
+            emc_entries: 8192,
+            emc_insert_inv_prob: 100,
+        }
+    }
 }
 
 /// A port of a bridge domain.

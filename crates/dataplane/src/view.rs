@@ -31,6 +31,8 @@ pub struct RuntimeView {
     pub routing: Arc<std::sync::Mutex<crate::routing::Routing>>,
     /// The settings that change live (reload).
     pub policies: LivePolicies,
+    /// The flow-mode bridges (rules, groups, caches).
+    pub flows: Vec<Arc<crate::flows::FlowSwitch>>,
 }
 
 /// The settings of a running data plane that the control plane changes live (reload): atomics

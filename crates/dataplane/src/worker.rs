@@ -54,7 +54,7 @@ impl Dataplane {
     /// Build with a known TSC frequency (benchmarks measure it once for many runs).
     pub fn with_tsc_hz(spec: &DataplaneSpec, tsc_hz: u64) -> Result<Dataplane, BuildError> {
         let mut workers = Vec::new();
-        let shared = crate::build::WorkersShared::new(spec)?;
+        let shared = crate::build::WorkersShared::new(spec, tsc_hz)?;
         for index in 0..spec.workers.max(1) {
             let w = BuiltWorker::with_shared(spec, index, tsc_hz, &shared)?;
             workers.push((w, spec.cpu_of(index)));
@@ -62,6 +62,7 @@ impl Dataplane {
         let capture = shared.capture.clone();
         let routing = shared.routing.clone();
         let policies = shared.policies.clone();
+        let flows = shared.flows.clone();
         // What one worker learns about a neighbour, the others hear of.
         let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
         if handles.len() > 1 {
@@ -100,6 +101,7 @@ impl Dataplane {
             capture,
             routing,
             policies,
+            flows,
         };
         Ok(Dataplane { workers, view })
     }

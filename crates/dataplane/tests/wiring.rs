@@ -319,9 +319,80 @@ fn bridge_spec() -> DataplaneSpec {
                     mode: BridgePortMode::Access { pvid: 1 },
                 })
                 .collect(),
+            flow: None,
         }],
         ..DataplaneSpec::default()
     }
+}
+
+/// `bridge_spec` in flow mode with `rules` (ports b0, b1, b2 are OpenFlow ports 1, 2, 3).
+fn flow_bridge_spec(rules: Vec<flow::Rule>) -> DataplaneSpec {
+    let mut spec = bridge_spec();
+    spec.bridges[0].flow = Some(dataplane::FlowBridgeSpec {
+        ports: (0..3)
+            .map(|port| dataplane::FlowPortSpec {
+                port,
+                ofport: port as u16 + 1,
+                emc: true,
+                megaflow: true,
+            })
+            .collect(),
+        rules,
+        groups: Vec::new(),
+        cache: dataplane::FlowCachePolicy::default(),
+    });
+    spec
+}
+
+fn flow_rule(priority: u16, m: flow::Match, actions: Vec<flow::Action>) -> flow::Rule {
+    flow::Rule {
+        table: 0,
+        priority,
+        cookie: 0,
+        m,
+        actions,
+        idle_timeout: 0,
+        hard_timeout: 0,
+    }
+}
+
+#[test]
+fn a_flow_bridge_follows_its_rules_and_normal_learns_like_a_bridge() {
+    let mut to_b2 = flow::Match::ANY;
+    to_b2.set(flow::Field::EthType, 0x0800, 0xffff);
+    to_b2.set(flow::Field::NwDst, 0xc612_0509, u32::MAX as u128);
+    let spec = flow_bridge_spec(vec![
+        flow_rule(
+            100,
+            to_b2,
+            vec![flow::Action::Output(flow::PortRef::Number(3))],
+        ),
+        flow_rule(
+            0,
+            flow::Match::ANY,
+            vec![flow::Action::Output(flow::PortRef::Normal)],
+        ),
+    ]);
+    let mut h = Harness::new(&spec, &[true, true, true]);
+    let a = [2, 0, 0, 0, 0xaa, 1];
+    let b = [2, 0, 0, 0, 0xbb, 1];
+    let to_nine = udp(b, a, "198.18.5.1", "198.18.5.9");
+    let (_, sent) = h.run(&[(0, &to_nine), (0, &to_nine)]);
+    assert_eq!(sent.len(), 2);
+    assert!(
+        sent.iter().all(|s| s.port == 2 && s.bytes == to_nine),
+        "the rule sends to port 3"
+    );
+    // Anything else is `normal`: flooded while unknown, then learned.
+    let a_to_b = udp(b, a, "198.18.5.1", "198.18.5.2");
+    let (_, sent) = h.run(&[(0, &a_to_b)]);
+    let mut ports: Vec<u16> = sent.iter().map(|s| s.port).collect();
+    ports.sort();
+    assert_eq!(ports, vec![1, 2]);
+    let b_to_a = udp(a, b, "198.18.5.2", "198.18.5.1");
+    let (_, sent) = h.run(&[(1, &b_to_a)]);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].port, 0);
 }
 
 #[test]

@@ -18,6 +18,8 @@ pub enum PortMode {
     Xconnect,
     /// Every frame goes to `l2-bridge` (the port is in a bridge domain).
     Bridge,
+    /// Every frame goes to `flow-switch` (the port is in a bridge in flow mode).
+    Flow,
 }
 
 /// Per-port settings `ethernet-input` needs.
@@ -71,6 +73,7 @@ pub struct EthernetInput {
     ports: Vec<PortL2>,
     next_arp: Option<u16>,
     next_bridge: u16,
+    next_flow: u16,
     capture: Option<Arc<CaptureControl>>,
 }
 
@@ -82,8 +85,16 @@ impl EthernetInput {
             ports,
             next_arp: None,
             next_bridge: EthernetNext::NAMES.len() as u16,
+            next_flow: 0,
             capture: None,
         }
+        .with_flow_index()
+    }
+
+    /// `flow-switch` follows `l2-bridge` (when present) in the next nodes.
+    fn with_flow_index(mut self) -> EthernetInput {
+        self.next_flow = self.next_bridge + self.has_bridge() as u16;
+        self
     }
 
     /// Offer every received frame to `capture` (`vecplane ctl pcap ... rx`).
@@ -96,11 +107,15 @@ impl EthernetInput {
     pub fn with_arp(mut self) -> EthernetInput {
         self.next_arp = Some(EthernetNext::NAMES.len() as u16);
         self.next_bridge = EthernetNext::Xconnect.id() + 2;
-        self
+        self.with_flow_index()
     }
 
     fn has_bridge(&self) -> bool {
         self.ports.iter().any(|p| p.mode == PortMode::Bridge)
+    }
+
+    fn has_flow(&self) -> bool {
+        self.ports.iter().any(|p| p.mode == PortMode::Flow)
     }
 }
 
@@ -121,6 +136,9 @@ impl Node for EthernetInput {
         }
         if self.has_bridge() {
             v.push(crate::bridge::NAME.into());
+        }
+        if self.has_flow() {
+            v.push(crate::flow_switch::NAME.into());
         }
         v
     }
@@ -153,6 +171,7 @@ impl Node for EthernetInput {
                 match port.mode {
                     PortMode::Xconnect => break 'classify EthernetNext::Xconnect.id(),
                     PortMode::Bridge => break 'classify self.next_bridge,
+                    PortMode::Flow => break 'classify self.next_flow,
                     PortMode::L3 => {}
                 }
                 // Unicast frames must be for us; multicast and broadcast have the I/G bit set and

@@ -11,6 +11,7 @@ pub mod drop;
 pub mod ethernet;
 pub mod fixed_table;
 pub mod flow_hash;
+pub mod flow_switch;
 pub mod icmp;
 pub mod ip4;
 pub mod ip6;

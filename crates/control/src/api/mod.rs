@@ -8,6 +8,7 @@
 //! in `openapi::ENDPOINTS` (a test checks the two agree).
 
 pub mod error;
+mod flows;
 pub mod openapi;
 mod resources;
 pub mod serve;
@@ -111,6 +112,21 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/v1/policies",
             get(r::get_policies).patch(r::patch_policies),
         )
+        .route(
+            "/v1/bridges/{name}/flows",
+            get(flows::get_flows)
+                .post(flows::post_flows)
+                .patch(flows::patch_flows)
+                .delete(flows::delete_flows),
+        )
+        .route(
+            "/v1/bridges/{name}/groups",
+            get(flows::get_groups)
+                .post(flows::post_groups)
+                .delete(flows::delete_groups),
+        )
+        .route("/v1/bridges/{name}/megaflows", get(flows::get_megaflows))
+        .route("/v1/flow-cache", get(flows::get_flow_cache))
         .route("/metrics", get(r::get_metrics))
         .fallback(r::not_found)
         .method_not_allowed_fallback(r::method_not_allowed)

@@ -226,6 +226,69 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     ep(
         "get",
+        "/v1/bridges/{name}/flows",
+        "A flow-mode bridge's OpenFlow rules with their counters, as ovs-ofctl dump-flows",
+        &[],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/bridges/{name}/flows",
+        "Add rules in ovs-ofctl syntax (bundle: all or nothing)",
+        &[],
+        Some("AddFlows"),
+    ),
+    ep(
+        "patch",
+        "/v1/bridges/{name}/flows",
+        "Replace the actions of the rules a match selects (ovs-ofctl mod-flows)",
+        &[],
+        Some("ModFlows"),
+    ),
+    ep(
+        "delete",
+        "/v1/bridges/{name}/flows",
+        "Delete the rules matches select, or all (ovs-ofctl del-flows)",
+        &[],
+        Some("DelFlows"),
+    ),
+    ep(
+        "get",
+        "/v1/bridges/{name}/groups",
+        "A flow-mode bridge's groups, as ovs-ofctl dump-groups",
+        &[],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/bridges/{name}/groups",
+        "Add (or with modify, replace) groups in ovs-ofctl add-group syntax",
+        &[],
+        Some("AddGroups"),
+    ),
+    ep(
+        "delete",
+        "/v1/bridges/{name}/groups",
+        "Delete groups, or all, and the rules that use them",
+        &[],
+        Some("DelGroups"),
+    ),
+    ep(
+        "get",
+        "/v1/bridges/{name}/megaflows",
+        "The megaflows every worker installed, as ovs-appctl dpctl/dump-flows",
+        &[],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/flow-cache",
+        "Flow cache counters per bridge and worker: EMC and megaflow hits, misses, installs",
+        &[],
+        None,
+    ),
+    ep(
+        "get",
         "/metrics",
         "Prometheus text exposition of every counter",
         &[],
@@ -281,6 +344,42 @@ fn schemas() -> Value {
                 "ip4": {"type": "array", "items": {"type": "string", "example": "198.18.2.1/24"}},
                 "ip6": {"type": "array", "items": {"type": "string", "example": "2001:db8:2::1/64"}}
             }
+        },
+        "AddFlows": {
+            "type": "object", "additionalProperties": false, "required": ["flows"],
+            "properties": {
+                "flows": {"type": "array", "minItems": 1, "items": {"type": "string",
+                    "example": "table=0,priority=100,tcp,nw_dst=198.18.2.0/24,tp_dst=80,actions=output:2"}},
+                "bundle": {"type": "boolean"}
+            }
+        },
+        "ModFlows": {
+            "type": "object", "additionalProperties": false, "required": ["flows"],
+            "properties": {
+                "flows": {"type": "array", "minItems": 1, "items": {"type": "string",
+                    "example": "tcp,tp_dst=80,actions=output:3"}},
+                "strict": {"type": "boolean"},
+                "bundle": {"type": "boolean"}
+            }
+        },
+        "DelFlows": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "flows": {"type": "array", "items": {"type": "string", "example": "tcp,tp_dst=80"}},
+                "strict": {"type": "boolean"}
+            }
+        },
+        "AddGroups": {
+            "type": "object", "additionalProperties": false, "required": ["groups"],
+            "properties": {
+                "groups": {"type": "array", "minItems": 1, "items": {"type": "string",
+                    "example": "group_id=1,type=select,bucket=weight:100,actions=output:2,bucket=weight:100,actions=output:3"}},
+                "modify": {"type": "boolean"}
+            }
+        },
+        "DelGroups": {
+            "type": "object", "additionalProperties": false,
+            "properties": {"groups": {"type": "array", "items": {"type": "integer", "minimum": 0}}}
         },
         "Policies": {
             "type": "object", "additionalProperties": false,

@@ -23,12 +23,12 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-type Shared = State<Arc<ApiState>>;
-type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
-type Body = Result<Bytes, BytesRejection>;
+pub(super) type Shared = State<Arc<ApiState>>;
+pub(super) type Params = Result<Query<HashMap<String, String>>, QueryRejection>;
+pub(super) type Body = Result<Bytes, BytesRejection>;
 
 /// Run blocking `f` off the runtime's thread.
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f).await.map_err(|e| {
@@ -40,7 +40,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The query's parameters, refusing any not in `allowed`.
-fn params(q: Params, allowed: &[&str]) -> Result<HashMap<String, String>, ApiError> {
+pub(super) fn params(q: Params, allowed: &[&str]) -> Result<HashMap<String, String>, ApiError> {
     let Query(map) = q.map_err(|e| ApiError::bad("query", e.body_text()))?;
     if let Some(k) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(ApiError::bad(
@@ -71,7 +71,7 @@ fn flag(map: &HashMap<String, String>, key: &str) -> Result<bool, ApiError> {
 }
 
 /// The JSON body as `T` (unknown fields refused by `T`).
-fn body<T: DeserializeOwned>(b: Body) -> Result<T, ApiError> {
+pub(super) fn body<T: DeserializeOwned>(b: Body) -> Result<T, ApiError> {
     let bytes = b.map_err(|e| ApiError::new(e.status(), e.body_text()))?;
     if bytes.is_empty() {
         return Err(ApiError::bad("body", "the request needs a JSON body"));

@@ -3,11 +3,13 @@
 //! it has no addresses and is no xconnect `from`.
 
 use super::ctx::{Ctx, Field, Fields};
+use super::flow_bridge::{FlowPortKeys, FlowSettings, FLOW_BRIDGE_KEYS};
 use super::util::valid_name;
 use super::value::Node;
 use super::NAME_ACCEPTED;
 use dataplane::{BridgeMemberSpec, BridgePortMode, BridgeSpec, DataplaneSpec, PortSpec};
 use std::ops::Range;
+use std::path::Path;
 
 /// A port's membership in a bridge, before the bridge name is resolved.
 pub(super) struct Membership {
@@ -16,17 +18,38 @@ pub(super) struct Membership {
     pub(super) span: Range<usize>,
     /// None when its VLAN keys had errors (already reported).
     pub(super) mode: Option<BridgePortMode>,
+    /// Its `ofport`, `emc` and `megaflow` keys (for a bridge in flow mode).
+    pub(super) flow: FlowPortKeys,
 }
 
-pub(super) const BRIDGE_KEYS: &[&str] = &["name"];
+/// A `[[bridge]]` section: its name and span, and its flow settings in flow mode.
+pub(super) struct BridgeHead {
+    pub(super) name: String,
+    pub(super) span: Range<usize>,
+    pub(super) flow: Option<FlowSettings>,
+}
+
+pub(super) const BRIDGE_KEYS: &[&str] = &[
+    "name",
+    "mode",
+    "flows",
+    "flow-file",
+    "groups",
+    "megaflow-limit",
+    "megaflow-idle-seconds",
+    "emc-entries",
+    "emc-insert-inv-prob",
+];
+const _: () = assert!(BRIDGE_KEYS.len() == FLOW_BRIDGE_KEYS.len() + 1);
 
 impl Ctx<'_> {
     /// The `[[bridge]]` sections: each one's name (None where it had an error, reported).
     pub(super) fn bridge_names(
         &mut self,
         bridges: &[&Node],
-    ) -> Vec<Option<(String, Range<usize>)>> {
-        let mut bridge_names: Vec<Option<(String, Range<usize>)>> = Vec::new();
+        base_dir: &Path,
+    ) -> Vec<Option<BridgeHead>> {
+        let mut bridge_names: Vec<Option<BridgeHead>> = Vec::new();
         for (i, node) in bridges.iter().enumerate() {
             let section = format!("[[bridge]] #{}", i + 1);
             let Some(f) = self.fields(section.clone(), None, node, BRIDGE_KEYS) else {
@@ -34,13 +57,14 @@ impl Ctx<'_> {
                 continue;
             };
             self.remember_lines(&f);
+            let flow = self.flow_settings(&f, base_dir);
             match self.string(&f, "name") {
                 Field::Ok(s, span) if valid_name(s) => {
-                    if let Some(Some((_, first))) = bridge_names
+                    if let Some(Some(first)) = bridge_names
                         .iter()
-                        .find(|b| b.as_ref().is_some_and(|(n, _)| n == s))
+                        .find(|b| b.as_ref().is_some_and(|b| b.name == s))
                     {
-                        let line = self.line_of(first.start);
+                        let line = self.line_of(first.span.start);
                         self.error(
                             &span,
                             &section,
@@ -52,7 +76,11 @@ impl Ctx<'_> {
                         );
                         bridge_names.push(None);
                     } else {
-                        bridge_names.push(Some((s.to_string(), span)));
+                        bridge_names.push(Some(BridgeHead {
+                            name: s.to_string(),
+                            span,
+                            flow,
+                        }));
                     }
                 }
                 Field::Ok(s, span) => {
@@ -78,9 +106,21 @@ impl Ctx<'_> {
     pub(super) fn membership(&mut self, f: &Fields<'_>) -> Option<Membership> {
         let section = f.section.clone();
         let vlan_keys = ["access-vlan", "trunk-vlans", "native-vlan"];
+        let flow = self.flow_port_keys(f);
         let (name, span) = match self.string(f, "bridge") {
             Field::Ok(s, span) => (s.to_string(), span),
             Field::Missing => {
+                if let Some((k, span)) = &flow.first {
+                    self.error(
+                        span,
+                        &section,
+                        Some(k),
+                        format!(
+                            "`{k}` applies only to a port in a bridge in flow mode; accepted: \
+                             add bridge = \"NAME\" naming a [[bridge]] with mode = \"flow\""
+                        ),
+                    );
+                }
                 for k in vlan_keys {
                     if let Some(n) = f.get(k) {
                         self.bad(
@@ -154,6 +194,7 @@ impl Ctx<'_> {
             name,
             span,
             mode,
+            flow,
         })
     }
 
@@ -161,7 +202,7 @@ impl Ctx<'_> {
     pub(super) fn bridges(
         &mut self,
         memberships: &[Option<Membership>],
-        names: &[Option<(String, Range<usize>)>],
+        names: &[Option<BridgeHead>],
         ports: &[Option<PortSpec>],
         spec: &mut DataplaneSpec,
     ) {
@@ -169,20 +210,21 @@ impl Ctx<'_> {
         let mut out: Vec<(BridgeSpec, usize, Range<usize>, usize)> = names
             .iter()
             .enumerate()
-            .filter_map(|(i, b)| b.as_ref().map(|(n, span)| (i, n, span)))
-            .map(|(i, n, span)| {
+            .filter_map(|(i, b)| b.as_ref().map(|b| (i, b)))
+            .map(|(i, b)| {
                 let spec = BridgeSpec {
-                    name: n.clone(),
+                    name: b.name.clone(),
                     ports: Vec::new(),
+                    flow: None,
                 };
-                (spec, i + 1, span.clone(), 0)
+                (spec, i + 1, b.span.clone(), 0)
             })
             .collect();
         let defined = || {
             let list: Vec<String> = names
                 .iter()
                 .flatten()
-                .map(|(n, _)| format!("`{n}`"))
+                .map(|b| format!("`{}`", b.name))
                 .collect();
             if list.is_empty() {
                 "(no [[bridge]] is defined)".to_string()
@@ -233,6 +275,10 @@ impl Ctx<'_> {
                 continue;
             }
             b.ports.push(BridgeMemberSpec { port: id, mode });
+        }
+        for (b, number, _, _) in &mut out {
+            let head = names.get(*number - 1).and_then(Option::as_ref);
+            self.flow_bridge(b, head, memberships, ports);
         }
         for (b, number, span, rejected) in &out {
             let n = b.ports.len() + rejected;

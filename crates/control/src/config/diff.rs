@@ -81,6 +81,9 @@ pub struct LiveDiff {
     pub mtus: Vec<(usize, u16)>,
     /// Ports whose own addresses changed: (port index, all new IPv4 and IPv6 addresses).
     pub addrs: Vec<(usize, nodes::neighbour::OwnAddresses)>,
+    /// Flow-mode bridges whose rules or groups changed: (bridge name, all new groups, all new
+    /// rules), each replacing the bridge's tables as one change.
+    pub flows: Vec<(String, Vec<flow::Group>, Vec<flow::Rule>)>,
 }
 
 impl LiveDiff {
@@ -95,6 +98,7 @@ impl LiveDiff {
             && self.poll.is_none()
             && self.mtus.is_empty()
             && self.addrs.is_empty()
+            && self.flows.is_empty()
     }
 }
 
@@ -169,7 +173,25 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
     refusals.value(dp, "bridge-max-macs", &o.bridge.max_macs, &bridge.max_macs);
     refusals.ports(&o.ports, ports);
     refusals.list("[[xconnect]]", "xconnect", &o.xconnects, xconnects);
-    refusals.list("[[bridge]]", "bridge", &o.bridges, bridges);
+    // A flow bridge's rules and groups change live; anything else about a bridge does not.
+    let without_rules = |bs: &[dataplane::BridgeSpec]| -> Vec<dataplane::BridgeSpec> {
+        bs.iter()
+            .cloned()
+            .map(|mut b| {
+                if let Some(f) = &mut b.flow {
+                    f.rules.clear();
+                    f.groups.clear();
+                }
+                b
+            })
+            .collect()
+    };
+    refusals.list(
+        "[[bridge]]",
+        "bridge",
+        &without_rules(&o.bridges),
+        &without_rules(bridges),
+    );
     refusals.value("[api]", "tcp", &old.api.tcp, &new.api.tcp);
     refusals.value(
         "[api]",
@@ -206,6 +228,17 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
             .enumerate()
             .filter(|(_, (a, b))| a.ip4 != b.ip4 || a.ip6 != b.ip6)
             .map(|(i, (_, b))| (i, (b.ip4.clone(), b.ip6.clone())))
+            .collect(),
+        flows: o
+            .bridges
+            .iter()
+            .zip(bridges)
+            .filter_map(|(a, b)| match (&a.flow, &b.flow) {
+                (Some(fa), Some(fb)) if fa.rules != fb.rules || fa.groups != fb.groups => {
+                    Some((b.name.clone(), fb.groups.clone(), fb.rules.clone()))
+                }
+                _ => None,
+            })
             .collect(),
         mtus: o
             .ports

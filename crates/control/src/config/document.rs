@@ -137,7 +137,7 @@ impl Ctx<'_> {
         }
 
         // Bridges and their ports.
-        let bridge_names = self.bridge_names(&bridges);
+        let bridge_names = self.bridge_names(&bridges, base_dir);
         self.bridges(&memberships, &bridge_names, &port_specs, &mut spec);
 
         spec.ports = port_specs.into_iter().flatten().collect();

@@ -15,6 +15,7 @@ mod ctx;
 mod diff;
 mod document;
 mod drivers;
+mod flow_bridge;
 mod policies;
 mod ports;
 mod read;
@@ -187,6 +188,12 @@ fn display_issues(issues: &[Issue]) -> String {
 /// access-vlan = 1                   # bridged port: its VLAN, 1..=4094, untagged (default 1)
 /// trunk-vlans = [10, 20]            # bridged port instead of access-vlan: tagged VLANs
 /// native-vlan = 1                   # trunk only: VLAN carried untagged, optional
+/// ofport = 1                        # port of a bridge in flow mode: its OpenFlow port number,
+///                                   #   1..=65279, unique in the bridge (default: the lowest
+///                                   #   free number from 1, in port order)
+/// emc = true                        # flow-bridge port: its packets use the exact-match cache
+/// megaflow = true                   # flow-bridge port: its packets use the megaflow cache (off:
+///                                   #   every packet is classified; for measurement)
 ///
 /// [[route]]
 /// prefix = "198.18.2.0/24"          # v4 or v6, no host bits ("did you mean ...?"), unique
@@ -207,6 +214,23 @@ fn display_issues(issues: &[Issue]) -> String {
 ///
 /// [[bridge]]                        # a bridge domain; ports join it with `bridge = "br0"`
 /// name = "br0"                      # [a-zA-Z0-9_.-]{1,32}, unique; at least two ports
+/// mode = "learning"                 # "learning" (MAC learning) | "flow": OpenFlow tables and a
+///                                   #   flow cache in front; the `normal` action hands a packet
+///                                   #   to the bridge's MAC learning (at most 16 flow bridges)
+/// flows = ["priority=100,tcp,tp_dst=80,actions=output:2"]
+///                                   # flow mode: rules in ovs-ofctl add-flow syntax (what
+///                                   #   `ovs-ofctl dump-flows` prints is accepted); none given:
+///                                   #   Open vSwitch's default `priority=0,actions=normal`
+/// flow-file = "flows.txt"           # flow mode: more rules, one per line (`#` comments), relative
+///                                   #   to the config's directory; errors name FLOW-FILE:LINE
+/// groups = ["group_id=1,type=select,bucket=weight:100,actions=output:2,bucket=weight:100,actions=output:3"]
+///                                   # flow mode: groups in ovs-ofctl add-group syntax
+/// megaflow-limit = 200000           # flow mode: 1..=10000000 megaflows per worker (when full,
+///                                   #   the idlest of a sample is evicted)
+/// megaflow-idle-seconds = 10        # flow mode: 1..=3600: an unused megaflow expires
+/// emc-entries = 8192                # flow mode: 0 (no EMC) or a power of two up to 1048576
+/// emc-insert-inv-prob = 100         # flow mode: 1..=1000000: a megaflow hit enters the EMC with
+///                                   #   probability 1/N (so a flood of new flows cannot thrash it)
 /// ```
 ///
 /// The route file (a regular file of at most 1 GiB; the config itself at most 64 MiB) holds one

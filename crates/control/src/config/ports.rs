@@ -47,6 +47,9 @@ pub(super) const PORT_KEYS: &[&str] = &[
     "access-vlan",
     "trunk-vlans",
     "native-vlan",
+    "ofport",
+    "emc",
+    "megaflow",
 ];
 pub(super) const IFNAME_ACCEPTED: &str =
     "a kernel interface name of 1 to 15 bytes without '/', ':' or \

@@ -17,6 +17,7 @@ mod addresses;
 mod bridges;
 mod diff;
 mod examples;
+mod flow_bridges;
 mod policies;
 mod ports;
 mod route_file;

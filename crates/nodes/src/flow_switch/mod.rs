@@ -1,0 +1,636 @@
+//! `flow-switch`: the virtual switch's fast path for the ports of bridges in flow mode. Per
+//! vector it extracts each packet's flow key, looks the keys up in the worker's exact-match and
+//! megaflow caches, translates the misses through the bridge's OpenFlow tables in this worker
+//! (grouped: a miss that a megaflow made earlier in the same vector covers is not translated
+//! again), installs the megaflows, and runs each packet's datapath actions (header edits,
+//! outputs with copies, flood, `normal` to `l2-bridge`). `flow-maintenance`, an input that never
+//! receives, ages and revalidates the caches and publishes their counters between vectors.
+//! Owns one worker's caches; it never locks on the fast path and never changes the tables
+//! (the control plane publishes new ones, see `dataplane::flows`).
+
+mod shared;
+#[cfg(test)]
+mod tests;
+
+pub use shared::FlowWorkerShared;
+
+use crate::names;
+use crate::neighbour::WorkerCell;
+use flow::cache::{
+    CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, Translator,
+};
+use flow::execute::apply_to_buffer;
+use flow::extract::{extract, Parsed, Tunnel};
+use flow::tables::FlowTables;
+use flow::{DpAction, DpActions, FlowKey};
+use graph::{Dispatch, Emitter, InputNode, Node, NodeContext};
+use live::Reader;
+use packet::{BufferPool, VECTOR_SIZE};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The node's name.
+pub const NAME: &str = "flow-switch";
+/// The maintenance input's name.
+pub const MAINTENANCE: &str = "flow-maintenance";
+
+/// Milliseconds between two maintenance rounds of a worker's caches.
+pub const MAINTENANCE_MS: u64 = 20;
+
+/// Most flow-mode bridges (a vector's packets are grouped by bridge and cache switches in a
+/// 64-bit set).
+pub const MAX_SWITCHES: usize = 16;
+
+/// Misses of one vector remembered to cover later misses of the same vector.
+const RECENT: usize = 4;
+
+graph::node_indices! {
+    /// `flow-switch`'s next nodes.
+    enum FlowNext {
+        /// To `INTERFACE_OUTPUT`.
+        Output = names::INTERFACE_OUTPUT,
+        /// To `ERROR_DROP`.
+        Drop = names::ERROR_DROP,
+        /// To `l2-bridge` (the `normal` action).
+        Bridge = crate::bridge::NAME,
+    }
+}
+
+graph::node_indices! {
+    /// Drop reasons.
+    pub enum FlowDrop {
+        /// The packet came in on a port that is in no flow-mode bridge.
+        NotFlowPort = "not-a-flow-port",
+        /// The rules' actions drop it (no output), or no rule matched.
+        DroppedByRules = "dropped-by-rules",
+        /// The translation failed (resubmits too deep, too many actions).
+        TranslationFailed = "translation-failed",
+        /// An action could not be applied (the packet lacks the header it edits).
+        ActionFailed = "action-failed",
+        /// No buffer for a copy (several outputs or flood).
+        NoBufferForCopy = "no-buffer-for-copy",
+        /// Too many copies in one vector.
+        CopyQueueFull = "copy-queue-full",
+    }
+}
+
+/// A port of a flow-mode bridge, as the node sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowPortInfo {
+    /// Index of its bridge in the node's switches.
+    pub switch: u16,
+    /// Its OpenFlow port number.
+    pub ofport: u16,
+    /// Whether its packets use the exact-match cache.
+    pub emc: bool,
+    /// Whether its packets use the megaflow cache.
+    pub megaflow: bool,
+}
+
+/// One flow-mode bridge, for one worker.
+pub struct SwitchSetup {
+    /// The bridge's tables, published by the control plane.
+    pub tables: Reader<FlowTables>,
+    /// This worker's cache sizes and timers.
+    pub cache: CacheConfig,
+    /// The bridge's ports (vecplane port ids), for `flood`.
+    pub members: Vec<u16>,
+    /// What this worker publishes for the control plane.
+    pub shared: Arc<FlowWorkerShared>,
+}
+
+/// The tables as the caches see them.
+struct Xl<'a>(&'a FlowTables);
+
+impl Translator for Xl<'_> {
+    #[inline]
+    fn version(&self) -> u64 {
+        self.0.version()
+    }
+
+    fn translate(&self, key: &FlowKey) -> Translated {
+        let t = self.0.translate(key);
+        Translated {
+            actions: t.actions,
+            mask: t.mask,
+            rules: t.rules.as_slice().iter().copied().collect(),
+        }
+    }
+}
+
+struct SwitchState {
+    tables: Reader<FlowTables>,
+    cache: FlowCache,
+    members: Vec<u16>,
+    shared: Arc<FlowWorkerShared>,
+    cycles_per_miss: CycleHistogram,
+    dump_served: u64,
+}
+
+/// What the node and its maintenance input share (one worker's).
+struct Inner {
+    ports: Vec<Option<FlowPortInfo>>,
+    switches: Vec<SwitchState>,
+    next_maintenance_ms: u64,
+}
+
+impl Inner {
+    fn maintain(&mut self, now_ms: u64) {
+        if now_ms < self.next_maintenance_ms {
+            return;
+        }
+        self.next_maintenance_ms = now_ms + MAINTENANCE_MS;
+        for s in &mut self.switches {
+            let tables = s.tables.get();
+            s.cache.maintain(&Xl(tables), now_ms);
+            s.shared.cache.publish(&s.cache.stats(), &s.cycles_per_miss);
+            if let Some(want) = s.shared.dump_wanted(s.dump_served) {
+                let cache = &s.cache;
+                if s.shared.store_dump(want, |out| cache.dump(now_ms, out)) {
+                    s.dump_served = want;
+                }
+            }
+        }
+    }
+}
+
+/// Where a packet's actions are: an installed megaflow or this vector's scratch.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// Not looked up yet.
+    Pending,
+    Megaflow(MegaflowId),
+    Scratch(u16),
+    Drop(u16),
+}
+
+/// The `flow-switch` node (one per worker).
+pub struct FlowSwitch {
+    inner: Arc<WorkerCell<Inner>>,
+    keys: Box<[FlowKey]>,
+    parsed: Box<[Parsed]>,
+    sources: Box<[Source]>,
+    /// Packets and bytes per (bridge, megaflow) of this vector, credited once at its end.
+    tally: Vec<(u16, MegaflowId, u64, u64)>,
+    group_keys: Box<[FlowKey]>,
+    group_hits: Box<[Hit]>,
+    group_index: Vec<u16>,
+    scratch: Vec<DpActions>,
+    recent: Vec<(FlowKey, FlowKey, Source)>,
+    copy: Vec<u8>,
+    emitter: Emitter,
+    ms_per_tick: f64,
+}
+
+/// The maintenance input (`flow-maintenance`): never receives; runs the caches' bounded
+/// background work every `MAINTENANCE_MS`.
+pub struct FlowMaintenance {
+    inner: Arc<WorkerCell<Inner>>,
+    ms_per_tick: f64,
+    tsc_per_ms: u64,
+}
+
+/// The node and its maintenance input for `ports` (by vecplane port id; None: not a flow
+/// port) and `switches`, on a worker whose TSC runs at `tsc_hz`.
+pub fn flow_switch_nodes(
+    ports: Vec<Option<FlowPortInfo>>,
+    switches: Vec<SwitchSetup>,
+    tsc_hz: u64,
+) -> Result<(FlowSwitch, FlowMaintenance), flow::cache::CacheConfigError> {
+    let mut states = Vec::with_capacity(switches.len());
+    for s in switches {
+        states.push(SwitchState {
+            tables: s.tables,
+            cache: FlowCache::new(&s.cache)?,
+            members: s.members,
+            shared: s.shared,
+            cycles_per_miss: CycleHistogram::default(),
+            dump_served: 0,
+        });
+    }
+    let inner = Arc::new(WorkerCell::new(Inner {
+        ports,
+        switches: states,
+        next_maintenance_ms: 0,
+    }));
+    let tsc_per_ms = (tsc_hz / 1000).max(1);
+    let ms_per_tick = 1.0 / tsc_per_ms as f64;
+    Ok((
+        FlowSwitch {
+            inner: inner.clone(),
+            keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            parsed: vec![Parsed::NONE; VECTOR_SIZE].into_boxed_slice(),
+            sources: vec![Source::Pending; VECTOR_SIZE].into_boxed_slice(),
+            tally: Vec::with_capacity(VECTOR_SIZE),
+            group_keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            group_hits: vec![Hit::Miss; VECTOR_SIZE].into_boxed_slice(),
+            group_index: Vec::with_capacity(VECTOR_SIZE),
+            scratch: Vec::with_capacity(VECTOR_SIZE),
+            recent: Vec::with_capacity(RECENT),
+            copy: Vec::with_capacity(16 * 1024),
+            emitter: Emitter::new(VECTOR_SIZE * 4),
+            ms_per_tick,
+        },
+        FlowMaintenance {
+            inner,
+            ms_per_tick,
+            tsc_per_ms,
+        },
+    ))
+}
+
+#[inline]
+fn now_ms(now_tsc: u64, ms_per_tick: f64) -> u64 {
+    (now_tsc as f64 * ms_per_tick) as u64
+}
+
+#[inline]
+fn is_output(a: &DpAction) -> bool {
+    matches!(
+        a,
+        DpAction::Output(_) | DpAction::Flood | DpAction::Normal | DpAction::TunnelOutput { .. }
+    )
+}
+
+/// A copy of packet `b` in a new buffer (metadata too), or None when the pool is empty.
+fn copy_packet(pool: &mut BufferPool, b: u32, scratch: &mut Vec<u8>) -> Option<u32> {
+    scratch.clear();
+    scratch.extend_from_slice(pool.data(b));
+    let meta = *pool.meta(b);
+    let c = pool.alloc()?;
+    let (cm, slot) = pool.slot_mut(c);
+    let start = meta.data_offset as usize;
+    let Some(dst) = slot.get_mut(start..start + scratch.len()) else {
+        pool.free(c);
+        return None;
+    };
+    dst.copy_from_slice(scratch);
+    *cm = meta;
+    Some(c)
+}
+
+impl FlowSwitch {
+    /// Send a copy of packet `i` (buffer `b`) to `next` with `tx_port`; counts what fails.
+    fn emit_copy(&mut self, cx: &mut NodeContext<'_>, i: usize, b: u32, next: u16, tx_port: u16) {
+        if self.emitter.is_full() {
+            count(cx, FlowDrop::CopyQueueFull);
+            return;
+        }
+        let Some(c) = copy_packet(cx.pool, b, &mut self.copy) else {
+            count(cx, FlowDrop::NoBufferForCopy);
+            return;
+        };
+        cx.pool.meta_mut(c).tx_port = tx_port;
+        if let Err(c) = self.emitter.emit(i, next, c) {
+            cx.pool.free(c);
+            count(cx, FlowDrop::CopyQueueFull);
+        }
+    }
+
+    /// Run `actions` on packet `i` (buffer `b`); returns its next index (the last output takes
+    /// the packet itself, earlier ones take copies).
+    fn run(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        i: usize,
+        b: u32,
+        actions: &DpActions,
+        members: &[u16],
+        shared: &FlowWorkerShared,
+    ) -> u16 {
+        let acts = actions.as_slice();
+        let Some(last) = acts.iter().rposition(is_output) else {
+            return fail(cx, b, FlowDrop::DroppedByRules);
+        };
+        let rx = cx.pool.meta(b).rx_port;
+        let mut next = FlowNext::Drop.id();
+        for (k, a) in acts[..=last].iter().enumerate() {
+            let is_last = k == last;
+            match *a {
+                DpAction::Set { .. } | DpAction::PushVlan { .. } | DpAction::PopVlan => {
+                    if apply_to_buffer(cx.pool, b, &mut self.parsed[i], a).is_err() {
+                        shared.action_errors.fetch_add(1, Ordering::Relaxed);
+                        return fail(cx, b, FlowDrop::ActionFailed);
+                    }
+                }
+                DpAction::Output(port) => {
+                    if is_last {
+                        cx.pool.meta_mut(b).tx_port = port;
+                        next = FlowNext::Output.id();
+                    } else {
+                        self.emit_copy(cx, i, b, FlowNext::Output.id(), port);
+                    }
+                }
+                DpAction::TunnelOutput { port, tun_id } => {
+                    // The VXLAN port's transmit side reads the VNI from `next_scratch`.
+                    if is_last {
+                        let m = cx.pool.meta_mut(b);
+                        m.tx_port = port;
+                        m.next_scratch = tun_id as u32;
+                        next = FlowNext::Output.id();
+                    } else if let Some(c) = copy_packet(cx.pool, b, &mut self.copy) {
+                        let m = cx.pool.meta_mut(c);
+                        m.tx_port = port;
+                        m.next_scratch = tun_id as u32;
+                        if let Err(c) = self.emitter.emit(i, FlowNext::Output.id(), c) {
+                            cx.pool.free(c);
+                            count(cx, FlowDrop::CopyQueueFull);
+                        }
+                    } else {
+                        count(cx, FlowDrop::NoBufferForCopy);
+                    }
+                }
+                DpAction::Flood => {
+                    let targets = members.iter().filter(|&&m| m != rx);
+                    let n = targets.clone().count();
+                    for (j, &m) in targets.enumerate() {
+                        if is_last && j + 1 == n {
+                            cx.pool.meta_mut(b).tx_port = m;
+                            next = FlowNext::Output.id();
+                        } else {
+                            self.emit_copy(cx, i, b, FlowNext::Output.id(), m);
+                        }
+                    }
+                    if is_last && n == 0 {
+                        return fail(cx, b, FlowDrop::DroppedByRules);
+                    }
+                }
+                DpAction::Normal => {
+                    if is_last {
+                        next = FlowNext::Bridge.id();
+                    } else {
+                        self.emit_copy(cx, i, b, FlowNext::Bridge.id(), rx);
+                    }
+                }
+                DpAction::Nop => {}
+            }
+        }
+        next
+    }
+}
+
+#[inline]
+fn count(cx: &NodeContext<'_>, reason: FlowDrop) {
+    if let Some(c) = cx.errors.get(cx.error_id(reason.id()) as usize) {
+        c.add(1);
+    }
+}
+
+#[inline]
+fn fail(cx: &mut NodeContext<'_>, b: u32, reason: FlowDrop) -> u16 {
+    let id = cx.error_id(reason.id());
+    cx.pool.meta_mut(b).error = id;
+    FlowNext::Drop.id()
+}
+
+impl Node for FlowSwitch {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        FlowNext::names()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        FlowDrop::names()
+    }
+
+    fn emitter(&mut self) -> Option<&mut Emitter> {
+        Some(&mut self.emitter)
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let now = now_ms(cx.now_tsc, self.ms_per_tick);
+        let inner = self.inner.clone();
+        inner.with(|inner| {
+            inner.maintain(now);
+            // 1. Keys.
+            let mut switches_seen = 0u64;
+            for (i, &b) in frame.iter().enumerate() {
+                if let Some(&next) = frame.get(i + 4) {
+                    cx.pool.prefetch(next);
+                }
+                let m = *cx.pool.meta(b);
+                let Some(info) = inner.ports.get(m.rx_port as usize).copied().flatten() else {
+                    self.sources[i] = Source::Drop(FlowDrop::NotFlowPort.id());
+                    continue;
+                };
+                let tunnel = None::<&Tunnel>;
+                let (key, parsed) = extract(cx.pool.data(b), info.ofport, tunnel);
+                if let Some(bad) = parsed.malformed {
+                    if let Some(s) = inner.switches.get(info.switch as usize) {
+                        if let Some(c) = s.shared.malformed.get(bad as usize) {
+                            c.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                self.keys[i] = key;
+                self.parsed[i] = parsed;
+                self.sources[i] = Source::Pending;
+                // Config allows at most MAX_SWITCHES bridges, so the group fits in 64 bits.
+                let group =
+                    (info.switch as u32 * 4 + (info.emc as u32) * 2 + info.megaflow as u32).min(63);
+                switches_seen |= 1u64 << group;
+            }
+            self.scratch.clear();
+            // 2. Look up each group of packets (same bridge, same cache switches) together.
+            while switches_seen != 0 {
+                let g = switches_seen.trailing_zeros() as u16;
+                switches_seen &= switches_seen - 1;
+                self.lookup_group(cx, inner, frame, g, now);
+            }
+            // 3. Actions.
+            self.tally.clear();
+            for (i, &b) in frame.iter().enumerate() {
+                let source = self.sources[i];
+                let port = cx.pool.meta(b).rx_port as usize;
+                let sw = inner
+                    .ports
+                    .get(port)
+                    .copied()
+                    .flatten()
+                    .map(|p| p.switch as usize);
+                nexts[i] = match (source, sw.and_then(|s| inner.switches.get_mut(s))) {
+                    (Source::Pending, _) => fail(cx, b, FlowDrop::NotFlowPort),
+                    (Source::Drop(reason), _) => {
+                        let id = cx.error_id(reason);
+                        cx.pool.meta_mut(b).error = id;
+                        FlowNext::Drop.id()
+                    }
+                    (_, None) => fail(cx, b, FlowDrop::NotFlowPort),
+                    (Source::Megaflow(id), Some(s)) => {
+                        let len = cx.pool.meta(b).length as u64;
+                        let Some(actions) = s.cache.actions(id).copied() else {
+                            nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
+                            continue;
+                        };
+                        let sw = sw.unwrap_or(0) as u16;
+                        match self.tally.last_mut() {
+                            Some(t) if t.0 == sw && t.1 == id => {
+                                t.2 += 1;
+                                t.3 += len;
+                            }
+                            _ => self.tally.push((sw, id, 1, len)),
+                        }
+                        self.run(cx, i, b, &actions, &s.members, &s.shared)
+                    }
+                    (Source::Scratch(k), Some(s)) => {
+                        let Some(actions) = self.scratch.get(k as usize).copied() else {
+                            nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
+                            continue;
+                        };
+                        self.run(cx, i, b, &actions, &s.members, &s.shared)
+                    }
+                };
+            }
+            // 4. Megaflow and rule counters, once per megaflow of the vector.
+            for &(sw, id, packets, bytes) in &self.tally {
+                if let Some(s) = inner.switches.get_mut(sw as usize) {
+                    s.cache.credit(id, packets, bytes);
+                    if let Some(rules) = s.cache.rules(id) {
+                        let counters = s.tables.get().counters();
+                        for r in rules.as_slice() {
+                            counters.add(*r, packets, bytes, now);
+                        }
+                    }
+                }
+            }
+        });
+        Dispatch::PerPacket
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!(
+            "buffer {buffer}: rx_port {} tx_port {} length {}",
+            m.rx_port, m.tx_port, m.length
+        )
+    }
+}
+
+impl FlowSwitch {
+    /// Look up the packets of group `g` (bridge `g / 4`, EMC bit 1, megaflow bit 0), translate
+    /// and install their misses, and set their sources.
+    fn lookup_group(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        inner: &mut Inner,
+        frame: &[u32],
+        g: u16,
+        now: u64,
+    ) {
+        let (sw, emc, megaflow) = (g / 4, g & 2 != 0, g & 1 != 0);
+        self.group_index.clear();
+        for (i, &b) in frame.iter().enumerate() {
+            if !matches!(self.sources[i], Source::Pending) {
+                continue;
+            }
+            let port = cx.pool.meta(b).rx_port as usize;
+            if let Some(p) = inner.ports.get(port).copied().flatten() {
+                if p.switch == sw && p.emc == emc && p.megaflow == megaflow {
+                    self.group_keys[self.group_index.len()] = self.keys[i];
+                    self.group_index.push(i as u16);
+                }
+            }
+        }
+        let Some(s) = inner.switches.get_mut(sw as usize) else {
+            return;
+        };
+        let n = self.group_index.len();
+        s.cache.set_emc_enabled(emc);
+        s.cache.set_megaflow_enabled(megaflow);
+        let tables = s.tables.get();
+        let xl = Xl(tables);
+        s.cache
+            .lookup_batch(&xl, now, &self.group_keys[..n], &mut self.group_hits[..n]);
+        self.recent.clear();
+        for j in 0..n {
+            let i = self.group_index[j] as usize;
+            if let Some(id) = self.group_hits[j].id() {
+                self.sources[i] = Source::Megaflow(id);
+                continue;
+            }
+            let key = self.keys[i];
+            if let Some(&(_, _, src)) = self
+                .recent
+                .iter()
+                .find(|(mkey, mask, _)| key.matches(mkey, mask))
+            {
+                self.sources[i] = src;
+                continue;
+            }
+            // A miss: translate, install, remember it for the rest of the vector.
+            let start = graph::rdtsc();
+            let t = tables.translate(&key);
+            let source = if t.error.is_some() {
+                s.shared.translate_errors.fetch_add(1, Ordering::Relaxed);
+                Source::Drop(FlowDrop::TranslationFailed.id())
+            } else {
+                let tr = Translated {
+                    actions: t.actions,
+                    mask: t.mask,
+                    rules: t.rules.as_slice().iter().copied().collect(),
+                };
+                match s.cache.insert(&key, &tr, tables.version(), now) {
+                    Ok(id) => Source::Megaflow(id),
+                    Err(flow::cache::InsertRefused::Overlap(id)) => Source::Megaflow(id),
+                    Err(_) => {
+                        let len = cx.pool.meta(frame[i]).length as u64;
+                        for r in t.rules.as_slice() {
+                            tables.counters().add(*r, 1, len, now);
+                        }
+                        self.scratch.push(t.actions);
+                        Source::Scratch(self.scratch.len() as u16 - 1)
+                    }
+                }
+            };
+            s.cycles_per_miss
+                .record(graph::rdtsc().saturating_sub(start), 1);
+            if self.recent.len() == RECENT {
+                self.recent.remove(0);
+            }
+            self.recent.push((key.masked(&t.mask), t.mask, source));
+            self.sources[i] = source;
+        }
+    }
+}
+
+impl InputNode for FlowMaintenance {
+    fn name(&self) -> &str {
+        MAINTENANCE
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        vec![names::ERROR_DROP.to_string()]
+    }
+
+    fn poll(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        _out: &mut [u32],
+        _nexts: &mut [u16],
+    ) -> (usize, Dispatch) {
+        let now = now_ms(cx.now_tsc, self.ms_per_tick);
+        self.inner.with(|inner| inner.maintain(now));
+        (0, Dispatch::AllTo(0))
+    }
+
+    /// It never has packets of its own: a run of finite inputs may end around it.
+    fn is_finished(&self) -> bool {
+        true
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        let next = self.inner.with(|inner| {
+            inner
+                .switches
+                .iter()
+                .any(|s| {
+                    !s.cache.megaflows().is_empty() || s.shared.dump_wanted(s.dump_served).is_some()
+                })
+                .then_some(inner.next_maintenance_ms)
+        })?;
+        Some(next.saturating_mul(self.tsc_per_ms))
+    }
+}
