@@ -3,7 +3,7 @@ use crate::key::Field::*;
 use crate::testutil::*;
 
 fn cls(rules: &[(u16, Match)]) -> Classifier {
-    Classifier::new(rules)
+    Classifier::new(rules, PrefixTracking::ALL)
 }
 
 #[test]
