@@ -621,6 +621,7 @@ impl Batch<'_> {
             }
             FlowMod::Modify { filter, actions } => {
                 let tables = self.filter_tables(filter)?;
+                let mut any = false;
                 for t in tables {
                     let hits: Vec<usize> = self
                         .current(t)
@@ -632,6 +633,7 @@ impl Batch<'_> {
                     if hits.is_empty() {
                         continue;
                     }
+                    any = true;
                     self.check_actions(actions, Some(t as u8), None)?;
                     let rules = self.table(t);
                     for i in hits {
@@ -644,6 +646,19 @@ impl Batch<'_> {
                             counter: old.counter.clone(),
                         });
                     }
+                }
+                if !any && filter.cookie.is_none() {
+                    // As ovs-ofctl's default protocol (OpenFlow 1.0): a modify that selects
+                    // nothing adds the rule.
+                    return self.apply(&FlowMod::Add(Rule {
+                        table: filter.table.unwrap_or(0),
+                        priority: filter.strict.unwrap_or(crate::rule::DEFAULT_PRIORITY),
+                        cookie: 0,
+                        m: filter.m,
+                        actions: actions.clone(),
+                        idle_timeout: 0,
+                        hard_timeout: 0,
+                    }));
                 }
             }
             FlowMod::Delete(filter) => {

@@ -257,3 +257,27 @@ fn switch_ports_refuse_reserved_and_taken_numbers() {
         .contains("already used by vecplane port 5"));
     assert_eq!(p.ofport_of(5), Some(1));
 }
+
+#[test]
+fn modify_selecting_nothing_adds_as_ovs_ofctl_does() {
+    // ovs-ofctl mod-flows br0 "ip,actions=drop" on an empty bridge adds "ip actions=drop".
+    let ipm = m(&[ex(EthType, 0x800)]);
+    let t = FlowTables::new(ports())
+        .apply(&[FlowMod::Modify {
+            filter: filter(None, ipm, None),
+            actions: vec![],
+        }])
+        .unwrap();
+    let rules: Vec<_> = t.rules().map(|(_, r)| r.clone()).collect();
+    assert_eq!(rules, vec![rule0(ipm, vec![])]);
+    // Not with a cookie filter.
+    let mut f = filter(None, ipm, None);
+    f.cookie = Some((1, u64::MAX));
+    assert!(FlowTables::new(ports())
+        .apply(&[FlowMod::Modify {
+            filter: f,
+            actions: vec![]
+        }])
+        .unwrap()
+        .is_empty());
+}
