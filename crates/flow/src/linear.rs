@@ -44,3 +44,7 @@ impl Lookup for LinearLookup {
 pub fn translate(tables: &FlowTables, key: &FlowKey) -> Translation {
     translate_with(tables, &LinearLookup, key)
 }
+
+#[cfg(test)]
+#[path = "linear_tests.rs"]
+mod tests;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::classifier::Classifier;
+use crate::classifier::{Classifier, PrefixTracking};
 use crate::key::{Field, FlowKey};
 use crate::rule::{Action, FlowMod, Group, GroupKind, Match, PortRef, Rule, RuleFilter, RuleId};
 
@@ -184,10 +184,10 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    fn build(rules: Vec<Arc<RuleEntry>>) -> Table {
+    fn build(rules: Vec<Arc<RuleEntry>>, prefixes: PrefixTracking) -> Table {
         let v: Vec<(u16, Match)> = rules.iter().map(|e| (e.rule.priority, e.rule.m)).collect();
         Table {
-            cls: Classifier::new(&v),
+            cls: Classifier::new(&v, prefixes),
             rules,
         }
     }
@@ -284,6 +284,7 @@ pub struct FlowTables {
     pub(crate) groups: Arc<BTreeMap<u32, Group>>,
     counters: Arc<RuleCounters>,
     next_id: Arc<AtomicU32>,
+    prefixes: PrefixTracking,
 }
 
 impl FlowTables {
@@ -297,6 +298,7 @@ impl FlowTables {
             groups: Arc::new(BTreeMap::new()),
             counters: Arc::new(RuleCounters::default()),
             next_id: Arc::new(AtomicU32::new(1)),
+            prefixes: PrefixTracking::default(),
         }
     }
 
@@ -316,6 +318,25 @@ impl FlowTables {
         t.ports = Arc::new(ports);
         t.version += 1;
         t
+    }
+
+    /// The same rules with prefix tracking on `prefixes` (every table re-indexed; use
+    /// `PrefixTracking::IPV4` for Open vSwitch's default megaflows).
+    pub fn with_prefix_tracking(&self, prefixes: PrefixTracking) -> FlowTables {
+        let mut t = self.clone();
+        t.prefixes = prefixes;
+        for table in &mut t.tables {
+            if !table.rules.is_empty() {
+                *table = Arc::new(Table::build(table.rules.clone(), prefixes));
+            }
+        }
+        t.version += 1;
+        t
+    }
+
+    /// Which fields have prefix tracking.
+    pub fn prefix_tracking(&self) -> PrefixTracking {
+        self.prefixes
     }
 
     /// Every rule with its id: by table, then priority high to low, then id.
@@ -600,6 +621,7 @@ impl Batch<'_> {
             }
             FlowMod::Modify { filter, actions } => {
                 let tables = self.filter_tables(filter)?;
+                let mut any = false;
                 for t in tables {
                     let hits: Vec<usize> = self
                         .current(t)
@@ -611,6 +633,7 @@ impl Batch<'_> {
                     if hits.is_empty() {
                         continue;
                     }
+                    any = true;
                     self.check_actions(actions, Some(t as u8), None)?;
                     let rules = self.table(t);
                     for i in hits {
@@ -623,6 +646,19 @@ impl Batch<'_> {
                             counter: old.counter.clone(),
                         });
                     }
+                }
+                if !any && filter.cookie.is_none() {
+                    // As ovs-ofctl's default protocol (OpenFlow 1.0): a modify that selects
+                    // nothing adds the rule.
+                    return self.apply(&FlowMod::Add(Rule {
+                        table: filter.table.unwrap_or(0),
+                        priority: filter.strict.unwrap_or(crate::rule::DEFAULT_PRIORITY),
+                        cookie: 0,
+                        m: filter.m,
+                        actions: actions.clone(),
+                        idle_timeout: 0,
+                        hard_timeout: 0,
+                    }));
                 }
             }
             FlowMod::Delete(filter) => {
@@ -699,7 +735,7 @@ impl Batch<'_> {
         let mut changed = false;
         for (t, rules) in self.touched.into_iter().enumerate() {
             if let Some(rules) = rules {
-                tables[t] = Arc::new(Table::build(rules));
+                tables[t] = Arc::new(Table::build(rules, base.prefixes));
                 changed = true;
             }
         }
@@ -727,6 +763,7 @@ impl Batch<'_> {
             },
             counters,
             next_id: base.next_id.clone(),
+            prefixes: base.prefixes,
         }
     }
 }

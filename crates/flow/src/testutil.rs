@@ -37,7 +37,6 @@ pub fn ip4_key(in_port: u16, proto: u8, src: u128, dst: u128, sport: u16, dport:
 }
 
 /// Make `k` consistent with what extract produces (fragments, ICMP, VLAN CFI, no metadata).
-#[allow(dead_code)] // used by the differential proptest
 pub fn sanitize(k: &mut FlowKey) {
     for w in &mut k.w[1..8] {
         *w = 0;

@@ -149,6 +149,8 @@ struct Ctx<'a, L: Lookup> {
     depth: u32,
     lookups: u32,
     table: u8,
+    /// A VLAN action ran: what the commit emits depends on the packet's whole tag.
+    vlan_touched: bool,
 }
 
 impl FlowTables {
@@ -177,6 +179,7 @@ pub(crate) fn translate_with<L: Lookup>(
         depth: 0,
         lookups: 0,
         table: 0,
+        vlan_touched: false,
     };
     ctx.wc.unwildcard(Field::InPort);
     ctx.wc.unwildcard(Field::EthType);
@@ -301,6 +304,7 @@ impl<L: Lookup> Ctx<'_, L> {
                     }
                 }
                 Action::PushVlan(tpid) => {
+                    self.vlan_touched = true;
                     self.wc.set_masked(Field::VlanPresent, 1, 1);
                     if self.flow.get(Field::VlanPresent) != 0 {
                         // Our key holds one tag: a second one is pushed at once over it.
@@ -317,6 +321,7 @@ impl<L: Lookup> Ctx<'_, L> {
                     }
                 }
                 Action::PopVlan => {
+                    self.vlan_touched = true;
                     self.wc.set_masked(Field::VlanPresent, 1, 1);
                     self.flow.set(Field::VlanTci, 0);
                 }
@@ -355,6 +360,12 @@ impl<L: Lookup> Ctx<'_, L> {
             return;
         }
         let mask = mask & field.all_ones();
+        if matches!(
+            field,
+            Field::VlanTci | Field::VlanVid | Field::VlanPcp | Field::VlanPresent
+        ) {
+            self.vlan_touched = true;
+        }
         let old = self.wc.get(field);
         self.wc.set(field, old | mask);
         self.flow.set_masked(field, value, mask);
@@ -369,6 +380,9 @@ impl<L: Lookup> Ctx<'_, L> {
     fn commit(&mut self) {
         for f in SET_L2 {
             self.commit_field(f);
+        }
+        if self.vlan_touched {
+            self.wc.unwildcard(Field::VlanTci);
         }
         let (b, f) = (self.base.get(Field::VlanTci), self.flow.get(Field::VlanTci));
         if b != f {

@@ -575,3 +575,33 @@ fn bench_translate() {
         );
     }
 }
+
+#[test]
+fn ovs_ipv6_without_prefix_tracking_by_default() {
+    // Open vSwitch 3.1 tracks only nw_dst and nw_src by default:
+    // ipv6_dst=2001:db8:1::/48 rule, packet to 2001:db8:2::1 ->
+    // Megaflow: recirc_id=0,eth,ipv6,in_port=1,ipv6_dst=2001:db8:2::/48,nw_frag=no
+    let net: u128 = 0x2001_0db8_0001_0000 << 64;
+    let t = tables(&[rule(
+        0,
+        100,
+        m(&[ex(EthType, 0x86dd), (Ipv6Dst, net, u128::MAX << 80)]),
+        vec![Action::Output(PortRef::Number(2))],
+    )]);
+    let mut k = FlowKey::ZERO;
+    k.set(InPort, 1);
+    k.set(EthType, 0x86dd);
+    k.set(Ipv6Dst, 0x2001_0db8_0002_0000_0000_0000_0000_0001);
+    let ovs = t.with_prefix_tracking(crate::classifier::PrefixTracking::IPV4);
+    assert_eq!(
+        ovs.translate(&k).mask,
+        mask(&[
+            (InPort, 0xffff),
+            (EthType, 0xffff),
+            (Ipv6Dst, u128::MAX << 80),
+            (NwFrag, 3)
+        ])
+    );
+    // Ours (all four fields tracked): 47 bits tell 2001:db8:2:: from 2001:db8:1::.
+    assert_eq!(t.translate(&k).mask.get(Ipv6Dst), u128::MAX << 81);
+}

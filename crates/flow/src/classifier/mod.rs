@@ -33,6 +33,40 @@ use trie::PrefixTrie;
 /// Fields with prefix tracking, in the order tries are consulted.
 pub const TRIE_FIELDS: [Field; 4] = [Field::NwDst, Field::NwSrc, Field::Ipv6Dst, Field::Ipv6Src];
 
+/// Which of `TRIE_FIELDS` have prefix tracking. Open vSwitch's default is `nw_dst` and
+/// `nw_src` only (`PrefixTracking::IPV4`); ours is all four, for wider IPv6 megaflows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrefixTracking(u8);
+
+impl PrefixTracking {
+    /// `nw_dst`, `nw_src`, `ipv6_dst`, `ipv6_src`.
+    pub const ALL: PrefixTracking = PrefixTracking(0b1111);
+    /// `nw_dst`, `nw_src` (Open vSwitch's default).
+    pub const IPV4: PrefixTracking = PrefixTracking(0b0011);
+    /// None.
+    pub const NONE: PrefixTracking = PrefixTracking(0);
+
+    /// Tracking for `fields`; None when one of them is not in `TRIE_FIELDS`.
+    pub fn of(fields: &[Field]) -> Option<PrefixTracking> {
+        let mut bits = 0u8;
+        for f in fields {
+            bits |= 1 << TRIE_FIELDS.iter().position(|t| t == f)?;
+        }
+        Some(PrefixTracking(bits))
+    }
+
+    #[inline]
+    fn has(self, j: usize) -> bool {
+        self.0 & (1 << j) != 0
+    }
+}
+
+impl Default for PrefixTracking {
+    fn default() -> Self {
+        PrefixTracking::ALL
+    }
+}
+
 /// The Ethernet type a trie field needs for its trie to speak about a key (`nw_src`/`nw_dst`
 /// also hold ARP addresses; for those and other packets the trie never skips).
 const fn trie_eth_type(j: usize) -> u16 {
@@ -81,13 +115,14 @@ pub struct Classifier {
 
 impl Default for Classifier {
     fn default() -> Self {
-        Classifier::new(&[])
+        Classifier::new(&[], PrefixTracking::ALL)
     }
 }
 
 impl Classifier {
-    /// A classifier over `rules` (priority, match); a lookup answers the rule's position.
-    pub fn new(rules: &[(u16, Match)]) -> Classifier {
+    /// A classifier over `rules` (priority, match) tracking prefixes of the fields in
+    /// `prefixes`; a lookup answers the rule's position.
+    pub fn new(rules: &[(u16, Match)], prefixes: PrefixTracking) -> Classifier {
         let mut by_mask: Vec<(FlowKey, Vec<SubtableRule>)> = Vec::new();
         let mut pos: std::collections::HashMap<FlowKey, usize> = Default::default();
         let mut tries = TRIE_FIELDS.map(|f| PrefixTrie::new(f.bits()));
@@ -98,6 +133,9 @@ impl Classifier {
             });
             by_mask[k].1.push((*prio, m.key.masked(&m.mask), i as u32));
             for (j, f) in TRIE_FIELDS.iter().enumerate() {
+                if !prefixes.has(j) {
+                    continue;
+                }
                 if let Some(len) = trie::prefix_len(m.mask.get(*f), f.bits()) {
                     if len > 0 {
                         tries[j].insert(m.key.get(*f), len);
@@ -107,7 +145,7 @@ impl Classifier {
         }
         let mut subtables: Vec<Subtable> = by_mask
             .iter()
-            .map(|(mask, rules)| Subtable::new(*mask, rules))
+            .map(|(mask, rules)| Subtable::new(*mask, rules, prefixes))
             .collect();
         // Stable: subtables of equal rank keep the order their first rule was given in.
         subtables.sort_by_key(|s| std::cmp::Reverse(s.max_priority));

@@ -10,7 +10,7 @@
 //! the masked key itself.
 
 use super::trie::{prefix_len, prefix_mask, PrefixTrie};
-use super::{TrieCtx, TRIE_FIELDS};
+use super::{PrefixTracking, TrieCtx, TRIE_FIELDS};
 use crate::key::{Field, FlowKey, Stage, KEY_WORDS};
 
 /// Hash of one more masked word into a running stage hash.
@@ -111,7 +111,7 @@ fn ports_value(key: &FlowKey) -> u32 {
 
 impl Subtable {
     /// A subtable for `mask` holding `rules` (priority, match key, index in the table).
-    pub fn new(mask: FlowKey, rules: &[SubtableRule]) -> Subtable {
+    pub fn new(mask: FlowKey, rules: &[SubtableRule], prefixes: PrefixTracking) -> Subtable {
         let mut words = [0u8; KEY_WORDS];
         let mut n_words = 0usize;
         let mut stages = [StageRange {
@@ -145,6 +145,9 @@ impl Subtable {
         }
         let mut trie_plen = [0u8; TRIE_FIELDS.len()];
         for (j, f) in TRIE_FIELDS.iter().enumerate() {
+            if !prefixes.has(j) {
+                continue;
+            }
             trie_plen[j] = prefix_len(mask.get(*f), f.bits()).unwrap_or(0) as u8;
         }
         let mut st = Subtable {
