@@ -6,8 +6,9 @@
 fuzz/corpus/graph_input/: one file per frame of tests/golden/input.pcap and l2xc_input.pcap, each
 prefixed with the selector byte of fuzz_targets/graph_input.rs (0 = port p0, 3 = the
 cross-connected port p3); fuzz/corpus/pcap_reader/: the golden pcap files themselves, plus
-variants in the other byte order and in microseconds. Existing files are kept (libFuzzer adds its
-own finds next to them).
+variants in the other byte order and in microseconds; fuzz/corpus/flow_extract/: the frames of
+those pcaps and of tests/golden/flow/extract.pcap behind the target's 4-byte head. Existing files
+are kept (libFuzzer adds its own finds next to them).
 """
 
 import hashlib
@@ -63,7 +64,21 @@ def main():
         put(pr, pcap(recs[:8], ">", True))
         put(pr, pcap(recs[:8], "<", False))
         put(pr, blob[:len(blob) // 2])  # truncated inside a record
-    print(f"seeded {n} frames into {gi} and pcap files into {pr}")
+    # flow_extract: every golden frame (the router's and the flow extraction's), each behind the
+    # target's 4-byte head (field, in_port, seed) with "fill checksums" set, so the header
+    # writes start from valid checksums.
+    fe = os.path.join(fuzz, "corpus", "flow_extract")
+    m = 0
+    for name in ("input.pcap", "l2xc_input.pcap", os.path.join("flow", "extract.pcap")):
+        path = os.path.join(GOLDEN, name)
+        if not os.path.exists(path):
+            continue
+        with open(path, "rb") as f:
+            recs = records(f.read())
+        for i, (_, _, _, data) in enumerate(recs):
+            put(fe, bytes([0x40 | (i % 64), 0, 1, i % 256]) + data)
+            m += 1
+    print(f"seeded {n} frames into {gi}, pcap files into {pr}, {m} frames into {fe}")
 
 
 if __name__ == "__main__":

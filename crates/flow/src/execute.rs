@@ -150,8 +150,8 @@ fn update_l4(frame: &mut [u8], p: &Parsed, update: impl Fn(u16) -> u16) {
     let Some(at) = l4_checksum_at(p.l4) else {
         return;
     };
-    let at = p.l4_offset as usize + at;
-    let Some(c) = frame.get_mut(at..at + 2) else {
+    let l4 = p.l4_offset as usize;
+    let Some(c) = frame.get(l4 + at..l4 + at + 2) else {
         return;
     };
     let old = rd16(c, 0);
@@ -159,10 +159,33 @@ fn update_l4(frame: &mut [u8], p: &Parsed, update: impl Fn(u16) -> u16) {
         return;
     }
     let mut new = update(old);
-    if p.l4 == L4::Udp && new == 0 {
-        new = 0xffff;
+    if new == 0 {
+        if p.l4 == L4::Udp {
+            new = 0xffff;
+        } else if !has_pseudo_header(p) && all_zero_but(frame, l4, p.l4_len as usize, at) {
+            // RFC 1624's update yields 0x0000 both for data summing to 0xffff (right) and for
+            // all-zero data, whose checksum is 0xffff; only the second has no pseudo-header
+            // term, so only ICMP and IGMP need the look.
+            new = 0xffff;
+        }
     }
-    wr16(c, 0, new);
+    wr16(frame, l4 + at, new);
+}
+
+/// True when the transport checksum covers a pseudo-header (then the sum is never +0).
+#[inline(always)]
+fn has_pseudo_header(p: &Parsed) -> bool {
+    matches!(p.l4, L4::Tcp | L4::Udp) || p.l4 == L4::Icmp6 && p.l3 == L3::Ipv6
+}
+
+/// True when `frame[start..start + len]` is zero apart from the checksum at `start + at`.
+#[cold]
+fn all_zero_but(frame: &[u8], start: usize, len: usize, at: usize) -> bool {
+    frame.get(start..start + len).is_some_and(|b| {
+        b.iter()
+            .enumerate()
+            .all(|(i, &x)| x == 0 || i == at || i == at + 1)
+    })
 }
 
 /// Write the bits of `mask` of `field` in `frame` to those of `value` (right-aligned, as in the

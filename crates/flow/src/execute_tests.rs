@@ -579,3 +579,18 @@ fn apply_on_a_pool_buffer() {
 fn crc32c_check_value() {
     assert_eq!(crc32c(b"123456789"), 0xe306_9283);
 }
+
+#[test]
+fn icmp_all_zero_message_keeps_checksum_ffff() {
+    // An echo request with id, sequence and payload zero turned into an echo reply: the reply
+    // sums to +0, so its checksum is 0xffff (RFC 1624's update alone would give 0x0000).
+    let mut f = eth(0x0800, &ip4(1, 0, 0, &[], &[8, 0, 0, 0, 0, 0, 0, 0]));
+    fill_checksums(&mut f);
+    let (_, p) = extract(&f, 1, None);
+    set_field(&mut f, &p, F::TpSrc, 0, !0).expect("type");
+    assert_eq!(f[34..38], [0, 0, 0xff, 0xff]);
+    checksums_ok(&f).expect("checksum");
+    // Writing the value a field already has changes nothing.
+    set_field(&mut f, &p, F::TpDst, 0, !0).expect("code");
+    assert_eq!(f[34..38], [0, 0, 0xff, 0xff]);
+}
