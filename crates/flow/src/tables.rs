@@ -144,10 +144,40 @@ impl RuleCounter {
     }
 }
 
+/// Hashing for rule ids: they are small integers the tables hand out (nothing a packet
+/// chooses), so one multiply spreads them; SipHash would cost the workers more per credit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdHash;
+
+impl std::hash::BuildHasher for IdHash {
+    type Hasher = IdHasher;
+    fn build_hasher(&self) -> IdHasher {
+        IdHasher(0)
+    }
+}
+
+/// The hasher of `IdHash`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (self.0 ^ v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// Every rule's counters by `RuleId`, for workers crediting megaflow statistics.
 #[derive(Debug, Default)]
 pub struct RuleCounters {
-    by_id: HashMap<RuleId, Arc<RuleCounter>>,
+    by_id: HashMap<RuleId, Arc<RuleCounter>, IdHash>,
 }
 
 impl RuleCounters {
@@ -743,7 +773,7 @@ impl Batch<'_> {
             c.added_ms.store(self.now_ms, Ordering::Relaxed);
         }
         let counters = if changed {
-            let mut by_id = HashMap::new();
+            let mut by_id = HashMap::with_hasher(IdHash::default());
             for t in &tables {
                 for e in &t.rules {
                     by_id.insert(e.id, e.counter.clone());

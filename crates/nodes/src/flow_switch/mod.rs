@@ -164,12 +164,39 @@ enum Source {
     Drop(u16),
 }
 
+/// Which tier answered a packet (for the trace).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tier {
+    Emc,
+    Megaflow,
+    /// A miss translated for this packet; `installed` when it became a megaflow.
+    Miss {
+        installed: bool,
+    },
+    /// A miss covered by the megaflow an earlier miss of the same vector made.
+    Covered,
+    None,
+}
+
+/// What the trace says about a traced packet: its tier and the rules its actions came from.
+#[derive(Clone, Copy, Debug)]
+struct TraceNote {
+    buffer: u32,
+    tier: Tier,
+    megaflow: Option<MegaflowId>,
+    rules: flow::cache::RuleList,
+    version: u64,
+}
+
 /// The `flow-switch` node (one per worker).
 pub struct FlowSwitch {
     inner: Arc<WorkerCell<Inner>>,
     keys: Box<[FlowKey]>,
     parsed: Box<[Parsed]>,
     sources: Box<[Source]>,
+    tiers: Box<[Tier]>,
+    /// Notes on this vector's traced packets (cold: only packets marked for tracing).
+    notes: Vec<TraceNote>,
     /// Packets and bytes per (bridge, megaflow) of this vector, credited once at its end.
     tally: Vec<(u16, MegaflowId, u64, u64)>,
     group_keys: Box<[FlowKey]>,
@@ -221,6 +248,8 @@ pub fn flow_switch_nodes(
             keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
             parsed: vec![Parsed::NONE; VECTOR_SIZE].into_boxed_slice(),
             sources: vec![Source::Pending; VECTOR_SIZE].into_boxed_slice(),
+            tiers: vec![Tier::None; VECTOR_SIZE].into_boxed_slice(),
+            notes: Vec::with_capacity(VECTOR_SIZE),
             tally: Vec::with_capacity(VECTOR_SIZE),
             group_keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
             group_hits: vec![Hit::Miss; VECTOR_SIZE].into_boxed_slice(),
@@ -428,6 +457,7 @@ impl Node for FlowSwitch {
                 self.keys[i] = key;
                 self.parsed[i] = parsed;
                 self.sources[i] = Source::Pending;
+                self.tiers[i] = Tier::None;
                 // Config allows at most MAX_SWITCHES bridges, so the group fits in 64 bits.
                 let group =
                     (info.switch as u32 * 4 + (info.emc as u32) * 2 + info.megaflow as u32).min(63);
@@ -439,6 +469,13 @@ impl Node for FlowSwitch {
                 let g = switches_seen.trailing_zeros() as u16;
                 switches_seen &= switches_seen - 1;
                 self.lookup_group(cx, inner, frame, g, now);
+            }
+            // Traced packets: which tier answered and through which rules (cold).
+            self.notes.clear();
+            for (i, &b) in frame.iter().enumerate() {
+                if cx.pool.meta(b).flags & packet::meta::FLAG_TRACE != 0 {
+                    self.note(cx.pool, inner, i, b);
+                }
             }
             // 3. Actions.
             self.tally.clear();
@@ -461,7 +498,7 @@ impl Node for FlowSwitch {
                     (_, None) => fail(cx, b, FlowDrop::NotFlowPort),
                     (Source::Megaflow(id), Some(s)) => {
                         let len = cx.pool.meta(b).length as u64;
-                        let Some(actions) = s.cache.actions(id).copied() else {
+                        let Some(actions) = s.cache.actions(id) else {
                             nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
                             continue;
                         };
@@ -473,7 +510,7 @@ impl Node for FlowSwitch {
                             }
                             _ => self.tally.push((sw, id, 1, len)),
                         }
-                        self.run(cx, i, b, &actions, &s.members, &s.shared)
+                        self.run(cx, i, b, actions, &s.members, &s.shared)
                     }
                     (Source::Scratch(k), Some(s)) => {
                         let Some(actions) = self.scratch.get(k as usize).copied() else {
@@ -502,10 +539,75 @@ impl Node for FlowSwitch {
 
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);
+        let Some(n) = self.notes.iter().find(|n| n.buffer == buffer) else {
+            return format!(
+                "buffer {buffer}: rx_port {} tx_port {} length {}",
+                m.rx_port, m.tx_port, m.length
+            );
+        };
+        let tier = match n.tier {
+            Tier::Emc => "exact-match cache hit".to_string(),
+            Tier::Megaflow => "megaflow cache hit".to_string(),
+            Tier::Miss { installed: true } => "miss: classified, megaflow installed".to_string(),
+            Tier::Miss { installed: false } => {
+                "miss: classified, not installed (cache off, full or refused)".to_string()
+            }
+            Tier::Covered => "miss covered by a megaflow made earlier in this vector".to_string(),
+            Tier::None => "not looked up".to_string(),
+        };
+        let rules: Vec<String> = n.rules.as_slice().iter().map(|r| format!("#{r}")).collect();
         format!(
-            "buffer {buffer}: rx_port {} tx_port {} length {}",
-            m.rx_port, m.tx_port, m.length
+            "{tier}{}; rules {} (tables version {}); tx_port {}",
+            n.megaflow
+                .map(|id| format!(" (megaflow {id})"))
+                .unwrap_or_default(),
+            if rules.is_empty() {
+                "none".to_string()
+            } else {
+                rules.join(" ")
+            },
+            n.version,
+            m.tx_port
         )
+    }
+}
+
+impl FlowSwitch {
+    /// Remember for the trace what answered traced packet `i` (buffer `b`). Cold path.
+    #[cold]
+    fn note(&mut self, pool: &BufferPool, inner: &mut Inner, i: usize, b: u32) {
+        let port = pool.meta(b).rx_port as usize;
+        let Some(s) = inner
+            .ports
+            .get(port)
+            .copied()
+            .flatten()
+            .and_then(|p| inner.switches.get(p.switch as usize))
+        else {
+            return;
+        };
+        let tables = s.tables.get();
+        let megaflow = match self.sources[i] {
+            Source::Megaflow(id) => Some(id),
+            _ => None,
+        };
+        let rules = match megaflow.and_then(|id| s.cache.rules(id)) {
+            Some(r) => *r,
+            None => tables
+                .translate(&self.keys[i])
+                .rules
+                .as_slice()
+                .iter()
+                .copied()
+                .collect(),
+        };
+        self.notes.push(TraceNote {
+            buffer: b,
+            tier: self.tiers[i],
+            megaflow,
+            rules,
+            version: tables.version(),
+        });
     }
 }
 
@@ -547,9 +649,18 @@ impl FlowSwitch {
         self.recent.clear();
         for j in 0..n {
             let i = self.group_index[j] as usize;
-            if let Some(id) = self.group_hits[j].id() {
-                self.sources[i] = Source::Megaflow(id);
-                continue;
+            match self.group_hits[j] {
+                Hit::Emc(id) => {
+                    self.sources[i] = Source::Megaflow(id);
+                    self.tiers[i] = Tier::Emc;
+                    continue;
+                }
+                Hit::Megaflow(id) => {
+                    self.sources[i] = Source::Megaflow(id);
+                    self.tiers[i] = Tier::Megaflow;
+                    continue;
+                }
+                Hit::Miss => {}
             }
             let key = self.keys[i];
             if let Some(&(_, _, src)) = self
@@ -558,6 +669,7 @@ impl FlowSwitch {
                 .find(|(mkey, mask, _)| key.matches(mkey, mask))
             {
                 self.sources[i] = src;
+                self.tiers[i] = Tier::Covered;
                 continue;
             }
             // A miss: translate, install, remember it for the rest of the vector.
@@ -592,6 +704,9 @@ impl FlowSwitch {
             }
             self.recent.push((key.masked(&t.mask), t.mask, source));
             self.sources[i] = source;
+            self.tiers[i] = Tier::Miss {
+                installed: matches!(source, Source::Megaflow(_)),
+            };
         }
     }
 }

@@ -391,3 +391,31 @@ fn malformed_and_short_frames_are_switched_on_what_parses_without_a_leak() {
     assert!(got.len() >= 8, "{}", got.len());
     assert!(s.shared.malformed_counts().iter().map(|c| c.1).sum::<u64>() > 0);
 }
+
+#[test]
+fn the_trace_names_the_tier_and_the_rules() {
+    let mut s = switch(
+        vec![rule(1, udp_match(0xc613_0000, 16), vec![out(2)])],
+        [(true, true); 3],
+    );
+    let inject = s.graph.node_id("inject").expect("inject");
+    s.graph.trace_control().arm(inject, 2);
+    let f = udp(3, [198, 19, 0, 1]);
+    s.send(vec![(0, f.clone())]);
+    s.send(vec![(0, f.clone())]);
+    let lines: Vec<String> = s
+        .graph
+        .trace_control()
+        .snapshot()
+        .into_iter()
+        .filter(|r| r.node == NAME)
+        .map(|r| r.text)
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].starts_with("miss: classified, megaflow installed"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("cache hit"), "{lines:?}");
+    assert!(lines.iter().all(|l| l.contains("rules #")), "{lines:?}");
+}
