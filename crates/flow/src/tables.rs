@@ -773,7 +773,7 @@ impl Batch<'_> {
             c.added_ms.store(self.now_ms, Ordering::Relaxed);
         }
         let counters = if changed {
-            let mut by_id = HashMap::with_hasher(IdHash::default());
+            let mut by_id = HashMap::with_hasher(IdHash);
             for t in &tables {
                 for e in &t.rules {
                     by_id.insert(e.id, e.counter.clone());
