@@ -59,6 +59,7 @@ fn set_target(name: &str) -> Option<Target> {
         "eth_src" | "dl_src" => tg(F::EthSrc, K::Mac, 48, P::None),
         "eth_dst" | "dl_dst" => tg(F::EthDst, K::Mac, 48, P::None),
         "vlan_tci" => tg(F::VlanTci, K::Hex, 16, P::None),
+        "vlan_vid" => tg(F::VlanVid, K::Dec, 13, P::Vlan),
         "vlan_pcp" | "dl_vlan_pcp" => tg(F::VlanPcp, K::Dec, 3, P::Vlan),
         "ip_src" | "nw_src" => tg(F::NwSrc, K::Ipv4, 32, P::Ip4),
         "ip_dst" | "nw_dst" => tg(F::NwDst, K::Ipv4, 32, P::Ip4),
@@ -419,9 +420,9 @@ pub(crate) fn parse_actions_in(
             "resubmit" => out.push(parse_resubmit(t)?),
             "goto_table" => {
                 let n = parse_uint(v)
-                    .filter(|n| *n <= u128::from(MAX_TABLE))
+                    .filter(|n| *n <= u128::from(MAX_TABLE) + 1)
                     .ok_or_else(|| {
-                        OfctlError::value(t.key, t.text, "accepted: a table number 1..=253")
+                        OfctlError::value(t.key, t.text, "accepted: a table number 1..=254")
                     })? as u8;
                 if let Some(cur) = table {
                     if n <= cur {
@@ -518,9 +519,9 @@ fn parse_resubmit(t: &super::parse::Token<'_>) -> Result<Action, OfctlError> {
             None
         } else {
             let n = parse_uint(tb)
-                .filter(|n| *n <= u128::from(MAX_TABLE) || *n == 255)
+                .filter(|n| *n <= u128::from(MAX_TABLE) + 1 || *n == 255)
                 .ok_or_else(|| {
-                    OfctlError::value("resubmit", t.text, "accepted: a table 0..=253")
+                    OfctlError::value("resubmit", t.text, "accepted: a table 0..=254")
                 })?;
             (n != 255).then_some(n as u8)
         };
@@ -746,9 +747,13 @@ fn fmt_value(field: Field, v: u128) -> String {
 }
 
 fn fmt_set(parts: &mut Vec<String>, field: Field, value: u128, mask: u128, ctx: &Ctx) {
-    let full = field.all_ones();
-    let mask = mask & full;
-    if mask == full {
+    let mut full = field.all_ones();
+    if matches!(field, Field::TpSrc | Field::TpDst) && (ctx.is_icmp4() || ctx.is_icmp6()) {
+        // ICMP type and code are 8-bit fields kept in the 16-bit transport ports.
+        full = 0xff;
+    }
+    let mask = mask & field.all_ones();
+    if mask & full == full {
         parts.push(format!(
             "set_field:{}->{}",
             fmt_value(field, value),

@@ -60,7 +60,7 @@ pub enum OfctlError {
     },
     /// A `goto_table` that does not go to a later table.
     #[error(
-        "`{token}` in table {table}: goto_table must go to a later table ({table} < N <= 253)"
+        "`{token}` in table {table}: goto_table must go to a later table ({table} < N <= 254)"
     )]
     BadGoto {
         /// The action as written.

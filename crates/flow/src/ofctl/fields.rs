@@ -49,6 +49,8 @@ pub(crate) enum Prereq {
     Arp,
     /// TCP, UDP or SCTP over IPv4 or IPv6.
     L4,
+    /// TCP, UDP, SCTP, ICMP or ICMPv6 (`tp_src`/`tp_dst` double as ICMP type/code).
+    L4OrIcmp,
     /// TCP over IPv4 or IPv6.
     Tcp,
     /// UDP over IPv4 or IPv6.
@@ -135,6 +137,9 @@ impl Prereq {
             Prereq::IpAnyOrArp => ctx.is_ip_any() || ctx.is_arp(),
             Prereq::Arp => ctx.is_arp(),
             Prereq::L4 => ctx.is_tcp() || ctx.is_udp() || ctx.is_sctp(),
+            Prereq::L4OrIcmp => {
+                ctx.is_tcp() || ctx.is_udp() || ctx.is_sctp() || ctx.is_icmp4() || ctx.is_icmp6()
+            }
             Prereq::Tcp => ctx.is_tcp(),
             Prereq::Udp => ctx.is_udp(),
             Prereq::Sctp => ctx.is_sctp(),
@@ -156,6 +161,7 @@ impl Prereq {
             Prereq::IpAnyOrArp => "IPv4, IPv6 or ARP (`ip`, `ipv6`, `arp`)",
             Prereq::Arp => "ARP (`arp` or `rarp`)",
             Prereq::L4 => "TCP, UDP or SCTP (`tcp`, `udp`, `sctp`, `tcp6`, `udp6`, `sctp6`)",
+            Prereq::L4OrIcmp => "TCP, UDP, SCTP or ICMP (`tcp`, `udp`, `sctp`, `icmp`, `tcp6`, `udp6`, `sctp6`, `icmp6`)",
             Prereq::Tcp => "TCP (`tcp` or `tcp6`)",
             Prereq::Udp => "UDP (`udp` or `udp6`)",
             Prereq::Sctp => "SCTP (`sctp` or `sctp6`)",
@@ -175,7 +181,7 @@ impl Prereq {
             Prereq::Ip4 | Prereq::Ip4OrArp | Prereq::IpAny | Prereq::IpAnyOrArp => "ip",
             Prereq::Ip6 => "ipv6",
             Prereq::Arp => "arp",
-            Prereq::L4 | Prereq::Tcp => "tcp",
+            Prereq::L4 | Prereq::L4OrIcmp | Prereq::Tcp => "tcp",
             Prereq::Udp => "udp",
             Prereq::Sctp => "sctp",
             Prereq::Icmp4 | Prereq::IcmpAny => "icmp",
@@ -239,8 +245,8 @@ pub(crate) fn match_field(name: &str) -> Option<MatchField> {
         "nw_ecn" | "ip_ecn" => mf(F::NwEcn, K::Int, false, P::IpAny),
         "nw_ttl" => mf(F::NwTtl, K::Int, false, P::IpAny),
         "ip_frag" | "nw_frag" => mf(F::NwFrag, K::Frag, false, P::IpAny),
-        "tp_src" => mf(F::TpSrc, K::Int, true, P::L4),
-        "tp_dst" => mf(F::TpDst, K::Int, true, P::L4),
+        "tp_src" => mf(F::TpSrc, K::Int, true, P::L4OrIcmp),
+        "tp_dst" => mf(F::TpDst, K::Int, true, P::L4OrIcmp),
         "tcp_src" => mf(F::TpSrc, K::Int, true, P::Tcp),
         "tcp_dst" => mf(F::TpDst, K::Int, true, P::Tcp),
         "udp_src" => mf(F::TpSrc, K::Int, true, P::Udp),

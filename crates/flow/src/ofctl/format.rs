@@ -246,12 +246,8 @@ fn match_parts(m: &Match, out: &mut Vec<String>) {
     let (tps, tps_m) = get(m, Field::TpSrc);
     let (tpd, tpd_m) = get(m, Field::TpDst);
     if ctx.is_icmp4() || ctx.is_icmp6() {
-        if tps_m != 0 {
-            out.push(format!("icmp_type={tps}"));
-        }
-        if tpd_m != 0 {
-            out.push(format!("icmp_code={tpd}"));
-        }
+        push_be16(out, "icmp_type", (tps, tps_m));
+        push_be16(out, "icmp_code", (tpd, tpd_m));
     } else {
         push_be16(out, "tp_src", (tps, tps_m));
         push_be16(out, "tp_dst", (tpd, tpd_m));
@@ -280,8 +276,12 @@ pub(crate) fn fmt_rule(r: &Rule, stats: Option<&RuleStats>) -> String {
     let mut s = String::new();
     if let Some(st) = stats {
         s.push_str(&format!(
-            "cookie={:#x}, duration={:.3}s, table={}, n_packets={}, n_bytes={}, ",
-            r.cookie, st.duration_secs, r.table, st.packets, st.bytes
+            "cookie={:#x}, duration={}, table={}, n_packets={}, n_bytes={}, ",
+            r.cookie,
+            fmt_duration(st.duration_secs),
+            r.table,
+            st.packets,
+            st.bytes
         ));
     } else {
         if r.cookie != 0 {
@@ -314,4 +314,27 @@ pub(crate) fn fmt_megaflow(m: &Match) -> String {
     let mut out = vec!["recirc_id=0".to_string(), "eth".to_string()];
     match_parts(m, &mut out);
     out.join(",")
+}
+
+/// A duration as OVS prints it: `5s`, `5.123s` (whole milliseconds) or `5.123456789s`.
+fn fmt_duration(secs: f64) -> String {
+    let secs = if secs.is_finite() && secs >= 0.0 {
+        secs
+    } else {
+        0.0
+    };
+    let whole = secs.trunc();
+    let mut nanos = ((secs - whole) * 1e9).round() as u64;
+    let mut whole = whole as u64;
+    if nanos >= 1_000_000_000 {
+        whole += 1;
+        nanos -= 1_000_000_000;
+    }
+    if nanos == 0 {
+        format!("{whole}s")
+    } else if nanos.is_multiple_of(1_000_000) {
+        format!("{whole}.{:03}s", nanos / 1_000_000)
+    } else {
+        format!("{whole}.{nanos:09}s")
+    }
 }

@@ -172,6 +172,19 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
                 "a bucket needs actions (`bucket=actions=output:1`)",
             ));
         }
+        if let Some(g) = acts
+            .iter()
+            .find(|a| a.trim_start().starts_with("goto_table"))
+        {
+            return Err(OfctlError::syntax(
+                g,
+                "goto_table is not allowed in a bucket",
+            ));
+        }
+        if kind != GroupKind::Select {
+            // Only select groups weigh their buckets; OVS forgets the weight of others.
+            weight = DEFAULT_WEIGHT;
+        }
         let text = acts.join(",");
         let actions = parse_actions_in(&text, None, None)?;
         if let Some(a) = actions

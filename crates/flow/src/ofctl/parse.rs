@@ -248,6 +248,12 @@ impl MatchBuilder {
                     })?;
                 self.set_explicit(Field::InPort, u128::from(p), 0xffff, t.text)
             }
+            Kind::Int if name.starts_with("icmp") => {
+                // ICMP type and code: 8-bit values in the 16-bit transport ports, matched
+                // whole as OVS does (a datapath megaflow may still consult only 8 bits).
+                let v = uint_of(name, s, 8, t.text)?;
+                self.set_explicit(mf.field, v, 0xffff, t.text)
+            }
             Kind::Int => {
                 let (v, m) = uint_masked(name, s, bits).map_err(|e| retoken(e, t.text))?;
                 if mf.field == Field::VlanTci {
@@ -389,6 +395,14 @@ fn parse_tcp_flags(s: &str, token: &str) -> Result<(u128, u128), OfctlError> {
         return Ok((v & m & 0xfff, m & 0xfff));
     }
     let flag = |name: &str| -> Result<u16, OfctlError> {
+        // Unnamed bits as OVS prints them: `[800]`.
+        if let Some(h) = name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+            if let Ok(b) = u16::from_str_radix(h, 16) {
+                if b.is_power_of_two() && b <= 0x800 {
+                    return Ok(b);
+                }
+            }
+        }
         TCP_FLAGS
             .iter()
             .find(|(n, _)| *n == name)
