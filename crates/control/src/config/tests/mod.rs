@@ -21,6 +21,7 @@ mod policies;
 mod ports;
 mod route_file;
 mod routes;
+mod vxlan;
 
 const FILE: &str = "test.toml";
 
