@@ -18,6 +18,9 @@ const REMOTE_ACCEPTED: &str =
     "a unicast IPv4 address that is not loopback, multicast, broadcast, unspecified or one of \
      vecplane's own addresses";
 
+/// What makes a tunnel: local, remote, UDP port and VNI (None: flow-chosen).
+type TunnelKey = (Ipv4Addr, Ipv4Addr, u16, Option<u32>);
+
 impl Ctx<'_> {
     /// A VXLAN port's tunnel (its `local` is checked against the other ports later, in
     /// `vxlan_ports`).
@@ -83,7 +86,7 @@ impl Ctx<'_> {
         if let (Some((local, _)), Some((remote, span))) = (&local, &remote) {
             if local == remote {
                 self.error(
-                    &span,
+                    span,
                     &section,
                     Some("remote"),
                     format!("`{remote}` is also `local`; accepted: {REMOTE_ACCEPTED}"),
@@ -146,8 +149,7 @@ impl Ctx<'_> {
                     .flat_map(move |p| p.ip4.iter().map(move |a| (a.0, i)))
             })
             .collect();
-        let mut seen: HashMap<(Ipv4Addr, Ipv4Addr, u16, Option<u32>), (usize, String)> =
-            HashMap::new();
+        let mut seen: HashMap<TunnelKey, (usize, String)> = HashMap::new();
         for (i, node) in nodes.iter().enumerate() {
             let Some(Some(p)) = specs.get(i) else {
                 continue;

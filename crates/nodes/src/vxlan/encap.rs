@@ -163,7 +163,7 @@ fn frag_needed(pool: &mut BufferPool, b: u32, l3: usize, mtu: u16) -> bool {
     if h.len() < ip4::MIN_HEADER_LEN || h[0] >> 4 != 4 || be16(h, ip4::FRAG) & 0x4000 == 0 {
         return false;
     }
-    if !icmp_allowed(h) || h[eth::DST] & 1 != 0 {
+    if !icmp_allowed(h) {
         return false;
     }
     // Only about frames sent to one host (not a broadcast or multicast MAC).
