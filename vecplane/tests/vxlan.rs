@@ -4,7 +4,8 @@
 //! remote is vecplane's underlay port in R; vecplane bridges its VXLAN port with the port
 //! towards B. Ping and bounded iperf3 TCP runs go both ways through the tunnel; the kernel
 //! checks vecplane's UDP checksums (its UDP checksum error counter stays 0) and vecplane checks
-//! the kernel's. Addresses are from 198.18.0.0/15; the namespaces (and the vxlan device in A)
+//! the kernel's; a packet too big for the tunnel with DF gets B an ICMP "fragmentation
+//! needed" with the tunnel's MTU. Addresses are from 198.18.0.0/15; the namespaces (and the vxlan device in A)
 //! are deleted on drop, also when the test fails.
 
 use netlab::{Addressing, Host, Mode, Topology};
@@ -245,6 +246,23 @@ fn vxlan_interoperates_with_the_linux_vxlan_device() {
     assert!(input.is_empty(), "vxlan-input dropped packets: {input:?}");
     let encap = errors(&vp, "vx0-tx");
     assert!(encap.is_empty(), "vx0-tx dropped packets: {encap:?}");
+
+    // Too big for the tunnel with DF: B hears "fragmentation needed" with the tunnel's MTU.
+    let out = t
+        .exec_timeout(
+            Host::B,
+            &[
+                "ping", "-n", "-c", "1", "-W", "2", "-M", "do", "-s", "1430", A_OVERLAY,
+            ],
+            Duration::from_secs(10),
+        )
+        .expect("ping runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Frag needed") && text.contains("1450"),
+        "B should get frag-needed (mtu 1450) for 1458 bytes: {text}"
+    );
+    assert_eq!(errors(&vp, "vx0-tx"), [("mtu-exceeded".to_string(), 1)]);
     let ifs = data(&vp, "show interfaces");
     let vx = ifs["interfaces"]
         .as_array()
