@@ -85,6 +85,7 @@ fn describe(spec: &DataplaneSpec) -> String {
                 PortDriver::AfPacket { .. } => "af-packet",
                 PortDriver::AfXdp { .. } => "af-xdp",
                 PortDriver::Tap { .. } => "tap",
+                PortDriver::Vxlan(_) => "vxlan",
             };
             format!("{} {d}", p.name)
         })

@@ -201,8 +201,9 @@ impl BuiltWorker {
         let mut umem: Option<Umem> = None;
         // Whether this worker takes part in software RSS (rss-dispatch, handoff-rx).
         let mut needs_rss_nodes = false;
+        let all_stats: Vec<Arc<PortStats>> = spec.ports.iter().map(|_| Arc::default()).collect();
         for (id, p) in spec.ports.iter().enumerate() {
-            let stats = Arc::new(PortStats::default());
+            let stats = all_stats[id].clone();
             let mut cx = crate::drivers::PortContext {
                 spec,
                 port: p,
@@ -211,6 +212,7 @@ impl BuiltWorker {
                 rx_name: format!("{}-rx", p.name),
                 tx_name: format!("{}-tx", p.name),
                 stats: stats.clone(),
+                all_stats: &all_stats,
                 graph: &mut b,
                 pool: &pool,
                 shared,
@@ -497,9 +499,15 @@ pub fn add_protocol_nodes_with(
     b.add_node(Box::new(ethernet))
         .add_node(Box::new(L2Xconnect::new(peers)))
         .add_node(Box::new(Ip4Input::shared(policies.ip4_options.clone())))
-        .add_node(Box::new(
-            Ip4Lookup::new(fib4, lookup4).with_neighbours(neighbours.clone()),
-        ))
+        .add_node(Box::new({
+            let lookup = Ip4Lookup::new(fib4, lookup4).with_neighbours(neighbours.clone());
+            // VXLAN ports (their driver added `vxlan-input`) receive what is sent to us.
+            if crate::drivers::vxlan::tunnels(spec).is_empty() {
+                lookup
+            } else {
+                lookup.with_local(nodes::vxlan::VXLAN_INPUT)
+            }
+        }))
         .add_node(Box::new(
             Ip4Rewrite::new(rewrite4).with_neighbours(neighbours.clone()),
         ))

@@ -48,8 +48,7 @@ fn switch_ports(ports: &[FlowPortSpec], tunnels: &[usize]) -> Result<SwitchPorts
 
 /// Whether `port` is a tunnel port (its outputs encapsulate; `DpAction::TunnelOutput`).
 pub fn is_tunnel_port(port: &crate::spec::PortSpec) -> bool {
-    let _ = port;
-    false
+    matches!(port.driver, crate::spec::PortDriver::Vxlan(_))
 }
 
 /// The tables a flow bridge starts with: its groups, then its rules, applied as one change.

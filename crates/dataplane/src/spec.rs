@@ -4,6 +4,7 @@
 
 pub use afxdp::ModeChoice as XdpModeChoice;
 pub use nodes::bridge::BridgePortMode;
+pub use nodes::vxlan::Vni as VxlanVni;
 /// Largest `BridgePolicy::max_macs`.
 pub const MAX_BRIDGE_MACS: usize = nodes::bridge::MAX_MAX_MACS;
 /// Largest `NeighbourPolicy::capacity`.
@@ -346,6 +347,25 @@ pub enum PortDriver {
         /// Exchange virtio-net headers (offloads stay off).
         vnet_hdr: bool,
     },
+    /// A VXLAN tunnel: frames sent on the port are encapsulated towards `remote` and routed;
+    /// VXLAN packets from `remote` to `local` are received on it. Its `mtu` is the largest
+    /// inner packet (frame minus its Ethernet header).
+    Vxlan(VxlanPortSpec),
+}
+
+/// A VXLAN port's tunnel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VxlanPortSpec {
+    /// Outer source: one of the ports' own IPv4 addresses.
+    pub local: Ipv4Addr,
+    /// Outer destination: the other end (packets from elsewhere are dropped).
+    pub remote: Ipv4Addr,
+    /// A fixed VNI, or the tunnel id the switch chose (`Vni::Flow`).
+    pub vni: VxlanVni,
+    /// UDP destination port (default 4789), also the port it listens on.
+    pub dst_port: u16,
+    /// Compute the outer UDP checksum (otherwise 0).
+    pub udp_checksum: bool,
 }
 
 /// What a memory port generates.

@@ -1,8 +1,9 @@
 //! Protocol nodes of the vecplane graph: `ethernet-input`, `l2-xconnect`, `l2-bridge`,
 //! `ip4-input`, `ip4-lookup`, `ip4-rewrite`, `ip4-icmp-error`, their IPv6 twins, the ARP/ND nodes
-//! (`arp-input`, `ip6-nd`, `ip4-arp`, `ip6-discover`, `neighbour-tx`), `interface-output` and
-//! `error-drop`. Each node owns only its read-only tables (shared through `Arc`) and per-worker
-//! scratch; none keeps global mutable state, allocates, locks or makes a syscall per packet.
+//! (`arp-input`, `ip6-nd`, `ip4-arp`, `ip6-discover`, `neighbour-tx`), the VXLAN tunnel nodes
+//! (`vxlan-input`, a VXLAN port's `<port>-tx`), `interface-output` and `error-drop`. Each node
+//! owns only its read-only tables (shared through `Arc`) and per-worker scratch; none keeps
+//! global mutable state, allocates, locks or makes a syscall per packet.
 #![deny(missing_docs)]
 
 pub mod adjacency;
@@ -19,6 +20,7 @@ pub mod lookup;
 pub mod neighbour;
 pub mod output;
 pub mod rewrite;
+pub mod vxlan;
 pub mod xconnect;
 
 #[cfg(test)]

@@ -155,6 +155,8 @@ pub struct IpLookup<F: LookupFamily> {
     fib: F::FibSource,
     next_hops: Reader<NextHopTable>,
     neighbours: Option<NeighbourHandle>,
+    /// The node packets to vecplane's own addresses go to (None: dropped as `to-us`).
+    local: Option<&'static str>,
     gateways: GatewayCache,
     addrs: Box<[F::Addr; VECTOR_SIZE]>,
     ids: Box<[u32; VECTOR_SIZE]>,
@@ -244,6 +246,7 @@ impl<F: LookupFamily> IpLookup<F> {
             fib,
             next_hops,
             neighbours: None,
+            local: None,
             gateways: GatewayCache::new(),
             addrs: Box::new([F::Addr::default(); VECTOR_SIZE]),
             ids: Box::new([0; VECTOR_SIZE]),
@@ -255,6 +258,18 @@ impl<F: LookupFamily> IpLookup<F> {
     pub fn with_neighbours(mut self, neighbours: NeighbourHandle) -> IpLookup<F> {
         self.neighbours = Some(neighbours);
         self
+    }
+
+    /// Send packets addressed to vecplane itself to node `local` (e.g. `vxlan-input`) instead
+    /// of dropping them as `to-us`.
+    pub fn with_local(mut self, local: &'static str) -> IpLookup<F> {
+        self.local = Some(local);
+        self
+    }
+
+    /// `local`'s next index.
+    fn local_next(&self) -> Option<u16> {
+        self.local.map(|_| 2 + u16::from(self.neighbours.is_some()))
     }
 }
 
@@ -304,6 +319,7 @@ fn classify<F: LookupFamily>(
     ids: &[u32],
     addrs: &[F::Addr],
     mut neighbours: Option<&mut Neighbours>,
+    local: Option<u16>,
     cx: &mut NodeContext<'_>,
     frame: &[u32],
     nexts: &mut [u16],
@@ -386,10 +402,13 @@ fn classify<F: LookupFamily>(
                 meta.error = cx.error_base + LookupError::Blackhole.id();
                 Next::Drop.id()
             }
-            NextHop::Local => {
-                meta.error = cx.error_base + LookupError::ToUs.id();
-                Next::Drop.id()
-            }
+            NextHop::Local => match local {
+                Some(next) => next,
+                None => {
+                    meta.error = cx.error_base + LookupError::ToUs.id();
+                    Next::Drop.id()
+                }
+            },
         };
         all_ok &= next == Next::Rewrite.id();
         nexts[i] = next;
@@ -406,6 +425,9 @@ impl<F: LookupFamily> Node for IpLookup<F> {
         let mut v = vec![names::ERROR_DROP.into(), F::REWRITE.into()];
         if self.neighbours.is_some() {
             v.push(F::RESOLVE.into());
+        }
+        if let Some(local) = self.local {
+            v.push(local.into());
         }
         v
     }
@@ -424,14 +446,15 @@ impl<F: LookupFamily> Node for IpLookup<F> {
         F::lookup_batch(F::fib(&self.fib), &self.addrs[..n], &mut self.ids[..n]);
         // Loaded after the FIB: every id the lookups returned is in this table (the control
         // side publishes a next-hop entry before storing its id in the FIB).
+        let local = self.local_next();
         let hops = self.next_hops.get();
         let (gw, ids, addrs) = (&mut self.gateways, &self.ids[..n], &self.addrs[..n]);
         let all_ok = match &self.neighbours {
             Some(h) => h.with(|nb| {
                 gw.sweep::<F>(hops, nb);
-                classify::<F>(hops, gw, ids, addrs, Some(nb), cx, frame, nexts)
+                classify::<F>(hops, gw, ids, addrs, Some(nb), local, cx, frame, nexts)
             }),
-            None => classify::<F>(hops, gw, ids, addrs, None, cx, frame, nexts),
+            None => classify::<F>(hops, gw, ids, addrs, None, local, cx, frame, nexts),
         };
         if all_ok {
             Dispatch::AllTo(Next::Rewrite.id())

@@ -9,6 +9,10 @@ pub const FLAG_FLOW_HASH: u16 = 1 << 1;
 pub const FLAG_IP6: u16 = 1 << 2;
 /// Flag: the frame was received with a multicast or broadcast destination MAC.
 pub const FLAG_L2_MULTICAST: u16 = 1 << 3;
+/// Flag: `tun_id`, `tun_src` and `tun_dst` hold the tunnel the frame came in on (set by
+/// `vxlan-input`), or the tunnel id a switch chose for it (read by a VXLAN port with a
+/// flow-chosen VNI).
+pub const FLAG_TUNNEL: u16 = 1 << 4;
 
 /// Metadata of one buffer. Exactly one 64-byte cache line, laid out by how often it is touched.
 #[repr(C, align(64))]
@@ -42,8 +46,14 @@ pub struct BufferMeta {
     pub timestamp_ns: u64,
     /// Packet number within the current trace (valid with `FLAG_TRACE`).
     pub trace_id: u32,
+    /// Tunnel id (the VXLAN VNI, 24 bits) when `FLAG_TUNNEL` is set.
+    pub tun_id: u32,
+    /// Outer IPv4 source of the tunnel packet (host order) when `FLAG_TUNNEL` is set by decap.
+    pub tun_src: u32,
+    /// Outer IPv4 destination of the tunnel packet (host order) when `FLAG_TUNNEL` is set by decap.
+    pub tun_dst: u32,
     /// Reserved for later nodes; keeps the line exactly 64 bytes.
-    pub reserved: [u8; 20],
+    pub reserved: [u8; 8],
 }
 
 const _: () = assert!(core::mem::size_of::<BufferMeta>() == 64);

@@ -393,6 +393,19 @@ fn driver_key(old: &PortDriver, new: &PortDriver) -> &'static str {
         (PortDriver::AfXdp { .. }, PortDriver::AfXdp { .. }) => "xdp-mode",
         (PortDriver::Tap { name: a, .. }, PortDriver::Tap { name: b, .. }) if a != b => "interface",
         (PortDriver::Tap { .. }, PortDriver::Tap { .. }) => "vnet-hdr",
+        (PortDriver::Vxlan(a), PortDriver::Vxlan(b)) => {
+            if a.local != b.local {
+                "local"
+            } else if a.remote != b.remote {
+                "remote"
+            } else if a.vni != b.vni {
+                "vni"
+            } else if a.dst_port != b.dst_port {
+                "dst-port"
+            } else {
+                "udp-checksum"
+            }
+        }
         (PortDriver::Memory(a), PortDriver::Memory(b)) => {
             if a.frame_size != b.frame_size {
                 "frame-size"

@@ -86,6 +86,8 @@ impl Ctx<'_> {
             files.extend(refs);
         }
 
+        self.vxlan_ports(&ports, &mut port_specs);
+
         // Neighbours.
         let mut neigh: Vec<Option<NeighbourSpec>> = Vec::new();
         let mut neigh_ips: HashMap<IpAddr, usize> = HashMap::new();

@@ -18,10 +18,18 @@ pub(super) enum Drv {
     AfPacket,
     AfXdp,
     Tap,
+    Vxlan,
 }
 
 impl Drv {
-    pub(super) const ALL: [Drv; 5] = [Drv::Pcap, Drv::Memory, Drv::AfPacket, Drv::AfXdp, Drv::Tap];
+    pub(super) const ALL: [Drv; 6] = [
+        Drv::Pcap,
+        Drv::Memory,
+        Drv::AfPacket,
+        Drv::AfXdp,
+        Drv::Tap,
+        Drv::Vxlan,
+    ];
 
     pub(super) fn name(self) -> &'static str {
         match self {
@@ -30,6 +38,7 @@ impl Drv {
             Drv::AfPacket => "af-packet",
             Drv::AfXdp => "af-xdp",
             Drv::Tap => "tap",
+            Drv::Vxlan => "vxlan",
         }
     }
 
@@ -41,6 +50,7 @@ impl Drv {
             Drv::AfPacket => AF_PACKET_KEYS,
             Drv::AfXdp => AF_XDP_KEYS,
             Drv::Tap => TAP_KEYS,
+            Drv::Vxlan => super::vxlan::VXLAN_KEYS,
         }
     }
 }
@@ -61,7 +71,7 @@ pub(super) const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
 pub(super) const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
 pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
 pub(super) const DRIVERS_ACCEPTED: &str =
-    "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\"";
+    "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\", \"vxlan\"";
 pub(super) const XDP_MODES_ACCEPTED: &str = "\"auto\", \"native\", \"generic\"";
 
 impl Ctx<'_> {

@@ -24,6 +24,7 @@ mod routes;
 mod util;
 mod validation;
 mod value;
+mod vxlan;
 
 use ctx::Ctx;
 use dataplane::DataplaneSpec;
@@ -150,7 +151,8 @@ fn display_issues(issues: &[Issue]) -> String {
 ///
 /// [[port]]                          # port id = order of appearance
 /// name = "in0"                      # [a-zA-Z0-9_.-]{1,32}, unique
-/// driver = "pcap"                   # "pcap" | "memory" | "af-packet" | "af-xdp" | "tap"
+/// driver = "pcap"                   # "pcap" | "memory" | "af-packet" | "af-xdp" | "tap" |
+///                                   #   "vxlan"
 /// mac = "02:00:00:00:01:01"         # required, unicast, not all zero
 /// mtu = 1500                        # 68..=9000, default 1500
 /// ip4 = ["198.18.1.1/24"]           # own addresses, prefix 1..=32, unique over all ports; not
@@ -194,6 +196,13 @@ fn display_issues(issues: &[Issue]) -> String {
 /// emc = true                        # flow-bridge port: its packets use the exact-match cache
 /// megaflow = true                   # flow-bridge port: its packets use the megaflow cache (off:
 ///                                   #   every packet is classified; for measurement)
+/// local = "198.18.1.1"              # vxlan only: outer source, an own IPv4 address of another
+///                                   #   port, whose mtu must fit this port's mtu + 50
+/// remote = "198.18.1.2"             # vxlan only: the other end (unicast IPv4, not our own)
+/// vni = 5000                        # vxlan only: 0..=16777215, or "flow" (the switch's tun_id)
+/// dst-port = 4789                   # vxlan only: UDP port sent to and listened on, 1..=65535
+/// udp-checksum = false              # vxlan only: outer UDP checksum (default false, as Linux);
+///                                   #   a vxlan port's mtu (inner packet) defaults to 1450
 ///
 /// [[route]]
 /// prefix = "198.18.2.0/24"          # v4 or v6, no host bits ("did you mean ...?"), unique

@@ -50,6 +50,11 @@ pub(super) const PORT_KEYS: &[&str] = &[
     "ofport",
     "emc",
     "megaflow",
+    "local",
+    "remote",
+    "vni",
+    "dst-port",
+    "udp-checksum",
 ];
 pub(super) const IFNAME_ACCEPTED: &str =
     "a kernel interface name of 1 to 15 bytes without '/', ':' or \
@@ -143,6 +148,7 @@ impl Ctx<'_> {
         };
         let mtu = match self.int(f, "mtu", 68..=9000) {
             Field::Ok(v, _) => Some(v as u16),
+            Field::Missing if driver == Some(Drv::Vxlan) => Some(super::vxlan::DEFAULT_MTU as u16),
             Field::Missing => Some(1500),
             Field::Bad => None,
         };
@@ -206,6 +212,7 @@ impl Ctx<'_> {
                 self.af_xdp_driver(f, &section, name.as_deref(), &label, seen_kernel)
             }
             Some(Drv::Tap) => self.tap_driver(f, name.as_deref(), &label, seen_kernel),
+            Some(Drv::Vxlan) => self.vxlan_driver(f),
             None => None,
         };
 

@@ -8,6 +8,7 @@ mod af_xdp;
 mod memory;
 mod pcap;
 mod tap;
+pub(crate) mod vxlan;
 
 use crate::build::{BuildError, WorkersShared};
 use crate::spec::{DataplaneSpec, PortDriver, PortSpec};
@@ -30,6 +31,8 @@ pub(crate) struct PortContext<'a> {
     pub(crate) tx_name: String,
     /// Its counters on this worker.
     pub(crate) stats: Arc<PortStats>,
+    /// Every port's counters on this worker (index = port id).
+    pub(crate) all_stats: &'a [Arc<PortStats>],
     pub(crate) graph: &'a mut GraphBuilder,
     pub(crate) pool: &'a BufferPool,
     pub(crate) shared: &'a WorkersShared,
@@ -106,5 +109,6 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
             name,
             vnet_hdr: *vnet_hdr,
         }),
+        PortDriver::Vxlan(v) => Box::new(vxlan::Vxlan(v)),
     }
 }

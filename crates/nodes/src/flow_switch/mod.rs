@@ -25,6 +25,7 @@ use flow::tables::FlowTables;
 use flow::{DpAction, DpActions, FlowKey};
 use graph::{Dispatch, Emitter, InputNode, Node, NodeContext};
 use live::Reader;
+use packet::meta::FLAG_TUNNEL;
 use packet::{BufferPool, VECTOR_SIZE};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -351,16 +352,18 @@ impl FlowSwitch {
                     }
                 }
                 DpAction::TunnelOutput { port, tun_id } => {
-                    // The VXLAN port's transmit side reads the VNI from `next_scratch`.
+                    // The VXLAN port's transmit node takes the VNI from the metadata.
                     if is_last {
                         let m = cx.pool.meta_mut(b);
                         m.tx_port = port;
-                        m.next_scratch = tun_id as u32;
+                        m.tun_id = tun_id as u32;
+                        m.flags |= FLAG_TUNNEL;
                         next = FlowNext::Output.id();
                     } else if let Some(c) = copy_packet(cx.pool, b, &mut self.copy) {
                         let m = cx.pool.meta_mut(c);
                         m.tx_port = port;
-                        m.next_scratch = tun_id as u32;
+                        m.tun_id = tun_id as u32;
+                        m.flags |= FLAG_TUNNEL;
                         if let Err(c) = self.emitter.emit(i, FlowNext::Output.id(), c) {
                             cx.pool.free(c);
                             count(cx, FlowDrop::CopyQueueFull);
@@ -445,8 +448,13 @@ impl Node for FlowSwitch {
                     self.sources[i] = Source::Drop(FlowDrop::NotFlowPort.id());
                     continue;
                 };
-                let tunnel = None::<&Tunnel>;
-                let (key, parsed) = extract(cx.pool.data(b), info.ofport, tunnel);
+                // A packet a VXLAN port decapsulated carries its tunnel in the metadata.
+                let tunnel = (m.flags & FLAG_TUNNEL != 0).then_some(Tunnel {
+                    tun_id: m.tun_id as u64,
+                    tun_src: m.tun_src,
+                    tun_dst: m.tun_dst,
+                });
+                let (key, parsed) = extract(cx.pool.data(b), info.ofport, tunnel.as_ref());
                 if let Some(bad) = parsed.malformed {
                     if let Some(s) = inner.switches.get(info.switch as usize) {
                         if let Some(c) = s.shared.malformed.get(bad as usize) {

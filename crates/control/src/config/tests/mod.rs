@@ -22,6 +22,7 @@ mod policies;
 mod ports;
 mod route_file;
 mod routes;
+mod vxlan;
 
 const FILE: &str = "test.toml";
 
