@@ -284,3 +284,35 @@ fn bridges_xconnects_and_api_need_a_restart() {
         "changed from (unset) to \"/base/t\"",
     );
 }
+
+#[test]
+fn a_flow_bridges_rules_and_groups_change_live_its_other_keys_do_not() {
+    let base = "[[bridge]]\nname = \"br0\"\nmode = \"flow\"\nflows = [\"priority=1,actions=output:2\"]\n\n\
+        [[port]]\nname = \"a\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:01\"\nbridge = \"br0\"\n\n\
+        [[port]]\nname = \"b\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:02\"\nbridge = \"br0\"\n";
+    let new = base.replace("actions=output:2", "actions=output:1");
+    let d = diff(base, &new);
+    assert!(!d.is_empty());
+    assert_eq!(d.flows.len(), 1);
+    assert_eq!(d.flows[0].0, "br0");
+    assert_eq!(
+        d.flows[0].2[0].actions,
+        vec![flow::Action::Output(flow::PortRef::Number(1))]
+    );
+    let grouped = base.replace(
+        "flows = [\"priority=1,actions=output:2\"]",
+        "flows = [\"priority=1,actions=group:7\"]\ngroups = [\"group_id=7,type=all,bucket=actions=output:1\"]",
+    );
+    let d = diff(base, &grouped);
+    assert_eq!(d.flows[0].1.len(), 1, "the new groups come along");
+    // The cache sizes and the ports' OpenFlow numbers need a restart.
+    let e = refused(
+        base,
+        &base.replace(
+            "mode = \"flow\"\n",
+            "mode = \"flow\"\nmegaflow-limit = 10\n",
+        ),
+    );
+    assert!(e.to_string().contains("bridge 1 changed"), "{e}");
+    assert!(diff(base, base).is_empty());
+}
