@@ -31,9 +31,18 @@ fn expected() -> Value {
 /// `vecplane run --config switch.toml --stats-json stats.json` in a copy of the golden files;
 /// it must end by itself (its only input is a pcap file) with status 0.
 fn run_switch(dir: &TempDir) -> Value {
-    for f in ["switch.toml", "switch_input.pcap"] {
-        std::fs::copy(flow_dir().join(f), dir.path(f)).unwrap_or_else(|e| panic!("copy {f}: {e}"));
-    }
+    run_switch_edited(dir, |c| c)
+}
+
+/// `run_switch` with the config edited by `edit` first.
+fn run_switch_edited(dir: &TempDir, edit: impl Fn(String) -> String) -> Value {
+    let config = std::fs::read_to_string(flow_dir().join("switch.toml")).expect("switch.toml");
+    std::fs::write(dir.path("switch.toml"), edit(config)).expect("write config");
+    std::fs::copy(
+        flow_dir().join("switch_input.pcap"),
+        dir.path("switch_input.pcap"),
+    )
+    .expect("copy input");
     let stats = dir.path("stats.json");
     let err = dir.path("vecplane.stderr");
     let mut child = Command::new(env!("CARGO_BIN_EXE_vecplane"))
@@ -215,6 +224,23 @@ fn flow_switch_golden_through_vecplane_run() {
     );
 }
 
+/// Open vSwitch's dump-flows (OpenFlow 1.3) prints `mod_vlan_vid:100` on an untagged match as
+/// `push_vlan:0x8100,set_field:4196->vlan_vid`; that spelling must be accepted and do the same.
+#[test]
+fn set_field_vlan_vid_as_ovs_prints_it_pushes_the_same_tag() {
+    let dir = TempDir::new("flow-golden-vid");
+    let from = "mod_vlan_vid:100,mod_vlan_pcp:5";
+    run_switch_edited(&dir, |c| {
+        assert!(c.contains(from), "switch.toml has the push rule");
+        c.replace(from, "set_field:4196->vlan_vid,set_field:5->vlan_pcp")
+    });
+    let sel = mac_of(expected()["select_mac"].as_str().expect("select_mac"));
+    let rest = dir.path("p5.rest.pcap");
+    split_by_mac(&dir.path("p5.out.pcap"), sel, false, &rest);
+    compare_pcap(&flow_dir().join("expected_switch_p5.pcap"), &rest, &dir.0)
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn flow_switch_golden_files_are_what_the_script_writes() {
     let py = match python_with_scapy() {
@@ -255,4 +281,30 @@ fn flow_switch_golden_files_are_what_the_script_writes() {
         "tests/golden/flow/{stale:?} differ from what make_switch_golden.py writes; rerun \
          `/usr/bin/python3 tests/golden/flow/make_switch_golden.py` and commit the result"
     );
+}
+
+/// examples/flow-switch.toml is a valid config: `vecplane run` gets past the config (exit 2 is
+/// a config problem) and stops only at its example interfaces, which do not exist here.
+#[test]
+fn example_flow_switch_config_is_valid() {
+    let example = repo_root(env!("CARGO_MANIFEST_DIR")).join("examples/flow-switch.toml");
+    let dir = TempDir::new("flow-example");
+    let o = Command::new(env!("CARGO_BIN_EXE_vecplane"))
+        .arg("run")
+        .arg("--config")
+        .arg(&example)
+        .arg("--socket")
+        .arg(dir.path("vecplane.sock"))
+        .arg("--seconds")
+        .arg("1")
+        .output()
+        .expect("vecplane runs");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(2), "a config problem: {err}");
+    if !o.status.success() {
+        assert!(
+            err.contains("veth-p1"),
+            "it stops at the interfaces only: {err}"
+        );
+    }
 }

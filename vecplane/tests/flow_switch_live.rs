@@ -384,3 +384,106 @@ fn flow_bridge_live_rules_change_under_traffic_without_loss() {
     assert!(ok, "pings pass after SIGHUP: {text}");
     vp.stop().expect("vecplane stops cleanly");
 }
+
+/// Rules for Open vSwitch to print: many matches (ports, VLAN, masked MACs, ARP, IPv4/IPv6
+/// prefixes, L4 ports with masks, TCP flags, ICMP, TTL, ECN, fragments, tunnel id, metadata)
+/// and actions (output, in_port, flood, normal, drop, set_field, dec_ttl, push/pop VLAN,
+/// goto_table, resubmit, group), cookies and timeouts.
+const OVS_RULES: &str = "\
+cookie=0x10,table=0,priority=100,tcp,nw_dst=198.18.2.0/24,tp_dst=80,actions=output:2
+table=0,priority=90,udp,in_port=1,nw_src=198.18.1.0/25,udp_dst=0x1000/0xf000,actions=set_field:46->ip_dscp,output:2
+table=0,priority=80,ipv6,ipv6_dst=2001:db8:2::/48,actions=dec_ttl,output:2
+table=0,priority=70,dl_vlan=100,dl_vlan_pcp=3,actions=strip_vlan,output:2
+table=0,priority=60,arp,arp_tpa=198.18.1.1,arp_op=1,actions=flood
+table=0,priority=50,dl_src=02:00:00:00:00:00/ff:ff:ff:00:00:00,actions=normal
+table=0,priority=40,icmp,icmp_type=8,icmp_code=0,actions=in_port
+table=0,priority=30,ip,nw_ttl=1,actions=drop
+table=0,priority=20,tcp,tcp_flags=+syn-ack,actions=goto_table:1
+table=1,priority=10,tcp,actions=mod_tp_dst:8080,output:2
+table=0,priority=15,ip,nw_frag=first,actions=output:1
+cookie=0x1234,table=0,priority=12,in_port=2,dl_type=0x88cc,actions=drop
+table=0,priority=11,ip,nw_ecn=1,actions=push_vlan:0x8100,set_field:4196->vlan_vid,output:2
+table=0,priority=9,udp6,ipv6_src=2001:db8:1::/64,udp_src=53,actions=resubmit(,2)
+table=2,priority=5,actions=output:1
+table=0,priority=8,tun_id=0x64,actions=output:2
+table=0,priority=7,metadata=0x5/0xff,actions=mod_dl_dst:02:00:00:00:02:02,output:2
+table=0,priority=6,ip,nw_dst=198.18.9.9,idle_timeout=300,hard_timeout=600,actions=output:2
+table=0,priority=5,ip,nw_dst=198.18.9.10,actions=group:1
+table=0,priority=4,sctp,sctp_dst=9,actions=output:2
+table=0,priority=3,ipv6,ipv6_src=2001:db8:1::1,ipv6_dst=2001:db8:2::/ffff:ffff:0:0:ffff::,actions=output:2
+";
+
+const OVS_GROUP: &str = "group_id=1,type=all,bucket=output:1,bucket=output:2";
+
+/// A dump-flows line without what changes with time and traffic (duration, counters, ages),
+/// and without `table=0`/`cookie=0x0`, which one printer may leave out.
+fn without_counters(line: &str) -> String {
+    let (head, actions) = line.split_once("actions=").unwrap_or((line, ""));
+    let fields: Vec<&str> = head
+        .split([',', ' '])
+        .map(str::trim)
+        .filter(|f| {
+            !f.is_empty()
+                && ![
+                    "duration=",
+                    "n_packets=",
+                    "n_bytes=",
+                    "idle_age=",
+                    "hard_age=",
+                ]
+                .iter()
+                .any(|p| f.starts_with(p))
+                && *f != "table=0"
+                && *f != "cookie=0x0"
+        })
+        .collect();
+    format!("{} actions={actions}", fields.join(","))
+}
+
+#[test]
+fn ovs_ofctl_dump_flows_pasted_into_ctl_add_flows_prints_back_the_same() {
+    let missing = netlab::missing_prerequisite(TOOLS).or_else(netlab::ovs::missing_prerequisite);
+    if !testenv::can_run(missing) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // Open vSwitch prints the rules.
+    let ovs = netlab::Ovs::start(&[1, 2]).expect("Open vSwitch starts");
+    ovs.add_groups(OVS_GROUP).expect("ovs-ofctl add-groups");
+    ovs.add_flows(OVS_RULES).expect("ovs-ofctl add-flows");
+    let dumped = ovs.dump_flows_with_stats().expect("ovs-ofctl dump-flows");
+    ovs.stop().expect("Open vSwitch stops");
+    assert_eq!(dumped.len(), OVS_RULES.lines().count(), "{dumped:#?}");
+    assert!(
+        dumped.iter().all(|l| l.contains("n_packets=")),
+        "{dumped:#?}"
+    );
+    println!("ovs-ofctl dump-flows:\n{}", dumped.join("\n"));
+    // vecplane takes the text as it is.
+    let t = Topology::build_with_prefix("vpfo", Mode::Dataplane(Addressing::Bridged))
+        .expect("topology");
+    let (vp, _) = start(&t, "af-packet");
+    ctl_ok(&vp, &["del-flows", "br0"]);
+    ctl_ok(&vp, &["add-group", "br0", OVS_GROUP]);
+    let file = t.path("ovs-dump.flows");
+    std::fs::write(&file, dumped.join("\n") + "\n").expect("write");
+    ctl_ok(
+        &vp,
+        &["add-flows", "br0", &file.to_string_lossy(), "--bundle"],
+    );
+    let printed = ctl_ok(&vp, &["dump-flows", "br0"]);
+    let mut want: Vec<String> = dumped.iter().map(|l| without_counters(l)).collect();
+    let mut got: Vec<String> = printed.lines().map(without_counters).collect();
+    want.sort();
+    got.sort();
+    let missing: Vec<&String> = want.iter().filter(|w| !got.contains(w)).collect();
+    let extra: Vec<&String> = got.iter().filter(|g| !want.contains(g)).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "vecplane ctl dump-flows differs from ovs-ofctl dump-flows\n\
+         only in Open vSwitch's: {missing:#?}\nonly in vecplane's: {extra:#?}\n\
+         --- ovs-ofctl dump-flows\n{}\n--- vecplane ctl dump-flows\n{printed}",
+        dumped.join("\n")
+    );
+    vp.stop().expect("vecplane stops cleanly");
+}
