@@ -206,7 +206,9 @@ pub(crate) fn sum_errors(
 ///  "errors": [{"node","reason","count"}],
 ///  "drops_total": N,            // sum of all error counters (packets the graph dropped)
 ///  "pool": {"backing","buffers","data_size"},
-///  "workers": N, "tsc_hz": N}
+///  "workers": N, "tsc_hz": N,
+///  "flows": [{"bridge", "rules": [dump-flows items with n_packets], "cache": {counters},
+///             "malformed": {REASON: N}}]}   // bridges in flow mode (empty without)
 /// ```
 pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
     let ports: Vec<Value> = view
@@ -263,7 +265,40 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
         },
         "workers": view.workers.len(),
         "tsc_hz": view.tsc_hz,
+        "flows": flow_bridges(view),
     })
+}
+
+/// Each flow-mode bridge's rules with their counters, cache counters and malformed frames
+/// summed over workers (what `dump-flows` and `show flow-cache` show, kept at exit).
+fn flow_bridges(view: &RuntimeView) -> Value {
+    let caches = crate::flows_api::flow_cache(view);
+    let list: Vec<Value> = view
+        .flows
+        .iter()
+        .map(|sw| {
+            let cache = caches["bridges"]
+                .as_array()
+                .and_then(|b| b.iter().find(|b| b["bridge"] == sw.name()))
+                .map(|b| b["total"].clone())
+                .unwrap_or(Value::Null);
+            let mut malformed = serde_json::Map::new();
+            for w in sw.workers() {
+                for (reason, n) in w.malformed_counts() {
+                    let sum = malformed.get(reason).and_then(Value::as_u64).unwrap_or(0) + n;
+                    malformed.insert(reason.to_string(), json!(sum));
+                }
+            }
+            malformed.retain(|_, n| n.as_u64() != Some(0));
+            json!({
+                "bridge": sw.name(),
+                "rules": crate::flows_api::dump_flows(sw)["flows"].clone(),
+                "cache": cache,
+                "malformed": malformed,
+            })
+        })
+        .collect();
+    Value::Array(list)
 }
 
 /// ARP/ND counters summed over workers (as last published; the worker publishes at stop).

@@ -504,6 +504,13 @@ impl Ovs {
         Ok(reply_lines(&out))
     }
 
+    /// `ovs-ofctl dump-flows` with its counters (`cookie=0x0, duration=1.2s, table=0,
+    /// n_packets=0, n_bytes=0, priority=...`), one rule per line: what an operator would paste.
+    pub fn dump_flows_with_stats(&self) -> Result<Vec<String>> {
+        let out = self.ofctl("OpenFlow13", &["dump-flows"])?;
+        Ok(reply_lines(&out))
+    }
+
     /// `ovs-ofctl -O OpenFlow15 dump-groups`, one group per line (no reply header).
     pub fn dump_groups(&self) -> Result<Vec<String>> {
         Ok(reply_lines(&self.ofctl("OpenFlow15", &["dump-groups"])?))
