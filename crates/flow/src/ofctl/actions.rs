@@ -61,7 +61,6 @@ fn set_target(name: &str) -> Option<Target> {
         "vlan_tci" => tg(F::VlanTci, K::Hex, 16, P::None),
         "vlan_vid" => tg(F::VlanVid, K::Dec, 13, P::Vlan),
         "vlan_pcp" | "dl_vlan_pcp" => tg(F::VlanPcp, K::Dec, 3, P::Vlan),
-        "vlan_vid" => tg(F::VlanVid, K::Dec, 13, P::Vlan),
         "ip_src" | "nw_src" => tg(F::NwSrc, K::Ipv4, 32, P::Ip4),
         "ip_dst" | "nw_dst" => tg(F::NwDst, K::Ipv4, 32, P::Ip4),
         "arp_spa" => tg(F::NwSrc, K::Ipv4, 32, P::Arp),

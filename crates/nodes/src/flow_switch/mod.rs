@@ -136,6 +136,13 @@ struct Inner {
 }
 
 impl Inner {
+    /// Publish every bridge's counters now (at the end of a run).
+    fn publish(&mut self) {
+        for s in &mut self.switches {
+            s.shared.cache.publish(&s.cache.stats(), &s.cycles_per_miss);
+        }
+    }
+
     fn maintain(&mut self, now_ms: u64) {
         if now_ms < self.next_maintenance_ms {
             return;
@@ -430,6 +437,11 @@ impl Node for FlowSwitch {
 
     fn emitter(&mut self) -> Option<&mut Emitter> {
         Some(&mut self.emitter)
+    }
+
+    /// The last counters, for `--stats-json` and `show flow-cache` after a run ends.
+    fn finish(&mut self) {
+        self.inner.with(Inner::publish);
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
