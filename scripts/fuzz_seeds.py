@@ -6,7 +6,8 @@
 fuzz/corpus/graph_input/: one file per frame of tests/golden/input.pcap and l2xc_input.pcap, each
 prefixed with the selector byte of fuzz_targets/graph_input.rs (0 = port p0, 3 = the
 cross-connected port p3); fuzz/corpus/pcap_reader/: the golden pcap files themselves, plus
-variants in the other byte order and in microseconds. Existing files are kept (libFuzzer adds its
+variants in the other byte order and in microseconds; fuzz/corpus/ofctl_parse/: every rule, dump
+line and group of crates/flow/tests/golden/ofctl/. Existing files are kept (libFuzzer adds its
 own finds next to them).
 """
 
@@ -64,6 +65,24 @@ def main():
         put(pr, pcap(recs[:8], "<", False))
         put(pr, blob[:len(blob) // 2])  # truncated inside a record
     print(f"seeded {n} frames into {gi} and pcap files into {pr}")
+    oc = os.path.join(fuzz, "corpus", "ofctl_parse")
+    golden_ofctl = os.path.join(ROOT, "crates", "flow", "tests", "golden", "ofctl")
+    m = 0
+    for name in sorted(os.listdir(golden_ofctl)):
+        if not name.endswith(".txt"):
+            continue
+        with open(os.path.join(golden_ofctl, name), encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.startswith("#"):
+                    continue
+                text = line.split(": ", 1)[1] if ": " in line[:12] else line.strip()
+                if text.startswith("group:"):
+                    text = text[len("group:"):]
+                if text:
+                    put(oc, text.encode())
+                    m += 1
+    print(f"seeded {m} lines of ovs-ofctl text into {oc}")
 
 
 if __name__ == "__main__":

@@ -472,7 +472,8 @@ fn output_port(s: &str, token: &str) -> Result<PortRef, OfctlError> {
         OfctlError::value(
             "output",
             token,
-            "accepted: a port 0..=65279, IN_PORT, FLOOD, ALL, NORMAL or LOCAL",
+            "accepted: a port 0..=65279, IN_PORT, FLOOD, ALL, NORMAL or LOCAL (port names are not \
+             known here: dump with `ovs-ofctl --no-names`)",
         )
     };
     let p = parse_port(s).ok_or_else(bad)?;

@@ -108,12 +108,16 @@ pub fn parse_group(text: &str) -> Result<Group, OfctlError> {
     group::parse_group(text)
 }
 
-/// A flows file (`add-flows FILE`): one rule a line, `#` comments and blank lines skipped.
+/// A flows file (`add-flows FILE`): one rule a line, `#` comments and blank lines skipped, and
+/// so are the reply headers of a pasted `dump-flows` (`NXST_FLOW reply (xid=0x4):`,
+/// `OFPST_FLOW reply (OF1.3) (xid=0x2):`).
 pub fn parse_flows_file(text: &str) -> Result<Vec<Rule>, OfctlFileError> {
     let mut rules = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
-        if l.is_empty() || l.starts_with('#') {
+        let header = (l.starts_with("NXST_FLOW reply") || l.starts_with("OFPST_FLOW reply"))
+            && l.ends_with("):");
+        if l.is_empty() || l.starts_with('#') || header {
             continue;
         }
         rules.push(parse_flow(l).map_err(|source| OfctlFileError {

@@ -244,7 +244,12 @@ impl MatchBuilder {
                 let p = parse_port(s)
                     .filter(|p| *p < fields::PORT_MAX || *p == fields::PORT_LOCAL)
                     .ok_or_else(|| {
-                        OfctlError::value(name, t.text, "not a port (accepted: 0..=65279 or LOCAL)")
+                        OfctlError::value(
+                            name,
+                            t.text,
+                            "not a port (accepted: 0..=65279 or LOCAL; port names are not known \
+                             here: dump with `ovs-ofctl --no-names`)",
+                        )
                     })?;
                 self.set_explicit(Field::InPort, u128::from(p), 0xffff, t.text)
             }

@@ -102,6 +102,11 @@ fn flows_files_name_the_line() {
     let rules = parse_flows_file(text).expect("ok");
     assert_eq!(rules.len(), 2);
     assert_eq!(rules[1].table, 1);
+    // A whole `dump-flows` reply pastes as it is.
+    let dump = include_str!("../../tests/golden/ofctl/dump-of13.txt");
+    assert!(parse_flows_file(dump).expect("a dump parses").len() > 100);
+    let dump = include_str!("../../tests/golden/ofctl/dump-of10.txt");
+    assert!(parse_flows_file(dump).expect("a dump parses").len() > 100);
     let e = parse_flows_file("in_port=1,actions=output:2\n# x\ntcp,tp_dst=99999,actions=drop\n")
         .expect_err("bad line 3");
     assert_eq!(e.line, 3);
