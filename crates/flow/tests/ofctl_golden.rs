@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use flow::ofctl;
 
 const FLOWS: &str = include_str!("golden/ofctl/flows.txt");
+const RANDOM: &str = include_str!("golden/ofctl/flows-random.txt");
 const NORMALISED: &str = include_str!("golden/ofctl/normalised.txt");
 const DUMP13: &str = include_str!("golden/ofctl/dump-of13.txt");
 const DUMP10: &str = include_str!("golden/ofctl/dump-of10.txt");
@@ -47,8 +48,11 @@ fn normalised() -> HashMap<String, String> {
 fn every_accepted_flow_prints_as_ovs_dumps_it() {
     let norm = normalised();
     let mut bad = Vec::new();
-    let all = pairs(FLOWS, "in: ", "out: ");
+    let mut all = pairs(FLOWS, "in: ", "out: ");
     assert!(all.len() > 300, "{} pairs", all.len());
+    let random = pairs(RANDOM, "in: ", "out: ");
+    assert!(random.len() > 300, "{} random pairs", random.len());
+    all.extend(random);
     for (input, ovs) in &all {
         let want = expected(ovs, &norm);
         match ofctl::parse_flow(input) {
@@ -74,7 +78,10 @@ fn every_accepted_flow_prints_as_ovs_dumps_it() {
 fn ovs_dump_lines_parse_and_print_unchanged() {
     let norm = normalised();
     let mut bad = Vec::new();
-    for (_, ovs) in pairs(FLOWS, "in: ", "out: ") {
+    for (_, ovs) in pairs(FLOWS, "in: ", "out: ")
+        .into_iter()
+        .chain(pairs(RANDOM, "in: ", "out: "))
+    {
         let want = expected(&ovs, &norm);
         match ofctl::parse_flow(&ovs) {
             Ok(rule) => {

@@ -377,18 +377,20 @@ fn rule_text() -> impl Strategy<Value = String> {
                         ["no", "yes", "first", "later", "not_later"][frag]
                     ));
                 }
-                if matches!(proto, "tcp" | "udp" | "sctp" | "tcp6" | "udp6") {
+                // A later fragment has no transport header: no L4 field then.
+                let l4 = !((is4 || is6) && frag == 3);
+                if l4 && matches!(proto, "tcp" | "udp" | "sctp" | "tcp6" | "udp6") {
                     p.push(format!("tp_src={s}"));
                     p.push(format!("tp_dst={s:#x}/{d:#x}"));
                 }
-                if matches!(proto, "tcp" | "tcp6") {
+                if l4 && matches!(proto, "tcp" | "tcp6") {
                     p.push(format!(
                         "tcp_flags={:#x}/{:#x}",
                         flags & 0xfff,
                         (flags >> 4) & 0xfff
                     ));
                 }
-                if matches!(proto, "icmp" | "icmp6") {
+                if l4 && matches!(proto, "icmp" | "icmp6") {
                     p.push(format!("icmp_type={}", s & 0xff));
                     p.push(format!("icmp_code={}", d & 0xff));
                 }
@@ -403,9 +405,14 @@ fn rule_text() -> impl Strategy<Value = String> {
                     p.push(format!("metadata={m:#x}"));
                     p.push(format!("tun_id={:#x}/{m:#x}", m.rotate_left(9)));
                 }
+                // At most one push_vlan: Open vSwitch refuses a third tag.
+                let mut pushed = false;
                 let acts: Vec<String> = actions
                     .into_iter()
                     .filter(|a| !a.contains("ip_dst") || is4)
+                    .filter(|a| {
+                        !a.starts_with("push_vlan") || !std::mem::replace(&mut pushed, true)
+                    })
                     .collect();
                 let acts = if acts.is_empty() {
                     "drop".to_string()

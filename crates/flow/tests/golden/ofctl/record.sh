@@ -54,6 +54,18 @@ of13 add-group $B "group_id=2,type=all,bucket=output:2"
     done
 } >"$here/flows.txt"
 
+# 1b. The same for the random rules of flows-random.in (random_flows.py).
+{
+    echo "# $version: as flows.txt, for the random rules of flows-random.in."
+    grep -v '^#' "$here/flows-random.in" | while IFS= read -r l; do
+        [ -z "$l" ] && continue
+        of13 del-flows $B
+        if of13 add-flow $B "$l" 2>/dev/null; then
+            printf 'in: %s\nout: %s\n' "$l" "$(of13 --no-stats --no-names dump-flows $B | sed 's/^ //')"
+        fi
+    done
+} >"$here/flows-random.txt"
+
 # 2. All of them at once, dumped with statistics over OpenFlow 1.3 and 1.0 (as pasted by users).
 of13 del-flows $B
 grep -v '^#' "$here/flows.in" | while IFS= read -r l; do
