@@ -108,7 +108,8 @@ of13 del-flows $B
 ovs-ofctl -O OpenFlow15 del-groups $B
 {
     echo "# $version: 'in:' given to 'ovs-ofctl -O OpenFlow15 add-group', 'out:' what"
-    echo "# 'ovs-ofctl -O OpenFlow15 --no-names dump-groups' printed (leading space removed)."
+    echo "# 'ovs-ofctl -O OpenFlow15 --no-names dump-groups' printed (leading space removed), 'of13:'"
+    echo "# what '-O OpenFlow13 dump-groups' printed (no bucket ids, no selection method)."
     grep -v '^#' "$here/groups.in" | while IFS= read -r l; do
         [ -z "$l" ] && continue
         ovs-ofctl -O OpenFlow15 del-groups $B
@@ -118,6 +119,7 @@ ovs-ofctl -O OpenFlow15 del-groups $B
             id="$(printf '%s' "$l" | sed 's/^group_id=\([^,]*\),.*/\1/')"
             printf 'in: %s\nout: %s\n' "$l" "$(ovs-ofctl -O OpenFlow15 --no-names dump-groups $B \
                 | sed 's/^ //' | grep "^group_id=$id,")"
+            printf 'of13: %s\n' "$(of13 --no-names dump-groups $B | sed 's/^ //' | grep "^group_id=$id,")"
         fi
     done
 } >"$here/groups.txt"
