@@ -671,15 +671,12 @@ pub(crate) fn parse_filter_and_actions(
 ) -> Result<(RuleFilter, Option<Vec<crate::rule::Action>>), OfctlError> {
     let (head, actions) = split_actions(s)?;
     let (b, k) = parse_keys(head, true)?;
-    if !strict {
-        if let Some(p) = k.priority {
-            // ovs-ofctl ignores a priority in a non-strict filter; keep it a visible error.
-            let _ = p;
-            return Err(OfctlError::syntax(
-                "priority",
-                "a priority only selects rules with --strict (mod-flows/del-flows --strict)",
-            ));
-        }
+    if !strict && k.priority.is_some() {
+        // ovs-ofctl ignores a priority in a non-strict filter; make it a visible error.
+        return Err(OfctlError::syntax(
+            "priority",
+            "a priority only selects rules with --strict (mod-flows/del-flows --strict)",
+        ));
     }
     let m = b.finish()?;
     let table = if k.table_all {
