@@ -7,8 +7,9 @@ fuzz/corpus/graph_input/: one file per frame of tests/golden/input.pcap and l2xc
 prefixed with the selector byte of fuzz_targets/graph_input.rs (0 = port p0, 3 = the
 cross-connected port p3); fuzz/corpus/pcap_reader/: the golden pcap files themselves, plus
 variants in the other byte order and in microseconds; fuzz/corpus/flow_extract/: the frames of
-those pcaps and of tests/golden/flow/extract.pcap behind the target's 4-byte head. Existing files
-are kept (libFuzzer adds its own finds next to them).
+those pcaps and of tests/golden/flow/extract.pcap behind the target's 4-byte head;
+fuzz/corpus/ofctl_parse/: every rule, dump line and group of crates/flow/tests/golden/ofctl/.
+Existing files are kept (libFuzzer adds its own finds next to them).
 """
 
 import hashlib
@@ -79,6 +80,24 @@ def main():
             put(fe, bytes([0x40 | (i % 64), 0, 1, i % 256]) + data)
             m += 1
     print(f"seeded {n} frames into {gi}, pcap files into {pr}, {m} frames into {fe}")
+    oc = os.path.join(fuzz, "corpus", "ofctl_parse")
+    golden_ofctl = os.path.join(ROOT, "crates", "flow", "tests", "golden", "ofctl")
+    k = 0
+    for name in sorted(os.listdir(golden_ofctl)):
+        if not name.endswith(".txt"):
+            continue
+        with open(os.path.join(golden_ofctl, name), encoding="utf-8") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.startswith("#"):
+                    continue
+                text = line.split(": ", 1)[1] if ": " in line[:12] else line.strip()
+                if text.startswith("group:"):
+                    text = text[len("group:"):]
+                if text:
+                    put(oc, text.encode())
+                    k += 1
+    print(f"seeded {k} lines of ovs-ofctl text into {oc}")
 
 
 if __name__ == "__main__":

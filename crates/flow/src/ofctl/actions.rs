@@ -261,6 +261,8 @@ pub(crate) fn parse_actions_in(
         m.mask.get(Field::VlanTci) & u128::from(VLAN_CFI) != 0
             && m.key.get(Field::VlanTci) & u128::from(VLAN_CFI) != 0
     });
+    // VLAN tags the packet has at this point (Open vSwitch handles at most two).
+    let mut tags = usize::from(vlan);
     let mut out: Vec<Action> = Vec::new();
     let mut goto_seen: Option<String> = None;
     for t in &toks {
@@ -391,12 +393,14 @@ pub(crate) fn parse_actions_in(
                     // As OpenFlow 1.3 carries it: push a tag when the match does not promise one.
                     out.push(Action::PushVlan(0x8100));
                     vlan = true;
+                    tags += 1;
                 }
                 out.push(set(f, n, m));
             }
             "strip_vlan" | "pop_vlan" if t.value.is_none() => {
                 out.push(Action::PopVlan);
-                vlan = false;
+                tags = tags.saturating_sub(1);
+                vlan = tags > 0;
             }
             "push_vlan" => {
                 let n = parse_uint(v)
@@ -404,8 +408,15 @@ pub(crate) fn parse_actions_in(
                     .ok_or_else(|| {
                         OfctlError::value(t.key, t.text, "accepted: 0x8100 or 0x88a8")
                     })?;
+                if tags >= 2 {
+                    return Err(OfctlError::syntax(
+                        t.text,
+                        "a packet carries at most two VLAN tags (Open vSwitch refuses a third)",
+                    ));
+                }
                 out.push(Action::PushVlan(n as u16));
                 vlan = true;
+                tags += 1;
             }
             "dec_ttl" if t.value.is_none() => out.push(Action::DecTtl),
             "set_tunnel" | "set_tunnel64" => {
@@ -472,7 +483,8 @@ fn output_port(s: &str, token: &str) -> Result<PortRef, OfctlError> {
         OfctlError::value(
             "output",
             token,
-            "accepted: a port 0..=65279, IN_PORT, FLOOD, ALL, NORMAL or LOCAL",
+            "accepted: a port 0..=65279, IN_PORT, FLOOD, ALL, NORMAL or LOCAL (port names are not \
+             known here: dump with `ovs-ofctl --no-names`)",
         )
     };
     let p = parse_port(s).ok_or_else(bad)?;

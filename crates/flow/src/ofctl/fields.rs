@@ -82,6 +82,8 @@ pub(crate) const PROTO_ICMP6: u8 = 58;
 pub(crate) struct Ctx {
     pub dl_type: Option<u16>,
     pub nw_proto: Option<u8>,
+    /// The match says "a fragment other than the first" (no transport header to look at).
+    pub later_fragment: bool,
 }
 
 impl Ctx {
@@ -90,7 +92,22 @@ impl Ctx {
             (m.mask.get(Field::EthType) == 0xffff).then(|| m.key.get(Field::EthType) as u16);
         let nw_proto =
             (m.mask.get(Field::NwProto) == 0xff).then(|| m.key.get(Field::NwProto) as u8);
-        Ctx { dl_type, nw_proto }
+        let later = u128::from(crate::key::FRAG_LATER);
+        let later_fragment =
+            m.mask.get(Field::NwFrag) & later != 0 && m.key.get(Field::NwFrag) & later != 0;
+        Ctx {
+            dl_type,
+            nw_proto,
+            later_fragment,
+        }
+    }
+
+    /// The same without the fragment state (to tell which part of a prerequisite failed).
+    pub(crate) fn ignoring_fragments(&self) -> Ctx {
+        Ctx {
+            later_fragment: false,
+            ..*self
+        }
     }
 
     pub(crate) fn is_ip4(&self) -> bool {
@@ -105,8 +122,9 @@ impl Ctx {
     pub(crate) fn is_arp(&self) -> bool {
         matches!(self.dl_type, Some(ETH_ARP) | Some(ETH_RARP))
     }
+    /// TCP, UDP or SCTP `p` with a transport header (as Open vSwitch: not a later fragment).
     fn proto(&self, p: u8) -> bool {
-        self.is_ip_any() && self.nw_proto == Some(p)
+        self.is_ip_any() && self.nw_proto == Some(p) && !self.later_fragment
     }
     pub(crate) fn is_tcp(&self) -> bool {
         self.proto(PROTO_TCP)
@@ -117,6 +135,7 @@ impl Ctx {
     pub(crate) fn is_sctp(&self) -> bool {
         self.proto(PROTO_SCTP)
     }
+    /// ICMP (Open vSwitch matches type and code even on a later fragment).
     pub(crate) fn is_icmp4(&self) -> bool {
         self.is_ip4() && self.nw_proto == Some(PROTO_ICMP)
     }

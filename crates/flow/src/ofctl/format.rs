@@ -91,7 +91,7 @@ fn fmt_tcp_flags(v: u16, m: u16) -> String {
 
 /// The match's fields in Open vSwitch's order (no priority).
 fn match_parts(m: &Match, out: &mut Vec<String>) {
-    let ctx = Ctx::of(m);
+    let ctx = Ctx::of(m).ignoring_fragments();
     let mut skip_type = false;
     let mut skip_proto = false;
     if let Some(t) = ctx.dl_type {
@@ -305,7 +305,10 @@ pub(crate) fn fmt_rule(r: &Rule, stats: Option<&RuleStats>) -> String {
         s.push(' ');
     }
     s.push_str("actions=");
-    s.push_str(&fmt_actions(&r.actions, &Ctx::of(&r.m)));
+    s.push_str(&fmt_actions(
+        &r.actions,
+        &Ctx::of(&r.m).ignoring_fragments(),
+    ));
     s
 }
 

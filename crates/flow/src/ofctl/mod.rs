@@ -2,17 +2,34 @@
 //! actions, groups, flows files) into the plain data of `rule`, and print it back exactly as
 //! `ovs-ofctl -O OpenFlow13 dump-flows` (groups: `-O OpenFlow15 dump-groups`) and
 //! `ofproto/trace` ("Megaflow:") do. Owns no table and no state; never panics on any input.
+//! Checked against text recorded from a real OVS (tests/golden/ofctl/, record.sh there).
 //!
 //! Deliberate differences from `ovs-ofctl`, each stricter:
-//! - a field whose prerequisite is missing (`tp_dst=80` without `tcp`) is refused, where
-//!   OpenFlow 1.3 `ovs-ofctl` silently drops it from the match;
-//! - a value wider than its field (`dl_vlan=4096`, `nw_ecn=4`, `198.18.0.256`) is refused, where
-//!   `ovs-ofctl` truncates it; a field given twice is refused, where `ovs-ofctl` keeps the last;
-//! - tables are 0..=253 (the ones Open vSwitch lets rules use), and `goto_table` must go forward.
+//! - a field whose prerequisite is missing (`tp_dst=80` without `tcp`, `tcp_dst` on `udp`) is
+//!   refused, where OpenFlow 1.3 `ovs-ofctl` silently drops it or takes it for `tp_dst`;
+//! - a value wider than its field (`dl_vlan=4096`, `nw_ecn=4`, `198.18.0.256`, `nw_tos=0xb9`)
+//!   is refused, where `ovs-ofctl` truncates it; a field given twice is refused, where
+//!   `ovs-ofctl` keeps the last; a priority in a non-strict filter is refused (OVS ignores it);
+//! - rules live in tables 0..=253 (the ones Open vSwitch lets rules use); `goto_table` must go
+//!   forward (to at most 254).
+//!
+//! And laxer: `pop_vlan`/`strip_vlan` and `dec_ttl` need no VLAN or IP match (as over
+//! OpenFlow 1.0); an IPv6 mask may be any address (OVS misreads one that starts with a digit).
+//! Port names are not known here: numbers only (`ovs-ofctl --no-names`), and `LOCAL`.
 //!
 //! Printing follows OpenFlow 1.3's view of a rule, so a rule pasted from an OpenFlow 1.0 dump
 //! (`mod_dl_src:...`) prints as `set_field:...->eth_src`, as OVS itself prints it over 1.3; a
-//! `load:` of a whole field prints as `set_field`, as OVS prints it over OpenFlow 1.5.
+//! `load:` of a whole field prints as `set_field`, as OVS prints it over OpenFlow 1.5
+//! (golden/ofctl/normalised.txt). `mod_vlan_vid` becomes `push_vlan` + `set_field` unless the
+//! match promises a tag, as over OpenFlow 1.3. Which name a `set_field` prints (`tcp_dst` or
+//! `udp_dst`, `ip_src` or `arp_spa`) follows the rule's match; `format_actions` alone, without a
+//! match, prints the TCP and IPv4 names.
+//!
+//! What the actions become (for those who execute them): `mod_vlan_vid:N` and
+//! `set_field:0x1000|N->vlan_vid` are `SetField { field: VlanVid, value: N, mask: 0xfff }`;
+//! `mod_vlan_pcp` a `SetField` of `VlanPcp`; `mod_nw_tos:T` one of `IpDscp` (`T >> 2`);
+//! `set_tunnel[64]` one of `TunId`; `load:V->F[A..B]` a masked `SetField`; `icmp_type`/`icmp_code`
+//! live in `TpSrc`/`TpDst` (a match on them masks all 16 bits, as OVS does).
 
 mod actions;
 mod error;
@@ -108,12 +125,16 @@ pub fn parse_group(text: &str) -> Result<Group, OfctlError> {
     group::parse_group(text)
 }
 
-/// A flows file (`add-flows FILE`): one rule a line, `#` comments and blank lines skipped.
+/// A flows file (`add-flows FILE`): one rule a line, `#` comments and blank lines skipped, and
+/// so are the reply headers of a pasted `dump-flows` (`NXST_FLOW reply (xid=0x4):`,
+/// `OFPST_FLOW reply (OF1.3) (xid=0x2):`).
 pub fn parse_flows_file(text: &str) -> Result<Vec<Rule>, OfctlFileError> {
     let mut rules = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
-        if l.is_empty() || l.starts_with('#') {
+        let header = (l.starts_with("NXST_FLOW reply") || l.starts_with("OFPST_FLOW reply"))
+            && l.ends_with("):");
+        if l.is_empty() || l.starts_with('#') || header {
             continue;
         }
         rules.push(parse_flow(l).map_err(|source| OfctlFileError {

@@ -244,7 +244,12 @@ impl MatchBuilder {
                 let p = parse_port(s)
                     .filter(|p| *p < fields::PORT_MAX || *p == fields::PORT_LOCAL)
                     .ok_or_else(|| {
-                        OfctlError::value(name, t.text, "not a port (accepted: 0..=65279 or LOCAL)")
+                        OfctlError::value(
+                            name,
+                            t.text,
+                            "not a port (accepted: 0..=65279 or LOCAL; port names are not known \
+                             here: dump with `ovs-ofctl --no-names`)",
+                        )
                     })?;
                 self.set_explicit(Field::InPort, u128::from(p), 0xffff, t.text)
             }
@@ -258,6 +263,17 @@ impl MatchBuilder {
                 let (v, m) = uint_masked(name, s, bits).map_err(|e| retoken(e, t.text))?;
                 if mf.field == Field::VlanTci {
                     let (v, m) = vlan_as_oxm(v & m, m);
+                    let cfi = u128::from(VLAN_CFI);
+                    if m & 0xe000 != 0 && (m & cfi == 0 || v & cfi == 0) {
+                        // OpenFlow 1.3 can only match a priority on a packet known to be tagged.
+                        return Err(OfctlError::mask(
+                            name,
+                            t.text,
+                            "matching the VLAN priority (0xe000) needs the tag-present bit 0x1000 \
+                             set in both value and mask (e.g. vlan_tci=0x3000/0xf000), or no \
+                             VLAN id bits in the value",
+                        ));
+                    }
                     self.claim(Field::VlanTci, t.text)?;
                     self.m.set(Field::VlanTci, v, m);
                     return Ok(());
@@ -343,6 +359,14 @@ impl MatchBuilder {
     pub(crate) fn finish(self) -> Result<Match, OfctlError> {
         let ctx = Ctx::of(&self.m);
         for (token, p) in &self.pending {
+            if !p.met(&ctx, false) && p.met(&ctx.ignoring_fragments(), false) {
+                return Err(OfctlError::MissingPrerequisite {
+                    token: token.clone(),
+                    needs: "a packet that is not a later fragment (`ip_frag=later` leaves no \
+                            transport header to match)",
+                    example: "ip_frag=not_later",
+                });
+            }
             if !p.met(&ctx, false) {
                 return Err(OfctlError::MissingPrerequisite {
                     token: token.clone(),
@@ -647,15 +671,12 @@ pub(crate) fn parse_filter_and_actions(
 ) -> Result<(RuleFilter, Option<Vec<crate::rule::Action>>), OfctlError> {
     let (head, actions) = split_actions(s)?;
     let (b, k) = parse_keys(head, true)?;
-    if !strict {
-        if let Some(p) = k.priority {
-            // ovs-ofctl ignores a priority in a non-strict filter; keep it a visible error.
-            let _ = p;
-            return Err(OfctlError::syntax(
-                "priority",
-                "a priority only selects rules with --strict (mod-flows/del-flows --strict)",
-            ));
-        }
+    if !strict && k.priority.is_some() {
+        // ovs-ofctl ignores a priority in a non-strict filter; make it a visible error.
+        return Err(OfctlError::syntax(
+            "priority",
+            "a priority only selects rules with --strict (mod-flows/del-flows --strict)",
+        ));
     }
     let m = b.finish()?;
     let table = if k.table_all {

@@ -54,6 +54,18 @@ of13 add-group $B "group_id=2,type=all,bucket=output:2"
     done
 } >"$here/flows.txt"
 
+# 1b. The same for the random rules of flows-random.in (random_flows.py).
+{
+    echo "# $version: as flows.txt, for the random rules of flows-random.in."
+    grep -v '^#' "$here/flows-random.in" | while IFS= read -r l; do
+        [ -z "$l" ] && continue
+        of13 del-flows $B
+        if of13 add-flow $B "$l" 2>/dev/null; then
+            printf 'in: %s\nout: %s\n' "$l" "$(of13 --no-stats --no-names dump-flows $B | sed 's/^ //')"
+        fi
+    done
+} >"$here/flows-random.txt"
+
 # 2. All of them at once, dumped with statistics over OpenFlow 1.3 and 1.0 (as pasted by users).
 of13 del-flows $B
 grep -v '^#' "$here/flows.in" | while IFS= read -r l; do
@@ -96,7 +108,8 @@ of13 del-flows $B
 ovs-ofctl -O OpenFlow15 del-groups $B
 {
     echo "# $version: 'in:' given to 'ovs-ofctl -O OpenFlow15 add-group', 'out:' what"
-    echo "# 'ovs-ofctl -O OpenFlow15 --no-names dump-groups' printed (leading space removed)."
+    echo "# 'ovs-ofctl -O OpenFlow15 --no-names dump-groups' printed (leading space removed), 'of13:'"
+    echo "# what '-O OpenFlow13 dump-groups' printed (no bucket ids, no selection method)."
     grep -v '^#' "$here/groups.in" | while IFS= read -r l; do
         [ -z "$l" ] && continue
         ovs-ofctl -O OpenFlow15 del-groups $B
@@ -106,6 +119,7 @@ ovs-ofctl -O OpenFlow15 del-groups $B
             id="$(printf '%s' "$l" | sed 's/^group_id=\([^,]*\),.*/\1/')"
             printf 'in: %s\nout: %s\n' "$l" "$(ovs-ofctl -O OpenFlow15 --no-names dump-groups $B \
                 | sed 's/^ //' | grep "^group_id=$id,")"
+            printf 'of13: %s\n' "$(of13 --no-names dump-groups $B | sed 's/^ //' | grep "^group_id=$id,")"
         fi
     done
 } >"$here/groups.txt"
