@@ -9,6 +9,7 @@ pub mod churn;
 pub mod fibref;
 pub mod measure;
 pub mod poll;
+pub mod profile;
 pub mod report;
 pub mod scenario;
 pub mod sys;
