@@ -8,6 +8,7 @@
 pub mod churn;
 pub mod fibref;
 pub mod measure;
+pub mod plan;
 pub mod poll;
 pub mod profile;
 pub mod report;
