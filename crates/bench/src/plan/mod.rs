@@ -7,14 +7,16 @@ pub mod input;
 pub mod model;
 mod render;
 
+pub use model::{packet_cost, pps_per_core, Traffic, Vxlan};
+
 use crate::profile::{self, Protocol};
 use anyhow::{Context, Result};
 use input::{FrameMix, Rate};
-use model::{FlowInputs, Traffic, Vxlan, Workload};
+use model::{FlowInputs, Workload};
 use std::io::Write;
 use std::path::PathBuf;
 
-const LONG_ABOUT: &str = "\
+const PLAN_HELP: &str = "\
 How many cores for this traffic, from the cycles per packet `vecplane bench` measured on this
 host (the profile: hit and miss costs per protocol and frame size).
 
@@ -34,7 +36,7 @@ IMIX here is 7:4:1 of 64, 576 and 1500-byte Ethernet frames, FCS included.";
 
 /// Arguments of `vecplane plan`.
 #[derive(clap::Args, Clone, Debug)]
-#[command(long_about = LONG_ABOUT)]
+#[command(after_long_help = PLAN_HELP)]
 pub struct PlanArgs {
     /// Offered rate: packets (10Mpps, 500kpps, 2.5e6pps) or bits on the wire (25Gbit/s,
     /// 40Gbps; frame + 20 B of preamble and gap, converted with the frame mix).
