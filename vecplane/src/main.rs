@@ -24,6 +24,8 @@ enum Cmd {
     Ctl(ctl::CtlArgs),
     /// Measure the real graph on memory ports (Mpps, Gbit/s, cycles/packet per node).
     Bench(bench::BenchArgs),
+    /// How many cores for a traffic (rate, frame mix, hit ratio, new flows), from the bench profile.
+    Plan(bench::plan::PlanArgs),
     /// Build namespaces A - R - B with vecplane routing in R, send real traffic, show the counters.
     Demo(demo::DemoArgs),
     /// AF_XDP traffic generator (`gen tx`) and sink (`gen sink`) for measurements on real interfaces.
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => ("run", run::main(args)),
         Cmd::Ctl(args) => ("ctl", ctl::main(args)),
         Cmd::Bench(args) => ("bench", bench::run(&args).map(|()| ExitCode::SUCCESS)),
+        Cmd::Plan(args) => ("plan", bench::plan::run(&args).map(|()| ExitCode::SUCCESS)),
         Cmd::Demo(args) => ("demo", demo::main(args)),
         Cmd::Gen(args) => ("gen", trafficgen::run(&args).map(|()| ExitCode::SUCCESS)),
     };

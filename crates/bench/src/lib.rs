@@ -8,7 +8,9 @@
 pub mod churn;
 pub mod fibref;
 pub mod measure;
+pub mod plan;
 pub mod poll;
+pub mod profile;
 pub mod report;
 pub mod scenario;
 pub mod sys;
