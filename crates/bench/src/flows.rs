@@ -342,6 +342,10 @@ pub struct L2xcBeside {
     pub runs: Vec<f64>,
     /// flows cycles/packet divided by l2xc's (target: at most 2).
     pub ratio: f64,
+    /// Median run's ticks per packet while on its CPU.
+    pub on_cpu_cycles_per_packet: f64,
+    /// The same ratio from on-CPU ticks (less sensitive to other tasks on the CPU).
+    pub on_cpu_ratio: f64,
 }
 
 /// The flows scenario's report: the engine bench's keys plus the flow-cache figures.
@@ -453,8 +457,8 @@ impl FlowsSummary {
         }
         if let Some(l) = &self.l2xc {
             o.push_str(&format!(
-                "  l2xc in the same session: {:.1} cycles/packet ({:.2} Mpps; runs {:?}); flows / l2xc = {:.2} (target <= 2)\n",
-                l.cycles_per_packet, l.mpps, l.runs, l.ratio
+                "  l2xc in the same session: {:.1} cycles/packet ({:.2} Mpps; runs {:?}); flows / l2xc = {:.2} (target <= 2); on-CPU {:.1} vs {:.1}: {:.2}\n",
+                l.cycles_per_packet, l.mpps, l.runs, l.ratio, self.summary.on_cpu_cycles_per_packet, l.on_cpu_cycles_per_packet, l.on_cpu_ratio
             ));
         }
         o
@@ -620,6 +624,12 @@ pub fn run_with(
                     0.0
                 },
                 runs: cpp,
+                on_cpu_cycles_per_packet: m.on_cpu_cycles_per_packet,
+                on_cpu_ratio: if m.on_cpu_cycles_per_packet > 0.0 {
+                    s.on_cpu_cycles_per_packet / m.on_cpu_cycles_per_packet
+                } else {
+                    0.0
+                },
             })
         };
         let fs = FlowsSummary::new(s, mode, rules_n, emc, l2xc);
