@@ -7,6 +7,8 @@
 
 pub mod churn;
 pub mod fibref;
+pub mod flows;
+pub mod flows_churn;
 pub mod measure;
 pub mod plan;
 pub mod poll;
@@ -91,10 +93,28 @@ pub struct BenchArgs {
     /// of the packet-rate runs; reports the spread in Gbit/s.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10")]
     pub stability: Option<usize>,
+    /// flows: rules in the OpenFlow table [default: 20].
+    #[arg(long)]
+    pub rules: Option<usize>,
+    /// flows: every packet a new flow (16,777,216 distinct 5-tuples, exact megaflows).
+    #[arg(long)]
+    pub miss: bool,
+    /// flows: rx0 skips the exact-match cache (every hit is a megaflow hit).
+    #[arg(long)]
+    pub no_emc: bool,
+    /// flows: churn as in "The Core Cost of Doing Business": pps against the hit percentage.
+    #[arg(long)]
+    pub churn: bool,
+    /// flows --churn: one point, K packets per flow, in one-second windows (stability).
+    #[arg(long, value_name = "K")]
+    pub packets_per_flow: Option<u32>,
+    /// flows --churn: write the pps-against-hit-% plot to this SVG file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// Frame sizes to run as (requested, used, note when they differ).
-fn frame_sizes(
+pub(crate) fn frame_sizes(
     args: &BenchArgs,
     scenario: Scenario,
 ) -> Result<Vec<(usize, usize, Option<String>)>> {
@@ -241,7 +261,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let wanted = match args.scenario {
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
-        veth::ScenarioArg::Poll => None,
+        veth::ScenarioArg::Poll | veth::ScenarioArg::Flows => None,
         veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
         veth::ScenarioArg::Engine(_) => Some(Reference::Testpmd),
     };
@@ -260,6 +280,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::Poll {
         return poll::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::Flows {
+        return flows::run(args);
     }
     if args.scenario == veth::ScenarioArg::Fib {
         return fibref::run(args);

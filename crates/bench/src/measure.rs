@@ -88,6 +88,9 @@ pub struct RunResult {
     pub involuntary_switches: u64,
     /// What backs the buffer pool.
     pub pool_backing: String,
+    /// Flow-mode bridges' cache counters over the measured interval (None: no flow bridge).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_cache: Option<crate::flows::CacheDelta>,
 }
 
 /// Counter values at one instant.
@@ -99,6 +102,7 @@ struct Snapshot {
     port_drops: Vec<(String, u64, bool)>,
     nodes: Vec<(u64, u64)>,
     errors: Vec<u64>,
+    flow_cache: Option<crate::flows::CacheSnapshot>,
 }
 
 fn snapshot(view: &RuntimeView) -> Snapshot {
@@ -124,6 +128,7 @@ fn snapshot(view: &RuntimeView) -> Snapshot {
             .collect();
         s.errors = w.graph.errors.iter().map(|c| c.get()).collect();
     }
+    s.flow_cache = crate::flows::CacheSnapshot::take(view);
     s
 }
 
@@ -383,5 +388,9 @@ fn figures(
         others_busy: o.others_busy,
         involuntary_switches: o.involuntary,
         pool_backing: view.pool_backing.clone(),
+        flow_cache: match (&o.before.flow_cache, &o.after.flow_cache) {
+            (Some(b), Some(a)) => Some(crate::flows::CacheDelta::between(b, a, o.ticks, tsc_hz)),
+            _ => None,
+        },
     }
 }

@@ -465,6 +465,7 @@ mod tests {
             others_busy: Some(0.0),
             involuntary_switches: 0,
             pool_backing: "normal pages".into(),
+            flow_cache: None,
         }
     }
 

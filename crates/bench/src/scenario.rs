@@ -127,7 +127,7 @@ pub struct ScenarioSpec {
     pub spec: DataplaneSpec,
 }
 
-fn memory_port(
+pub(crate) fn memory_port(
     name: &str,
     mac: [u8; 6],
     generate: bool,

@@ -76,6 +76,8 @@ pub enum ScenarioArg {
     Fib,
     /// `poll`: the veth router with adaptive against busy polling.
     Poll,
+    /// `flows`: the virtual switch (a bridge in flow mode) on memory ports.
+    Flows,
 }
 
 impl ScenarioArg {
@@ -86,7 +88,8 @@ impl ScenarioArg {
             ScenarioArg::Veth(_)
             | ScenarioArg::RouteChurn
             | ScenarioArg::Fib
-            | ScenarioArg::Poll => None,
+            | ScenarioArg::Poll
+            | ScenarioArg::Flows => None,
         }
     }
 }
@@ -102,6 +105,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::RouteChurn,
             ScenarioArg::Fib,
             ScenarioArg::Poll,
+            ScenarioArg::Flows,
         ]
     }
 
@@ -121,6 +125,10 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::RouteChurn => Some(PossibleValue::new("route-churn").help(
                 "Load routes through the API while forwarding, churn them, time visibility \
                  (vs ip -batch into a namespace)",
+            )),
+            ScenarioArg::Flows => Some(PossibleValue::new("flows").help(
+                "The virtual switch: a flow-mode bridge with a 20-rule table on memory ports (hit \
+                 path beside l2xc, --miss, --churn)",
             )),
             ScenarioArg::Poll => Some(PossibleValue::new("poll").help(
                 "The veth router polling adaptively and busily: idle CPU and forwarding rate",

@@ -518,6 +518,7 @@ impl Node for FlowSwitch {
                     (_, None) => fail(cx, b, FlowDrop::NotFlowPort),
                     (Source::Megaflow(id), Some(s)) => {
                         let len = cx.pool.meta(b).length as u64;
+                        // Borrowed, not copied: a DpActions is ~800 bytes.
                         let Some(actions) = s.cache.actions(id) else {
                             nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
                             continue;
