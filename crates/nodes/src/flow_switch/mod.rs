@@ -20,7 +20,7 @@ use flow::cache::{
     CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, Translator,
 };
 use flow::execute::apply_to_buffer;
-use flow::extract::{extract, Parsed, Tunnel};
+use flow::extract::{extract_to, Parsed, Tunnel};
 use flow::tables::FlowTables;
 use flow::{DpAction, DpActions, FlowKey};
 use graph::{Dispatch, Emitter, InputNode, Node, NodeContext};
@@ -41,6 +41,9 @@ pub const MAINTENANCE_MS: u64 = 20;
 /// Most flow-mode bridges (a vector's packets are grouped by bridge and cache switches in a
 /// 64-bit set).
 pub const MAX_SWITCHES: usize = 16;
+
+/// `group_of` of a packet that is in no group.
+const NO_GROUP: u8 = u8::MAX;
 
 /// Misses of one vector remembered to cover later misses of the same vector.
 const RECENT: usize = 4;
@@ -202,6 +205,8 @@ pub struct FlowSwitch {
     keys: Box<[FlowKey]>,
     parsed: Box<[Parsed]>,
     sources: Box<[Source]>,
+    /// Each packet's group (bridge * 4 + EMC bit * 2 + megaflow bit), `NO_GROUP` when dropped.
+    group_of: Box<[u8]>,
     tiers: Box<[Tier]>,
     /// Notes on this vector's traced packets (cold: only packets marked for tracing).
     notes: Vec<TraceNote>,
@@ -256,6 +261,7 @@ pub fn flow_switch_nodes(
             keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
             parsed: vec![Parsed::NONE; VECTOR_SIZE].into_boxed_slice(),
             sources: vec![Source::Pending; VECTOR_SIZE].into_boxed_slice(),
+            group_of: vec![NO_GROUP; VECTOR_SIZE].into_boxed_slice(),
             tiers: vec![Tier::None; VECTOR_SIZE].into_boxed_slice(),
             notes: Vec::with_capacity(VECTOR_SIZE),
             tally: Vec::with_capacity(VECTOR_SIZE),
@@ -449,15 +455,18 @@ impl Node for FlowSwitch {
         let inner = self.inner.clone();
         inner.with(|inner| {
             inner.maintain(now);
-            // 1. Keys.
+            // 1. Keys, extracted in place.
             let mut switches_seen = 0u64;
+            let mut dropped = false;
             for (i, &b) in frame.iter().enumerate() {
                 if let Some(&next) = frame.get(i + 4) {
                     cx.pool.prefetch(next);
                 }
-                let m = *cx.pool.meta(b);
+                let m = cx.pool.meta(b);
                 let Some(info) = inner.ports.get(m.rx_port as usize).copied().flatten() else {
                     self.sources[i] = Source::Drop(FlowDrop::NotFlowPort.id());
+                    self.group_of[i] = NO_GROUP;
+                    dropped = true;
                     continue;
                 };
                 // A packet a VXLAN port decapsulated carries its tunnel in the metadata.
@@ -466,29 +475,36 @@ impl Node for FlowSwitch {
                     tun_src: m.tun_src,
                     tun_dst: m.tun_dst,
                 });
-                let (key, parsed) = extract(cx.pool.data(b), info.ofport, tunnel.as_ref());
-                if let Some(bad) = parsed.malformed {
+                extract_to(
+                    &mut self.keys[i],
+                    &mut self.parsed[i],
+                    cx.pool.data(b),
+                    info.ofport,
+                    tunnel.as_ref(),
+                );
+                if let Some(bad) = self.parsed[i].malformed {
                     if let Some(s) = inner.switches.get(info.switch as usize) {
                         if let Some(c) = s.shared.malformed.get(bad as usize) {
                             c.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                 }
-                self.keys[i] = key;
-                self.parsed[i] = parsed;
                 self.sources[i] = Source::Pending;
                 self.tiers[i] = Tier::None;
                 // Config allows at most MAX_SWITCHES bridges, so the group fits in 64 bits.
                 let group =
                     (info.switch as u32 * 4 + (info.emc as u32) * 2 + info.megaflow as u32).min(63);
+                self.group_of[i] = group as u8;
                 switches_seen |= 1u64 << group;
             }
             self.scratch.clear();
-            // 2. Look up each group of packets (same bridge, same cache switches) together.
+            // 2. Look up each group of packets (same bridge, same cache switches) together;
+            // the usual vector (one port, no drop) is one group looked up in place.
+            let whole = !dropped && switches_seen.count_ones() == 1;
             while switches_seen != 0 {
                 let g = switches_seen.trailing_zeros() as u16;
                 switches_seen &= switches_seen - 1;
-                self.lookup_group(cx, inner, frame, g, now);
+                self.lookup_group(cx, inner, frame, g, whole, now);
             }
             // Traced packets: which tier answered and through which rules (cold).
             self.notes.clear();
@@ -501,13 +517,7 @@ impl Node for FlowSwitch {
             self.tally.clear();
             for (i, &b) in frame.iter().enumerate() {
                 let source = self.sources[i];
-                let port = cx.pool.meta(b).rx_port as usize;
-                let sw = inner
-                    .ports
-                    .get(port)
-                    .copied()
-                    .flatten()
-                    .map(|p| p.switch as usize);
+                let sw = (self.group_of[i] != NO_GROUP).then_some(self.group_of[i] as usize / 4);
                 nexts[i] = match (source, sw.and_then(|s| inner.switches.get_mut(s))) {
                     (Source::Pending, _) => fail(cx, b, FlowDrop::NotFlowPort),
                     (Source::Drop(reason), _) => {
@@ -641,17 +651,17 @@ impl FlowSwitch {
         inner: &mut Inner,
         frame: &[u32],
         g: u16,
+        whole: bool,
         now: u64,
     ) {
+        let packets = frame.len();
         let (sw, emc, megaflow) = (g / 4, g & 2 != 0, g & 1 != 0);
         self.group_index.clear();
-        for (i, &b) in frame.iter().enumerate() {
-            if !matches!(self.sources[i], Source::Pending) {
-                continue;
-            }
-            let port = cx.pool.meta(b).rx_port as usize;
-            if let Some(p) = inner.ports.get(port).copied().flatten() {
-                if p.switch == sw && p.emc == emc && p.megaflow == megaflow {
+        if whole {
+            self.group_index.extend(0..packets as u16);
+        } else {
+            for i in 0..packets {
+                if self.group_of[i] == g as u8 {
                     self.group_keys[self.group_index.len()] = self.keys[i];
                     self.group_index.push(i as u16);
                 }
@@ -665,8 +675,13 @@ impl FlowSwitch {
         s.cache.set_megaflow_enabled(megaflow);
         let tables = s.tables.get();
         let xl = Xl(tables);
+        let keys = if whole {
+            &self.keys[..n]
+        } else {
+            &self.group_keys[..n]
+        };
         s.cache
-            .lookup_batch(&xl, now, &self.group_keys[..n], &mut self.group_hits[..n]);
+            .lookup_batch(&xl, now, keys, &mut self.group_hits[..n]);
         self.recent.clear();
         for j in 0..n {
             let i = self.group_index[j] as usize;
