@@ -713,6 +713,7 @@ mod tests {
                 fib_build_seconds: 0.0,
                 fib_memory_bytes: 0,
                 fib_routes: 0,
+                flow_cache: None,
                 worker_cpu_share: 1.0,
                 on_cpu_cycles_per_packet: cpp,
                 others_busy: None,
