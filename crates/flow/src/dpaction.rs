@@ -5,8 +5,10 @@
 use crate::key::Field;
 
 /// Most actions one megaflow can hold; a translation needing more is refused (the packet is
-/// dropped and counted).
-pub const MAX_DP_ACTIONS: usize = 16;
+/// dropped and counted as `translation-failed`). Eight, not sixteen: a `DpActions` is copied
+/// several times per miss (translation, install) and 16 slots of 48 bytes made those copies a
+/// quarter of a miss's cost (perf); flood is one action, so eight covers the rule sets seen.
+pub const MAX_DP_ACTIONS: usize = 8;
 
 /// One datapath action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
