@@ -1,9 +1,9 @@
 //! Open vSwitch as the oracle of vecplane's flow tables. The golden rule sets and random rule
 //! sets are loaded into a private Open vSwitch (netlab::ovs, netdev datapath; needs root and
 //! `openvswitch-switch`, else each OVS test prints `skipped: <why>`, and fails under CI=true)
-//! and every packet is traced. Without vecplane's tables (feature `ovs-oracle-pending`, until the
-//! classifier and ofctl parts are merged) the tests check the oracle itself: the rule sets load,
-//! the packets trace, OVS still answers what tests/golden/rulesets/*.expected recorded
+//! and every packet is traced. Module `compare` checks vecplane's tables (`flow::tables`,
+//! `flow::ofctl`) against it; the rest checks the oracle itself: the rule sets load, the
+//! packets trace, OVS still answers what tests/golden/rulesets/*.expected recorded
 //! (VECPLANE_BLESS=1 rewrites them), the packet and action formats round-trip.
 
 #[path = "oracle/dpfmt.rs"]
@@ -279,19 +279,21 @@ fn random_rule_sets_trace_in_ovs() {
     );
 }
 
-/// The differential comparison with vecplane's tables. Enable with `--features
-/// ovs-oracle-pending` once `flow::ofctl` and `flow::tables` are merged (then drop the feature).
-#[cfg(feature = "ovs-oracle-pending")]
+/// The differential comparison with vecplane's tables.
 mod compare {
     use super::*;
+    use flow::classifier::PrefixTracking;
     use flow::ofctl;
     use flow::rule::{FlowMod, Match};
     use flow::tables::{FlowTables, SwitchPorts};
 
-    /// vecplane's tables with `flows` and `groups`, ports 1..=4 as OpenFlow ports 1..=4.
+    /// vecplane's tables with `flows` and `groups`, ports 1..=4 as OpenFlow ports 1..=4, with
+    /// Open vSwitch's default prefix tracking (`nw_dst`, `nw_src`).
     fn tables(flows: &str, groups: &str) -> FlowTables {
-        // TODO(lead): adjust to SwitchPorts' constructor when it is merged.
-        let ports = SwitchPorts::new(PORTS.iter().map(|&p| (p, p)));
+        let mut ports = SwitchPorts::new();
+        for &p in &PORTS {
+            ports.add(p, p, false).expect("port");
+        }
         let mut mods: Vec<FlowMod> = groups
             .lines()
             .map(str::trim)
@@ -303,6 +305,7 @@ mod compare {
         let rules = ofctl::parse_flows_file(flows).unwrap_or_else(|e| panic!("{e}"));
         mods.extend(rules.into_iter().map(FlowMod::Add));
         FlowTables::new(ports)
+            .with_prefix_tracking(PrefixTracking::IPV4)
             .apply(&mods)
             .unwrap_or_else(|e| panic!("{e}"))
     }
