@@ -52,10 +52,10 @@ fn load(o: &Ovs, flows: &str, groups: &str) {
     assert_eq!(n, golden::rule_count(flows), "rules in OVS");
 }
 
-/// The answers OVS gives for `flow` with each bucket of each select group forced in turn (a
-/// select group whose bucket vecplane chose by another hash is still right if its answer is
-/// one of these). The groups are restored afterwards.
-fn select_alternatives(o: &Ovs, groups: &str, flow: &str) -> Vec<String> {
+/// The answers (actions, megaflow) OVS gives for `flow` with each bucket of each select group
+/// forced in turn (vecplane picks a select group's bucket with its own hash, so its answer is
+/// right when it is one of these). The groups are restored afterwards.
+fn select_alternatives(o: &Ovs, groups: &str, flow: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for g in groups.lines().map(str::trim) {
         if g.starts_with('#') || !g.contains("type=select") {
@@ -66,7 +66,7 @@ fn select_alternatives(o: &Ovs, groups: &str, flow: &str) -> Vec<String> {
         for b in parts {
             o.mod_group(&format!("{head},bucket={b}"))
                 .unwrap_or_else(|e| panic!("{e:#}"));
-            out.push(oracle(o, flow).0);
+            out.push(oracle(o, flow));
         }
         o.mod_group(g).unwrap_or_else(|e| panic!("{e:#}"));
     }
@@ -194,6 +194,16 @@ fn canonical_forms() {
         canonical_megaflow("recirc_id=0,eth,tcp,in_port=1,nw_frag=no,tp_dst=80"),
         ["in_port=1", "nw_frag=no", "tcp", "tp_dst=80"]
     );
+    for untagged in ["vlan_tci=0x0000", "vlan_tci=0x0000/0x1fff", "vlan_tci=0x0000/0x1000"] {
+        assert_eq!(
+            canonical_megaflow(&format!("recirc_id=0,eth,ip,in_port=1,{untagged},nw_frag=no")),
+            ["in_port=1", "ip", "nw_frag=no"]
+        );
+    }
+    assert_eq!(
+        canonical_megaflow("ip,vlan_tci=0x0000/0x0fff"),
+        ["ip", "vlan_tci=0x0000/0x0fff"]
+    );
 }
 
 /// Every golden rule set loads into Open vSwitch, every packet traces to known ports, and OVS
@@ -214,7 +224,10 @@ fn golden_rule_sets_against_recorded_ovs_answers() {
             traces += 1;
             assert!(!actions.contains("dp?"), "{}: {p}: {actions}", set.name);
             if !set.groups.is_empty() {
-                let alts = select_alternatives(&o, &set.groups, p);
+                let alts: Vec<String> = select_alternatives(&o, &set.groups, p)
+                    .into_iter()
+                    .map(|(a, _)| a)
+                    .collect();
                 traces += alts.len();
                 if !alts.is_empty() && !alts.contains(&actions) {
                     failures.push(format!(
@@ -334,16 +347,17 @@ mod compare {
                 let key = packet::parse_packet(p).expect("packet");
                 let (theirs, their_mf) = oracle(&o, p);
                 let (mine, my_mf) = ours(&t, &key);
-                let ok = mine == theirs || select_alternatives(&o, &set.groups, p).contains(&mine);
+                let same = |(a, m): &(String, String)| {
+                    *a == mine && canonical_megaflow(m) == canonical_megaflow(&my_mf)
+                };
+                // Deliberate difference: vecplane's select-group hash is not OVS's, so where
+                // the answers differ, vecplane's must be OVS's answer with one bucket forced.
+                let ok = same(&(theirs.clone(), their_mf.clone()))
+                    || (!set.groups.is_empty()
+                        && select_alternatives(&o, &set.groups, p).iter().any(same));
                 if !ok {
                     failures.push(format!(
-                        "{}: {p}\n  ovs      {theirs}\n  vecplane {mine}",
-                        set.name
-                    ));
-                }
-                if canonical_megaflow(&their_mf) != canonical_megaflow(&my_mf) {
-                    failures.push(format!(
-                        "{}: {p}: megaflow\n  ovs      {their_mf}\n  vecplane {my_mf}",
+                        "{}: {p}\n  ovs      {theirs}\n           {their_mf}\n  vecplane {mine}\n           {my_mf}",
                         set.name
                     ));
                 }
@@ -381,5 +395,18 @@ mod compare {
                 );
             }
         }
+    }
+}
+
+#[test]
+#[ignore]
+fn scratch_trace() {
+    let o = Ovs::start(&PORTS).expect("Open vSwitch starts");
+    let flows = std::fs::read_to_string("/tmp/oracle_scratch.flows").unwrap();
+    let groups = std::fs::read_to_string("/tmp/oracle_scratch.groups").unwrap_or_default();
+    load(&o, &flows, &groups);
+    for p in std::fs::read_to_string("/tmp/oracle_scratch.packets").unwrap().lines() {
+        let t = o.trace(p).unwrap();
+        println!("{p}\n   {}\n   {}", t.datapath_actions, t.megaflow);
     }
 }

@@ -240,13 +240,30 @@ pub fn canonical_actions(text: &str) -> String {
     }
 }
 
-/// The canonical form of megaflow text: its `field=value` items as a sorted set, without
-/// `recirc_id=0` and `eth` (every vecplane megaflow is a first pass over an Ethernet frame).
+/// True for a megaflow item that says "no VLAN tag": `vlan_tci=0x0000`, or
+/// `vlan_tci=0x0000/MASK` with the CFI ("tag present") bit 0x1000 in MASK.
+fn says_untagged(item: &str) -> bool {
+    let Some(v) = item.strip_prefix("vlan_tci=0x0000") else {
+        return false;
+    };
+    match v.strip_prefix("/0x") {
+        None => v.is_empty(),
+        Some(m) => u16::from_str_radix(m, 16).is_ok_and(|m| m & 0x1000 != 0),
+    }
+}
+
+/// The canonical form of megaflow text: its `field=value` items as a sorted set. Dropped, as
+/// representation only:
+/// - `recirc_id=0` and `eth`: every vecplane megaflow is a first pass over an Ethernet frame;
+/// - "no VLAN tag" (`vlan_tci=0x0000[/MASK with 0x1000]`): Open vSwitch's datapath key of an
+///   untagged frame has no VLAN attribute and its `eth_type` is the frame's outer type, so an
+///   untagged megaflow cannot match a tagged frame and OVS prints no `vlan_tci` for it; vecplane's
+///   key holds the type after the tag, so it says "untagged" with the CFI bit of `vlan_tci`.
 pub fn canonical_megaflow(text: &str) -> Vec<String> {
     let mut items: Vec<String> = text
         .split(',')
         .map(str::trim)
-        .filter(|t| !t.is_empty() && *t != "recirc_id=0" && *t != "eth")
+        .filter(|t| !t.is_empty() && *t != "recirc_id=0" && *t != "eth" && !says_untagged(t))
         .map(str::to_string)
         .collect();
     items.sort();
