@@ -619,7 +619,11 @@ impl Batch<'_> {
                     }
                 }
             }
-            FlowMod::Modify { filter, actions } => {
+            FlowMod::Modify {
+                filter,
+                actions,
+                cookie,
+            } => {
                 let tables = self.filter_tables(filter)?;
                 let mut any = false;
                 for t in tables {
@@ -640,6 +644,9 @@ impl Batch<'_> {
                         let old = &rules[i];
                         let mut rule = old.rule.clone();
                         rule.actions = actions.clone();
+                        if let Some(c) = cookie {
+                            rule.cookie = *c;
+                        }
                         rules[i] = Arc::new(RuleEntry {
                             id: old.id,
                             rule,
@@ -653,7 +660,7 @@ impl Batch<'_> {
                     return self.apply(&FlowMod::Add(Rule {
                         table: filter.table.unwrap_or(0),
                         priority: filter.strict.unwrap_or(crate::rule::DEFAULT_PRIORITY),
-                        cookie: 0,
+                        cookie: cookie.unwrap_or(0),
                         m: filter.m,
                         actions: actions.clone(),
                         idle_timeout: 0,

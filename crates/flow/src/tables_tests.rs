@@ -100,6 +100,7 @@ fn modify_and_delete_strict_and_not() {
         .apply(&[FlowMod::Modify {
             filter: filter(None, tcp, None),
             actions: vec![out(4)],
+            cookie: None,
         }])
         .unwrap();
     let acts: Vec<_> = t2.rules().map(|(_, r)| r.actions.clone()).collect();
@@ -266,17 +267,33 @@ fn modify_selecting_nothing_adds_as_ovs_ofctl_does() {
         .apply(&[FlowMod::Modify {
             filter: filter(None, ipm, None),
             actions: vec![],
+            cookie: Some(7),
         }])
         .unwrap();
     let rules: Vec<_> = t.rules().map(|(_, r)| r.clone()).collect();
-    assert_eq!(rules, vec![rule0(ipm, vec![])]);
+    let mut want = rule0(ipm, vec![]);
+    want.cookie = 7;
+    assert_eq!(rules, vec![want.clone()]);
+    // A modify that selects rules sets their cookie (Some) or keeps it (None).
+    for (cookie, want_cookie) in [(None, 7), (Some(9), 9)] {
+        let t2 = t
+            .apply(&[FlowMod::Modify {
+                filter: filter(None, ipm, None),
+                actions: vec![out(2)],
+                cookie,
+            }])
+            .unwrap();
+        let r: Vec<_> = t2.rules().map(|(_, r)| (r.cookie, r.actions.clone())).collect();
+        assert_eq!(r, vec![(want_cookie, vec![out(2)])]);
+    }
     // Not with a cookie filter.
     let mut f = filter(None, ipm, None);
     f.cookie = Some((1, u64::MAX));
     assert!(FlowTables::new(ports())
         .apply(&[FlowMod::Modify {
             filter: f,
-            actions: vec![]
+            actions: vec![],
+            cookie: None,
         }])
         .unwrap()
         .is_empty());
