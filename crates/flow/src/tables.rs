@@ -260,7 +260,7 @@ pub enum FlowModProblem {
     #[error("group {0}: an indirect group needs exactly one bucket, it has {1}")]
     IndirectBuckets(u32, usize),
     /// `set_field` of a field that is not writable.
-    #[error("set_field: {0} cannot be set; writable: packet header fields (dl_src, dl_dst, vlan, nw_src, nw_dst, ipv6_src, ipv6_dst, ip_dscp, nw_ecn, nw_ttl, ipv6_label, arp_sha, arp_tha, tp_src, tp_dst), in_port, tun_id, tun_src, tun_dst, metadata, reg0..reg7")]
+    #[error("set_field: {0} cannot be set; writable: packet header fields (dl_src, dl_dst, vlan, nw_src, nw_dst, ipv6_src, ipv6_dst, ip_dscp, nw_ecn, nw_ttl, ipv6_label, arp_sha, arp_tha, tp_src, tp_dst, arp_op), in_port, tun_id, tun_src, tun_dst, metadata, reg0..reg7")]
     NotWritable(&'static str),
     /// `push_vlan` with a TPID that is not a VLAN TPID.
     #[error("push_vlan:{0:#06x}: the ethertype must be 0x8100 or 0x88a8")]
@@ -268,11 +268,10 @@ pub enum FlowModProblem {
 }
 
 /// Fields `set_field` may write.
+/// `NwProto` is writable as an ARP packet's opcode (`set_field:2->arp_op`; translation
+/// leaves an IP packet's protocol alone).
 fn writable(f: Field) -> bool {
-    !matches!(
-        f,
-        Field::EthType | Field::NwProto | Field::NwFrag | Field::TcpFlags
-    )
+    !matches!(f, Field::EthType | Field::NwFrag | Field::TcpFlags)
 }
 
 /// An immutable snapshot of a switch's flow tables, groups and ports.

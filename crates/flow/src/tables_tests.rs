@@ -283,7 +283,10 @@ fn modify_selecting_nothing_adds_as_ovs_ofctl_does() {
                 cookie,
             }])
             .unwrap();
-        let r: Vec<_> = t2.rules().map(|(_, r)| (r.cookie, r.actions.clone())).collect();
+        let r: Vec<_> = t2
+            .rules()
+            .map(|(_, r)| (r.cookie, r.actions.clone()))
+            .collect();
         assert_eq!(r, vec![(want_cookie, vec![out(2)])]);
     }
     // Not with a cookie filter.

@@ -81,9 +81,11 @@ pub struct Translation {
 /// Packet header fields a datapath `Set` may write, in the order they are committed
 /// (Ethernet, then — after VLAN — network, then transport, as Open vSwitch commits).
 const SET_L2: [Field; 2] = [Field::EthSrc, Field::EthDst];
-const SET_L3L4: [Field; 12] = [
+const SET_L3L4: [Field; 13] = [
     Field::NwSrc,
     Field::NwDst,
+    // Read-only for IP; an ARP packet's opcode (`set_field:2->arp_op`).
+    Field::NwProto,
     Field::Ipv6Src,
     Field::Ipv6Dst,
     Field::IpDscp,
@@ -294,6 +296,8 @@ impl<L: Lookup> Ctx<'_, L> {
                 Action::DecTtl => {
                     self.wc.unwildcard(Field::NwTtl);
                     if is_ip(&self.flow) {
+                        // Writing an L3 field, as set_field below.
+                        self.wc.unwildcard(Field::NwProto);
                         let ttl = self.flow.get(Field::NwTtl);
                         if ttl > 1 {
                             self.flow.set(Field::NwTtl, ttl - 1);
@@ -341,7 +345,7 @@ impl<L: Lookup> Ctx<'_, L> {
             Field::NwSrc | Field::NwDst => et == ETH_IP || et == ETH_ARP,
             Field::Ipv6Src | Field::Ipv6Dst | Field::Ipv6Label => et == ETH_IPV6,
             Field::IpDscp | Field::NwEcn | Field::NwTtl => et == ETH_IP || et == ETH_IPV6,
-            Field::ArpSha | Field::ArpTha => et == ETH_ARP,
+            Field::ArpSha | Field::ArpTha | Field::NwProto => et == ETH_ARP,
             Field::TpSrc | Field::TpDst => {
                 if et == ETH_IP || et == ETH_IPV6 {
                     self.wc.unwildcard(Field::NwProto);
@@ -360,6 +364,12 @@ impl<L: Lookup> Ctx<'_, L> {
             return;
         }
         let mask = mask & field.all_ones();
+        if field.stage() == crate::key::Stage::L3 {
+            // As Open vSwitch 3.1 (checked with ofproto/trace): writing an L3 field, even to
+            // the value it has, consults nw_proto (IP packets with nw_proto 0 are not
+            // rewritten, see `commit`).
+            self.wc.unwildcard(Field::NwProto);
+        }
         if matches!(
             field,
             Field::VlanTci | Field::VlanVid | Field::VlanPcp | Field::VlanPresent
@@ -399,6 +409,17 @@ impl<L: Lookup> Ctx<'_, L> {
                 });
             }
             self.base.set(Field::VlanTci, f);
+        }
+        if SET_L3L4
+            .iter()
+            .any(|&f| self.flow.get(f) != self.base.get(f))
+        {
+            // As Open vSwitch: a packet whose `nw_proto` is 0 has no L3 header to rewrite
+            // (the change stays pending), so the answer depends on the protocol.
+            self.wc.unwildcard(Field::NwProto);
+            if self.flow.get(Field::NwProto) == 0 {
+                return;
+            }
         }
         for f in SET_L3L4 {
             self.commit_field(f);

@@ -164,17 +164,27 @@ fn vecplane_actions_are_written_as_ovs_writes_them() {
         "pop_vlan,push_vlan(vid=20,pcp=5),3,pop_vlan,1,3,4"
     );
     assert_eq!(format_dp_actions(&k, &k, &[], &id, &PORTS), "drop");
-    let k = packet::parse_packet("in_port=2,ipv6,nw_ttl=9").expect("packet");
+    // ARP fields as OVS names them.
+    let k = packet::parse_packet("in_port=2,arp,arp_op=1,arp_spa=198.18.1.1,arp_tpa=198.18.2.2")
+        .expect("packet");
+    let mut wc = FlowKey::ZERO;
+    for f in [Field::NwDst, Field::NwProto] {
+        wc.unwildcard(f);
+    }
     assert_eq!(
         format_dp_actions(
             &k,
-            &k,
-            &[set(Field::NwTtl, 8), DpAction::Output(1)],
+            &wc,
+            &[
+                set(Field::NwDst, 0xc612_0909),
+                set(Field::NwProto, 2),
+                set(Field::ArpSha, 0x0200_0000_000c),
+                DpAction::Output(1)
+            ],
             &id,
             &PORTS
         ),
-        "1",
-        "OVS writes no IP header of a packet with nw_proto 0"
+        "set(arp(tip=198.18.9.9,op=2,sha=02:00:00:00:00:0c)),1"
     );
 }
 
@@ -194,9 +204,15 @@ fn canonical_forms() {
         canonical_megaflow("recirc_id=0,eth,tcp,in_port=1,nw_frag=no,tp_dst=80"),
         ["in_port=1", "nw_frag=no", "tcp", "tp_dst=80"]
     );
-    for untagged in ["vlan_tci=0x0000", "vlan_tci=0x0000/0x1fff", "vlan_tci=0x0000/0x1000"] {
+    for untagged in [
+        "vlan_tci=0x0000",
+        "vlan_tci=0x0000/0x1fff",
+        "vlan_tci=0x0000/0x1000",
+    ] {
         assert_eq!(
-            canonical_megaflow(&format!("recirc_id=0,eth,ip,in_port=1,{untagged},nw_frag=no")),
+            canonical_megaflow(&format!(
+                "recirc_id=0,eth,ip,in_port=1,{untagged},nw_frag=no"
+            )),
             ["in_port=1", "ip", "nw_frag=no"]
         );
     }
@@ -302,7 +318,7 @@ mod compare {
 
     /// vecplane's tables with `flows` and `groups`, ports 1..=4 as OpenFlow ports 1..=4, with
     /// Open vSwitch's default prefix tracking (`nw_dst`, `nw_src`).
-    fn tables(flows: &str, groups: &str) -> FlowTables {
+    pub fn tables(flows: &str, groups: &str) -> FlowTables {
         let mut ports = SwitchPorts::new();
         for &p in &PORTS {
             ports.add(p, p, false).expect("port");
@@ -324,7 +340,7 @@ mod compare {
     }
 
     /// vecplane's answer for `key`: canonical actions and the megaflow text.
-    fn ours(t: &FlowTables, key: &FlowKey) -> (String, String) {
+    pub fn ours(t: &FlowTables, key: &FlowKey) -> (String, String) {
         let tr = t.translate(key);
         assert!(tr.error.is_none(), "{key:?}: {:?}", tr.error);
         let text = format_dp_actions(key, &tr.mask, tr.actions.as_slice(), &|p| Some(p), &PORTS);
@@ -371,8 +387,73 @@ mod compare {
         );
     }
 
+    /// vecplane's rules as `ovs-ofctl --no-stats dump-flows` prints them, sorted.
+    fn dump(t: &FlowTables) -> Vec<String> {
+        let mut v: Vec<String> = t
+            .rules()
+            .map(|(_, r)| ofctl::format_rule(r, None))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// The rules as `(table, priority, match text)`, for strict changes to pick from.
+    fn existing(t: &FlowTables) -> Vec<(u8, u16, String)> {
+        t.rules()
+            .map(|(_, r)| (r.table, r.priority, ofctl::format_match(&r.m)))
+            .collect()
+    }
+
+    /// Apply `change` to vecplane's tables (None: a change whose outcome OVS leaves open,
+    /// skipped) and to OVS.
+    pub fn apply_change(
+        o: &Ovs,
+        t: &FlowTables,
+        change: &random::Change,
+        used: &mut random::Priorities,
+    ) -> Option<FlowTables> {
+        use ofctl::FlowModKind as K;
+        use random::Change as C;
+        let (kind, text) = match change {
+            C::Add(text) => (K::Add, text),
+            C::Modify { text, strict } => (if *strict { K::ModifyStrict } else { K::Modify }, text),
+            C::Delete { text, strict } => (if *strict { K::DeleteStrict } else { K::Delete }, text),
+        };
+        let m = ofctl::parse_flow_mod(kind, text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let new = t
+            .apply(std::slice::from_ref(&m))
+            .unwrap_or_else(|e| panic!("{text}: {e}"));
+        if let (C::Modify { strict: false, .. }, flow::rule::FlowMod::Modify { filter, .. }) =
+            (change, &m)
+        {
+            // A loose modify that selects nothing adds its rule at the default priority; a
+            // second such rule could tie with the first, so the generator's priorities must
+            // not have it yet.
+            if new.len() > t.len()
+                && !used.take(
+                    usize::from(filter.table.unwrap_or(0)),
+                    flow::rule::DEFAULT_PRIORITY,
+                )
+            {
+                return None;
+            }
+        }
+        let r = match change {
+            C::Add(text) => o.add_flows(text),
+            // OpenFlow 1.0 (as ovs-ofctl's default and vecplane): a modify that selects
+            // nothing adds the rule; over 1.3 OVS would add nothing.
+            C::Modify { text, strict } => o.mod_flows("OpenFlow10", text, *strict),
+            C::Delete { text, strict } => o.del_flows_matching(text, *strict),
+        };
+        r.unwrap_or_else(|e| panic!("{e:#}"));
+        Some(new)
+    }
+
+    /// Random rule sets, each then changed step by step; after every step the rule dumps and,
+    /// for random packets, the datapath actions must be equal. Megaflows are compared too and
+    /// their differences counted (OVS's megaflow is one of several correct ones).
     #[test]
-    fn random_rule_sets_match_ovs() {
+    fn random_rule_sets_and_changes_match_ovs() {
         require_ovs!();
         let o = Ovs::start(&PORTS).expect("Open vSwitch starts");
         let seed = std::env::var("VECPLANE_ORACLE_SEED")
@@ -380,20 +461,64 @@ mod compare {
             .and_then(|s| s.parse().ok())
             .unwrap_or(0x5eed_0002_u64);
         let mut rng = random::Rng::new(seed);
-        for round in 0..20 {
-            let rules = random::random_ruleset(&mut rng, 40);
+        let t0 = Instant::now();
+        let (mut traces, mut changes, mut mf_diffs) = (0, 0, Vec::new());
+        for round in 0..12 {
+            let mut used = random::Priorities::default();
+            let rules = random::random_ruleset_in(&mut rng, 40, &mut used);
             load(&o, &rules, "");
-            let t = tables(&rules, "");
-            for _ in 0..100 {
-                let key = random::random_packet(&mut rng);
-                let flow = packet::to_ovs_flow(&key);
-                let (theirs, _) = oracle(&o, &flow);
-                let (mine, _) = ours(&t, &key);
-                assert_eq!(
-                    mine, theirs,
-                    "seed {seed:#x} round {round}: packet {flow}\nrules:\n{rules}"
-                );
+            let mut t = tables(&rules, "");
+            let mut log = vec![format!("rules:\n{rules}")];
+            for step in 0..=12 {
+                if step > 0 {
+                    let ex = existing(&t);
+                    let change = random::random_change(&mut rng, &ex, &mut used);
+                    let Some(next) = apply_change(&o, &t, &change, &mut used) else {
+                        continue;
+                    };
+                    t = next;
+                    changes += 1;
+                    log.push(format!("{change:?}"));
+                    let theirs = {
+                        let mut v = o.dump_flows().expect("dump-flows");
+                        v.sort();
+                        v
+                    };
+                    assert_eq!(
+                        dump(&t),
+                        theirs,
+                        "seed {seed:#x} round {round} step {step}: rules differ after\n{}",
+                        log.join("\n")
+                    );
+                }
+                for _ in 0..25 {
+                    let key = random::random_packet(&mut rng);
+                    let flow = packet::to_ovs_flow(&key);
+                    let (theirs, their_mf) = oracle(&o, &flow);
+                    let (mine, my_mf) = ours(&t, &key);
+                    traces += 1;
+                    assert_eq!(
+                        mine,
+                        theirs,
+                        "seed {seed:#x} round {round} step {step}: packet {flow}\n{}",
+                        log.join("\n")
+                    );
+                    if canonical_megaflow(&their_mf) != canonical_megaflow(&my_mf) {
+                        mf_diffs.push(format!(
+                            "round {round} step {step}: {flow}\n  ovs      {their_mf}\n  vecplane {my_mf}\n{}",
+                            log.join("\n")
+                        ));
+                    }
+                }
             }
+        }
+        println!(
+            "seed {seed:#x}: {traces} random traces, {changes} changes, {} megaflow differences in {:.2} s",
+            mf_diffs.len(),
+            t0.elapsed().as_secs_f64()
+        );
+        for d in mf_diffs.iter().take(1) {
+            println!("{d}");
         }
     }
 }
@@ -405,8 +530,43 @@ fn scratch_trace() {
     let flows = std::fs::read_to_string("/tmp/oracle_scratch.flows").unwrap();
     let groups = std::fs::read_to_string("/tmp/oracle_scratch.groups").unwrap_or_default();
     load(&o, &flows, &groups);
-    for p in std::fs::read_to_string("/tmp/oracle_scratch.packets").unwrap().lines() {
-        let t = o.trace(p).unwrap();
-        println!("{p}\n   {}\n   {}", t.datapath_actions, t.megaflow);
+    let mut vt = compare::tables(&flows, &groups);
+    let mut used = random::Priorities::default();
+    for l in std::fs::read_to_string("/tmp/oracle_scratch.mods")
+        .unwrap_or_default()
+        .lines()
+    {
+        let (cmd, rest) = l.split_once(' ').unwrap();
+        let text = rest.to_string();
+        let c = match cmd {
+            "add" => random::Change::Add(text),
+            "mod" => random::Change::Modify {
+                text,
+                strict: false,
+            },
+            "smod" => random::Change::Modify { text, strict: true },
+            "del" => random::Change::Delete {
+                text,
+                strict: false,
+            },
+            "sdel" => random::Change::Delete { text, strict: true },
+            _ => panic!(),
+        };
+        vt = compare::apply_change(&o, &vt, &c, &mut used).unwrap();
+    }
+    for p in std::fs::read_to_string("/tmp/oracle_scratch.packets")
+        .unwrap()
+        .lines()
+    {
+        let t = o.appctl(&["ofproto/trace", "br0", p]).unwrap();
+        println!("{p}\n{t}");
+        let key = packet::parse_packet(p).unwrap();
+        let tr = vt.translate(&key);
+        println!(
+            "vecplane {:?}\n   {:?}\n {:?}",
+            tr.actions,
+            compare::ours(&vt, &key),
+            tr.rules
+        );
     }
 }

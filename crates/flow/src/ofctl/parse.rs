@@ -631,10 +631,7 @@ pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
 /// `mod-flows`/`del-flows` syntax: a filter and, for `mod-flows`, actions.
 /// A filter, its actions (if any) and the cookie given without a mask (`cookie=V`: for
 /// `mod-flows` the rules' new cookie, as ovs-ofctl's OpenFlow 1.0; only `cookie=V/M` filters).
-pub(crate) fn parse_filter_and_actions(
-    s: &str,
-    strict: bool,
-) -> Result<FilterParts, OfctlError> {
+pub(crate) fn parse_filter_and_actions(s: &str, strict: bool) -> Result<FilterParts, OfctlError> {
     let (head, actions) = split_actions(s)?;
     let (b, k) = parse_keys(head, true)?;
     if !strict {
