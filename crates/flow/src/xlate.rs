@@ -151,7 +151,7 @@ struct Ctx<'a, L: Lookup> {
     depth: u32,
     lookups: u32,
     table: u8,
-    /// A VLAN action ran: what the commit emits depends on the packet's whole tag.
+    /// A push or pop ran: what the commit emits depends on the packet's whole tag.
     vlan_touched: bool,
 }
 
@@ -364,18 +364,16 @@ impl<L: Lookup> Ctx<'_, L> {
             return;
         }
         let mask = mask & field.all_ones();
-        if field.stage() == crate::key::Stage::L3 {
+        if field.stage() == crate::key::Stage::L3 && field != Field::IpDscp {
             // As Open vSwitch 3.1 (checked with ofproto/trace): writing an L3 field, even to
             // the value it has, consults nw_proto (IP packets with nw_proto 0 are not
-            // rewritten, see `commit`).
+            // rewritten, see `commit`), except ip_dscp (`commit` consults it when the DSCP
+            // changed, where OVS does not: its megaflow would rewrite an nw_proto 0 packet).
             self.wc.unwildcard(Field::NwProto);
         }
-        if matches!(
-            field,
-            Field::VlanTci | Field::VlanVid | Field::VlanPcp | Field::VlanPresent
-        ) {
-            self.vlan_touched = true;
-        }
+        // A VLAN field write consults only the bits it writes (and whether there is a tag):
+        // a retag that changes the tag is a pop and a push, and `commit` then consults the
+        // whole tag; one that leaves it as it was needs no other bit (as Open vSwitch).
         let old = self.wc.get(field);
         self.wc.set(field, old | mask);
         self.flow.set_masked(field, value, mask);

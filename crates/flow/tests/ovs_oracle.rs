@@ -197,6 +197,12 @@ fn canonical_forms() {
     assert_eq!(canonical_actions("drop"), "drop");
     assert_eq!(canonical_actions("LOCAL"), "drop");
     assert_eq!(
+        canonical_actions(
+            "set(ipv4(ttl=63)),2,set(ipv4(dst=198.18.0.3)),pop_vlan,userspace(pid=0)"
+        ),
+        "set(ipv4(ttl=63)),2"
+    );
+    assert_eq!(
         canonical_actions("userspace(pid=0,controller(reason=2,dont_send=1,continuation=0,recirc_id=4,rule_cookie=0,controller_id=0,max_len=65535))"),
         "drop"
     );
@@ -387,6 +393,36 @@ mod compare {
         );
     }
 
+    /// True when the megaflows agree: equal in canonical form, or differing only by a
+    /// deliberate difference: Open vSwitch 3.1 does not consult `nw_proto` when an action
+    /// writes `ip_dscp` (every other L3 write does), although its commit leaves a packet with
+    /// `nw_proto` 0 unrewritten, so its megaflow would rewrite such a packet; vecplane's
+    /// megaflow keeps the protocol whenever it rewrites an IP header.
+    fn megaflows_agree(theirs: &str, mine: &str, actions: &str) -> bool {
+        let (t, m) = (canonical_megaflow(theirs), canonical_megaflow(mine));
+        if t == m {
+            return true;
+        }
+        if !(actions.contains("set(ipv4(") && actions.contains("tos=")
+            || actions.contains("set(ipv6(") && actions.contains("tclass="))
+        {
+            return false;
+        }
+        let without_proto: Vec<String> = m
+            .iter()
+            .filter(|i| !i.starts_with("nw_proto="))
+            .map(|i| match i.as_str() {
+                "tcp" | "udp" | "icmp" | "sctp" => "ip".to_string(),
+                "tcp6" | "udp6" | "icmp6" | "sctp6" => "ipv6".to_string(),
+                _ => i.clone(),
+            })
+            .collect();
+        let mut without_proto = without_proto;
+        without_proto.sort();
+        without_proto.dedup();
+        without_proto == t
+    }
+
     /// vecplane's rules as `ovs-ofctl --no-stats dump-flows` prints them, sorted.
     fn dump(t: &FlowTables) -> Vec<String> {
         let mut v: Vec<String> = t
@@ -450,8 +486,9 @@ mod compare {
     }
 
     /// Random rule sets, each then changed step by step; after every step the rule dumps and,
-    /// for random packets, the datapath actions must be equal. Megaflows are compared too and
-    /// their differences counted (OVS's megaflow is one of several correct ones).
+    /// for random packets, the datapath actions and the megaflows must be equal (megaflows
+    /// as `megaflows_agree` says). A failure prints the seed (replay with
+    /// VECPLANE_ORACLE_SEED=N), the rule set and the changes so far.
     #[test]
     fn random_rule_sets_and_changes_match_ovs() {
         require_ovs!();
@@ -503,7 +540,7 @@ mod compare {
                         "seed {seed:#x} round {round} step {step}: packet {flow}\n{}",
                         log.join("\n")
                     );
-                    if canonical_megaflow(&their_mf) != canonical_megaflow(&my_mf) {
+                    if !megaflows_agree(&their_mf, &my_mf, &theirs) {
                         mf_diffs.push(format!(
                             "round {round} step {step}: {flow}\n  ovs      {their_mf}\n  vecplane {my_mf}\n{}",
                             log.join("\n")
@@ -517,9 +554,12 @@ mod compare {
             mf_diffs.len(),
             t0.elapsed().as_secs_f64()
         );
-        for d in mf_diffs.iter().take(1) {
-            println!("{d}");
-        }
+        assert!(
+            mf_diffs.is_empty(),
+            "seed {seed:#x}: {} megaflows differ; the first:\n{}",
+            mf_diffs.len(),
+            mf_diffs[0]
+        );
     }
 }
 

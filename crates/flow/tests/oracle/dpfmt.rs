@@ -240,8 +240,10 @@ pub fn format_dp_actions(
 /// The canonical form of "Datapath actions:" text (either side's) for comparison: OVS's
 /// bridge-local port (`LOCAL`, which vecplane does not have) and a send to an absent
 /// controller (`userspace(...controller(...))`, what OVS does when `dec_ttl` runs out) are
-/// dropped; runs of consecutive outputs, which send the same packet and whose order OVS takes
-/// from a hash map for `flood`/`all`, are sorted; nothing left is "drop".
+/// dropped; header changes after the last output, which reach no port (OVS commits them before
+/// such a controller send), are dropped; runs of consecutive outputs, which send the same
+/// packet and whose order OVS takes from a hash map for `flood`/`all`, are sorted; nothing
+/// left is "drop".
 pub fn canonical_actions(text: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut run: Vec<u32> = Vec::new();
@@ -262,6 +264,12 @@ pub fn canonical_actions(text: &str) -> String {
         }
     }
     flush(&mut run, &mut out);
+    while out
+        .last()
+        .is_some_and(|a| a.starts_with("set(") || a.starts_with("push_vlan(") || a == "pop_vlan")
+    {
+        out.pop();
+    }
     if out.is_empty() {
         "drop".to_string()
     } else {
