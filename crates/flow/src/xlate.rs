@@ -294,10 +294,11 @@ impl<L: Lookup> Ctx<'_, L> {
                 Action::Output(p) => self.output(*p),
                 Action::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
                 Action::DecTtl => {
+                    // As Open vSwitch 3.1 (checked with ofproto/trace): TTL and protocol are
+                    // consulted, also for a packet that is not IP (an ARP one).
                     self.wc.unwildcard(Field::NwTtl);
+                    self.wc.unwildcard(Field::NwProto);
                     if is_ip(&self.flow) {
-                        // Writing an L3 field, as set_field below.
-                        self.wc.unwildcard(Field::NwProto);
                         let ttl = self.flow.get(Field::NwTtl);
                         if ttl > 1 {
                             self.flow.set(Field::NwTtl, ttl - 1);

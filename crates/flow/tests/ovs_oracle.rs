@@ -446,7 +446,7 @@ mod compare {
         o: &Ovs,
         t: &FlowTables,
         change: &random::Change,
-        used: &mut random::Priorities,
+        used: &mut random::RuleGen,
     ) -> Option<FlowTables> {
         use ofctl::FlowModKind as K;
         use random::Change as C;
@@ -501,11 +501,17 @@ mod compare {
         let t0 = Instant::now();
         let (mut traces, mut changes, mut mf_diffs) = (0, 0, Vec::new());
         for round in 0..12 {
-            let mut used = random::Priorities::default();
+            let mut used = random::RuleGen::default();
+            used.groups = round % 2 == 1;
+            let groups = if used.groups {
+                random::random_groups(&mut rng)
+            } else {
+                String::new()
+            };
             let rules = random::random_ruleset_in(&mut rng, 40, &mut used);
-            load(&o, &rules, "");
-            let mut t = tables(&rules, "");
-            let mut log = vec![format!("rules:\n{rules}")];
+            load(&o, &rules, &groups);
+            let mut t = tables(&rules, &groups);
+            let mut log = vec![format!("groups:\n{groups}rules:\n{rules}")];
             for step in 0..=12 {
                 if step > 0 {
                     let ex = existing(&t);
@@ -571,7 +577,7 @@ fn scratch_trace() {
     let groups = std::fs::read_to_string("/tmp/oracle_scratch.groups").unwrap_or_default();
     load(&o, &flows, &groups);
     let mut vt = compare::tables(&flows, &groups);
-    let mut used = random::Priorities::default();
+    let mut used = random::RuleGen::default();
     for l in std::fs::read_to_string("/tmp/oracle_scratch.mods")
         .unwrap_or_default()
         .lines()

@@ -174,7 +174,7 @@ fn random_rewrite(rng: &mut Rng, m: &str) -> Option<String> {
 
 /// Actions for a rule in `table` whose match is `m`: rewrites between outputs, and in table
 /// 0 a goto or resubmit to table 1.
-fn random_actions(rng: &mut Rng, table: usize, m: &str) -> String {
+fn random_actions(rng: &mut Rng, table: usize, m: &str, groups: bool) -> String {
     let mut acts = Vec::new();
     if rng.chance(30) {
         acts.extend(random_rewrite(rng, m));
@@ -188,7 +188,11 @@ fn random_actions(rng: &mut Rng, table: usize, m: &str) -> String {
         }
         return acts.join(",");
     }
-    let out = random_output(rng);
+    let out = if groups && rng.chance(15) {
+        format!("group:{}", 1 + rng.below(2))
+    } else {
+        random_output(rng)
+    };
     if out == "drop" {
         // ovs-ofctl refuses `drop` beside other actions.
         return out;
@@ -201,17 +205,22 @@ fn random_actions(rng: &mut Rng, table: usize, m: &str) -> String {
     acts.join(",")
 }
 
-/// Priorities in use, by table (0 and 1): a table never gets two rules of one priority,
-/// since Open vSwitch breaks ties between overlapping rules arbitrarily.
+/// What rules may use: priorities in use, by table (0 and 1), since Open vSwitch breaks ties
+/// between overlapping rules arbitrarily, a table never gets two rules of one priority; and
+/// whether the groups of [`random_groups`] exist.
 #[derive(Default)]
-pub struct Priorities([BTreeSet<u16>; 2]);
+pub struct RuleGen {
+    used: [BTreeSet<u16>; 2],
+    /// Rules may send to groups 1 (all) and 2 (indirect).
+    pub groups: bool,
+}
 
-impl Priorities {
+impl RuleGen {
     /// A priority not used yet in `table` (1..=999), now taken.
     pub fn fresh(&mut self, rng: &mut Rng, table: usize) -> u16 {
         loop {
             let p = 1 + rng.below(999) as u16;
-            if self.0[table].insert(p) {
+            if self.used[table].insert(p) {
                 return p;
             }
         }
@@ -219,16 +228,16 @@ impl Priorities {
 
     /// Take `prio` in `table`; false when it was taken already.
     pub fn take(&mut self, table: usize, prio: u16) -> bool {
-        self.0[table].insert(prio)
+        self.used[table].insert(prio)
     }
 }
 
 /// One random rule (`table=T,priority=P[,cookie=C],MATCH,actions=...`) with a fresh priority.
-pub fn random_rule(rng: &mut Rng, used: &mut Priorities) -> String {
+pub fn random_rule(rng: &mut Rng, used: &mut RuleGen) -> String {
     let table = usize::from(rng.chance(35));
     let prio = used.fresh(rng, table);
     let m = random_match(rng);
-    let actions = random_actions(rng, table, &m);
+    let actions = random_actions(rng, table, &m, used.groups);
     let mut parts = vec![format!("table={table}"), format!("priority={prio}")];
     if rng.chance(25) {
         parts.push(format!("cookie={:#x}", 1 + rng.below(3)));
@@ -240,13 +249,28 @@ pub fn random_rule(rng: &mut Rng, used: &mut Priorities) -> String {
     parts.join(",")
 }
 
+/// Groups 1 (`all`: a copy out of one port, a rewritten copy out of another) and 2
+/// (`indirect`: maybe dec_ttl, then out of a port), as ovs-ofctl add-groups text. No select
+/// group: vecplane's bucket hash is not OVS's (the golden rule sets check select groups).
+pub fn random_groups(rng: &mut Rng) -> String {
+    let rewrite = rng.pick(&["mod_dl_dst:02:00:00:00:00:1a,", "dec_ttl,", ""]);
+    let ttl = rng.pick(&["dec_ttl,", ""]);
+    format!(
+        "group_id=1,type=all,bucket=actions=output:{},bucket=actions={rewrite}output:{}\n\
+         group_id=2,type=indirect,bucket=actions={ttl}output:{}\n",
+        rng.pick(&PORTS),
+        rng.pick(&PORTS),
+        rng.pick(&PORTS)
+    )
+}
+
 /// A rule set of `n` rules over tables 0 and 1, as ovs-ofctl add-flows text.
 pub fn random_ruleset(rng: &mut Rng, n: usize) -> String {
-    random_ruleset_in(rng, n, &mut Priorities::default())
+    random_ruleset_in(rng, n, &mut RuleGen::default())
 }
 
 /// [`random_ruleset`] taking its priorities from `used`.
-pub fn random_ruleset_in(rng: &mut Rng, n: usize, used: &mut Priorities) -> String {
+pub fn random_ruleset_in(rng: &mut Rng, n: usize, used: &mut RuleGen) -> String {
     let mut out = String::new();
     for _ in 0..n {
         out.push_str(&random_rule(rng, used));
@@ -270,11 +294,7 @@ pub enum Change {
 /// adds, modifies and deletes, loose and strict, of rules that exist and of ones that do not,
 /// with table, cookie and out_port filters. Modified actions are outputs only (a modify is
 /// sent as OpenFlow 1.0, which has no goto_table).
-pub fn random_change(
-    rng: &mut Rng,
-    existing: &[(u8, u16, String)],
-    used: &mut Priorities,
-) -> Change {
+pub fn random_change(rng: &mut Rng, existing: &[(u8, u16, String)], used: &mut RuleGen) -> Change {
     let pick = |rng: &mut Rng| -> Option<(u8, u16, String)> {
         if existing.is_empty() {
             None
