@@ -301,3 +301,43 @@ fn modify_selecting_nothing_adds_as_ovs_ofctl_does() {
         .unwrap()
         .is_empty());
 }
+
+#[test]
+fn mod_flows_text_sets_cookies_as_ovs_ofctl_does() {
+    // Open vSwitch 3.1, ovs-ofctl's default protocol (OpenFlow 1.0): `mod-flows` without a
+    // cookie zeroes the cookies of the rules it changes, `cookie=7` sets 7 (and an added rule
+    // gets it), `cookie=4/-1` selects by cookie and keeps it; `del-flows` takes `cookie=V/-1`.
+    use crate::ofctl::{parse_flow_mod, FlowModKind as K};
+    let flows = [
+        "cookie=0x1,priority=150,tcp,actions=output:3",
+        "cookie=0x3,priority=150,icmp,actions=output:3",
+        "cookie=0x4,priority=150,arp,actions=output:3",
+    ];
+    let mut mods: Vec<FlowMod> = flows
+        .iter()
+        .map(|f| parse_flow_mod(K::Add, f).unwrap())
+        .collect();
+    for (k, text) in [
+        (K::Modify, "tcp,actions=output:4"),
+        (K::Modify, "cookie=0x7,icmp,actions=output:4"),
+        (K::Modify, "cookie=0x4/-1,actions=output:1"),
+        (K::Modify, "cookie=0x9,ipv6,actions=output:2"),
+        (K::Delete, "cookie=0x7/-1"),
+    ] {
+        mods.push(parse_flow_mod(k, text).unwrap());
+    }
+    let t = FlowTables::new(ports()).apply(&mods).unwrap();
+    let mut got: Vec<String> = t
+        .rules()
+        .map(|(_, r)| crate::ofctl::format_rule(r, None))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "cookie=0x4, priority=150,arp actions=output:1",
+            "cookie=0x9, ipv6 actions=output:2",
+            "priority=150,tcp actions=output:4",
+        ]
+    );
+}

@@ -65,9 +65,10 @@ pub fn parse_flow(text: &str) -> Result<Rule, OfctlError> {
 
 /// The match part of `mod-flows`/`del-flows` (`strict`: `--strict`, so the priority counts).
 /// Accepts `table=` (255 or absent: every table), `cookie=V/M` and `out_port=`.
-/// A cookie without a mask is refused, as by ovs-ofctl (`cookie=V/-1` matches one cookie).
+/// `cookie=V` without a mask matches exactly that cookie (laxer than ovs-ofctl, which refuses
+/// it in `del-flows` and asks for `cookie=V/-1`).
 pub fn parse_filter(text: &str, strict: bool) -> Result<RuleFilter, OfctlError> {
-    let (filter, actions, new_cookie) = parse::parse_filter_and_actions(text, strict)?;
+    let (mut filter, actions, new_cookie) = parse::parse_filter_and_actions(text, strict)?;
     if actions.is_some() {
         return Err(OfctlError::syntax(
             text.trim(),
@@ -75,12 +76,7 @@ pub fn parse_filter(text: &str, strict: bool) -> Result<RuleFilter, OfctlError> 
         ));
     }
     if let Some(c) = new_cookie {
-        return Err(OfctlError::syntax(
-            &format!("cookie={c:#x}"),
-            format!(
-                "a filter matches a cookie only with a mask (cookie={c:#x}/-1 for exactly this one)"
-            ),
-        ));
+        filter.cookie = Some((c, u64::MAX));
     }
     Ok(filter)
 }
