@@ -168,12 +168,17 @@ pub struct RuleFilter {
 pub enum FlowMod {
     /// Add a rule (replacing one with the same table, priority and match).
     Add(Rule),
-    /// Replace the actions of the rules the filter selects.
+    /// Replace the actions of the rules the filter selects; when it selects none (and has no
+    /// cookie filter), add the rule (`filter`'s table, match and strict priority or the
+    /// default), as ovs-ofctl's default protocol (OpenFlow 1.0) does.
     Modify {
         /// Which rules.
         filter: RuleFilter,
         /// Their new actions.
         actions: Vec<Action>,
+        /// Their new cookie (None: kept; an added rule gets 0). `mod-flows` text gives
+        /// `Some`: `cookie=V` without a mask, else 0, as ovs-ofctl's OpenFlow 1.0 does.
+        cookie: Option<u64>,
     },
     /// Delete the rules the filter selects.
     Delete(RuleFilter),

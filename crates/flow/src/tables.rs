@@ -290,7 +290,7 @@ pub enum FlowModProblem {
     #[error("group {0}: an indirect group needs exactly one bucket, it has {1}")]
     IndirectBuckets(u32, usize),
     /// `set_field` of a field that is not writable.
-    #[error("set_field: {0} cannot be set; writable: packet header fields (dl_src, dl_dst, vlan, nw_src, nw_dst, ipv6_src, ipv6_dst, ip_dscp, nw_ecn, nw_ttl, ipv6_label, arp_sha, arp_tha, tp_src, tp_dst), in_port, tun_id, tun_src, tun_dst, metadata, reg0..reg7")]
+    #[error("set_field: {0} cannot be set; writable: packet header fields (dl_src, dl_dst, vlan, nw_src, nw_dst, ipv6_src, ipv6_dst, ip_dscp, nw_ecn, nw_ttl, ipv6_label, arp_sha, arp_tha, tp_src, tp_dst, arp_op), in_port, tun_id, tun_src, tun_dst, metadata, reg0..reg7")]
     NotWritable(&'static str),
     /// `push_vlan` with a TPID that is not a VLAN TPID.
     #[error("push_vlan:{0:#06x}: the ethertype must be 0x8100 or 0x88a8")]
@@ -298,11 +298,10 @@ pub enum FlowModProblem {
 }
 
 /// Fields `set_field` may write.
+/// `NwProto` is writable as an ARP packet's opcode (`set_field:2->arp_op`; translation
+/// leaves an IP packet's protocol alone).
 fn writable(f: Field) -> bool {
-    !matches!(
-        f,
-        Field::EthType | Field::NwProto | Field::NwFrag | Field::TcpFlags
-    )
+    !matches!(f, Field::EthType | Field::NwFrag | Field::TcpFlags)
 }
 
 /// An immutable snapshot of a switch's flow tables, groups and ports.
@@ -649,7 +648,11 @@ impl Batch<'_> {
                     }
                 }
             }
-            FlowMod::Modify { filter, actions } => {
+            FlowMod::Modify {
+                filter,
+                actions,
+                cookie,
+            } => {
                 let tables = self.filter_tables(filter)?;
                 let mut any = false;
                 for t in tables {
@@ -670,6 +673,9 @@ impl Batch<'_> {
                         let old = &rules[i];
                         let mut rule = old.rule.clone();
                         rule.actions = actions.clone();
+                        if let Some(c) = cookie {
+                            rule.cookie = *c;
+                        }
                         rules[i] = Arc::new(RuleEntry {
                             id: old.id,
                             rule,
@@ -683,7 +689,7 @@ impl Batch<'_> {
                     return self.apply(&FlowMod::Add(Rule {
                         table: filter.table.unwrap_or(0),
                         priority: filter.strict.unwrap_or(crate::rule::DEFAULT_PRIORITY),
-                        cookie: 0,
+                        cookie: cookie.unwrap_or(0),
                         m: filter.m,
                         actions: actions.clone(),
                         idle_timeout: 0,

@@ -100,6 +100,7 @@ fn modify_and_delete_strict_and_not() {
         .apply(&[FlowMod::Modify {
             filter: filter(None, tcp, None),
             actions: vec![out(4)],
+            cookie: None,
         }])
         .unwrap();
     let acts: Vec<_> = t2.rules().map(|(_, r)| r.actions.clone()).collect();
@@ -266,18 +267,77 @@ fn modify_selecting_nothing_adds_as_ovs_ofctl_does() {
         .apply(&[FlowMod::Modify {
             filter: filter(None, ipm, None),
             actions: vec![],
+            cookie: Some(7),
         }])
         .unwrap();
     let rules: Vec<_> = t.rules().map(|(_, r)| r.clone()).collect();
-    assert_eq!(rules, vec![rule0(ipm, vec![])]);
+    let mut want = rule0(ipm, vec![]);
+    want.cookie = 7;
+    assert_eq!(rules, vec![want.clone()]);
+    // A modify that selects rules sets their cookie (Some) or keeps it (None).
+    for (cookie, want_cookie) in [(None, 7), (Some(9), 9)] {
+        let t2 = t
+            .apply(&[FlowMod::Modify {
+                filter: filter(None, ipm, None),
+                actions: vec![out(2)],
+                cookie,
+            }])
+            .unwrap();
+        let r: Vec<_> = t2
+            .rules()
+            .map(|(_, r)| (r.cookie, r.actions.clone()))
+            .collect();
+        assert_eq!(r, vec![(want_cookie, vec![out(2)])]);
+    }
     // Not with a cookie filter.
     let mut f = filter(None, ipm, None);
     f.cookie = Some((1, u64::MAX));
     assert!(FlowTables::new(ports())
         .apply(&[FlowMod::Modify {
             filter: f,
-            actions: vec![]
+            actions: vec![],
+            cookie: None,
         }])
         .unwrap()
         .is_empty());
+}
+
+#[test]
+fn mod_flows_text_sets_cookies_as_ovs_ofctl_does() {
+    // Open vSwitch 3.1, ovs-ofctl's default protocol (OpenFlow 1.0): `mod-flows` without a
+    // cookie zeroes the cookies of the rules it changes, `cookie=7` sets 7 (and an added rule
+    // gets it), `cookie=4/-1` selects by cookie and keeps it; `del-flows` takes `cookie=V/-1`.
+    use crate::ofctl::{parse_flow_mod, FlowModKind as K};
+    let flows = [
+        "cookie=0x1,priority=150,tcp,actions=output:3",
+        "cookie=0x3,priority=150,icmp,actions=output:3",
+        "cookie=0x4,priority=150,arp,actions=output:3",
+    ];
+    let mut mods: Vec<FlowMod> = flows
+        .iter()
+        .map(|f| parse_flow_mod(K::Add, f).unwrap())
+        .collect();
+    for (k, text) in [
+        (K::Modify, "tcp,actions=output:4"),
+        (K::Modify, "cookie=0x7,icmp,actions=output:4"),
+        (K::Modify, "cookie=0x4/-1,actions=output:1"),
+        (K::Modify, "cookie=0x9,ipv6,actions=output:2"),
+        (K::Delete, "cookie=0x7/-1"),
+    ] {
+        mods.push(parse_flow_mod(k, text).unwrap());
+    }
+    let t = FlowTables::new(ports()).apply(&mods).unwrap();
+    let mut got: Vec<String> = t
+        .rules()
+        .map(|(_, r)| crate::ofctl::format_rule(r, None))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "cookie=0x4, priority=150,arp actions=output:1",
+            "cookie=0x9, ipv6 actions=output:2",
+            "priority=150,tcp actions=output:4",
+        ]
+    );
 }

@@ -81,9 +81,11 @@ pub struct Translation {
 /// Packet header fields a datapath `Set` may write, in the order they are committed
 /// (Ethernet, then — after VLAN — network, then transport, as Open vSwitch commits).
 const SET_L2: [Field; 2] = [Field::EthSrc, Field::EthDst];
-const SET_L3L4: [Field; 12] = [
+const SET_L3L4: [Field; 13] = [
     Field::NwSrc,
     Field::NwDst,
+    // Read-only for IP; an ARP packet's opcode (`set_field:2->arp_op`).
+    Field::NwProto,
     Field::Ipv6Src,
     Field::Ipv6Dst,
     Field::IpDscp,
@@ -149,7 +151,7 @@ struct Ctx<'a, L: Lookup> {
     depth: u32,
     lookups: u32,
     table: u8,
-    /// A VLAN action ran: what the commit emits depends on the packet's whole tag.
+    /// A push or pop ran: what the commit emits depends on the packet's whole tag.
     vlan_touched: bool,
 }
 
@@ -292,7 +294,10 @@ impl<L: Lookup> Ctx<'_, L> {
                 Action::Output(p) => self.output(*p),
                 Action::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
                 Action::DecTtl => {
+                    // As Open vSwitch 3.1 (checked with ofproto/trace): TTL and protocol are
+                    // consulted, also for a packet that is not IP (an ARP one).
                     self.wc.unwildcard(Field::NwTtl);
+                    self.wc.unwildcard(Field::NwProto);
                     if is_ip(&self.flow) {
                         let ttl = self.flow.get(Field::NwTtl);
                         if ttl > 1 {
@@ -341,7 +346,7 @@ impl<L: Lookup> Ctx<'_, L> {
             Field::NwSrc | Field::NwDst => et == ETH_IP || et == ETH_ARP,
             Field::Ipv6Src | Field::Ipv6Dst | Field::Ipv6Label => et == ETH_IPV6,
             Field::IpDscp | Field::NwEcn | Field::NwTtl => et == ETH_IP || et == ETH_IPV6,
-            Field::ArpSha | Field::ArpTha => et == ETH_ARP,
+            Field::ArpSha | Field::ArpTha | Field::NwProto => et == ETH_ARP,
             Field::TpSrc | Field::TpDst => {
                 if et == ETH_IP || et == ETH_IPV6 {
                     self.wc.unwildcard(Field::NwProto);
@@ -360,12 +365,16 @@ impl<L: Lookup> Ctx<'_, L> {
             return;
         }
         let mask = mask & field.all_ones();
-        if matches!(
-            field,
-            Field::VlanTci | Field::VlanVid | Field::VlanPcp | Field::VlanPresent
-        ) {
-            self.vlan_touched = true;
+        if field.stage() == crate::key::Stage::L3 && field != Field::IpDscp {
+            // As Open vSwitch 3.1 (checked with ofproto/trace): writing an L3 field, even to
+            // the value it has, consults nw_proto (IP packets with nw_proto 0 are not
+            // rewritten, see `commit`), except ip_dscp (`commit` consults it when the DSCP
+            // changed, where OVS does not: its megaflow would rewrite an nw_proto 0 packet).
+            self.wc.unwildcard(Field::NwProto);
         }
+        // A VLAN field write consults only the bits it writes (and whether there is a tag):
+        // a retag that changes the tag is a pop and a push, and `commit` then consults the
+        // whole tag; one that leaves it as it was needs no other bit (as Open vSwitch).
         let old = self.wc.get(field);
         self.wc.set(field, old | mask);
         self.flow.set_masked(field, value, mask);
@@ -399,6 +408,17 @@ impl<L: Lookup> Ctx<'_, L> {
                 });
             }
             self.base.set(Field::VlanTci, f);
+        }
+        if SET_L3L4
+            .iter()
+            .any(|&f| self.flow.get(f) != self.base.get(f))
+        {
+            // As Open vSwitch: a packet whose `nw_proto` is 0 has no L3 header to rewrite
+            // (the change stays pending), so the answer depends on the protocol.
+            self.wc.unwildcard(Field::NwProto);
+            if self.flow.get(Field::NwProto) == 0 {
+                return;
+            }
         }
         for f in SET_L3L4 {
             self.commit_field(f);

@@ -605,3 +605,60 @@ fn ovs_ipv6_without_prefix_tracking_by_default() {
     // Ours (all four fields tracked): 47 bits tell 2001:db8:2:: from 2001:db8:1::.
     assert_eq!(t.translate(&k).mask.get(Ipv6Dst), u128::MAX << 81);
 }
+
+#[test]
+fn l3_rewrites_depend_on_nw_proto_as_in_open_vswitch() {
+    // Checked against Open vSwitch 3.1: `ip,actions=dec_ttl,output:2` gives a tcp packet
+    // "set(ipv4(ttl=63)),2" with megaflow "tcp,...,nw_ttl=64", and a packet with nw_proto 0
+    // just "2" (no L3 header to rewrite) with megaflow "ip,...,nw_proto=0".
+    let t = tables(&[rule0(
+        m(&[ex(EthType, 0x800)]),
+        vec![Action::DecTtl, Action::Output(PortRef::Number(2))],
+    )]);
+    let k = ip4_key(1, 6, ip(198, 18, 1, 1), ip(198, 18, 2, 2), 1, 2);
+    let tr = t.translate(&k);
+    assert_eq!(
+        tr.actions.as_slice()[0],
+        DpAction::Set {
+            field: NwTtl,
+            value: 63,
+            mask: 0xff
+        }
+    );
+    assert_eq!(tr.mask.get(NwProto), 0xff);
+    let mut k0 = k;
+    k0.set(NwProto, 0);
+    k0.set(TpSrc, 0);
+    k0.set(TpDst, 0);
+    let tr = t.translate(&k0);
+    assert!(tr
+        .actions
+        .as_slice()
+        .iter()
+        .all(|a| !matches!(a, DpAction::Set { .. })));
+    assert_eq!(tr.mask.get(NwProto), 0xff);
+    // An ARP opcode is written like the addresses.
+    let t = tables(&[rule0(
+        m(&[ex(EthType, 0x806)]),
+        vec![
+            Action::SetField {
+                field: NwProto,
+                value: 2,
+                mask: 0xff,
+            },
+            Action::Output(PortRef::Number(2)),
+        ],
+    )]);
+    let mut arp = k0;
+    arp.set(EthType, 0x806);
+    arp.set(NwProto, 1);
+    let tr = t.translate(&arp);
+    assert_eq!(
+        tr.actions.as_slice()[0],
+        DpAction::Set {
+            field: NwProto,
+            value: 2,
+            mask: 0xff
+        }
+    );
+}

@@ -491,6 +491,31 @@ impl Ovs {
         Ok(())
     }
 
+    /// `ovs-ofctl -O VERSION [--strict] mod-flows` of one `MATCH,actions=...` (`version`:
+    /// `OpenFlow10` or `OpenFlow13`; a modify that selects nothing adds the rule over 1.0
+    /// only).
+    pub fn mod_flows(&self, version: &str, text: &str, strict: bool) -> Result<()> {
+        let mut args = Vec::new();
+        if strict {
+            args.push("--strict");
+        }
+        args.extend(["mod-flows", text]);
+        self.ofctl(version, &args)?;
+        Ok(())
+    }
+
+    /// `ovs-ofctl -O OpenFlow13 [--strict] del-flows MATCH` (`table=`, `cookie=V/M`,
+    /// `out_port=` accepted).
+    pub fn del_flows_matching(&self, text: &str, strict: bool) -> Result<()> {
+        let mut args = Vec::new();
+        if strict {
+            args.push("--strict");
+        }
+        args.extend(["del-flows", text]);
+        self.ofctl("OpenFlow13", &args)?;
+        Ok(())
+    }
+
     /// Delete every rule and every group.
     pub fn del_flows(&self) -> Result<()> {
         self.ofctl("OpenFlow13", &["del-flows"])?;

@@ -328,10 +328,18 @@ impl Subtable {
             }
             let (plens, needed) = ctx.get(j, key, &tries[j]);
             if plens & (1u128 << (plen - 1)) == 0 {
+                // As Open vSwitch: the trie is shared by the table, so its answer may need
+                // more bits than this subtable's prefix; use it only when that adds no bit
+                // the subtable's own lookup would not (else look the subtable up).
                 let bits = prefix_mask(needed, field.bits());
                 let old = wc.get(*field);
-                wc.set(*field, old | bits);
-                return true;
+                if needed <= plen {
+                    wc.set(*field, old | bits);
+                    return true;
+                }
+                if old & bits == bits {
+                    return true;
+                }
             }
         }
         false

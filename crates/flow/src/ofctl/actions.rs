@@ -59,6 +59,7 @@ fn set_target(name: &str) -> Option<Target> {
         "eth_src" | "dl_src" => tg(F::EthSrc, K::Mac, 48, P::None),
         "eth_dst" | "dl_dst" => tg(F::EthDst, K::Mac, 48, P::None),
         "vlan_tci" => tg(F::VlanTci, K::Hex, 16, P::None),
+        // The value is checked and stored by `parse_set_field` (OpenFlow 1.3's 0x1000 | VID).
         "vlan_vid" => tg(F::VlanVid, K::Dec, 13, P::Vlan),
         "vlan_pcp" | "dl_vlan_pcp" => tg(F::VlanPcp, K::Dec, 3, P::Vlan),
         "ip_src" | "nw_src" => tg(F::NwSrc, K::Ipv4, 32, P::Ip4),

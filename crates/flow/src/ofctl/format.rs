@@ -246,6 +246,7 @@ fn match_parts(m: &Match, out: &mut Vec<String>) {
     let (tps, tps_m) = get(m, Field::TpSrc);
     let (tpd, tpd_m) = get(m, Field::TpDst);
     if ctx.is_icmp4() || ctx.is_icmp6() {
+        // As OVS: a 16-bit field, so a megaflow's 8-bit ICMP mask prints `icmp_type=0x8/0xff`.
         push_be16(out, "icmp_type", (tps, tps_m));
         push_be16(out, "icmp_code", (tpd, tpd_m));
     } else {

@@ -82,31 +82,48 @@ pub fn parse_flow(text: &str) -> Result<Rule, OfctlError> {
 
 /// The match part of `mod-flows`/`del-flows` (`strict`: `--strict`, so the priority counts).
 /// Accepts `table=` (255 or absent: every table), `cookie=V/M` and `out_port=`.
+/// `cookie=V` without a mask matches exactly that cookie (laxer than ovs-ofctl, which refuses
+/// it in `del-flows` and asks for `cookie=V/-1`).
 pub fn parse_filter(text: &str, strict: bool) -> Result<RuleFilter, OfctlError> {
-    let (filter, actions) = parse::parse_filter_and_actions(text, strict)?;
+    let (mut filter, actions, new_cookie) = parse::parse_filter_and_actions(text, strict)?;
     if actions.is_some() {
         return Err(OfctlError::syntax(
             text.trim(),
             "a filter takes no actions (use parse_flow_mod with Modify)",
         ));
     }
+    if let Some(c) = new_cookie {
+        filter.cookie = Some((c, u64::MAX));
+    }
     Ok(filter)
 }
 
-/// One `add-flow`, `mod-flows [--strict]` or `del-flows [--strict]` line as a change.
+/// One `add-flow`, `mod-flows [--strict]` or `del-flows [--strict]` line as a change. As
+/// ovs-ofctl's default protocol (OpenFlow 1.0), `mod-flows` sets the cookie of the rules it
+/// changes (or adds) to its `cookie=V` (no mask), 0 when absent; with `cookie=V/M` (a filter)
+/// the cookies stay.
 pub fn parse_flow_mod(cmd: FlowModKind, text: &str) -> Result<FlowMod, OfctlError> {
     match cmd {
         FlowModKind::Add => Ok(FlowMod::Add(parse_flow(text)?)),
         FlowModKind::Modify | FlowModKind::ModifyStrict => {
             let strict = cmd == FlowModKind::ModifyStrict;
-            let (filter, actions) = parse::parse_filter_and_actions(text, strict)?;
+            let (filter, actions, cookie) = parse::parse_filter_and_actions(text, strict)?;
             let actions = actions.ok_or_else(|| {
                 OfctlError::syntax(
                     text.trim(),
                     "mod-flows needs the new actions (`actions=...`)",
                 )
             })?;
-            Ok(FlowMod::Modify { filter, actions })
+            // With a cookie filter the cookies stay (OVS checked: 3.1 over OpenFlow 1.0).
+            let cookie = match filter.cookie {
+                Some(_) => None,
+                None => Some(cookie.unwrap_or(0)),
+            };
+            Ok(FlowMod::Modify {
+                filter,
+                actions,
+                cookie,
+            })
         }
         FlowModKind::Delete | FlowModKind::DeleteStrict => {
             let strict = cmd == FlowModKind::DeleteStrict;

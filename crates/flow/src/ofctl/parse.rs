@@ -551,6 +551,8 @@ fn parse_keys(s: &str, filter: bool) -> Result<(MatchBuilder, RuleKeys), OfctlEr
                     .ok_or_else(bad)?;
                 let m = match m {
                     None => None,
+                    // `-1` (all ones) is how ovs-ofctl's own messages write an exact mask.
+                    Some("-1") => Some(u64::MAX),
                     Some(m) => Some(
                         parse_uint(m)
                             .and_then(|v| u64::try_from(v).ok())
@@ -665,10 +667,9 @@ pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
 }
 
 /// `mod-flows`/`del-flows` syntax: a filter and, for `mod-flows`, actions.
-pub(crate) fn parse_filter_and_actions(
-    s: &str,
-    strict: bool,
-) -> Result<(RuleFilter, Option<Vec<crate::rule::Action>>), OfctlError> {
+/// A filter, its actions (if any) and the cookie given without a mask (`cookie=V`: for
+/// `mod-flows` the rules' new cookie, as ovs-ofctl's OpenFlow 1.0; only `cookie=V/M` filters).
+pub(crate) fn parse_filter_and_actions(s: &str, strict: bool) -> Result<FilterParts, OfctlError> {
     let (head, actions) = split_actions(s)?;
     let (b, k) = parse_keys(head, true)?;
     if !strict && k.priority.is_some() {
@@ -692,11 +693,15 @@ pub(crate) fn parse_filter_and_actions(
         table,
         m,
         strict: strict.then(|| k.priority.unwrap_or(DEFAULT_PRIORITY)),
-        cookie: k.cookie.map(|(v, m)| (v, m.unwrap_or(u64::MAX))),
+        cookie: k.cookie.and_then(|(v, m)| Some((v, m?))),
         out_port: k.out_port,
     };
-    Ok((filter, actions))
+    let new_cookie = k.cookie.and_then(|(v, m)| m.is_none().then_some(v));
+    Ok((filter, actions, new_cookie))
 }
+
+/// What [`parse_filter_and_actions`] returns.
+pub(crate) type FilterParts = (RuleFilter, Option<Vec<crate::rule::Action>>, Option<u64>);
 
 /// The statistics a `dump-flows` line carries (for tests and pasted dumps).
 pub(crate) fn parse_stats(s: &str) -> Result<super::RuleStats, OfctlError> {

@@ -63,7 +63,9 @@ fn filters_and_flow_mods() {
     assert!(e.to_string().contains("takes no actions"), "{e}");
 
     match parse_flow_mod(FlowModKind::Modify, "in_port=1,actions=output:3").expect("ok") {
-        FlowMod::Modify { filter, actions } => {
+        FlowMod::Modify {
+            filter, actions, ..
+        } => {
             assert_eq!(filter.strict, None);
             assert_eq!(actions, vec![Action::Output(PortRef::Number(3))]);
         }
@@ -75,7 +77,9 @@ fn filters_and_flow_mods() {
     )
     .expect("ok")
     {
-        FlowMod::Modify { filter, actions } => {
+        FlowMod::Modify {
+            filter, actions, ..
+        } => {
             assert_eq!(filter.strict, Some(5));
             assert!(actions.is_empty());
         }

@@ -3,10 +3,11 @@
 //! and the canonical forms both sides are compared in. Owns only text; it never runs actions.
 //!
 //! Open vSwitch does not emit a header rewrite where the OpenFlow action is: it "commits" the
-//! pending changes just before each output, grouped by header in a fixed order (Ethernet, VLAN,
-//! IPv4/IPv6, transport), each group listing only the fields that changed, with the megaflow's
-//! mask of that field when it is not exact. It emits no IP or transport rewrite for a packet
-//! whose `nw_proto` is 0. The formatter does the same from the input key and the megaflow mask.
+//! pending changes just before each output, grouped by header in a fixed order (Ethernet,
+//! IPv4/IPv6/ARP, transport, VLAN), each group listing only the fields that changed, with the megaflow's
+//! mask of that field when it is not exact (vecplane's translation does not emit an IP or
+//! transport rewrite for a packet whose `nw_proto` is 0 either, as OVS; the formatter prints
+//! what it is given). The formatter does the same from the input key and the megaflow mask.
 
 use flow::key::VLAN_CFI;
 use flow::{DpAction, Field, FlowKey};
@@ -21,7 +22,7 @@ fn mac(v: u128) -> String {
 }
 
 /// One changed field of a set action: `name=value[/mask]`.
-fn field_text(f: Field, value: u128, mask: u128) -> String {
+fn field_text(f: Field, value: u128, mask: u128, arp: bool) -> String {
     let full = f.all_ones();
     let mask = if mask == 0 { full } else { mask };
     let show = |v: u128| match f {
@@ -37,6 +38,18 @@ fn field_text(f: Field, value: u128, mask: u128) -> String {
         Field::Ipv6Label => "label",
         _ => "?",
     };
+    let (name, show): (&str, &dyn Fn(u128) -> String) = if arp {
+        match f {
+            Field::NwSrc => ("sip", &show),
+            Field::NwDst => ("tip", &show),
+            Field::NwProto => ("op", &|v: u128| v.to_string()),
+            Field::ArpSha => ("sha", &|v| mac(v)),
+            Field::ArpTha => ("tha", &|v| mac(v)),
+            _ => (name, &show),
+        }
+    } else {
+        (name, &show)
+    };
     if mask == full {
         format!("{name}={}", show(value))
     } else {
@@ -47,7 +60,8 @@ fn field_text(f: Field, value: u128, mask: u128) -> String {
 /// The commit of pending header changes (`cur` against what the datapath packet is, `base`).
 fn commit(base: &mut FlowKey, cur: &FlowKey, wc: &FlowKey, tpid: u16, out: &mut Vec<String>) {
     let changed = |f: Field| base.get(f) != cur.get(f);
-    let item = |f: Field| field_text(f, cur.get(f), wc.get(f));
+    let eth_type = cur.get(Field::EthType);
+    let item = |f: Field| field_text(f, cur.get(f), wc.get(f), eth_type == 0x0806);
     // Ethernet.
     let eth: Vec<String> = [Field::EthSrc, Field::EthDst]
         .into_iter()
@@ -57,28 +71,24 @@ fn commit(base: &mut FlowKey, cur: &FlowKey, wc: &FlowKey, tpid: u16, out: &mut 
     if !eth.is_empty() {
         out.push(format!("set(eth({}))", eth.join(",")));
     }
-    // VLAN: a changed tag is popped and pushed again.
-    if changed(Field::VlanTci) {
-        let cfi = u128::from(VLAN_CFI);
-        if base.get(Field::VlanTci) & cfi != 0 {
-            out.push("pop_vlan".to_string());
-        }
-        if cur.get(Field::VlanTci) & cfi != 0 {
-            let tp = if tpid != 0x8100 {
-                format!("tpid={tpid:#x},")
-            } else {
-                String::new()
-            };
-            out.push(format!(
-                "push_vlan({tp}vid={},pcp={})",
-                cur.get(Field::VlanVid),
-                cur.get(Field::VlanPcp)
-            ));
+    let proto = cur.get(Field::NwProto);
+    if eth_type == 0x0806 {
+        let arp: Vec<String> = [
+            Field::NwSrc,
+            Field::NwDst,
+            Field::NwProto,
+            Field::ArpSha,
+            Field::ArpTha,
+        ]
+        .into_iter()
+        .filter(|&f| changed(f))
+        .map(item)
+        .collect();
+        if !arp.is_empty() {
+            out.push(format!("set(arp({}))", arp.join(",")));
         }
     }
-    let eth_type = cur.get(Field::EthType);
-    let proto = cur.get(Field::NwProto);
-    if proto != 0 && (eth_type == 0x0800 || eth_type == 0x86dd) {
+    if eth_type == 0x0800 || eth_type == 0x86dd {
         let tos_changed = changed(Field::IpDscp) || changed(Field::NwEcn);
         let tos = (cur.get(Field::IpDscp) << 2) | cur.get(Field::NwEcn);
         let tos_mask = match (wc.get(Field::IpDscp) << 2) | wc.get(Field::NwEcn) {
@@ -149,6 +159,25 @@ fn commit(base: &mut FlowKey, cur: &FlowKey, wc: &FlowKey, tpid: u16, out: &mut 
             }
         }
     }
+    // VLAN, last (Open vSwitch commits it after L3 and L4): a changed tag is popped and pushed again.
+    if changed(Field::VlanTci) {
+        let cfi = u128::from(VLAN_CFI);
+        if base.get(Field::VlanTci) & cfi != 0 {
+            out.push("pop_vlan".to_string());
+        }
+        if cur.get(Field::VlanTci) & cfi != 0 {
+            let tp = if tpid != 0x8100 {
+                format!("tpid={tpid:#x},")
+            } else {
+                String::new()
+            };
+            out.push(format!(
+                "push_vlan({tp}vid={},pcp={})",
+                cur.get(Field::VlanVid),
+                cur.get(Field::VlanPcp)
+            ));
+        }
+    }
     *base = *cur;
 }
 
@@ -211,8 +240,10 @@ pub fn format_dp_actions(
 /// The canonical form of "Datapath actions:" text (either side's) for comparison: OVS's
 /// bridge-local port (`LOCAL`, which vecplane does not have) and a send to an absent
 /// controller (`userspace(...controller(...))`, what OVS does when `dec_ttl` runs out) are
-/// dropped; runs of consecutive outputs, which send the same packet and whose order OVS takes
-/// from a hash map for `flood`/`all`, are sorted; nothing left is "drop".
+/// dropped; header changes after the last output, which reach no port (OVS commits them before
+/// such a controller send), are dropped; runs of consecutive outputs, which send the same
+/// packet and whose order OVS takes from a hash map for `flood`/`all`, are sorted; nothing
+/// left is "drop".
 pub fn canonical_actions(text: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut run: Vec<u32> = Vec::new();
@@ -233,6 +264,12 @@ pub fn canonical_actions(text: &str) -> String {
         }
     }
     flush(&mut run, &mut out);
+    while out
+        .last()
+        .is_some_and(|a| a.starts_with("set(") || a.starts_with("push_vlan(") || a == "pop_vlan")
+    {
+        out.pop();
+    }
     if out.is_empty() {
         "drop".to_string()
     } else {
@@ -240,13 +277,30 @@ pub fn canonical_actions(text: &str) -> String {
     }
 }
 
-/// The canonical form of megaflow text: its `field=value` items as a sorted set, without
-/// `recirc_id=0` and `eth` (every vecplane megaflow is a first pass over an Ethernet frame).
+/// True for a megaflow item that says "no VLAN tag": `vlan_tci=0x0000`, or
+/// `vlan_tci=0x0000/MASK` with the CFI ("tag present") bit 0x1000 in MASK.
+fn says_untagged(item: &str) -> bool {
+    let Some(v) = item.strip_prefix("vlan_tci=0x0000") else {
+        return false;
+    };
+    match v.strip_prefix("/0x") {
+        None => v.is_empty(),
+        Some(m) => u16::from_str_radix(m, 16).is_ok_and(|m| m & 0x1000 != 0),
+    }
+}
+
+/// The canonical form of megaflow text: its `field=value` items as a sorted set. Dropped, as
+/// representation only:
+/// - `recirc_id=0` and `eth`: every vecplane megaflow is a first pass over an Ethernet frame;
+/// - "no VLAN tag" (`vlan_tci=0x0000[/MASK with 0x1000]`): Open vSwitch's datapath key of an
+///   untagged frame has no VLAN attribute and its `eth_type` is the frame's outer type, so an
+///   untagged megaflow cannot match a tagged frame and OVS prints no `vlan_tci` for it; vecplane's
+///   key holds the type after the tag, so it says "untagged" with the CFI bit of `vlan_tci`.
 pub fn canonical_megaflow(text: &str) -> Vec<String> {
     let mut items: Vec<String> = text
         .split(',')
         .map(str::trim)
-        .filter(|t| !t.is_empty() && *t != "recirc_id=0" && *t != "eth")
+        .filter(|t| !t.is_empty() && *t != "recirc_id=0" && *t != "eth" && !says_untagged(t))
         .map(str::to_string)
         .collect();
     items.sort();
