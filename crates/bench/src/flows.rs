@@ -648,7 +648,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         bail!("--packets-per-flow and --plot go with --churn");
     }
     let mut failed = None;
-    run_with(args, &mut |s| {
+    let summaries = run_with(args, &mut |s| {
         if args.json {
             match serde_json::to_string(s) {
                 Ok(line) => println!("{line}"),
@@ -661,6 +661,64 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let Some(e) = failed {
         return Err(e).context("cannot write the JSON report");
     }
+    if !args.no_profile {
+        record_costs(args, &summaries)?;
+    }
+    Ok(())
+}
+
+/// Which planner cost a run measured: every packet a miss (`--miss`), every hit a megaflow hit
+/// (`--no-emc`), or (nearly) every hit an EMC hit. None when the run was none of these cleanly.
+fn cost_path(s: &FlowsSummary) -> Option<crate::profile::CostPath> {
+    use crate::profile::CostPath;
+    let hits = s.emc_hits + s.megaflow_hits;
+    let total = hits + s.misses;
+    if total == 0 {
+        return None;
+    }
+    if s.mode == "miss" {
+        return (s.misses as f64 >= 0.99 * total as f64).then_some(CostPath::Miss);
+    }
+    if s.misses as f64 > 0.01 * total as f64 {
+        return None;
+    }
+    if !s.emc {
+        return Some(CostPath::MegaflowHit);
+    }
+    (s.emc_hits as f64 >= 0.95 * hits as f64).then_some(CostPath::EmcHit)
+}
+
+/// Merge the costs these runs measured into the planner's profile (`vecplane plan` reads it)
+/// and say where.
+fn record_costs(args: &BenchArgs, summaries: &[FlowsSummary]) -> Result<()> {
+    let costs: Vec<crate::profile::Cost> = summaries
+        .iter()
+        .filter_map(|s| {
+            cost_path(s).map(|p| {
+                crate::profile::Cost::from_summary(&s.summary, p, crate::profile::Protocol::Ipv4)
+            })
+        })
+        .collect();
+    let Some(tsc_hz) = summaries.first().map(|s| s.summary.tsc_hz) else {
+        return Ok(());
+    };
+    if costs.is_empty() {
+        eprintln!(
+            "note: these runs measured no clean hit or miss cost; the planner profile is unchanged"
+        );
+        return Ok(());
+    }
+    let (file, _) = crate::profile::record(
+        args.profile.as_deref(),
+        crate::profile::HostFacts::current(tsc_hz),
+        &costs,
+    )
+    .context("cannot write the planner profile")?;
+    eprintln!(
+        "planner profile: {} cost(s) merged into {} (vecplane plan reads it; --no-profile skips this)",
+        costs.len(),
+        file.display()
+    );
     Ok(())
 }
 

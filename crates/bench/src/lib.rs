@@ -111,6 +111,13 @@ pub struct BenchArgs {
     /// flows --churn: write the pps-against-hit-% plot to this SVG file.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// flows: the planner profile the measured costs are merged into (default
+    /// $XDG_STATE_HOME/vecplane/profile.json, or ~/.local/state/vecplane/profile.json).
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// flows: do not write the measured costs into the planner profile.
+    #[arg(long)]
+    pub no_profile: bool,
 }
 
 /// Frame sizes to run as (requested, used, note when they differ).
