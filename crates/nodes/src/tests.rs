@@ -25,7 +25,7 @@ const MAC3: [u8; 6] = [2, 0, 0, 0, 0, 4];
 const HOST0: [u8; 6] = [2, 0, 0, 0, 1, 2];
 const HOST1: [u8; 6] = [2, 0, 0, 0, 2, 2];
 
-type Captured = Arc<Mutex<Vec<(u16, Vec<u8>)>>>;
+pub(crate) type Captured = Arc<Mutex<Vec<(u16, Vec<u8>)>>>;
 
 struct Inject {
     frames: VecDeque<(u16, Vec<u8>)>,
@@ -62,10 +62,12 @@ impl InputNode for Inject {
     }
 }
 
-struct Capture {
-    name: String,
-    port: u16,
-    out: Captured,
+/// Records what reaches a port's transmit node (its `tx_port` checked) and frees it; shared
+/// with the other nodes' graph tests.
+pub(crate) struct Capture {
+    pub(crate) name: String,
+    pub(crate) port: u16,
+    pub(crate) out: Captured,
 }
 
 impl Node for Capture {

@@ -7,6 +7,7 @@ use super::resources::{blocking, body, params, Body, Params, Shared};
 use crate::flows_api;
 use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
+use dataplane::flows::FlowSwitch;
 use serde_json::Value;
 
 fn answer(r: Result<Value, ApiError>) -> Response {
@@ -14,6 +15,22 @@ fn answer(r: Result<Value, ApiError>) -> Response {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => e.into_response(),
     }
+}
+
+/// Run `f` on the flow bridge `name` off the runtime's thread (the query takes no parameters).
+async fn on_switch(
+    s: Shared,
+    name: String,
+    q: Params,
+    f: impl FnOnce(&FlowSwitch) -> Result<Value, ApiError> + Send + 'static,
+) -> Response {
+    answer(
+        blocking(move || {
+            params(q, &[])?;
+            f(&*flows_api::find(&s.view, &name)?)
+        })
+        .await,
+    )
 }
 
 /// A body that may be absent (then `T::default()`).
@@ -26,13 +43,7 @@ fn optional_body<T: serde::de::DeserializeOwned + Default>(b: Body) -> Result<T,
 
 /// `GET /v1/bridges/{name}/flows`.
 pub(super) async fn get_flows(s: Shared, Path(name): Path<String>, q: Params) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            Ok(flows_api::dump_flows(&*flows_api::find(&s.view, &name)?))
-        })
-        .await,
-    )
+    on_switch(s, name, q, |sw| Ok(flows_api::dump_flows(sw))).await
 }
 
 /// `POST /v1/bridges/{name}/flows`.
@@ -42,14 +53,7 @@ pub(super) async fn post_flows(
     q: Params,
     b: Body,
 ) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            let req: flows_api::AddFlows = body(b)?;
-            flows_api::add_flows(&*flows_api::find(&s.view, &name)?, &req)
-        })
-        .await,
-    )
+    on_switch(s, name, q, move |sw| flows_api::add_flows(sw, &body(b)?)).await
 }
 
 /// `PATCH /v1/bridges/{name}/flows`.
@@ -59,14 +63,7 @@ pub(super) async fn patch_flows(
     q: Params,
     b: Body,
 ) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            let req: flows_api::ModFlows = body(b)?;
-            flows_api::mod_flows(&*flows_api::find(&s.view, &name)?, &req)
-        })
-        .await,
-    )
+    on_switch(s, name, q, move |sw| flows_api::mod_flows(sw, &body(b)?)).await
 }
 
 /// `DELETE /v1/bridges/{name}/flows`.
@@ -76,25 +73,15 @@ pub(super) async fn delete_flows(
     q: Params,
     b: Body,
 ) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            let req: flows_api::DelFlows = optional_body(b)?;
-            flows_api::del_flows(&*flows_api::find(&s.view, &name)?, &req)
-        })
-        .await,
-    )
+    on_switch(s, name, q, move |sw| {
+        flows_api::del_flows(sw, &optional_body(b)?)
+    })
+    .await
 }
 
 /// `GET /v1/bridges/{name}/groups`.
 pub(super) async fn get_groups(s: Shared, Path(name): Path<String>, q: Params) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            Ok(flows_api::dump_groups(&*flows_api::find(&s.view, &name)?))
-        })
-        .await,
-    )
+    on_switch(s, name, q, |sw| Ok(flows_api::dump_groups(sw))).await
 }
 
 /// `POST /v1/bridges/{name}/groups`.
@@ -104,14 +91,7 @@ pub(super) async fn post_groups(
     q: Params,
     b: Body,
 ) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            let req: flows_api::AddGroups = body(b)?;
-            flows_api::add_groups(&*flows_api::find(&s.view, &name)?, &req)
-        })
-        .await,
-    )
+    on_switch(s, name, q, move |sw| flows_api::add_groups(sw, &body(b)?)).await
 }
 
 /// `DELETE /v1/bridges/{name}/groups`.
@@ -121,27 +101,15 @@ pub(super) async fn delete_groups(
     q: Params,
     b: Body,
 ) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            let req: flows_api::DelGroups = optional_body(b)?;
-            flows_api::del_groups(&*flows_api::find(&s.view, &name)?, &req)
-        })
-        .await,
-    )
+    on_switch(s, name, q, move |sw| {
+        flows_api::del_groups(sw, &optional_body(b)?)
+    })
+    .await
 }
 
 /// `GET /v1/bridges/{name}/megaflows`.
 pub(super) async fn get_megaflows(s: Shared, Path(name): Path<String>, q: Params) -> Response {
-    answer(
-        blocking(move || {
-            params(q, &[])?;
-            Ok(flows_api::dump_megaflows(&*flows_api::find(
-                &s.view, &name,
-            )?))
-        })
-        .await,
-    )
+    on_switch(s, name, q, |sw| Ok(flows_api::dump_megaflows(sw))).await
 }
 
 /// `GET /v1/flow-cache`.

@@ -29,18 +29,12 @@ pub(super) struct BridgeHead {
     pub(super) flow: Option<FlowSettings>,
 }
 
-pub(super) const BRIDGE_KEYS: &[&str] = &[
-    "name",
-    "mode",
-    "flows",
-    "flow-file",
-    "groups",
-    "megaflow-limit",
-    "megaflow-idle-seconds",
-    "emc-entries",
-    "emc-insert-inv-prob",
-];
-const _: () = assert!(BRIDGE_KEYS.len() == FLOW_BRIDGE_KEYS.len() + 1);
+/// The keys of a `[[bridge]]`: its name and those of flow mode.
+fn bridge_keys() -> Vec<&'static str> {
+    std::iter::once("name")
+        .chain(FLOW_BRIDGE_KEYS.iter().copied())
+        .collect()
+}
 
 impl Ctx<'_> {
     /// The `[[bridge]]` sections: each one's name (None where it had an error, reported).
@@ -52,7 +46,7 @@ impl Ctx<'_> {
         let mut bridge_names: Vec<Option<BridgeHead>> = Vec::new();
         for (i, node) in bridges.iter().enumerate() {
             let section = format!("[[bridge]] #{}", i + 1);
-            let Some(f) = self.fields(section.clone(), None, node, BRIDGE_KEYS) else {
+            let Some(f) = self.fields(section.clone(), None, node, &bridge_keys()) else {
                 bridge_names.push(None);
                 continue;
             };

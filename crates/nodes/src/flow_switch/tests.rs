@@ -7,6 +7,7 @@ use super::*;
 use crate::bridge::{BridgeConfig, BridgeDomainConfig, BridgePortConfig, BridgePortMode, L2Bridge};
 use crate::drop::ErrorDrop;
 use crate::output::InterfaceOutput;
+use crate::tests::{Capture, Captured};
 use flow::rule::{FlowMod, Rule, DEFAULT_PRIORITY};
 use flow::tables::SwitchPorts;
 use flow::{Action, Field, Match, PortRef};
@@ -19,7 +20,6 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 
 type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
-type Captured = Arc<Mutex<Vec<(u16, Vec<u8>)>>>;
 
 /// The graph's clock is the TSC: the node's milliseconds must follow it.
 fn hz() -> u64 {
@@ -56,30 +56,6 @@ impl InputNode for Inject {
             n += 1;
         }
         (n, Dispatch::AllTo(0))
-    }
-}
-
-struct Capture {
-    name: String,
-    port: u16,
-    out: Captured,
-}
-
-impl Node for Capture {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        vec![]
-    }
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
-        let mut out = self.out.lock().expect("lock");
-        for &b in frame {
-            assert_eq!(cx.pool.meta(b).tx_port, self.port);
-            out.push((self.port, cx.pool.data(b).to_vec()));
-        }
-        cx.pool.free_batch(frame);
-        Dispatch::Consumed
     }
 }
 
