@@ -14,6 +14,8 @@ pub mod scenario;
 pub mod sys;
 pub mod testpmd;
 pub mod veth;
+pub(crate) mod veth_measure;
+pub mod veth_switch;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -31,6 +33,8 @@ pub enum Reference {
     Kernel,
     /// DPDK's `rte_fib` through `dpdk-test-fib`, for the fib scenario.
     DpdkFib,
+    /// Open vSwitch's userspace datapath with `afxdp` ports, for veth-switch.
+    Ovs,
 }
 
 /// Arguments of `vecplane bench`.
@@ -89,6 +93,13 @@ pub struct BenchArgs {
     /// of the packet-rate runs; reports the spread in Gbit/s.
     #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "10")]
     pub stability: Option<usize>,
+    /// veth-switch: churn, the generator starting new flows at a fixed rate (about `--flows`
+    /// of them live at a time) instead of sending fixed flows.
+    #[arg(long)]
+    pub churn: bool,
+    /// veth-switch with --churn: new flows per second [default: 100000].
+    #[arg(long, value_name = "N")]
+    pub new_flows_per_second: Option<u64>,
 }
 
 /// Frame sizes to run as (requested, used, note when they differ).
@@ -237,7 +248,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let veth::ScenarioArg::Veth(v) = args.scenario {
         return veth::run(args, v);
     }
+    if args.churn && args.scenario != veth::ScenarioArg::VethSwitch {
+        bail!("--churn is for --scenario veth-switch");
+    }
     let wanted = match args.scenario {
+        veth::ScenarioArg::VethSwitch => Some(Reference::Ovs),
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
         veth::ScenarioArg::Poll => None,
         veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
@@ -258,6 +273,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::Poll {
         return poll::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::VethSwitch {
+        return veth_switch::run(args);
     }
     if args.scenario == veth::ScenarioArg::Fib {
         return fibref::run(args);
