@@ -312,7 +312,7 @@ struct Cleanup {
     pids: Vec<u32>,
 }
 
-fn median_of<'a, T>(runs: &'a [T], pps: impl Fn(&T) -> f64) -> Option<&'a T> {
+fn median_of<T>(runs: &[T], pps: impl Fn(&T) -> f64) -> Option<&T> {
     let v: Vec<f64> = runs.iter().map(pps).collect();
     runs.get(median_index(&v)?)
 }
@@ -460,9 +460,18 @@ fn report(
         "cycles_per_packet": m.cycles_per_packet,
         "offered_pps": m.offered_pps,
         "fwd_cpu_busy": m.fwd_cpu_busy,
+        "worker_cpu_share": m.fwd_cpu_busy,
         "r_cycles_per_packet": m.r_cycles_per_packet,
         "tsc_hz": p.tsc_hz,
+        "notes": notes(p),
         "load_average": crate::sys::load_average(),
+        "cleanup": {
+            "namespaces": cleanup.namespaces,
+            "dirs": cleanup.dirs,
+            "ovs_pids": cleanup.pids,
+        },
+    });
+    let more = json!({
         "emc_hits": cache("emc_hits"),
         "megaflow_hits": cache("megaflow_hits"),
         "misses": cache("misses"),
@@ -474,12 +483,10 @@ fn report(
         "drops": m.drops,
         "runs": ours.iter().map(|r| r.run.pps).collect::<Vec<_>>(),
         "all_runs": ours.iter().map(|r| json!({"run": r.run, "flow_cache": r.cache})).collect::<Vec<_>>(),
-        "cleanup": {
-            "namespaces": cleanup.namespaces,
-            "dirs": cleanup.dirs,
-            "ovs_pids": cleanup.pids,
-        },
     });
+    if let (Some(obj), Some(more)) = (json.as_object_mut(), more.as_object()) {
+        obj.extend(more.clone());
+    }
     if let Some((r, f)) = o {
         json["reference"] = json!({
             "name": REFERENCE_NAME,
@@ -554,6 +561,36 @@ fn report(
         }
     }
     Ok((text, json))
+}
+
+fn notes(p: &veth::Plan) -> Vec<String> {
+    let mut n = vec![
+        format!(
+            "generator: vecplane gen tx (xdp-live) in A on CPU {}, {} flows{}; sink: B0's \
+             receive counter, frames dropped at B0's tc ingress",
+            p.gen_cpu,
+            p.flows,
+            if p.new_flows_per_second > 0 {
+                format!(
+                    " live at a time, {} new flows per second (UDP ports from the clock)",
+                    p.new_flows_per_second
+                )
+            } else {
+                String::new()
+            }
+        ),
+        "both switches: the same 13 rules in 2 tables and a select group hashing the 5-tuple \
+         (so each new 5-tuple is a new megaflow in both), AF_XDP on Ra and Rb (native mode), \
+         one polling thread on the forwarding CPU, tx offloads off on the veths"
+            .to_string(),
+        "cycles_per_packet = TSC ticks of the forwarding CPU's busy time per forwarded packet \
+         (other processes on that CPU count too: compare within one run)"
+            .to_string(),
+    ];
+    if crate::sys::load_average().is_some_and(|l| l > 2.0) {
+        n.push("warning: the load average is above the 2 CPUs: figures are disturbed".into());
+    }
+    n
 }
 
 fn indent(s: &str) -> String {
