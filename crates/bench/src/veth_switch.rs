@@ -276,7 +276,9 @@ fn ovs_run(
             namespace: topo.ns(Host::R),
             ports: &[(n.ra.as_str(), OFPORT_A), (n.rb.as_str(), OFPORT_B)],
             pmd_cpu: p.fwd_cpu,
-            main_cpu: None,
+            // All of Open vSwitch on the forwarding CPU (BASELINE.md's recipe): its handler and
+            // revalidator threads work under churn, as vecplane's worker does its own aging.
+            main_cpu: Some(p.fwd_cpu),
             xdp_mode: "native",
         },
     )?;
@@ -581,7 +583,8 @@ fn notes(p: &veth::Plan) -> Vec<String> {
         ),
         "both switches: the same 13 rules in 2 tables and a select group hashing the 5-tuple \
          (so each new 5-tuple is a new megaflow in both), AF_XDP on Ra and Rb (native mode), \
-         one polling thread on the forwarding CPU, tx offloads off on the veths"
+         one polling thread on the forwarding CPU (all of Open vSwitch's threads pinned there), \
+         tx offloads off on the veths"
             .to_string(),
         "cycles_per_packet = TSC ticks of the forwarding CPU's busy time per forwarded packet \
          (other processes on that CPU count too: compare within one run)"
