@@ -80,7 +80,7 @@ pub struct LiveFramesSpec<'a> {
     pub src_port_at: usize,
     /// Offset of the UDP checksum in the frame (the template's must be valid and non-zero).
     pub udp_checksum_at: usize,
-    /// Churn: 0 keeps the `flows` fixed flows. N > 0 starts N new flows per second: frame's
+    /// Churn: 0 keeps the `flows` fixed flows. N > 0 starts N new flows per second: a frame's
     /// flow number is `floor(now_ns * N / 1e9) + random % flows` (so about `flows` flows are
     /// live at a time and each lives `flows / N` seconds), its low 16 bits added to the source
     /// port and the next 10 bits to the template's UDP destination port (2^26 distinct flows
