@@ -18,6 +18,8 @@ pub mod scenario;
 pub mod sys;
 pub mod testpmd;
 pub mod veth;
+pub(crate) mod veth_measure;
+pub mod veth_switch;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -35,6 +37,8 @@ pub enum Reference {
     Kernel,
     /// DPDK's `rte_fib` through `dpdk-test-fib`, for the fib scenario.
     DpdkFib,
+    /// Open vSwitch's userspace datapath with `afxdp` ports, for veth-switch.
+    Ovs,
 }
 
 /// Arguments of `vecplane bench`.
@@ -102,7 +106,9 @@ pub struct BenchArgs {
     /// flows: rx0 skips the exact-match cache (every hit is a megaflow hit).
     #[arg(long)]
     pub no_emc: bool,
-    /// flows: churn as in "The Core Cost of Doing Business": pps against the hit percentage.
+    /// flows: churn as in "The Core Cost of Doing Business": pps against the hit percentage;
+    /// veth-switch: the generator starts new flows at a fixed rate (about `--flows` of them live
+    /// at a time) instead of sending fixed flows.
     #[arg(long)]
     pub churn: bool,
     /// flows --churn: one point, K packets per flow, in one-second windows (stability).
@@ -118,6 +124,9 @@ pub struct BenchArgs {
     /// flows: do not write the measured costs into the planner profile.
     #[arg(long)]
     pub no_profile: bool,
+    /// veth-switch with --churn: new flows per second [default: 100000].
+    #[arg(long, value_name = "N")]
+    pub new_flows_per_second: Option<u64>,
 }
 
 /// Frame sizes to run as (requested, used, note when they differ).
@@ -266,7 +275,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     if let veth::ScenarioArg::Veth(v) = args.scenario {
         return veth::run(args, v);
     }
+    if args.churn
+        && !matches!(
+            args.scenario,
+            veth::ScenarioArg::VethSwitch | veth::ScenarioArg::Flows
+        )
+    {
+        bail!("--churn is for --scenario flows and veth-switch");
+    }
     let wanted = match args.scenario {
+        veth::ScenarioArg::VethSwitch => Some(Reference::Ovs),
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
         veth::ScenarioArg::Poll | veth::ScenarioArg::Flows => None,
         veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
@@ -290,6 +308,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::Flows {
         return flows::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::VethSwitch {
+        return veth_switch::run(args);
     }
     if args.scenario == veth::ScenarioArg::Fib {
         return fibref::run(args);

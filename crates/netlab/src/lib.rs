@@ -21,7 +21,7 @@ pub mod vecplane;
 pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
 pub use cmd::{missing_prerequisite, Spawned};
 pub use names::{Names, DEFAULT_PREFIX};
-pub use ovs::{Ovs, Trace};
+pub use ovs::{AfxdpSwitch, Ovs, Trace};
 pub use topology::{addr, Addressing, Host, LinkStats, Mode, Topology};
 pub use vecplane::{
     render_config, unsupported_feature, validate_config, Driver, Forwarding, PortCounters,

@@ -4,7 +4,9 @@
 //! rules and groups loaded with `ovs-ofctl`, packets traced with `ofproto/trace`. It owns the
 //! namespace (so the bridge's tap devices never show up on the host), both daemons and the
 //! directory, and deletes them on drop, on a signal and on an aborting panic; it never touches
-//! another Open vSwitch (the system's, or another run's).
+//! another Open vSwitch (the system's, or another run's). [`Ovs::start_afxdp`] instead runs it
+//! as a data plane inside a topology's namespace R (AF_XDP ports on Ra and Rb, one PMD thread
+//! pinned): that namespace stays the topology's, only the daemons and the directory are its own.
 
 use crate::cleanup;
 use crate::cmd::{self, run_bounded, Spawned};
@@ -206,10 +208,52 @@ impl Unixctl {
     }
 }
 
+/// A port of the private bridge.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PortSpec {
+    /// An internal port `p<N>` with OpenFlow number N.
+    Internal(u16),
+    /// An existing interface of the namespace as an `afxdp` port (native XDP mode).
+    Afxdp {
+        /// The interface.
+        ifname: String,
+        /// Its OpenFlow number.
+        ofport: u16,
+    },
+}
+
+impl PortSpec {
+    fn ofport(&self) -> u16 {
+        match self {
+            PortSpec::Internal(p) => *p,
+            PortSpec::Afxdp { ofport, .. } => *ofport,
+        }
+    }
+}
+
+/// Where [`Ovs::start_afxdp`] runs Open vSwitch as a data plane.
+#[derive(Clone, Debug)]
+pub struct AfxdpSwitch<'a> {
+    /// An existing namespace (a topology's R) holding the interfaces; it is not deleted.
+    pub namespace: &'a str,
+    /// (interface, OpenFlow port number) of each `afxdp` port.
+    pub ports: &'a [(&'a str, u16)],
+    /// CPU of the one PMD thread (`other_config:pmd-cpu-mask`).
+    pub pmd_cpu: usize,
+    /// CPUs of the daemons' other threads (None: not pinned).
+    pub main_cpu: Option<usize>,
+    /// `options:xdp-mode` of the ports (`native`, `generic`, `best-effort`).
+    pub xdp_mode: &'a str,
+}
+
 /// A private Open vSwitch with one bridge (`br0`, `datapath_type=netdev`, `fail_mode=secure`:
-/// a table miss drops) whose ports are internal ports `p<N>` with OpenFlow numbers N.
+/// a table miss drops) whose ports are internal ports `p<N>` with OpenFlow numbers N (or, from
+/// [`Ovs::start_afxdp`], `afxdp` ports on existing interfaces).
 pub struct Ovs {
     names: Names,
+    /// The namespace the daemons run in, and whether it is this value's to delete.
+    namespace: String,
+    owns_namespace: bool,
     vswitchd: Option<Spawned>,
     ovsdb: Option<Spawned>,
     ctl: Mutex<Option<Unixctl>>,
@@ -221,7 +265,7 @@ pub struct Ovs {
 impl std::fmt::Debug for Ovs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ovs")
-            .field("namespace", &self.names.ns_r)
+            .field("namespace", &self.namespace)
             .field("dir", &self.names.dir)
             .field("dp_ports", &self.dp_ports)
             .finish()
@@ -246,6 +290,8 @@ impl Ovs {
         let names = Names::next(DEFAULT_PREFIX)?;
         // From here on, Drop deletes whatever was made, also when a step fails.
         let mut ovs = Ovs {
+            namespace: names.ns_r.clone(),
+            owns_namespace: true,
             names,
             vswitchd: None,
             ovsdb: None,
@@ -254,8 +300,67 @@ impl Ovs {
             files: std::sync::atomic::AtomicU32::new(0),
             deleted: false,
         };
-        ovs.setup(ofports)
+        let ports: Vec<PortSpec> = ofports.iter().map(|&p| PortSpec::Internal(p)).collect();
+        ovs.setup(&ports, None)
             .with_context(|| format!("cannot start Open vSwitch in {}", ovs.dir().display()))?;
+        Ok(ovs)
+    }
+
+    /// Start a private Open vSwitch as a data plane in `spec.namespace` (which must exist and
+    /// stays): bridge `br0` (netdev datapath, `fail_mode=secure`, no rules yet) with an `afxdp`
+    /// port per interface, one PMD thread on `spec.pmd_cpu`. Its directory's names start with
+    /// `prefix` (1..=4 of `[a-z0-9]`). Stopping it (or dropping it) ends both daemons, which
+    /// detach their XDP programs, and deletes the directory.
+    pub fn start_afxdp(prefix: &str, spec: &AfxdpSwitch<'_>) -> Result<Ovs> {
+        if let Some(why) = missing_prerequisite() {
+            bail!("cannot start Open vSwitch: {why}");
+        }
+        if !matches!(spec.xdp_mode, "native" | "generic" | "best-effort") {
+            bail!(
+                "xdp-mode `{}`: accepted: native, generic, best-effort",
+                spec.xdp_mode
+            );
+        }
+        if spec.pmd_cpu >= 64 {
+            bail!("PMD CPU {}: accepted: 0..=63", spec.pmd_cpu);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for &(_, p) in spec.ports {
+            if p == 0 || p > 0xfeff || !seen.insert(p) {
+                bail!("OpenFlow port {p}: accepted: distinct numbers 1..=65279");
+            }
+        }
+        if !cleanup::namespace_exists(spec.namespace) {
+            bail!("namespace {} does not exist", spec.namespace);
+        }
+        cleanup::install_cleanup_handlers()?;
+        let names = Names::next(prefix)?;
+        let mut ovs = Ovs {
+            namespace: spec.namespace.to_string(),
+            owns_namespace: false,
+            names,
+            vswitchd: None,
+            ovsdb: None,
+            ctl: Mutex::new(None),
+            dp_ports: BTreeMap::new(),
+            files: std::sync::atomic::AtomicU32::new(0),
+            deleted: false,
+        };
+        let ports: Vec<PortSpec> = spec
+            .ports
+            .iter()
+            .map(|&(ifname, ofport)| PortSpec::Afxdp {
+                ifname: ifname.to_string(),
+                ofport,
+            })
+            .collect();
+        ovs.setup(&ports, Some(spec)).with_context(|| {
+            format!(
+                "cannot start Open vSwitch with afxdp ports in {} ({})",
+                spec.namespace,
+                ovs.dir().display()
+            )
+        })?;
         Ok(ovs)
     }
 
@@ -266,7 +371,7 @@ impl Ovs {
 
     /// The network namespace the daemons (and the bridge's tap devices) live in.
     pub fn namespace(&self) -> &str {
-        &self.names.ns_r
+        &self.namespace
     }
 
     /// Process ids of ovsdb-server and ovs-vswitchd.
@@ -311,8 +416,16 @@ impl Ovs {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    fn spawn_daemon(&self, args: &[String], log: &str) -> Result<Spawned> {
-        let mut full = cmd::in_ns(self.namespace(), &self.env_args());
+    fn spawn_daemon(&self, args: &[String], log: &str, cpu: Option<usize>) -> Result<Spawned> {
+        let mut inner = self.env_args();
+        if let Some(c) = cpu {
+            inner = [
+                vec!["taskset".to_string(), "-c".into(), c.to_string()],
+                inner,
+            ]
+            .concat();
+        }
+        let mut full = cmd::in_ns(self.namespace(), &inner);
         full.extend(args.iter().cloned());
         Spawned::start(&full, Some(&self.path(log)))
     }
@@ -336,9 +449,12 @@ impl Ovs {
         Ok(())
     }
 
-    fn setup(&mut self, ofports: &[u16]) -> Result<()> {
+    fn setup(&mut self, ports: &[PortSpec], afxdp: Option<&AfxdpSwitch<'_>>) -> Result<()> {
         cleanup::create_dir(&self.names.dir)?;
-        cleanup::create_namespace(&self.names.ns_r)?;
+        if self.owns_namespace {
+            cleanup::create_namespace(&self.names.ns_r)?;
+        }
+        let main_cpu = afxdp.and_then(|a| a.main_cpu);
         let dir = self.names.dir.clone();
         let d = |f: &str| dir.join(f).display().to_string();
         let (db, db_sock, ctl) = (d("conf.db"), d("db.sock"), d("ovs-vswitchd.ctl"));
@@ -352,12 +468,25 @@ impl Ovs {
                 format!("--log-file={}", d("ovsdb-server.log")),
             ],
             "ovsdb-server.out",
+            main_cpu,
         )?;
         let r = self.wait_for("ovsdb-server", &mut ovsdb, &self.path("db.sock"));
         self.ovsdb = Some(ovsdb);
         r?;
         let db_arg = format!("--db=unix:{db_sock}");
         self.tool(&["ovs-vsctl", &db_arg, "--no-wait", "init"])?;
+        if let Some(a) = afxdp {
+            let mask = format!("other_config:pmd-cpu-mask={:#x}", 1u64 << a.pmd_cpu);
+            self.tool(&[
+                "ovs-vsctl",
+                &db_arg,
+                "--no-wait",
+                "set",
+                "Open_vSwitch",
+                ".",
+                &mask,
+            ])?;
+        }
         let mut vswitchd = self.spawn_daemon(
             &[
                 "ovs-vswitchd".into(),
@@ -366,6 +495,7 @@ impl Ovs {
                 format!("--log-file={}", d("ovs-vswitchd.log")),
             ],
             "ovs-vswitchd.out",
+            main_cpu,
         )?;
         let r = self.wait_for(
             "ovs-vswitchd",
@@ -391,19 +521,33 @@ impl Ovs {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        for p in ofports {
+        for port in ports {
+            let (name, kind) = match port {
+                PortSpec::Internal(p) => (format!("p{p}"), vec!["type=internal".to_string()]),
+                PortSpec::Afxdp { ifname, .. } => (
+                    ifname.clone(),
+                    vec![
+                        "type=afxdp".to_string(),
+                        format!(
+                            "options:xdp-mode={}",
+                            afxdp.map(|a| a.xdp_mode).unwrap_or("native")
+                        ),
+                        "options:n_rxq=1".to_string(),
+                    ],
+                ),
+            };
             args.extend([
                 "--".to_string(),
                 "add-port".into(),
                 BRIDGE.into(),
-                format!("p{p}"),
+                name.clone(),
                 "--".into(),
                 "set".into(),
                 "interface".into(),
-                format!("p{p}"),
-                "type=internal".into(),
-                format!("ofport_request={p}"),
+                name,
             ]);
+            args.extend(kind);
+            args.push(format!("ofport_request={}", port.ofport()));
         }
         let refs: Vec<&str> = args.iter().map(String::as_str).collect();
         self.tool(&refs)?;
@@ -411,9 +555,9 @@ impl Ovs {
             Some(Unixctl::connect(Path::new(&ctl))?);
         let show = self.appctl(&["dpif/show"])?;
         self.dp_ports = parse_dpif_show(&show, BRIDGE)?;
-        for p in ofports {
-            if !self.dp_ports.values().any(|v| v == p) {
-                bail!("port p{p} did not get OpenFlow number {p}:\n{show}");
+        for p in ports.iter().map(PortSpec::ofport) {
+            if !self.dp_ports.values().any(|&v| v == p) {
+                bail!("a port did not get OpenFlow number {p}:\n{show}");
             }
         }
         Ok(())
@@ -579,10 +723,9 @@ impl Ovs {
             }
         }
         // Deleting the namespace also ends anything still inside and frees the tap devices.
-        failed.extend(cleanup::release(
-            &[self.names.ns_r.as_str()],
-            &[self.names.dir.as_path()],
-        ));
+        let own_ns = [self.names.ns_r.as_str()];
+        let namespaces: &[&str] = if self.owns_namespace { &own_ns } else { &[] };
+        failed.extend(cleanup::release(namespaces, &[self.names.dir.as_path()]));
         if failed.is_empty() {
             Ok(())
         } else {

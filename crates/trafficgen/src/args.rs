@@ -127,6 +127,13 @@ pub struct TxArgs {
     /// How frames are put on the interface.
     #[arg(long, value_enum, default_value_t = TxMethod::Auto)]
     pub method: TxMethod,
+    /// Churn (xdp-live only): start N new flows per second. A frame's flow is then
+    /// `floor(now * N) + random % flows`, its number's low 16 bits added to the UDP source
+    /// port and the next 10 to the destination port, so about `--flows` flows are live at a
+    /// time, each for `flows / N` seconds, and no 5-tuple repeats within 2^26 flows. 0: the
+    /// fixed `--flows` flows.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub new_flows_per_second: u64,
 }
 
 /// `vecplane gen sink`.
@@ -198,6 +205,8 @@ pub struct TxPlan {
     pub batch: usize,
     /// How frames are sent.
     pub method: TxMethod,
+    /// New flows per second (0: fixed flows; xdp-live only).
+    pub new_flows_per_second: u64,
 }
 
 /// Check `args` into a plan; `interface_mac` and `interface_mtu` are the interface's (the MAC
@@ -260,6 +269,21 @@ pub fn tx_plan(args: &TxArgs, interface_mac: Mac, interface_mtu: u32) -> Result<
              mode; accepted: --xdp-mode auto or native with xdp-live, or --method af-xdp"
         );
     }
+    if args.new_flows_per_second > 0 {
+        if args.method == TxMethod::AfXdp || args.common.xdp_mode == XdpModeArg::Generic {
+            bail!(
+                "--new-flows-per-second is done by the live-frame program; accepted: --method \
+                 xdp-live or auto with it"
+            );
+        }
+        if args.new_flows_per_second > afxdp::direct::MAX_NEW_FLOWS_PER_SECOND {
+            bail!(
+                "--new-flows-per-second {} is out of range; accepted: 0..={}",
+                args.new_flows_per_second,
+                afxdp::direct::MAX_NEW_FLOWS_PER_SECOND
+            );
+        }
+    }
     let src_mac = args.src_mac.unwrap_or(interface_mac);
     if src_mac[0] & 1 != 0 {
         bail!(
@@ -281,6 +305,7 @@ pub fn tx_plan(args: &TxArgs, interface_mac: Mac, interface_mtu: u32) -> Result<
         seconds: args.common.seconds,
         batch: args.batch,
         method: args.method,
+        new_flows_per_second: args.new_flows_per_second,
     })
 }
 

@@ -80,7 +80,9 @@ pub fn run(args: &GenArgs) -> Result<()> {
                 TxMethod::XdpLive | TxMethod::Auto => {
                     match tx_live::run_tx_live(&plan, run, &sys::stop_requested)? {
                         tx_live::LiveOutcome::Done(s) => s,
-                        tx_live::LiveOutcome::Unusable(why) if plan.method == TxMethod::Auto => {
+                        tx_live::LiveOutcome::Unusable(why)
+                            if plan.method == TxMethod::Auto && plan.new_flows_per_second == 0 =>
+                        {
                             eprintln!(
                                 "vecplane gen tx: live frames unusable ({why}); sending through \
                                  an AF_XDP socket instead"

@@ -88,6 +88,7 @@ pub fn run_tx_live(plan: &TxPlan, run: TxRun, stop: &dyn Fn() -> bool) -> Result
         udp_checksum_at: src_port_at + udp::CHECKSUM,
         batch: KERNEL_BATCH,
         keep_dispatched: true,
+        new_flows_per_second: plan.new_flows_per_second,
     }) {
         Ok(l) => l,
         Err(e) => return Ok(LiveOutcome::Unusable(e.to_string())),

@@ -510,6 +510,7 @@ fn live_program_writes_the_frames_of_its_flows() {
             udp_checksum_at: sport + 6,
             batch: 64,
             keep_dispatched: false,
+            new_flows_per_second: 0,
         })
         .unwrap_or_else(|e| panic!("{e}"));
         let mut seen = std::collections::HashSet::new();
@@ -530,5 +531,72 @@ fn live_program_writes_the_frames_of_its_flows() {
         } else {
             assert!(seen.len() > 250, "flows spread: {}", seen.len());
         }
+    }
+}
+
+/// The churn program (new flows per second) is accepted by the verifier and writes, for IPv4
+/// and IPv6, frames whose two ports follow `churn_ports` of some flow number and whose UDP
+/// checksum is the one a full sum gives (checked against the builder's frame for the same
+/// ports); over a run the flow numbers move on with time.
+#[test]
+fn churn_program_moves_on_to_new_flows() {
+    use afxdp::direct::{checksum_seed2, patched_checksum2, LiveFrames, LiveFramesSpec};
+    use trafficgen::frames::{FlowFrames, FrameRecipe, FIRST_SRC_PORT};
+    let Some(_serial) = begin() else {
+        return;
+    };
+    for (src, dst, frame_size, l3) in [
+        ("198.18.1.2", "198.18.1.3", 64, 20usize),
+        ("2001:db8:1::2", "2001:db8:1::3", 78, 40),
+    ] {
+        let frames = FlowFrames::new(&FrameRecipe {
+            dst_mac: [0x02, 0, 0, 0, 0, 1],
+            src_mac: [0x02, 0, 0, 0, 0, 2],
+            src_ip: src.parse().expect("ip"),
+            dst_ip: dst.parse().expect("ip"),
+            flows: 1,
+            frame_size,
+        })
+        .expect("frames");
+        let sport = 14 + l3;
+        let t = frames.template();
+        let csum = u16::from_be_bytes([t[sport + 6], t[sport + 7]]);
+        let dport = u16::from_be_bytes([t[sport + 2], t[sport + 3]]);
+        let seed = checksum_seed2(csum, FIRST_SRC_PORT, dport);
+        let live = LiveFrames::new(&LiveFramesSpec {
+            ifname: "lo",
+            frame: t,
+            flows: 4,
+            first_src_port: FIRST_SRC_PORT,
+            src_port_at: sport,
+            udp_checksum_at: sport + 6,
+            batch: 64,
+            keep_dispatched: false,
+            new_flows_per_second: 1_000_000,
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let (action, out) = live.dry_run().unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(action, LiveFrames::expected_action());
+            let s = u16::from_be_bytes([out[sport], out[sport + 1]]);
+            let d = u16::from_be_bytes([out[sport + 2], out[sport + 3]]);
+            let c = u16::from_be_bytes([out[sport + 6], out[sport + 7]]);
+            assert_eq!(c, patched_checksum2(seed, s, d), "{src}: ports {s} {d}");
+            assert!((dport..dport + 1024).contains(&d));
+            // Everything else is the template's.
+            let mut want = t.to_vec();
+            want[sport..sport + 4].copy_from_slice(&out[sport..sport + 4]);
+            want[sport + 6..sport + 8].copy_from_slice(&out[sport + 6..sport + 8]);
+            assert_eq!(out, want);
+            seen.insert((s, d));
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        // 200 frames 50+ us apart at 1M new flows/s: the flow number moved on many times.
+        assert!(
+            seen.len() > 100,
+            "{src}: only {} distinct port pairs",
+            seen.len()
+        );
     }
 }

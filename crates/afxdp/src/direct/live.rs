@@ -23,6 +23,9 @@ const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 const XDP_REDIRECT: u32 = 4;
 
 // Opcodes (class | operation | source).
+const LD_IMM64: u8 = 0x18;
+const ALU64_MUL_X: u8 = 0x2f;
+const ALU32_ADD_X: u8 = 0x0c;
 const ALU64_MOV_X: u8 = 0xbf;
 const ALU64_MOV_K: u8 = 0xb7;
 const ALU64_ADD_K: u8 = 0x07;
@@ -39,6 +42,7 @@ const JMP_JGT_X: u8 = 0x2d;
 const JMP_JNE_K: u8 = 0x55;
 const JMP_CALL: u8 = 0x85;
 const JMP_EXIT: u8 = 0x95;
+const FUNC_KTIME_GET_NS: i32 = 5;
 const FUNC_GET_PRANDOM_U32: i32 = 7;
 const FUNC_REDIRECT: i32 = 23;
 /// Offsets of `data`, `data_end` and `ingress_ifindex` in `struct xdp_md`.
@@ -76,6 +80,12 @@ pub struct LiveFramesSpec<'a> {
     pub src_port_at: usize,
     /// Offset of the UDP checksum in the frame (the template's must be valid and non-zero).
     pub udp_checksum_at: usize,
+    /// Churn: 0 keeps the `flows` fixed flows. N > 0 starts N new flows per second: a frame's
+    /// flow number is `floor(now_ns * N / 1e9) + random % flows` (so about `flows` flows are
+    /// live at a time and each lives `flows / N` seconds), its low 16 bits added to the source
+    /// port and the next 10 bits to the template's UDP destination port (2^26 distinct flows
+    /// before a 5-tuple repeats). At most [`MAX_NEW_FLOWS_PER_SECOND`].
+    pub new_flows_per_second: u64,
     /// Frames per kernel batch (1..=256); each batch is flushed to the device at once.
     pub batch: u32,
     /// Also attach the program to the interface in generic mode while the value lives (where
@@ -100,6 +110,34 @@ pub fn patched_checksum(seed: u16, port: u16) -> u16 {
     }
 }
 
+/// Most new flows per second of a churning run.
+pub const MAX_NEW_FLOWS_PER_SECOND: u64 = 100_000_000;
+
+/// Bits of the churn flow number added to the destination port (above its 16 source-port bits).
+pub const CHURN_DST_PORT_BITS: u32 = 10;
+
+/// `fold(!checksum + !sport + !dport)`: the template's UDP checksum without both ports, so that
+/// ports `(s, d)` get checksum `!fold(seed + s + d)` ([`patched_checksum2`]).
+pub fn checksum_seed2(template_checksum: u16, sport: u16, dport: u16) -> u16 {
+    fold(!template_checksum as u32 + !sport as u32 + !dport as u32)
+}
+
+/// The UDP checksum of the template with ports `(sport, dport)`, from [`checksum_seed2`].
+pub fn patched_checksum2(seed: u16, sport: u16, dport: u16) -> u16 {
+    match !fold(seed as u32 + sport as u32 + dport as u32) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+/// The source and destination ports of churn flow `flow` (what the program writes).
+pub fn churn_ports(flow: u32, first_src_port: u16, template_dport: u16) -> (u16, u16) {
+    let sport = first_src_port.wrapping_add(flow as u16);
+    let dport =
+        template_dport.wrapping_add(((flow >> 16) & ((1 << CHURN_DST_PORT_BITS) - 1)) as u16);
+    (sport, dport)
+}
+
 fn fold(mut v: u32) -> u16 {
     v = (v & 0xffff) + (v >> 16);
     v = (v & 0xffff) + (v >> 16);
@@ -109,6 +147,9 @@ fn fold(mut v: u32) -> u16 {
 /// The program: `flow = prandom() % flows; port = first + flow; write port and checksum;
 /// return bpf_redirect(ifindex, 0)`.
 fn program(ifindex: u32, spec: &LiveFramesSpec<'_>, seed: u16) -> Vec<Insn> {
+    if spec.new_flows_per_second > 0 {
+        return churn_program(ifindex, spec, seed);
+    }
     let sport = spec.src_port_at as i16;
     let csum = spec.udp_checksum_at as i16;
     let end = (spec.udp_checksum_at + 2) as i32;
@@ -164,6 +205,93 @@ fn program(ifindex: u32, spec: &LiveFramesSpec<'_>, seed: u16) -> Vec<Insn> {
     p.extend(redirect);
     p.extend([
         insn(ALU64_MOV_K, 0, 0, 0, XDP_PASS), // pass: return XDP_PASS
+        insn(JMP_EXIT, 0, 0, 0, 0),
+    ]);
+    p
+}
+
+/// `ktime * N / 1e9` as a 32.32 fixed-point factor: the high half of the (wrapping) 64-bit
+/// product `ns * k` is the flow number modulo 2^32.
+fn churn_factor(new_flows_per_second: u64) -> u64 {
+    ((new_flows_per_second as u128 * (1u128 << 32) + 500_000_000) / 1_000_000_000) as u64
+}
+
+/// The churn program (see [`LiveFramesSpec::new_flows_per_second`]); `seed` is
+/// [`checksum_seed2`] of the template.
+fn churn_program(ifindex: u32, spec: &LiveFramesSpec<'_>, seed: u16) -> Vec<Insn> {
+    let sport = spec.src_port_at as i16;
+    let dport_at = sport + 2;
+    let csum = spec.udp_checksum_at as i16;
+    let end = (spec.udp_checksum_at + 2) as i32;
+    let template_dport = u16::from_be_bytes([
+        spec.frame[spec.src_port_at + 2],
+        spec.frame[spec.src_port_at + 3],
+    ]);
+    let k = churn_factor(spec.new_flows_per_second);
+    let head = [
+        insn(ALU64_MOV_X, 6, 1, 0, 0),                 // r6 = ctx
+        insn(JMP_CALL, 0, 0, 0, FUNC_GET_PRANDOM_U32), // r0 = random
+        insn(ALU32_MOV_X, 7, 0, 0, 0),                 // w7 = w0
+        insn(ALU32_MOD_K, 7, 0, 0, spec.flows as i32), // w7 %= flows
+        insn(JMP_CALL, 0, 0, 0, FUNC_KTIME_GET_NS),    // r0 = now (ns)
+        insn(LD_IMM64, 1, 0, 0, k as u32 as i32),      // r1 = k
+        insn(0, 0, 0, 0, (k >> 32) as u32 as i32),
+        insn(ALU64_MUL_X, 0, 1, 0, 0),             // r0 *= k (wrapping)
+        insn(ALU64_RSH_K, 0, 0, 0, 32),            // r0 = flow base (mod 2^32)
+        insn(ALU32_ADD_X, 7, 0, 0, 0),             // w7 += w0: the flow number
+        insn(LDX_MEM_W, 2, 6, XDP_MD_DATA, 0),     // r2 = data
+        insn(LDX_MEM_W, 3, 6, XDP_MD_DATA_END, 0), // r3 = data_end
+        insn(ALU64_MOV_X, 4, 2, 0, 0),             // r4 = data
+        insn(ALU64_ADD_K, 4, 0, 0, end),           // r4 += end of the checksum
+    ];
+    let body = [
+        insn(ALU64_MOV_X, 5, 7, 0, 0), // r5 = flow
+        insn(ALU64_AND_K, 5, 0, 0, 0xffff),
+        insn(ALU64_ADD_K, 5, 0, 0, spec.first_src_port as i32),
+        insn(ALU64_AND_K, 5, 0, 0, 0xffff), // r5 = source port (wrapped)
+        insn(ALU64_MOV_X, 0, 7, 0, 0),      // r0 = flow
+        insn(ALU64_RSH_K, 0, 0, 0, 16),
+        insn(ALU64_AND_K, 0, 0, 0, (1 << CHURN_DST_PORT_BITS) - 1),
+        insn(ALU64_ADD_K, 0, 0, 0, template_dport as i32),
+        insn(ALU64_AND_K, 0, 0, 0, 0xffff), // r0 = destination port (wrapped)
+        insn(ALU64_MOV_X, 8, 5, 0, 0),      // r8 = sport + dport + seed
+        insn(ALU64_ADD_X, 8, 0, 0, 0),
+        insn(ALU64_ADD_K, 8, 0, 0, seed as i32),
+        insn(ALU64_MOV_X, 9, 8, 0, 0), // fold once
+        insn(ALU64_RSH_K, 9, 0, 0, 16),
+        insn(ALU64_AND_K, 8, 0, 0, 0xffff),
+        insn(ALU64_ADD_X, 8, 9, 0, 0),
+        insn(ALU64_MOV_X, 9, 8, 0, 0), // fold twice
+        insn(ALU64_RSH_K, 9, 0, 0, 16),
+        insn(ALU64_AND_K, 8, 0, 0, 0xffff),
+        insn(ALU64_ADD_X, 8, 9, 0, 0),
+        insn(ALU64_XOR_K, 8, 0, 0, 0xffff), // r8 = checksum
+        insn(JMP_JNE_K, 8, 0, 1, 0),        // a zero checksum is sent as 0xffff
+        insn(ALU64_MOV_K, 8, 0, 0, 0xffff),
+        insn(ALU32_TO_BE, 5, 0, 0, 16), // network byte order
+        insn(ALU32_TO_BE, 0, 0, 0, 16),
+        insn(ALU32_TO_BE, 8, 0, 0, 16),
+        insn(STX_MEM_H, 2, 5, sport, 0),    // source port
+        insn(STX_MEM_H, 2, 0, dport_at, 0), // destination port
+        insn(STX_MEM_H, 2, 8, csum, 0),     // checksum
+    ];
+    let redirect = [
+        insn(ALU64_MOV_K, 1, 0, 0, ifindex as i32),
+        insn(ALU64_MOV_K, 2, 0, 0, 0),
+        insn(JMP_CALL, 0, 0, 0, FUNC_REDIRECT),
+        insn(JMP_EXIT, 0, 0, 0, 0),
+    ];
+    let to_pass = (head.len() + 1 + body.len() + redirect.len()) as i16;
+    let mut p = vec![
+        insn(LDX_MEM_W, 2, 1, XDP_MD_INGRESS_IFINDEX, 0),
+        insn(JMP_JNE_K, 2, 0, to_pass, LOOPBACK_IFINDEX),
+    ];
+    p.extend(head);
+    p.push(insn(JMP_JGT_X, 4, 3, body.len() as i16, 0));
+    p.extend(body);
+    p.extend(redirect);
+    p.extend([
+        insn(ALU64_MOV_K, 0, 0, 0, XDP_PASS),
         insn(JMP_EXIT, 0, 0, 0, 0),
     ]);
     p
@@ -264,7 +392,26 @@ impl LiveFrames {
             source: e,
             hint: hint("no such interface in this network namespace"),
         })?;
-        let seed = checksum_seed(template_checksum, template_port);
+        if spec.new_flows_per_second > MAX_NEW_FLOWS_PER_SECOND {
+            return Err(invalid(format!(
+                "{} new flows per second; accepted: 0 (fixed flows) or 1..={MAX_NEW_FLOWS_PER_SECOND}",
+                spec.new_flows_per_second
+            )));
+        }
+        if spec.new_flows_per_second > 0 && (sp + 4 > spec.frame.len() || uc < sp + 4) {
+            return Err(invalid(format!(
+                "churn rewrites both UDP ports: the destination port at {} must lie inside the \
+                 {}-byte frame and before the checksum at {uc}",
+                sp + 2,
+                spec.frame.len()
+            )));
+        }
+        let seed = if spec.new_flows_per_second > 0 {
+            let dport = u16::from_be_bytes([spec.frame[sp + 2], spec.frame[sp + 3]]);
+            checksum_seed2(template_checksum, template_port, dport)
+        } else {
+            checksum_seed(template_checksum, template_port)
+        };
         let insns = program(ifindex, spec, seed);
         let prog = bpf::load_xdp_program("vecplane_gen", &insns, "GPL").map_err(|(e, log)| {
             AfXdpError::Xdp {
@@ -415,6 +562,70 @@ mod tests {
     }
 
     #[test]
+    fn churn_checksums_match_a_full_sum() {
+        let mut f = vec![0u8; 60];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[23] = 17;
+        f[26..30].copy_from_slice(&[198, 18, 1, 2]);
+        f[30..34].copy_from_slice(&[198, 18, 1, 3]);
+        f[34..36].copy_from_slice(&1024u16.to_be_bytes());
+        f[36..38].copy_from_slice(&1024u16.to_be_bytes());
+        f[38..40].copy_from_slice(&26u16.to_be_bytes());
+        let c0 = (1..=0xffffu16)
+            .find(|&c| {
+                let mut g = f.clone();
+                g[40..42].copy_from_slice(&c.to_be_bytes());
+                udp4_checksum_ok(&g)
+            })
+            .expect("a valid checksum");
+        let seed = checksum_seed2(c0, 1024, 1024);
+        for flow in (0..u32::MAX)
+            .step_by(9_999_991)
+            .chain([0xffff, 0x1_0000, 0x3ff_ffff])
+        {
+            let (s, d) = churn_ports(flow, 1024, 1024);
+            let mut g = f.clone();
+            g[34..36].copy_from_slice(&s.to_be_bytes());
+            g[36..38].copy_from_slice(&d.to_be_bytes());
+            g[40..42].copy_from_slice(&patched_checksum2(seed, s, d).to_be_bytes());
+            assert!(udp4_checksum_ok(&g), "flow {flow}: ports {s} {d}");
+            assert!((1024..2048).contains(&d));
+        }
+        assert_eq!(churn_ports(0x1_0001, 1024, 1024), (1025, 1025));
+        // 1M new flows per second: 2^32 / 1000 per nanosecond.
+        assert_eq!(churn_factor(1_000_000), 4_294_967);
+        assert_eq!(churn_factor(0), 0);
+    }
+
+    #[test]
+    fn churn_program_shape() {
+        let mut frame = [0u8; 60];
+        frame[36..38].copy_from_slice(&1024u16.to_be_bytes());
+        let spec = LiveFramesSpec {
+            ifname: "lo",
+            frame: &frame,
+            flows: 64,
+            first_src_port: 1024,
+            src_port_at: 34,
+            udp_checksum_at: 40,
+            batch: 64,
+            keep_dispatched: false,
+            new_flows_per_second: 125_000,
+        };
+        let p = program(3, &spec, 0x1234);
+        let pass = 2 + p[1].off as usize;
+        assert_eq!((p[pass].code, p[pass].imm), (ALU64_MOV_K, XDP_PASS));
+        assert_eq!(pass + 2, p.len());
+        let jgt = p.iter().position(|i| i.code == JMP_JGT_X).expect("bounds");
+        let target = jgt + 1 + p[jgt].off as usize;
+        assert_eq!((p[target].code, p[target].imm), (ALU64_MOV_K, 3));
+        assert!(p
+            .iter()
+            .any(|i| i.code == JMP_CALL && i.imm == FUNC_KTIME_GET_NS));
+    }
+
+    #[test]
     fn program_shape() {
         let frame = [0u8; 60];
         let spec = LiveFramesSpec {
@@ -426,6 +637,7 @@ mod tests {
             udp_checksum_at: 40,
             batch: 64,
             keep_dispatched: false,
+            new_flows_per_second: 0,
         };
         let p = program(3, &spec, 0x1234);
         // Frames from elsewhere than a test run jump to `return XDP_PASS`.

@@ -14,5 +14,8 @@
 mod live;
 mod socket;
 
-pub use live::{checksum_seed, patched_checksum, LiveFrames, LiveFramesSpec, LIVE_BATCH_MAX};
+pub use live::{
+    checksum_seed, checksum_seed2, churn_ports, patched_checksum, patched_checksum2, LiveFrames,
+    LiveFramesSpec, CHURN_DST_PORT_BITS, LIVE_BATCH_MAX, MAX_NEW_FLOWS_PER_SECOND,
+};
 pub use socket::{BatchSocket, Received, RECYCLE_BATCH};
