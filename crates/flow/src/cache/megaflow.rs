@@ -489,7 +489,7 @@ impl MegaflowCache {
             self.stats.revalidation_deleted += 1;
         }
         // A slot first: evicting may empty (and free) a subtable.
-        let slot = match self.take_slot() {
+        let slot = match self.take_slot(now_ms) {
             Some(s) => s,
             None => {
                 self.stats.megaflow_full += 1;
@@ -534,7 +534,11 @@ impl MegaflowCache {
         Ok(slot)
     }
 
-    fn take_slot(&mut self) -> Option<u32> {
+    /// A free slot, evicting when full. A megaflow used at `now_ms` (this worker's current
+    /// vector: its packets may still hold the id) is never the victim, so an id found by a lookup
+    /// stays that megaflow until the vector is done; when every sampled one is that fresh the
+    /// install is refused (counted as full) instead.
+    fn take_slot(&mut self, now_ms: u64) -> Option<u32> {
         if let Some(s) = self.free.pop() {
             return Some(s);
         }
@@ -562,7 +566,11 @@ impl MegaflowCache {
         let victim = cand
             .iter()
             .copied()
-            .filter(|&id| id != NIL && self.meta[id as usize].alive)
+            .filter(|&id| {
+                id != NIL
+                    && self.meta[id as usize].alive
+                    && self.meta[id as usize].last_used < now_ms
+            })
             .min_by_key(|&id| self.meta[id as usize].last_used)?;
         self.delete(victim);
         self.stats.evicted += 1;

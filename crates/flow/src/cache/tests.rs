@@ -224,6 +224,32 @@ fn a_full_cache_evicts_the_idlest_or_refuses_by_policy() {
 }
 
 #[test]
+fn a_megaflow_used_in_the_current_millisecond_is_never_evicted() {
+    // The flow-switch node resolves a vector's hits before it installs its misses: an id a hit
+    // returned must still be that megaflow when its packet's actions run.
+    let rules: Vec<_> = (0..10u16)
+        .map(|p| (m(&[(Field::TpDst, p as u128, 0xffff)]), p))
+        .collect();
+    let xl = FakeTables::new(rules);
+    let mut c = cache(&small(4));
+    for i in 0..4u32 {
+        process(&mut c, &xl, 7, &key(1, i, 1000 + i as u16));
+    }
+    // Full, and every megaflow was used at 7: a new one at 7 is refused, not installed over one.
+    let (hit, _) = process(&mut c, &xl, 7, &key(1, 9, 1009));
+    assert_eq!(hit, Hit::Miss);
+    let s = c.stats();
+    assert_eq!(
+        (s.evicted, s.megaflow_full, s.megaflows),
+        (0, 1, 4),
+        "{s:?}"
+    );
+    // A millisecond later the idlest can go.
+    process(&mut c, &xl, 8, &key(1, 9, 1009));
+    assert_eq!(c.stats().evicted, 1);
+}
+
+#[test]
 fn idle_megaflows_expire_on_the_wheel_with_a_fake_clock() {
     let xl = FakeTables::new(vec![(m(&[(Field::TpDst, 0, 0xffff)]), 1)]);
     let mut c = cache(&CacheConfig {
