@@ -32,10 +32,24 @@ pub const FRAG_LATER: u8 = 2;
 /// A flow key, or a mask over one. Values are in host order (an address `198.18.0.1` is
 /// `0xc612_0001`), so that prefixes are high bits.
 #[repr(C, align(8))]
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+// Equality is the derived one (all words equal), written as a branch-free word loop: derived, it
+// became a call to libc's memcmp per comparison, 15% of the flow-switch node on the EMC hit path.
+#[allow(clippy::derived_hash_with_manual_eq)]
+#[derive(Clone, Copy, Eq, Hash, Default)]
 pub struct FlowKey {
     /// The words, laid out as the module comment says.
     pub w: [u64; KEY_WORDS],
+}
+
+impl PartialEq for FlowKey {
+    #[inline(always)]
+    fn eq(&self, other: &FlowKey) -> bool {
+        let mut diff = 0u64;
+        for i in 0..KEY_WORDS {
+            diff |= self.w[i] ^ other.w[i];
+        }
+        diff == 0
+    }
 }
 
 impl std::fmt::Debug for FlowKey {
