@@ -79,6 +79,22 @@ pub fn python_with_scapy() -> Result<PathBuf, String> {
     }
 }
 
+/// The Python with scapy for test `test`: on a developer machine without it, say the test is
+/// skipped and why (None); in CI (`CI` set), fail the test instead.
+pub fn scapy_or_skip(test: &str) -> Option<PathBuf> {
+    match python_with_scapy() {
+        Ok(py) => Some(py),
+        Err(why) if std::env::var_os("CI").is_some() => {
+            panic!("{test}: {why} (CI must run this test)")
+        }
+        Err(why) => {
+            println!("SKIPPED {test}: {why}");
+            eprintln!("SKIPPED {test}: {why}");
+            None
+        }
+    }
+}
+
 /// Run a command, panicking with its output when it fails.
 pub fn run_ok(cmd: &mut Command, what: &str) -> String {
     let out = cmd

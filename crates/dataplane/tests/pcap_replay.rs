@@ -323,21 +323,6 @@ fn golden_l2xc_pcap_replay_matches_expected_bytes_and_counters() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
-/// scapy is needed: skip with a message on a developer machine without it, fail in CI.
-fn scapy_or_skip(test: &str) -> Option<PathBuf> {
-    match python_with_scapy() {
-        Ok(py) => Some(py),
-        Err(why) if std::env::var_os("CI").is_some() => {
-            panic!("{test}: {why} (CI must run this test)")
-        }
-        Err(why) => {
-            println!("SKIPPED {test}: {why}");
-            eprintln!("SKIPPED {test}: {why}");
-            None
-        }
-    }
-}
-
 #[test]
 fn golden_files_are_what_make_golden_py_writes() {
     let Some(py) = scapy_or_skip("golden_files_are_what_make_golden_py_writes") else {

@@ -16,7 +16,7 @@ use flow::extract::{extract, L4, NO_OFFSET};
 use flow::{DpAction, Field};
 use std::path::PathBuf;
 use std::process::Command;
-use support::{python_with_scapy, read_pcap, repo_root, run_ok, write_pcap, TempDir};
+use support::{read_pcap, repo_root, run_ok, scapy_or_skip, write_pcap, TempDir};
 
 /// The key fields in the script's order (`FIELDS` of make_flow_golden.py).
 const FIELDS: [Field; 32] = [
@@ -103,21 +103,6 @@ fn extracted_keys_are_what_scapy_dissects() {
         }
     }
     assert!(bad.is_empty(), "keys differ:\n{}", bad.join("\n"));
-}
-
-/// scapy is needed: skip with a message on a developer machine without it, fail in CI.
-fn scapy_or_skip(test: &str) -> Option<PathBuf> {
-    match python_with_scapy() {
-        Ok(py) => Some(py),
-        Err(why) if std::env::var_os("CI").is_some() => {
-            panic!("{test}: {why} (CI must run this test)")
-        }
-        Err(why) => {
-            println!("SKIPPED {test}: {why}");
-            eprintln!("SKIPPED {test}: {why}");
-            None
-        }
-    }
 }
 
 #[test]
