@@ -352,6 +352,8 @@ pub fn show_flow_cache(view: &RuntimeView) -> (String, Value) {
     let mut text = String::new();
     let mut bridges = Vec::new();
     for sw in &view.flows {
+        // Read once for both the text and the JSON.
+        let (rules, version) = (sw.rule_count(), sw.version());
         let mut workers = Vec::new();
         let mut total = CacheStats::default();
         let mut total_hist = CycleHistogram::default();
@@ -378,10 +380,8 @@ pub fn show_flow_cache(view: &RuntimeView) -> (String, Value) {
         }
         rows.push(row("all", &total, &total_hist));
         text.push_str(&format!(
-            "bridge {}: {} rules, tables version {}\n",
+            "bridge {}: {rules} rules, tables version {version}\n",
             sw.name(),
-            sw.rule_count(),
-            sw.version()
         ));
         text.push_str(&render(
             &[
@@ -402,8 +402,8 @@ pub fn show_flow_cache(view: &RuntimeView) -> (String, Value) {
         ));
         bridges.push(json!({
             "bridge": sw.name(),
-            "rules": sw.rule_count(),
-            "version": sw.version(),
+            "rules": rules,
+            "version": version,
             "workers": workers,
             "total": counters_json(&total),
             "cycles_per_miss": hist_json(&total_hist),

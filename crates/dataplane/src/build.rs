@@ -346,6 +346,7 @@ pub fn flow_switches(
     tsc_hz: u64,
 ) -> Result<Vec<Arc<FlowSwitch>>, BuildError> {
     let mut out = Vec::new();
+    let tunnels = crate::flows::tunnel_ports(spec.ports.iter().map(Some));
     for b in &spec.bridges {
         let Some(f) = &b.flow else { continue };
         if out.len() == nodes::flow_switch::MAX_SWITCHES {
@@ -355,7 +356,6 @@ pub fn flow_switches(
                 nodes::flow_switch::MAX_SWITCHES
             )));
         }
-        let tunnels = tunnel_ports(spec);
         let tables = crate::flows::initial_tables(f, &tunnels).map_err(|(i, why)| {
             BuildError::Routing(format!("bridge `{}`: change {i}: {why}", b.name))
         })?;
@@ -369,16 +369,6 @@ pub fn flow_switches(
         )));
     }
     Ok(out)
-}
-
-/// The ports that are tunnel ports (their outputs encapsulate).
-fn tunnel_ports(spec: &DataplaneSpec) -> Vec<usize> {
-    spec.ports
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| crate::flows::is_tunnel_port(p))
-        .map(|(i, _)| i)
-        .collect()
 }
 
 /// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given,

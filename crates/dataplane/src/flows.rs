@@ -51,6 +51,18 @@ pub fn is_tunnel_port(port: &crate::spec::PortSpec) -> bool {
     matches!(port.driver, crate::spec::PortDriver::Vxlan(_))
 }
 
+/// Indices of the tunnel ports among `ports` (None: a port whose config had errors).
+pub fn tunnel_ports<'a>(
+    ports: impl IntoIterator<Item = Option<&'a crate::spec::PortSpec>>,
+) -> Vec<usize> {
+    ports
+        .into_iter()
+        .enumerate()
+        .filter(|(_, p)| p.is_some_and(is_tunnel_port))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The tables a flow bridge starts with: its groups, then its rules, applied as one change.
 /// Errors give the index of the refused group or rule (groups first, then rules).
 pub fn initial_tables(

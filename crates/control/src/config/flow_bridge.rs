@@ -399,11 +399,6 @@ fn check_flow_bridge(
     spec: &FlowBridgeSpec,
     ports: &[Option<PortSpec>],
 ) -> Result<(), (usize, String)> {
-    let tunnels: Vec<usize> = ports
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.as_ref().is_some_and(dataplane::flows::is_tunnel_port))
-        .map(|(i, _)| i)
-        .collect();
+    let tunnels = dataplane::flows::tunnel_ports(ports.iter().map(Option::as_ref));
     dataplane::flows::initial_tables(spec, &tunnels).map(|_| ())
 }
