@@ -51,10 +51,25 @@ pub enum DpAction {
 }
 
 /// The actions of a megaflow, in order; empty means drop.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// (Equality and hashing look only at the actions in use.)
+#[derive(Clone, Copy, Default)]
 pub struct DpActions {
     len: u8,
     items: [DpAction; MAX_DP_ACTIONS],
+}
+
+impl PartialEq for DpActions {
+    fn eq(&self, other: &DpActions) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for DpActions {}
+
+impl std::hash::Hash for DpActions {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
 }
 
 impl std::fmt::Debug for DpActions {
@@ -81,6 +96,15 @@ impl DpActions {
             }
             None => false,
         }
+    }
+
+    /// Become a copy of `other`, writing only the actions in use (the rest stay as they were
+    /// and are never read).
+    #[inline]
+    pub fn assign_from(&mut self, other: &DpActions) {
+        let n = other.len as usize;
+        self.items[..n].copy_from_slice(&other.items[..n]);
+        self.len = other.len;
     }
 
     /// The actions.

@@ -13,7 +13,7 @@ use super::hash::HashKey;
 use super::stats::CacheStats;
 use super::wheel::{TimerWheel, NIL};
 use super::{
-    CacheConfig, FullPolicy, Hit, InsertRefused, MegaflowDump, RuleList, Translated, Translator,
+    CacheConfig, FullPolicy, Hit, InsertRefused, MegaflowDump, RuleList, TranslatedRef, Translator,
 };
 use crate::dpaction::DpActions;
 use crate::key::{FlowKey, KEY_WORDS};
@@ -29,8 +29,8 @@ const NONE_FOUND: u32 = u32::MAX;
 const SEARCH: u32 = u32::MAX - 1;
 /// Largest batch `lookup_chunk` handles at once (a bit per key).
 pub(crate) const CHUNK: usize = 64;
-/// Megaflows sampled to pick an eviction victim.
-const EVICT_SAMPLE: usize = 16;
+/// Eviction candidates looked at, at most (usually the first qualifies).
+const EVICT_SAMPLE: usize = 8;
 
 /// The tag of a table entry: the subtable in the high half (so a tag match is a subtable
 /// match), 16 more hash bits in the low half.
@@ -42,12 +42,17 @@ fn tag_of(si: usize, h: u64) -> u32 {
 /// Ask the CPU to start loading `p`'s cache line (a hint; never faults).
 #[inline(always)]
 pub(crate) fn prefetch<T>(p: &T) {
+    prefetch_ptr((p as *const T).cast::<u8>());
+}
+
+/// Ask the CPU to start loading the cache line of address `p` (a hint: never dereferenced, never
+/// faults, whatever the address).
+#[inline(always)]
+pub(crate) fn prefetch_ptr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 is a hint that never faults; the address is a valid reference anyway.
+    // SAFETY: PREFETCHT0 is a hint that never faults and reads nothing architecturally.
     unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-            (p as *const T).cast::<i8>(),
-        );
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
@@ -84,7 +89,8 @@ struct Subtable {
     count: u32,
 }
 
-/// What lookups and aging touch, per megaflow.
+/// What lookups and aging touch, per megaflow: one cache line.
+#[repr(align(64))]
 #[derive(Clone, Copy, Default)]
 struct Meta {
     /// Bumped when the megaflow is freed: an exact-match entry holding an older value is dead.
@@ -99,13 +105,18 @@ struct Meta {
     bytes: u64,
 }
 
-/// What only installs, revalidation and dumps touch.
+/// What only installs, revalidation and dumps touch (and hits, for the actions). In this order,
+/// so that an install writes one contiguous run of lines: the key, the rules, the actions in use.
+#[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct Cold {
     orig: FlowKey,
-    actions: DpActions,
     rules: RuleList,
+    actions: DpActions,
 }
+
+/// Bytes of a `Cold` an install usually writes (key, rules, the first actions).
+const COLD_INSTALL_BYTES: usize = 320;
 
 /// The megaflow cache of one worker.
 pub struct MegaflowCache {
@@ -470,7 +481,7 @@ impl MegaflowCache {
     pub(crate) fn insert(
         &mut self,
         key: &FlowKey,
-        t: &Translated,
+        t: TranslatedRef<'_>,
         version: u64,
         now_ms: u64,
     ) -> Result<MegaflowId, InsertRefused> {
@@ -520,11 +531,12 @@ impl MegaflowCache {
             packets: 0,
             bytes: 0,
         };
-        self.cold[i] = Cold {
-            orig: *key,
-            actions: t.actions,
-            rules: t.rules,
-        };
+        // Field by field, and only the actions in use: the slot is cold, and every cache line
+        // written here is one more read-for-ownership on a miss.
+        let cold = &mut self.cold[i];
+        cold.orig = *key;
+        cold.actions.assign_from(t.actions);
+        cold.rules = t.rules.iter().copied().collect();
         self.table_insert(si, h, slot);
         self.wheel
             .schedule(slot, now_ms.saturating_add(self.idle_timeout_ms));
@@ -532,6 +544,38 @@ impl MegaflowCache {
         self.count += 1;
         self.stats.installed += 1;
         Ok(slot)
+    }
+
+    /// Start loading the lines the next install will write (its slot's key, metadata and
+    /// cold part), so that they arrive while the miss is being translated. A hint: the slot
+    /// guessed may not be the one the install takes.
+    #[inline]
+    pub(crate) fn prefetch_install(&self) {
+        let slot = if let Some(&s) = self.free.last() {
+            s as usize
+        } else if self.keys.len() < self.cap {
+            return; // a fresh slot: pushed (and written) in order, the hardware prefetcher has it
+        } else {
+            let mut c = [NIL; 1];
+            if self.wheel.soonest(&mut c, 64) == 0 {
+                return;
+            }
+            c[0] as usize
+        };
+        let (Some(k), Some(m), Some(c)) = (
+            self.keys.get(slot),
+            self.meta.get(slot),
+            self.cold.get(slot),
+        ) else {
+            return;
+        };
+        prefetch(k);
+        prefetch(m);
+        self.wheel.prefetch(slot as u32);
+        let base = (c as *const Cold).cast::<u8>();
+        for off in (0..COLD_INSTALL_BYTES.min(std::mem::size_of::<Cold>())).step_by(64) {
+            prefetch_ptr(base.wrapping_add(off));
+        }
     }
 
     /// A free slot, evicting when full. A megaflow used at `now_ms` (this worker's current
@@ -552,26 +596,19 @@ impl MegaflowCache {
         if self.policy == FullPolicy::Refuse || self.count == 0 {
             return None;
         }
-        // Full: evict the least recently used of a small sample, the soonest-due megaflows of
-        // the wheel first (likely idle), then a rotating window of the slab.
+        // Full: evict the megaflow due soonest on the aging wheel (the one idle longest by the
+        // wheel's clock), skipping any used in the current millisecond; a few candidates only,
+        // each costing a cache miss, then a rotating window of the slab as a fallback.
         let mut cand = [NIL; EVICT_SAMPLE];
-        let mut n = self.wheel.soonest(&mut cand[..EVICT_SAMPLE / 2], 64);
+        let mut n = self.wheel.soonest(&mut cand, 64);
         while n < EVICT_SAMPLE {
             self.evict_cursor = (self.evict_cursor + 1) % self.cap;
-            if self.meta[self.evict_cursor].alive {
-                cand[n] = self.evict_cursor as u32;
-            }
+            cand[n] = self.evict_cursor as u32;
             n += 1;
         }
-        let victim = cand
-            .iter()
-            .copied()
-            .filter(|&id| {
-                id != NIL
-                    && self.meta[id as usize].alive
-                    && self.meta[id as usize].last_used < now_ms
-            })
-            .min_by_key(|&id| self.meta[id as usize].last_used)?;
+        let victim = cand.iter().copied().find(|&id| {
+            id != NIL && self.meta[id as usize].alive && self.meta[id as usize].last_used < now_ms
+        })?;
         self.delete(victim);
         self.stats.evicted += 1;
         self.free.pop()

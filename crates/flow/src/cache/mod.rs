@@ -137,6 +137,29 @@ pub struct Translated {
     pub rules: RuleList,
 }
 
+/// A translation's parts, borrowed: what an install copies into the cache (without first
+/// assembling a [`Translated`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TranslatedRef<'a> {
+    /// Datapath actions (empty: drop).
+    pub actions: &'a DpActions,
+    /// Bits of the key the translation consulted.
+    pub mask: &'a FlowKey,
+    /// Rules it went through.
+    pub rules: &'a [RuleId],
+}
+
+impl Translated {
+    /// This translation, borrowed.
+    pub fn as_ref(&self) -> TranslatedRef<'_> {
+        TranslatedRef {
+            actions: &self.actions,
+            mask: &self.mask,
+            rules: self.rules.as_slice(),
+        }
+    }
+}
+
 /// The slow path as the cache sees it (implemented by the flow tables; tests use a fake).
 pub trait Translator {
     /// Version of the tables; any change makes older megaflows stale.
@@ -435,6 +458,24 @@ impl FlowCache {
         &mut self,
         key: &FlowKey,
         t: &Translated,
+        version: u64,
+        now_ms: u64,
+    ) -> Result<MegaflowId, InsertRefused> {
+        self.insert_parts(key, t.as_ref(), version, now_ms)
+    }
+
+    /// Start loading what the next [`FlowCache::insert`] will write; call it before translating
+    /// a miss so that the memory latency overlaps the translation.
+    #[inline]
+    pub fn prefetch_install(&self) {
+        self.mf.prefetch_install();
+    }
+
+    /// [`FlowCache::insert`] from a borrowed translation (no copy of it first).
+    pub fn insert_parts(
+        &mut self,
+        key: &FlowKey,
+        t: TranslatedRef<'_>,
         version: u64,
         now_ms: u64,
     ) -> Result<MegaflowId, InsertRefused> {

@@ -14,11 +14,24 @@ pub(crate) const NIL: u32 = u32::MAX;
 
 const SLOTS: usize = 512;
 
+/// One megaflow's place on the wheel; kept together so linking or unlinking a megaflow touches
+/// one cache line of it (not one per array).
+#[derive(Clone, Copy)]
+struct Link {
+    next: u32,
+    prev: u32,
+    slot: u32,
+}
+
+const UNLINKED: Link = Link {
+    next: NIL,
+    prev: NIL,
+    slot: NIL,
+};
+
 pub(crate) struct TimerWheel {
     heads: Vec<u32>,
-    next: Vec<u32>,
-    prev: Vec<u32>,
-    slot: Vec<u32>,
+    links: Vec<Link>,
     gran_ms: u64,
     /// Next tick to process.
     cursor: u64,
@@ -29,9 +42,7 @@ impl TimerWheel {
     pub(crate) fn new(capacity: usize, timeout_ms: u64) -> TimerWheel {
         TimerWheel {
             heads: vec![NIL; SLOTS],
-            next: vec![NIL; capacity],
-            prev: vec![NIL; capacity],
-            slot: vec![NIL; capacity],
+            links: vec![UNLINKED; capacity],
             gran_ms: (timeout_ms.saturating_mul(2)).div_ceil(SLOTS as u64).max(1),
             cursor: 0,
         }
@@ -40,43 +51,52 @@ impl TimerWheel {
     /// Put `id` (not scheduled) in the slot of `due_ms` (at least one tick after the cursor).
     pub(crate) fn schedule(&mut self, id: u32, due_ms: u64) {
         let i = id as usize;
-        if i >= self.slot.len() {
+        let Some(link) = self.links.get(i) else {
             return;
-        }
-        if self.slot[i] != NIL {
+        };
+        if link.slot != NIL {
             self.cancel(id);
         }
         let tick = due_ms.div_ceil(self.gran_ms).max(self.cursor + 1);
         let s = (tick % SLOTS as u64) as usize;
         let head = self.heads[s];
-        self.next[i] = head;
-        self.prev[i] = NIL;
+        self.links[i] = Link {
+            next: head,
+            prev: NIL,
+            slot: s as u32,
+        };
         if head != NIL {
-            self.prev[head as usize] = id;
+            self.links[head as usize].prev = id;
         }
         self.heads[s] = id;
-        self.slot[i] = s as u32;
+    }
+
+    /// Start loading `id`'s links (a hint).
+    #[inline]
+    pub(crate) fn prefetch(&self, id: u32) {
+        if let Some(l) = self.links.get(id as usize) {
+            super::megaflow::prefetch(l);
+        }
     }
 
     /// Take `id` out of its slot (nothing when it is not scheduled).
     pub(crate) fn cancel(&mut self, id: u32) {
         let i = id as usize;
-        let Some(&s) = self.slot.get(i) else { return };
-        if s == NIL {
+        let Some(&Link { next, prev, slot }) = self.links.get(i) else {
+            return;
+        };
+        if slot == NIL {
             return;
         }
-        let (p, n) = (self.prev[i], self.next[i]);
-        if p == NIL {
-            self.heads[s as usize] = n;
+        if prev == NIL {
+            self.heads[slot as usize] = next;
         } else {
-            self.next[p as usize] = n;
+            self.links[prev as usize].next = next;
         }
-        if n != NIL {
-            self.prev[n as usize] = p;
+        if next != NIL {
+            self.links[next as usize].prev = prev;
         }
-        self.slot[i] = NIL;
-        self.next[i] = NIL;
-        self.prev[i] = NIL;
+        self.links[i] = UNLINKED;
     }
 
     /// A megaflow whose slot is due at `now_ms` (the caller must expire or reschedule it before
@@ -112,7 +132,7 @@ impl TimerWheel {
                 }
                 out[n] = id;
                 n += 1;
-                id = self.next[id as usize];
+                id = self.links[id as usize].next;
             }
         }
         n
@@ -121,9 +141,7 @@ impl TimerWheel {
     /// Forget everything (after a flush).
     pub(crate) fn clear(&mut self) {
         self.heads.fill(NIL);
-        self.next.fill(NIL);
-        self.prev.fill(NIL);
-        self.slot.fill(NIL);
+        self.links.fill(UNLINKED);
     }
 }
 

@@ -17,7 +17,7 @@ pub use shared::FlowWorkerShared;
 use crate::names;
 use crate::neighbour::WorkerCell;
 use flow::cache::{
-    CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, Translator,
+    CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, TranslatedRef, Translator,
 };
 use flow::execute::apply_to_buffer;
 use flow::extract::{extract_to, Parsed, Tunnel};
@@ -698,7 +698,7 @@ impl FlowSwitch {
                 }
                 Hit::Miss => {}
             }
-            let key = self.keys[i];
+            let key = &self.keys[i];
             if let Some(&(_, _, src)) = self
                 .recent
                 .iter()
@@ -710,17 +710,18 @@ impl FlowSwitch {
             }
             // A miss: translate, install, remember it for the rest of the vector.
             let start = graph::rdtsc();
-            let t = tables.translate(&key);
+            s.cache.prefetch_install();
+            let t = tables.translate(key);
             let source = if t.error.is_some() {
                 s.shared.translate_errors.fetch_add(1, Ordering::Relaxed);
                 Source::Drop(FlowDrop::TranslationFailed.id())
             } else {
-                let tr = Translated {
-                    actions: t.actions,
-                    mask: t.mask,
-                    rules: t.rules.as_slice().iter().copied().collect(),
+                let tr = TranslatedRef {
+                    actions: &t.actions,
+                    mask: &t.mask,
+                    rules: t.rules.as_slice(),
                 };
-                match s.cache.insert(&key, &tr, tables.version(), now) {
+                match s.cache.insert_parts(key, tr, tables.version(), now) {
                     Ok(id) => Source::Megaflow(id),
                     Err(flow::cache::InsertRefused::Overlap(id)) => Source::Megaflow(id),
                     Err(_) => {
