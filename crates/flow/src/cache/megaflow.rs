@@ -507,7 +507,7 @@ impl MegaflowCache {
                 return Err(InsertRefused::Full);
             }
         };
-        let si = match self.subtable_for(&t.mask) {
+        let si = match self.subtable_for(t.mask) {
             Some(si) => si,
             None => {
                 self.free.push(slot);
@@ -516,7 +516,7 @@ impl MegaflowCache {
             }
         };
         let i = slot as usize;
-        let masked = key.masked(&t.mask);
+        let masked = key.masked(t.mask);
         let h = self.sub_hash(si, &masked);
         let gen = self.meta[i].gen;
         self.keys[i] = masked;
