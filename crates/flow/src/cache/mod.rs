@@ -29,8 +29,9 @@
 //! finds a megaflow, the new one is refused and counted (`overlap_refused`), so a key never has
 //! two current megaflows to choose from through its creating key.
 //!
-//! Full (`max_megaflows` installed): with [`FullPolicy::EvictIdlest`] (default) the least
-//! recently used of 16 sampled megaflows (the wheel's soonest-due first) is evicted (`evicted`);
+//! Full (`max_megaflows` installed): with [`FullPolicy::EvictIdlest`] (default) the megaflow
+//! due soonest on the aging wheel (idle longest by the wheel's clock) that was not used in the
+//! current millisecond is evicted (`evicted`; up to 8 candidates looked at, one cache miss each);
 //! with [`FullPolicy::Refuse`] the install is refused (`megaflow_full`). Either way the packet
 //! has its translation and is processed; nothing panics.
 //!
@@ -212,7 +213,7 @@ pub enum InsertRefused {
 /// What to do when `max_megaflows` are installed and another must be.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FullPolicy {
-    /// Evict the least recently used of a small sample (counted `evicted`).
+    /// Evict the megaflow due soonest on the aging wheel (counted `evicted`).
     #[default]
     EvictIdlest,
     /// Refuse the install (counted `megaflow_full`); the packet is processed all the same.
