@@ -42,7 +42,9 @@ fn attach(driver: Driver) {
         let out = lab
             .exec_timeout(
                 &s.ns,
-                &["ping", "-n", "-q", "-c", "3", "-i", "0.2", "-W", "2", "-w", "8", &target],
+                &[
+                    "ping", "-n", "-q", "-c", "3", "-i", "0.2", "-W", "2", "-w", "8", &target,
+                ],
                 Duration::from_secs(20),
             )
             .expect("ping runs");

@@ -4,7 +4,12 @@
 //! with weights 1:2:3, for L3DSR (replies straight through the router), NAT4/NAT6 (replies back
 //! through the LB) and GRE4/GRE6 (servers decapsulate, replies straight). Every request of a
 //! bounded curl loop or wrk run must complete, and the answers spread by weight. Nothing is left
-//! behind. Traffic only goes to the lab's own namespaces (198.18.0.0/15, 2001:db8::/32).
+//! behind. Frames crafted with scapy as vecplane will send them (L3DSR, GRE4/GRE6 with an outer
+//! source that is not the LB's, inner IPv4 and IPv6) get their SYN-ACK from the VIP straight
+//! at the client. Traffic only goes to the lab's own namespaces (198.18.0.0/15, 2001:db8::/32).
+
+#[path = "../../../tests/golden/golden_support.rs"]
+mod golden_support;
 
 use netlab::lb::addr;
 use netlab::{Encap, KernelHash, LbLab, LbMode, LbSpec, LoadResult, WrkSpec};
@@ -293,4 +298,131 @@ fn bare_lab_leaves_the_lb_ports_to_vecplane() {
         )
         .expect("curl");
     assert_eq!(body.trim(), format!("s1 {} 8080", s.ip4));
+}
+
+/// What vecplane will send, crafted: each case a frame leaving the LB's server-side port and
+/// the VIP whose SYN-ACK must reach the client directly (through the router).
+#[test]
+fn crafted_l3dsr_and_gre_frames_get_their_answer_straight_at_the_client() {
+    require_root!();
+    let Some(py) = golden_support::scapy_or_skip("crafted_l3dsr_and_gre_frames") else {
+        return;
+    };
+    let spec = LbSpec {
+        prefix: PREFIX.to_string(),
+        ..LbSpec::all(&[1, 1, 1])
+    }
+    .with_lb(LbMode::Bare);
+    let lab = LbLab::build(&spec).expect("lab");
+    let s = lab.servers();
+    let (c4, c6) = (addr::CLIENT4, addr::CLIENT6);
+    // GRE outer sources chosen per flow, not the LB's own addresses.
+    let (o4, o6) = ("198.18.12.200", "2001:db8:12::200");
+    let lb_mac = addr::MAC_LB_DOWN;
+    let cases = [
+        (
+            "198.18.100.1",
+            format!(
+                "Ether(src='{lb_mac}',dst='{}')/IP(src='{c4}',dst='{}',tos=23<<2)/TCP(sport=41001,dport=80,flags='S')",
+                s[0].mac, s[0].ip4
+            ),
+        ),
+        (
+            "198.18.100.2",
+            format!(
+                "Ether(src='{lb_mac}',dst='{}')/IP(src='{o4}',dst='{}')/GRE(proto=0x0800)/IP(src='{c4}',dst='198.18.100.2')/TCP(sport=41002,dport=80,flags='S')",
+                s[1].mac, s[1].ip4
+            ),
+        ),
+        (
+            "2001:db8:100::2",
+            format!(
+                "Ether(src='{lb_mac}',dst='{}')/IP(src='{o4}',dst='{}')/GRE(proto=0x86dd)/IPv6(src='{c6}',dst='2001:db8:100::2')/TCP(sport=41003,dport=80,flags='S')",
+                s[2].mac, s[2].ip4
+            ),
+        ),
+        (
+            "198.18.100.3",
+            format!(
+                "Ether(src='{lb_mac}',dst='{}')/IPv6(src='{o6}',dst='{}')/GRE(proto=0x0800)/IP(src='{c4}',dst='198.18.100.3')/TCP(sport=41004,dport=80,flags='S')",
+                s[0].mac, s[0].ip6
+            ),
+        ),
+        (
+            "2001:db8:100::3",
+            format!(
+                "Ether(src='{lb_mac}',dst='{}')/IPv6(src='{o6}',dst='{}')/GRE(proto=0x86dd)/IPv6(src='{c6}',dst='2001:db8:100::3')/TCP(sport=41005,dport=80,flags='S')",
+                s[1].mac, s[1].ip6
+            ),
+        ),
+    ];
+    // Count SYN-ACKs from each VIP as they arrive at the client.
+    let mut nft = String::from(
+        "table inet vlb_check {\n  chain in {\n    type filter hook prerouting priority 0; policy accept;\n",
+    );
+    for (i, (vip, _)) in cases.iter().enumerate() {
+        let fam = if vip.contains(':') { "ip6" } else { "ip" };
+        nft.push_str(&format!(
+            "    {fam} saddr {vip} tcp sport 80 tcp flags & (syn | ack) == syn | ack counter name c{i}\n"
+        ));
+    }
+    nft.push_str("  }\n");
+    for i in 0..cases.len() {
+        nft.push_str(&format!("  counter c{i} {{ }}\n"));
+    }
+    nft.push_str("}\n");
+    let nft_path = lab.path("check.nft");
+    std::fs::write(&nft_path, &nft).expect("write rules");
+    lab.exec_ok(lab.client_ns(), &["nft", "-f", &nft_path.to_string_lossy()])
+        .unwrap_or_else(|e| panic!("{e:#}\n{nft}"));
+    let frames: Vec<String> = cases.iter().map(|(_, f)| f.clone()).collect();
+    let script = format!(
+        "from scapy.all import *\nconf.verb = 0\nfor f in [{}]:\n    sendp(f, iface='{}')\n",
+        frames.join(", "),
+        lab.server_port().ifname
+    );
+    let py = py.to_string_lossy().into_owned();
+    let out = lab
+        .exec_timeout(
+            lab.lb_ns(),
+            &[&py, "-c", &script],
+            std::time::Duration::from_secs(60),
+        )
+        .expect("scapy runs");
+    assert!(
+        out.status.success(),
+        "scapy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let listing = lab
+            .exec_ok(
+                lab.client_ns(),
+                &["nft", "list", "table", "inet", "vlb_check"],
+            )
+            .expect("counters");
+        let hits: Vec<bool> = (0..cases.len())
+            .map(|i| {
+                listing
+                    .split(&format!("counter c{i} {{"))
+                    .nth(1)
+                    .is_some_and(|rest| !rest.trim_start().starts_with("packets 0 "))
+            })
+            .collect();
+        if hits.iter().all(|&h| h) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SYN-ACKs missing at the client: {:?}\n{listing}",
+            cases
+                .iter()
+                .zip(&hits)
+                .filter(|(_, h)| !**h)
+                .map(|(c, _)| c.0)
+                .collect::<Vec<_>>()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
