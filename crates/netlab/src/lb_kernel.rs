@@ -161,7 +161,7 @@ pub(crate) fn install(lab: &mut LbLab, hash: KernelHash) -> Result<()> {
         ),
         Some(&log),
     )?;
-    lab.helpers.push(child);
+    lab.lb_helper = Some(child);
     wait_for_log(&log, "ready", std::time::Duration::from_secs(10))
         .context("the kernel reference's GRE encapsulator")?;
     for (v, _) in &gre {

@@ -19,6 +19,8 @@ pub mod lb;
 pub mod lb_kernel;
 pub mod lb_load;
 pub mod lb_servers;
+pub mod lb_spec;
+pub mod lb_vecplane;
 pub mod names;
 pub mod ovs;
 pub mod topology;

@@ -298,6 +298,29 @@ fn bare_lab_leaves_the_lb_ports_to_vecplane() {
         )
         .expect("curl");
     assert_eq!(body.trim(), format!("s1 {} 8080", s.ip4));
+    // The same lab switches to the kernel reference and back (interleaved comparisons).
+    let mut lab = lab;
+    lab.set_lb(LbMode::Kernel(KernelHash::Jhash))
+        .expect("to the kernel reference");
+    for vip in lab.vips() {
+        let r = lab.curl_loop(&vip, 30).expect("curl");
+        all_complete(&format!("switched {}", vip.addr), &r, 30);
+    }
+    lab.set_lb(LbMode::Bare).expect("back to bare");
+    for p in [lab.uplink(), lab.server_port()] {
+        let out = lab
+            .exec_ok(lab.lb_ns(), &["ip", "-j", "addr", "show", "dev", &p.ifname])
+            .expect("ip addr");
+        assert!(
+            !out.contains("\"local\""),
+            "{}: bare again: {out}",
+            p.ifname
+        );
+    }
+    let rules = lab
+        .exec_ok(lab.lb_ns(), &["nft", "list", "ruleset"])
+        .expect("nft");
+    assert!(rules.trim().is_empty(), "{rules}");
 }
 
 /// What vecplane will send, crafted: each case a frame leaving the LB's server-side port and
