@@ -8,11 +8,19 @@
 //! panic that aborts; names are unique per process and per run ([`Names`]) so runs never collide.
 //! It never touches interfaces, namespaces or processes it did not create (except leftovers of
 //! dead runs carrying its own prefix), and it only uses addresses from 198.18.0.0/15 and
-//! 2001:db8::/32.
+//! 2001:db8::/32. [`LbLab`] is the load-balancer lab: client, router, the LB's namespace (bare
+//! veth ends for vecplane, or the kernel reference) and nginx servers set up for every
+//! encapsulation.
 #![deny(missing_docs)]
 
 pub mod cleanup;
 pub mod cmd;
+pub mod lb;
+pub mod lb_kernel;
+pub mod lb_load;
+pub mod lb_servers;
+pub mod lb_spec;
+pub mod lb_vecplane;
 pub mod names;
 pub mod ovs;
 pub mod topology;
@@ -20,6 +28,10 @@ pub mod vecplane;
 
 pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
 pub use cmd::{missing_prerequisite, Spawned};
+pub use lb::{
+    Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LB_PREFIX, VIP_PORT,
+};
+pub use lb_load::{LoadResult, WrkSpec};
 pub use names::{Names, DEFAULT_PREFIX};
 pub use ovs::{AfxdpSwitch, Ovs, Trace};
 pub use topology::{addr, Addressing, Host, LinkStats, Mode, Topology};

@@ -317,29 +317,39 @@ impl Topology {
     /// Start `exe run --config CONFIG --socket SOCKET` inside R and wait until its control
     /// socket answers (or it exits, which is an error carrying its output).
     pub fn start_vecplane(&self, exe: &Path, config: &Path) -> Result<Vecplane> {
-        let stem = config
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "vecplane".to_string());
-        let socket = self.path(&format!("{stem}.sock"));
-        let exe_s = exe.to_string_lossy().into_owned();
-        let config_s = config.to_string_lossy().into_owned();
-        let socket_s = socket.to_string_lossy().into_owned();
-        let config_text = std::fs::read_to_string(config).unwrap_or_default();
-        let child = self.spawn(
-            Host::R,
-            &[&exe_s, "run", "--config", &config_s, "--socket", &socket_s],
-            &stem,
-        )?;
-        let mut v = Vecplane {
-            child,
-            socket,
-            config: config.to_path_buf(),
-            config_text,
-        };
-        v.wait_ready(READY_TIMEOUT)?;
-        Ok(v)
+        start_in(self.ns(Host::R), self.dir(), exe, config)
     }
+}
+
+/// Start `exe run --config CONFIG --socket DIR/<config stem>.sock` inside namespace `ns` (its
+/// output in `DIR/<config stem>.log`) and wait until its control socket answers (or it exits,
+/// which is an error carrying its output).
+pub(crate) fn start_in(ns: &str, dir: &Path, exe: &Path, config: &Path) -> Result<Vecplane> {
+    let stem = config
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "vecplane".to_string());
+    let socket = dir.join(format!("{stem}.sock"));
+    let exe_s = exe.to_string_lossy().into_owned();
+    let config_s = config.to_string_lossy().into_owned();
+    let socket_s = socket.to_string_lossy().into_owned();
+    let config_text = std::fs::read_to_string(config).unwrap_or_default();
+    let log = dir.join(format!("{stem}.log"));
+    let child = Spawned::start(
+        &crate::cmd::in_ns(
+            ns,
+            &[&exe_s, "run", "--config", &config_s, "--socket", &socket_s],
+        ),
+        Some(&log),
+    )?;
+    let mut v = Vecplane {
+        child,
+        socket,
+        config: config.to_path_buf(),
+        config_text,
+    };
+    v.wait_ready(READY_TIMEOUT)?;
+    Ok(v)
 }
 
 impl Vecplane {
