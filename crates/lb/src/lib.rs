@@ -7,3 +7,4 @@
 pub mod tuple;
 
 pub use tuple::{stable_hash, FiveTuple};
+pub mod model;
