@@ -7,4 +7,5 @@
 pub mod tuple;
 
 pub use tuple::{stable_hash, FiveTuple};
+pub mod maglev;
 pub mod model;
