@@ -7,5 +7,6 @@
 pub mod tuple;
 
 pub use tuple::{stable_hash, FiveTuple};
+pub mod cli;
 pub mod maglev;
 pub mod model;
