@@ -10,3 +10,4 @@ pub use tuple::{stable_hash, FiveTuple};
 pub mod cli;
 pub mod maglev;
 pub mod model;
+pub mod snapshot;
