@@ -31,6 +31,7 @@
 mod error;
 mod format;
 mod parse;
+mod show;
 
 #[cfg(test)]
 mod tests;
@@ -38,6 +39,7 @@ mod tests;
 pub use error::{CliError, CliFileError};
 pub use format::{format_command, format_state, state_commands};
 pub use parse::parse_line;
+pub use show::format_show;
 
 use crate::model::LbCommand;
 

@@ -451,3 +451,49 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn show_text() {
+    let s = LbState::new()
+        .apply(
+            &parse_lines(
+                "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 100\n\
+                 lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 3\n\
+                 lb vip 198.18.1.2/32 encap l3dsr dscp 1\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let t = crate::snapshot::LbTables::build(&s, None);
+    let v = format_show(&t, LbShow::Vips { verbose: true });
+    assert!(v.contains("[0] 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n  maglev 101 entries (new_len 100), 2 active of 2 servers\n  warning: 101 entries < 100 x 2 servers"), "{v}");
+    assert!(
+        v.contains("    198.18.2.2 slot 1 gen 0 weight 3 active entries 76 (75.25%)"),
+        "{v}"
+    );
+    assert!(v.contains("no server with weight > 0"), "{v}");
+    let sum = format_show(&t, LbShow::Summary);
+    assert!(sum.contains("vips 2"), "{sum}");
+}
+
+#[test]
+fn seed_lines() {
+    let text = include_str!("../../tests/lb_cli_lines.txt");
+    let mut refused = false;
+    let mut n = 0;
+    for line in text.lines() {
+        if line.starts_with("# refused") {
+            refused = true;
+        }
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        n += 1;
+        match (parse_line(line), refused) {
+            (Ok(c), false) => assert_eq!(parse_line(&format_command(&c)).unwrap(), c),
+            (Err(_), true) => {}
+            (r, _) => panic!("{line}: {r:?}"),
+        }
+    }
+    assert!(n > 20);
+}
