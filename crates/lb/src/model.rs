@@ -62,6 +62,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+#[path = "model_error.rs"]
+mod error;
+pub use error::{LbError, LbErrorKind};
+
 /// At most this many VIPs (`VipId` < `MAX_VIPS`): per-worker counter arrays are this long.
 pub const MAX_VIPS: usize = 4096;
 /// At most this many AS slots (`AsSlot` < `MAX_AS_SLOTS`), over all VIPs.
@@ -466,97 +470,6 @@ pub struct Vip {
     pub servers: BTreeMap<IpAddr, AsSlot>,
 }
 
-/// What was wrong with a batch of commands: which command (0-based index into the batch) and why.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("command {index}: {kind}")]
-pub struct LbError {
-    /// Index of the refused command in the batch given to `apply`.
-    pub index: usize,
-    /// What was wrong.
-    pub kind: LbErrorKind,
-}
-
-/// Why a command was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum LbErrorKind {
-    /// The VIP does not exist.
-    #[error("no VIP {0}; create it first with `lb vip {0} encap ...`")]
-    NoSuchVip(VipKey),
-    /// The server is not on the VIP.
-    #[error("server {addr} is not on VIP {vip}")]
-    NoSuchServer {
-        /// The VIP.
-        vip: VipKey,
-        /// The server.
-        addr: IpAddr,
-    },
-    /// The same server twice in one command.
-    #[error("server {0} given twice on one line; give each server once")]
-    DuplicateServer(IpAddr),
-    /// A server address that can never be one.
-    #[error("server {0}: not a unicast address; accepted: a unicast IPv4 or IPv6 address")]
-    BadServer(IpAddr),
-    /// A server of the wrong family for the encap.
-    #[error(
-        "server {addr} on VIP {vip}: encap {encap} sends to {want} servers; \
-         use gre4/l3dsr/nat4 for IPv4 servers, gre6/nat6 for IPv6 servers"
-    )]
-    ServerFamily {
-        /// The VIP.
-        vip: VipKey,
-        /// The server.
-        addr: IpAddr,
-        /// The encap.
-        encap: &'static str,
-        /// "IPv4" or "IPv6".
-        want: &'static str,
-    },
-    /// A VIP whose settings do not fit together.
-    #[error("VIP {vip}: {reason}")]
-    BadVip {
-        /// The VIP.
-        vip: VipKey,
-        /// What was wrong and what is accepted.
-        reason: String,
-    },
-    /// Two L3DSR VIPs a server could not tell apart.
-    #[error(
-        "VIP {vip}: dscp {dscp} is also used by L3DSR VIP {other}, and server {server} serves \
-         both; the server could not tell which VIP a packet was for: give each a different dscp"
-    )]
-    DscpClash {
-        /// The VIP.
-        vip: VipKey,
-        /// The other VIP.
-        other: VipKey,
-        /// The shared DSCP.
-        dscp: u8,
-        /// A shared server.
-        server: IpAddr,
-    },
-    /// GRE needs an outer source.
-    #[error("VIP {vip}: encap {encap} needs `lb conf {key} <address>` first")]
-    NoSource {
-        /// The VIP.
-        vip: VipKey,
-        /// gre4 or gre6.
-        encap: &'static str,
-        /// ip4-src-address or ip6-src-address.
-        key: &'static str,
-    },
-    /// A limit was reached.
-    #[error("too many {what}: at most {max}")]
-    Full {
-        /// VIPs or AS slots.
-        what: &'static str,
-        /// The limit.
-        max: usize,
-    },
-    /// A NAT inside port that is not set.
-    #[error("port {0:?} is not a NAT inside port")]
-    NoSuchNatPort(String),
-}
-
 /// The whole LB configuration with its stable ids. Cheap enough to clone per change.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LbState {
@@ -827,6 +740,7 @@ impl LbState {
         let id = self.find(key)?;
         let encap = self.vip_ref(id).spec.encap;
         let mut seen = BTreeSet::new();
+        let mut free_from = 0;
         for s in servers {
             if !seen.insert(s.addr) {
                 return Err(LbErrorKind::DuplicateServer(s.addr));
@@ -847,7 +761,7 @@ impl LbState {
                     info.removed_since = None;
                 }
                 None => {
-                    let slot = self.alloc_slot()?;
+                    let slot = self.alloc_slot(&mut free_from)?;
                     let info = &mut self.slots[slot.0 as usize];
                     let weight = s.weight.unwrap_or(1);
                     *info = AsSlotInfo {
@@ -894,10 +808,18 @@ impl LbState {
         Ok(())
     }
 
-    fn alloc_slot(&mut self) -> Result<AsSlot, LbErrorKind> {
-        if let Some(i) = self.slots.iter().position(|s| s.state == AsState::Free) {
-            return Ok(AsSlot(i as u32));
+    /// The lowest free slot at or after `*from` (slots before it are known to be in use; the
+    /// caller keeps `from` over one command so adding many servers stays linear).
+    fn alloc_slot(&mut self, from: &mut usize) -> Result<AsSlot, LbErrorKind> {
+        let start = (*from).min(self.slots.len());
+        if let Some(i) = self.slots[start..]
+            .iter()
+            .position(|s| s.state == AsState::Free)
+        {
+            *from = start + i + 1;
+            return Ok(AsSlot((start + i) as u32));
         }
+        *from = self.slots.len() + 1;
         if self.slots.len() >= MAX_AS_SLOTS {
             return Err(LbErrorKind::Full {
                 what: "AS slots (servers over all VIPs)",

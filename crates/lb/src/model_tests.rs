@@ -374,3 +374,24 @@ fn prefixes_are_canonical() {
         "0.0.0.0/0"
     );
 }
+
+#[test]
+fn many_servers_on_one_line_get_consecutive_slots() {
+    let servers: Vec<AsSpec> = (0..5000u32)
+        .map(|i| AsSpec {
+            addr: IpAddr::V4(Ipv4Addr::from(0xc613_0000u32 + i)),
+            weight: None,
+        })
+        .collect();
+    let s = LbState::new()
+        .apply(&[
+            vip(http(), dsr()),
+            LbCommand::AddAs {
+                vip: http(),
+                servers,
+            },
+        ])
+        .unwrap();
+    assert_eq!(s.slot_capacity(), 5000);
+    assert_eq!(slot_of(&s, &http(), "198.19.19.135"), AsSlot(4999));
+}
