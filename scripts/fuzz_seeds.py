@@ -8,7 +8,8 @@ prefixed with the selector byte of fuzz_targets/graph_input.rs (0 = port p0, 3 =
 cross-connected port p3); fuzz/corpus/pcap_reader/: the golden pcap files themselves, plus
 variants in the other byte order and in microseconds; fuzz/corpus/flow_extract/: the frames of
 those pcaps and of tests/golden/flow/extract.pcap behind the target's 4-byte head;
-fuzz/corpus/ofctl_parse/: every rule, dump line and group of crates/flow/tests/golden/ofctl/.
+fuzz/corpus/ofctl_parse/: every rule, dump line and group of crates/flow/tests/golden/ofctl/;
+fuzz/corpus/lb_cli/: every line of crates/lb/tests/lb_cli_lines.txt, and the whole file.
 Existing files are kept (libFuzzer adds its own finds next to them).
 """
 
@@ -98,6 +99,16 @@ def main():
                     put(oc, text.encode())
                     k += 1
     print(f"seeded {k} lines of ovs-ofctl text into {oc}")
+    lc = os.path.join(fuzz, "corpus", "lb_cli")
+    with open(os.path.join(ROOT, "crates", "lb", "tests", "lb_cli_lines.txt"), encoding="utf-8") as f:
+        text = f.read()
+    j = 0
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            put(lc, line.encode())
+            j += 1
+    put(lc, text.split("# refused")[0].encode())
+    print(f"seeded {j} lb lines into {lc}")
 
 
 if __name__ == "__main__":

@@ -7,3 +7,7 @@
 pub mod tuple;
 
 pub use tuple::{stable_hash, FiveTuple};
+pub mod cli;
+pub mod maglev;
+pub mod model;
+pub mod snapshot;

@@ -1,0 +1,397 @@
+//! Tests of the LB model: all-or-nothing `apply`, stable ids and generations, drain/remove/flush,
+//! `collect`, and the per-port VIP rules.
+
+use super::*;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn key(p: &str, protocol: VipProtocol, port: u16) -> VipKey {
+    let (a, l) = p.split_once('/').unwrap();
+    VipKey {
+        prefix: Prefix::new(ip(a), l.parse().unwrap()).unwrap(),
+        protocol,
+        port,
+    }
+}
+
+fn vip(k: VipKey, encap: Encap) -> LbCommand {
+    LbCommand::AddVip(VipSpec {
+        key: k,
+        encap,
+        new_len: DEFAULT_NEW_LEN,
+        src_ip_sticky: false,
+    })
+}
+
+fn add(k: VipKey, servers: &[(&str, Option<u32>)]) -> LbCommand {
+    LbCommand::AddAs {
+        vip: k,
+        servers: servers
+            .iter()
+            .map(|(a, w)| AsSpec {
+                addr: ip(a),
+                weight: *w,
+            })
+            .collect(),
+    }
+}
+
+fn del(k: VipKey, servers: &[&str], flush: bool) -> LbCommand {
+    LbCommand::DelAs {
+        vip: k,
+        servers: servers.iter().map(|a| ip(a)).collect(),
+        flush,
+    }
+}
+
+fn http() -> VipKey {
+    key("198.18.1.1/32", VipProtocol::Tcp, 80)
+}
+
+fn dsr() -> Encap {
+    Encap::L3dsr { dscp: 23 }
+}
+
+fn slot_of(s: &LbState, k: &VipKey, a: &str) -> AsSlot {
+    s.vip_by_key(k).unwrap().servers[&ip(a)]
+}
+
+#[test]
+fn apply_is_all_or_nothing() {
+    let s0 = LbState::new();
+    let s1 = s0
+        .apply(&[vip(http(), dsr()), add(http(), &[("198.18.2.1", None)])])
+        .unwrap();
+    assert_eq!(s1.version(), 1);
+    let bad = [
+        add(http(), &[("198.18.2.2", None)]),
+        add(http(), &[("2001:db8::1", None)]), // wrong family for l3dsr
+    ];
+    let e = s1.apply(&bad).unwrap_err();
+    assert_eq!(e.index, 1);
+    assert!(
+        matches!(e.kind, LbErrorKind::ServerFamily { .. }),
+        "{e}: {:?}",
+        e.kind
+    );
+    assert!(e.to_string().contains("2001:db8::1"), "{e}");
+    // s1 is untouched; applying nothing changes nothing (no version bump).
+    assert_eq!(s1.vip_by_key(&http()).unwrap().servers.len(), 1);
+    assert_eq!(s1.apply(&[]).unwrap(), s1);
+    assert_eq!(s1.apply(&[LbCommand::Show(LbShow::Summary)]).unwrap(), s1);
+}
+
+#[test]
+fn ids_are_stable_and_reused_lowest_first() {
+    let a = key("198.18.1.1/32", VipProtocol::Any, 0);
+    let b = key("198.18.1.2/32", VipProtocol::Any, 0);
+    let c = key("198.18.1.3/32", VipProtocol::Any, 0);
+    let conf = LbCommand::Conf(ConfChange {
+        ip4_src: Some(SourceAddress {
+            addr: ip("198.18.0.254"),
+            len: 32,
+        }),
+        ..Default::default()
+    });
+    let s = LbState::new()
+        .apply(&[conf, vip(a, Encap::Gre4), vip(b, Encap::Gre4)])
+        .unwrap();
+    assert_eq!(s.vip_by_key(&a).unwrap().id, VipId(0));
+    assert_eq!(s.vip_by_key(&b).unwrap().id, VipId(1));
+    let s = s
+        .apply(&[LbCommand::DelVip(a), vip(c, Encap::Gre4)])
+        .unwrap();
+    assert_eq!(s.vip_by_key(&b).unwrap().id, VipId(1), "b keeps its id");
+    assert_eq!(s.vip_by_key(&c).unwrap().id, VipId(0), "c reuses a's id");
+    assert_eq!(s.vip_capacity(), 2);
+}
+
+#[test]
+fn drain_remove_flush_and_collect() {
+    let s = LbState::new()
+        .apply(&[
+            vip(http(), dsr()),
+            add(
+                http(),
+                &[
+                    ("198.18.2.1", None),
+                    ("198.18.2.2", Some(3)),
+                    ("198.18.2.3", None),
+                ],
+            ),
+        ])
+        .unwrap();
+    let (s1, s2, s3) = (
+        slot_of(&s, &http(), "198.18.2.1"),
+        slot_of(&s, &http(), "198.18.2.2"),
+        slot_of(&s, &http(), "198.18.2.3"),
+    );
+    assert_eq!((s1, s2, s3), (AsSlot(0), AsSlot(1), AsSlot(2)));
+    assert_eq!(s.slot(s2).weight, 3);
+    let g1 = s.slot(s1).gen;
+    // Weight 0 drains; re-adding without weight keeps the weight.
+    let s = s
+        .apply(&[add(
+            http(),
+            &[("198.18.2.1", Some(0)), ("198.18.2.2", None)],
+        )])
+        .unwrap();
+    assert_eq!(s.slot(s1).state, AsState::Draining);
+    assert_eq!(s.slot(s1).gen, g1);
+    assert_eq!(s.slot(s2).weight, 3);
+    // Delete without flush: Removed, gen kept; with flush: freed, gen bumped.
+    let s = s
+        .apply(&[
+            del(http(), &["198.18.2.1"], false),
+            del(http(), &["198.18.2.3"], true),
+        ])
+        .unwrap();
+    assert_eq!(s.slot(s1).state, AsState::Removed);
+    assert_eq!(s.slot(s1).gen, g1);
+    assert_eq!(s.slot(s3).state, AsState::Free);
+    let g3 = s.slot(s3).gen;
+    assert_ne!(g3, 0);
+    // Deleting a removed server again (without flush) is refused: it is gone already.
+    let e = s.apply(&[del(http(), &["198.18.2.1"], false)]).unwrap_err();
+    assert!(matches!(e.kind, LbErrorKind::NoSuchServer { .. }), "{e}");
+    // A new server takes the free slot 2 with its new gen.
+    let s = s.apply(&[add(http(), &[("198.18.2.9", None)])]).unwrap();
+    assert_eq!(slot_of(&s, &http(), "198.18.2.9"), s3);
+    assert_eq!(s.slot(s3).gen, g3);
+    // collect: the first call stamps, a later one frees once timeout + grace passed and no
+    // flow is left.
+    let s = s.collect(1000, |_| 0).unwrap();
+    assert_eq!(s.slot(s1).removed_since, Some(1000));
+    assert!(s.collect(1010, |_| 0).is_none());
+    let wait = DEFAULT_TIMEOUT as u64 + COLLECT_GRACE;
+    assert!(
+        s.collect(1000 + wait, |_| 5).is_none(),
+        "live flows hold it"
+    );
+    let s = s.collect(1000 + wait, |_| 0).unwrap();
+    assert_eq!(s.slot(s1).state, AsState::Free);
+    assert_eq!(s.slot(s1).gen, g1.wrapping_add(1));
+    assert!(!s
+        .vip_by_key(&http())
+        .unwrap()
+        .servers
+        .contains_key(&ip("198.18.2.1")));
+}
+
+#[test]
+fn readding_a_removed_server_revives_its_slot() {
+    let s = LbState::new()
+        .apply(&[vip(http(), dsr()), add(http(), &[("198.18.2.1", Some(5))])])
+        .unwrap();
+    let s1 = slot_of(&s, &http(), "198.18.2.1");
+    let g = s.slot(s1).gen;
+    let s = s.apply(&[del(http(), &["198.18.2.1"], false)]).unwrap();
+    let s = s.apply(&[add(http(), &[("198.18.2.1", None)])]).unwrap();
+    assert_eq!(slot_of(&s, &http(), "198.18.2.1"), s1);
+    assert_eq!(s.slot(s1).gen, g);
+    assert_eq!(s.slot(s1).state, AsState::Active);
+    assert_eq!(s.slot(s1).weight, 1);
+}
+
+#[test]
+fn flush_vip_and_delete_vip_bump_gens() {
+    let s = LbState::new()
+        .apply(&[vip(http(), dsr()), add(http(), &[("198.18.2.1", None)])])
+        .unwrap();
+    let s1 = slot_of(&s, &http(), "198.18.2.1");
+    let g = s.slot(s1).gen;
+    let s = s.apply(&[LbCommand::FlushVip(http())]).unwrap();
+    assert_eq!(s.slot(s1).gen, g + 1);
+    assert_eq!(s.slot(s1).state, AsState::Active);
+    let s = s.apply(&[LbCommand::DelVip(http())]).unwrap();
+    assert_eq!(s.slot(s1).state, AsState::Free);
+    assert_eq!(s.slot(s1).gen, g + 2);
+    assert!(s.vip_by_key(&http()).is_none());
+}
+
+#[test]
+fn per_port_vips_on_one_prefix_coexist() {
+    let p = "198.18.1.1/32";
+    let s = LbState::new()
+        .apply(&[
+            vip(key(p, VipProtocol::Tcp, 80), Encap::L3dsr { dscp: 1 }),
+            vip(key(p, VipProtocol::Tcp, 443), Encap::L3dsr { dscp: 2 }),
+            vip(
+                key(p, VipProtocol::Udp, 53),
+                Encap::Nat4 { target_port: 5353 },
+            ),
+            vip(key(p, VipProtocol::Tcp, 0), Encap::L3dsr { dscp: 3 }),
+            vip(key(p, VipProtocol::Any, 0), Encap::L3dsr { dscp: 4 }),
+        ])
+        .unwrap();
+    assert_eq!(s.vips().count(), 5);
+}
+
+#[test]
+fn refused_vip_settings() {
+    let v6 = key("2001:db8:1::1/128", VipProtocol::Tcp, 80);
+    let v4net = key("198.18.1.0/24", VipProtocol::Tcp, 80);
+    let cases: &[(VipKey, Encap, &str)] = &[
+        (v6, dsr(), "IPv4 only"),
+        (v4net, dsr(), "/32"),
+        (http(), Encap::L3dsr { dscp: 64 }, "0..=63"),
+        (v6, Encap::Nat4 { target_port: 80 }, "NAT64"),
+        (http(), Encap::Nat6 { target_port: 80 }, "NAT46"),
+        (
+            key("198.18.1.1/32", VipProtocol::Tcp, 0),
+            Encap::Nat4 { target_port: 80 },
+            "needs a port",
+        ),
+        (http(), Encap::Nat4 { target_port: 0 }, "target_port"),
+        (
+            VipKey {
+                port: 80,
+                ..key("198.18.1.1/32", VipProtocol::Any, 0)
+            },
+            Encap::Gre4,
+            "protocol tcp",
+        ),
+    ];
+    for (k, e, want) in cases {
+        let err = LbState::new().apply(&[vip(*k, *e)]).unwrap_err();
+        assert!(err.to_string().contains(want), "{k}: {err}");
+    }
+}
+
+#[test]
+fn gre_needs_a_source_anywhere_in_the_batch() {
+    let k = key("2001:db8:1::1/128", VipProtocol::Any, 0);
+    let e = LbState::new().apply(&[vip(k, Encap::Gre6)]).unwrap_err();
+    assert!(e.to_string().contains("ip6-src-address"), "{e}");
+    let conf = LbCommand::Conf(ConfChange {
+        ip6_src: Some(SourceAddress {
+            addr: ip("2001:db8::fe"),
+            len: 128,
+        }),
+        ..Default::default()
+    });
+    // The conf may come after the VIP in the same batch.
+    LbState::new().apply(&[vip(k, Encap::Gre6), conf]).unwrap();
+}
+
+#[test]
+fn duplicates_and_unknowns_are_refused() {
+    let s = LbState::new().apply(&[vip(http(), dsr())]).unwrap();
+    let e = s
+        .apply(&[add(
+            http(),
+            &[("198.18.2.1", None), ("198.18.2.1", Some(2))],
+        )])
+        .unwrap_err();
+    assert!(matches!(e.kind, LbErrorKind::DuplicateServer(_)), "{e}");
+    let e = s.apply(&[del(http(), &["198.18.2.7"], true)]).unwrap_err();
+    assert!(matches!(e.kind, LbErrorKind::NoSuchServer { .. }), "{e}");
+    let other = key("198.18.1.1/32", VipProtocol::Udp, 80);
+    let e = s.apply(&[add(other, &[("198.18.2.1", None)])]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("no VIP 198.18.1.1/32 protocol udp port 80"),
+        "{e}"
+    );
+    let e = s.apply(&[add(http(), &[("0.0.0.0", None)])]).unwrap_err();
+    assert!(matches!(e.kind, LbErrorKind::BadServer(_)), "{e}");
+}
+
+#[test]
+fn l3dsr_dscp_clash_with_a_shared_server_is_refused() {
+    let a = key("198.18.1.1/32", VipProtocol::Tcp, 80);
+    let b = key("198.18.1.2/32", VipProtocol::Tcp, 80);
+    let c = key("198.18.1.1/32", VipProtocol::Tcp, 443);
+    let s = LbState::new()
+        .apply(&[
+            vip(a, dsr()),
+            vip(b, dsr()),
+            vip(c, dsr()),
+            add(a, &[("198.18.2.1", None)]),
+            add(b, &[("198.18.2.2", None)]),
+            add(c, &[("198.18.2.1", None)]), // same address: fine
+        ])
+        .unwrap();
+    let e = s.apply(&[add(b, &[("198.18.2.1", None)])]).unwrap_err();
+    assert!(
+        matches!(e.kind, LbErrorKind::DscpClash { dscp: 23, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn changing_encap_checks_servers() {
+    let s = LbState::new()
+        .apply(&[vip(http(), dsr()), add(http(), &[("198.18.2.1", None)])])
+        .unwrap();
+    let e = s
+        .apply(&[vip(http(), Encap::Nat6 { target_port: 80 })])
+        .unwrap_err();
+    assert!(e.to_string().contains("NAT46"), "{e}");
+    let s2 = s
+        .apply(&[vip(http(), Encap::Nat4 { target_port: 8080 })])
+        .unwrap();
+    let v = s2.vip_by_key(&http()).unwrap();
+    assert_eq!(v.id, s.vip_by_key(&http()).unwrap().id);
+    assert_eq!(v.servers.len(), 1);
+}
+
+#[test]
+fn limits_are_enforced() {
+    let mut cmds: Vec<LbCommand> = (0..=MAX_VIPS as u32)
+        .map(|i| {
+            let a = Ipv4Addr::from(0xc612_0000u32 + i);
+            vip(VipKey::all(Prefix::host(IpAddr::V4(a))), dsr_n(i))
+        })
+        .collect();
+    let e = LbState::new().apply(&cmds).unwrap_err();
+    assert_eq!(e.index, MAX_VIPS);
+    assert!(matches!(e.kind, LbErrorKind::Full { .. }), "{e}");
+    cmds.pop();
+    assert_eq!(
+        LbState::new().apply(&cmds).unwrap().vips().count(),
+        MAX_VIPS
+    );
+}
+
+fn dsr_n(i: u32) -> Encap {
+    Encap::L3dsr {
+        dscp: (i % 64) as u8,
+    }
+}
+
+#[test]
+fn prefixes_are_canonical() {
+    assert!(Prefix::new(ip("198.18.1.1"), 24).is_none());
+    assert!(Prefix::new(ip("198.18.1.0"), 33).is_none());
+    let p = Prefix::new(ip("2001:db8::"), 32).unwrap();
+    assert!(p.contains(ip("2001:db8:ffff::1")));
+    assert!(!p.contains(ip("198.18.0.1")));
+    assert_eq!(
+        Prefix::new(ip("0.0.0.0"), 0).unwrap().to_string(),
+        "0.0.0.0/0"
+    );
+}
+
+#[test]
+fn many_servers_on_one_line_get_consecutive_slots() {
+    let servers: Vec<AsSpec> = (0..5000u32)
+        .map(|i| AsSpec {
+            addr: IpAddr::V4(Ipv4Addr::from(0xc613_0000u32 + i)),
+            weight: None,
+        })
+        .collect();
+    let s = LbState::new()
+        .apply(&[
+            vip(http(), dsr()),
+            LbCommand::AddAs {
+                vip: http(),
+                servers,
+            },
+        ])
+        .unwrap();
+    assert_eq!(s.slot_capacity(), 5000);
+    assert_eq!(slot_of(&s, &http(), "198.19.19.135"), AsSlot(4999));
+}

@@ -1,0 +1,282 @@
+//! Tests of the LB snapshot: VIP lookup precedence (against a naive reference, proptest),
+//! Maglev reuse, generations for flows and SYNs, VIPs without servers.
+
+use super::*;
+use crate::cli::parse_lines;
+use crate::model::{LbCommand, LbState};
+use crate::tuple::stable_hash;
+use proptest::prelude::*;
+
+fn state(text: &str) -> LbState {
+    LbState::new().apply(&parse_lines(text).unwrap()).unwrap()
+}
+
+fn t4(dst: [u8; 4], protocol: u8, dport: u16) -> FiveTuple {
+    FiveTuple::v4([198, 19, 0, 1], dst, protocol, 40000, dport)
+}
+
+fn key_of(t: &LbTables, id: Option<VipId>) -> String {
+    id.map_or("none".into(), |id| t.vip(id).unwrap().key.to_string())
+}
+
+const VIPS: &str = "lb conf ip4-src-address 198.18.0.254 ip6-src-address 2001:db8::fe\n\
+    lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 1\n\
+    lb vip 198.18.1.1/32 protocol tcp port 443 encap l3dsr dscp 2\n\
+    lb vip 198.18.1.1/32 protocol tcp encap l3dsr dscp 3\n\
+    lb vip 198.18.1.1/32 encap l3dsr dscp 4\n\
+    lb vip 198.18.1.2/32 protocol udp port 53 encap gre4\n\
+    lb vip 198.18.1.0/24 encap gre4\n\
+    lb vip 198.18.0.0/16 protocol udp encap gre4\n\
+    lb vip 2001:db8:1::1/128 encap gre6\n\
+    lb vip ::ffff:198.18.9.9/128 encap gre6\n";
+
+#[test]
+fn per_port_precedence_and_fall_through() {
+    let t = LbTables::build(&state(VIPS), None);
+    let cases: &[(FiveTuple, &str)] = &[
+        (
+            t4([198, 18, 1, 1], 6, 80),
+            "198.18.1.1/32 protocol tcp port 80",
+        ),
+        (
+            t4([198, 18, 1, 1], 6, 443),
+            "198.18.1.1/32 protocol tcp port 443",
+        ),
+        (t4([198, 18, 1, 1], 6, 22), "198.18.1.1/32 protocol tcp"),
+        (t4([198, 18, 1, 1], 17, 80), "198.18.1.1/32"),
+        (t4([198, 18, 1, 1], 1, 0), "198.18.1.1/32"),
+        (
+            t4([198, 18, 1, 2], 17, 53),
+            "198.18.1.2/32 protocol udp port 53",
+        ),
+        // No key of the /32 matches: falls through to the /24.
+        (t4([198, 18, 1, 2], 6, 80), "198.18.1.0/24"),
+        (t4([198, 18, 1, 200], 17, 9), "198.18.1.0/24"),
+        (t4([198, 18, 7, 7], 17, 9), "198.18.0.0/16 protocol udp"),
+        (t4([198, 18, 7, 7], 6, 9), "none"),
+        (t4([198, 20, 1, 1], 6, 80), "none"),
+        (
+            FiveTuple::v6(
+                [0; 16],
+                "2001:db8:1::1"
+                    .parse::<std::net::Ipv6Addr>()
+                    .unwrap()
+                    .octets(),
+                6,
+                1,
+                2,
+            ),
+            "2001:db8:1::1/128",
+        ),
+        // An IPv4 packet never matches an IPv6 VIP, even an IPv4-mapped one, and back.
+        (t4([198, 18, 9, 9], 6, 80), "none"),
+        (
+            FiveTuple::v6(
+                [0; 16],
+                std::net::Ipv4Addr::new(198, 18, 1, 1)
+                    .to_ipv6_mapped()
+                    .octets(),
+                6,
+                1,
+                80,
+            ),
+            "none",
+        ),
+    ];
+    for (tuple, want) in cases {
+        assert_eq!(
+            key_of(&t, t.vip_for(tuple)),
+            *want,
+            "{:?}",
+            tuple.dst_addr()
+        );
+    }
+    assert!(t.is_vip_address(&t4([198, 18, 1, 2], 1, 0)));
+    assert!(!t.is_vip_address(&t4([198, 20, 1, 2], 1, 0)));
+}
+
+#[test]
+fn choose_follows_maglev_and_generations() {
+    let s = state(
+        "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 2 198.18.2.3\n",
+    );
+    let t = LbTables::build(&s, None);
+    let id = t.vip_for(&t4([198, 18, 1, 1], 6, 80)).unwrap();
+    let e = t.vip(id).unwrap();
+    assert_eq!(e.encap, Encap::L3dsr { dscp: 23 });
+    assert_eq!(
+        (e.maglev_size, e.active_servers, e.maglev_too_small),
+        (65537, 3, false)
+    );
+    let mut hits = [0u32; 3];
+    for p in 0..30000u16 {
+        let tuple = FiveTuple::v4(
+            [198, 19, (p >> 8) as u8, p as u8],
+            [198, 18, 1, 1],
+            6,
+            p,
+            80,
+        );
+        let slot = t.choose(id, stable_hash(&tuple, false)).unwrap();
+        let a = t.as_entry(slot);
+        assert_eq!(a.vip, id);
+        assert!(t.flow_still_valid(slot, a.gen) && t.usable_for_syn(slot, a.gen));
+        hits[slot.0 as usize] += 1;
+    }
+    assert!(
+        hits[1] > hits[0] + hits[0] / 2 && hits[1] > hits[2] + hits[2] / 2,
+        "{hits:?}"
+    );
+
+    // Drain .1, remove .2 without flush, flush .3 (then it is re-added: new gen).
+    let slot = |s: &LbState, a: &str| s.vip_by_key(&e.key).unwrap().servers[&a.parse().unwrap()];
+    let (s1, s2, s3) = (
+        slot(&s, "198.18.2.1"),
+        slot(&s, "198.18.2.2"),
+        slot(&s, "198.18.2.3"),
+    );
+    let (g1, g2, g3) = (t.as_entry(s1).gen, t.as_entry(s2).gen, t.as_entry(s3).gen);
+    let s2_state = s
+        .apply(
+            &parse_lines(
+                "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 weight 0\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 del\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.3 del flush\n",
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let t2 = LbTables::build(&s2_state, Some(&t));
+    assert_eq!(t2.version(), t.version() + 1);
+    assert!(
+        t2.flow_still_valid(s1, g1) && !t2.usable_for_syn(s1, g1),
+        "draining"
+    );
+    assert!(
+        t2.flow_still_valid(s2, g2) && !t2.usable_for_syn(s2, g2),
+        "removed"
+    );
+    assert!(
+        !t2.flow_still_valid(s3, g3) && !t2.usable_for_syn(s3, g3),
+        "flushed"
+    );
+    assert_eq!(t2.as_entry(s3).state, AsState::Free);
+    // No server with weight > 0 left: no choice, and show data says so.
+    assert_eq!(t2.choose(id, 12345), None);
+    assert_eq!(t2.vip(id).unwrap().active_servers, 0);
+    // Out-of-range ids and slots are harmless.
+    assert_eq!(t2.choose(VipId(4000), 1), None);
+    assert!(t2.vip(VipId(4000)).is_none());
+    assert!(!t2.flow_still_valid(AsSlot(60000), 0));
+}
+
+#[test]
+fn unchanged_maglev_tables_are_reused() {
+    let s = state(
+        "lb vip 198.18.1.1/32 encap l3dsr dscp 1\n\
+         lb vip 198.18.1.2/32 encap l3dsr dscp 2\n\
+         lb as 198.18.1.1/32 198.18.2.1 198.18.2.2\n\
+         lb as 198.18.1.2/32 198.18.2.3 198.18.2.4\n",
+    );
+    let a = LbTables::build(&s, None);
+    let s2 = s
+        .apply(&parse_lines("lb as 198.18.1.2/32 198.18.2.5 weight 7\n").unwrap())
+        .unwrap();
+    let b = LbTables::build(&s2, Some(&a));
+    assert!(b.shares_maglev_with(&a, VipId(0)));
+    assert!(!b.shares_maglev_with(&a, VipId(1)));
+    // Same servers, new weight: rebuilt; same again: reused.
+    let s3 = s2
+        .apply(&parse_lines("lb as 198.18.1.1/32 198.18.2.1 weight 2\n").unwrap())
+        .unwrap();
+    let c = LbTables::build(&s3, Some(&b));
+    assert!(!c.shares_maglev_with(&b, VipId(0)));
+    assert!(LbTables::build(&s3, Some(&c)).shares_maglev_with(&c, VipId(0)));
+}
+
+#[test]
+fn same_config_in_any_order_chooses_the_same_servers() {
+    // Two "nodes" configured in different orders (and with different slot numbers) send every
+    // flow to the same server address.
+    let a = state(
+        "lb vip 198.18.1.1/32 encap l3dsr dscp 1\n\
+         lb as 198.18.1.1/32 198.18.2.1 198.18.2.2 weight 3 198.18.2.3\n",
+    );
+    let b = state(
+        "lb vip 198.18.1.7/32 encap l3dsr dscp 5\n\
+         lb as 198.18.1.7/32 198.18.2.9\n\
+         lb vip 198.18.1.1/32 encap l3dsr dscp 1\n\
+         lb as 198.18.1.1/32 198.18.2.3\n\
+         lb as 198.18.1.1/32 198.18.2.2 weight 3 198.18.2.1\n",
+    );
+    let (ta, tb) = (LbTables::build(&a, None), LbTables::build(&b, None));
+    for p in 0..20000u16 {
+        let tuple = FiveTuple::v4(
+            [198, 19, (p >> 8) as u8, p as u8],
+            [198, 18, 1, 1],
+            6,
+            p,
+            80,
+        );
+        let h = stable_hash(&tuple, false);
+        let sa = ta.choose(ta.vip_for(&tuple).unwrap(), h).unwrap();
+        let sb = tb.choose(tb.vip_for(&tuple).unwrap(), h).unwrap();
+        assert_eq!(ta.as_entry(sa).addr, tb.as_entry(sb).addr);
+    }
+}
+
+/// The naive reference: every VIP whose prefix holds the address and whose key matches, ranked
+/// by (prefix length, precedence).
+fn reference(s: &LbState, t: &FiveTuple) -> Option<VipId> {
+    let dst = t.dst_addr();
+    s.vips()
+        .filter(|v| v.spec.key.prefix.contains(dst) && v.spec.key.prefix.is_ipv6() == t.ip6)
+        .filter_map(|v| {
+            let k = v.spec.key;
+            let rank = match (k.protocol.number(), k.port) {
+                (Some(p), port) if p == t.protocol && port != 0 && port == t.dst_port => 2,
+                (Some(p), 0) if p == t.protocol => 1,
+                (None, 0) => 0,
+                _ => return None,
+            };
+            Some(((k.prefix.prefix_len(), rank), v.id))
+        })
+        .max_by_key(|(r, _)| *r)
+        .map(|(_, id)| id)
+}
+
+proptest! {
+    #[test]
+    fn vip_for_matches_the_reference(
+        vips in proptest::collection::vec((0u32..64, 24u8..=32, 0u8..3, 0u16..4), 1..40),
+        probes in proptest::collection::vec((0u32..64, 0u8..3, 0u16..4), 1..200),
+    ) {
+        let base = 0xc612_0100u32; // 198.18.1.0
+        let mut cmds = Vec::new();
+        for (a, len, proto, port) in vips {
+            let addr = std::net::Ipv4Addr::from(base + a);
+            let p = crate::model::Prefix::new(
+                crate::model::mask_addr(addr.into(), len), len).unwrap();
+            let (pr, port) = match proto {
+                0 => ("", 0),
+                1 => (" protocol tcp", port),
+                _ => (" protocol udp", port),
+            };
+            let port = if port == 0 { String::new() } else { format!(" port {}", port + 79) };
+            cmds.push(crate::cli::parse_line(&format!("lb vip {p}{pr}{port} encap gre4 new_len 7")).unwrap());
+        }
+        cmds.push(LbCommand::Conf(crate::model::ConfChange {
+            ip4_src: Some(crate::model::SourceAddress { addr: "198.18.0.1".parse().unwrap(), len: 32 }),
+            ..Default::default()
+        }));
+        let s = LbState::new().apply(&cmds).unwrap();
+        let t = LbTables::build(&s, None);
+        for (a, proto, port) in probes {
+            let d = (base + a).to_be_bytes();
+            let protocol = [1u8, 6, 17][proto as usize];
+            let tuple = t4(d, protocol, if port == 0 { 0 } else { port + 79 });
+            prop_assert_eq!(t.vip_for(&tuple), reference(&s, &tuple), "{:?}", tuple);
+        }
+    }
+}
