@@ -6,6 +6,8 @@
 
 pub mod tuple;
 
+pub mod counters;
+
 pub use tuple::{stable_hash, FiveTuple};
 pub mod cli;
 pub mod maglev;
