@@ -4,6 +4,9 @@
 //! I/O, never blocks, and never allocates on a worker's per-packet path.
 #![deny(missing_docs)]
 
+pub mod parse;
+#[cfg(test)]
+mod testpkt;
 pub mod tuple;
 
 pub use tuple::{stable_hash, FiveTuple};
