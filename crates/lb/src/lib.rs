@@ -4,6 +4,7 @@
 //! I/O, never blocks, and never allocates on a worker's per-packet path.
 #![deny(missing_docs)]
 
+pub mod encap;
 pub mod parse;
 #[cfg(test)]
 mod testpkt;
