@@ -5,6 +5,7 @@
 #![deny(missing_docs)]
 
 pub mod encap;
+pub mod flowtable;
 pub mod parse;
 #[cfg(test)]
 mod testpkt;
