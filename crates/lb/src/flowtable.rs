@@ -9,10 +9,15 @@
 //! A bucket is one 64-byte line holding 4 signatures (with the timeout class in the top two
 //! bits), 4 expiry times and 4 values (`AsRef` is 8 bytes; larger values make the bucket
 //! longer), and beside it, in a parallel array, the 4 full keys (48 bytes each) that a
-//! signature match is confirmed against. The bucket index and signature come from a keyed
-//! hash whose 256-bit key is random per table (from the standard library's per-process random
-//! seed), so a client cannot craft tuples that fall into one bucket. `lookup_batch` hashes and
-//! prefetches every bucket of a vector first, then the matching key lines, then compares.
+//! signature match is confirmed against. Every key has two buckets (two choices): an insert
+//! takes a place in the primary bucket first, then in the alternate, so 4-entry buckets rarely
+//! overflow below about half load; a lookup reads the alternate only when the primary has no
+//! match. Bucket indexes and signature come from a keyed hash whose 256-bit key is random per
+//! table (from the standard library's per-process random seed), so a client cannot craft
+//! tuples that fall into one bucket. `lookup_batch` prefetches the primary bucket of every key
+//! of a vector first, then the matching key lines (or, without a match, the alternate bucket),
+//! then compares. The tables are advised to
+//! transparent huge pages (fewer TLB misses).
 //!
 //! # Time, expiry, counts
 //! Time is whole seconds (`now`, any monotonic origin but never 0); an entry with expiry 0 is
@@ -243,7 +248,7 @@ pub enum Insert {
     New,
     /// The key was there (live, expired or stale): its value was replaced.
     Replaced,
-    /// The bucket holds 4 live entries: nothing stored (counted in `FlowCounts::refused`).
+    /// Both buckets hold 4 live entries: nothing stored (counted in `FlowCounts::refused`).
     Full,
 }
 
@@ -368,7 +373,9 @@ impl<V: FlowValue> FlowTable<V> {
     /// Hint the CPU to load the bucket of hash `h`.
     #[inline(always)]
     pub fn prefetch(&self, h: u64) {
-        prefetch(&self.buckets[h as usize & self.mask]);
+        let (b1, b2) = self.buckets_of(h);
+        prefetch(&self.buckets[b1]);
+        prefetch(&self.buckets[b2]);
     }
 
     #[inline(always)]
@@ -435,14 +442,26 @@ impl<V: FlowValue> FlowTable<V> {
     /// Look `k` (hash `h` from `hash`) up at time `now`; a hit is touched as `touch` says.
     #[inline]
     pub fn lookup(&mut self, k: &FlowKey, h: u64, now: u32, touch: Touch) -> Option<V> {
-        let b = h as usize & self.mask;
-        let m = self.candidates(b, Self::sig(h), now);
-        self.confirm(b, m, k, now, touch)
+        let (b1, b2) = self.buckets_of(h);
+        let sig = Self::sig(h);
+        let m = self.candidates(b1, sig, now);
+        if let Some(v) = self.confirm(b1, m, k, now, touch) {
+            return Some(v);
+        }
+        let m = self.candidates(b2, sig, now);
+        self.confirm(b2, m, k, now, touch)
+    }
+
+    /// The primary and alternate buckets of hash `h` (they may be the same bucket).
+    #[inline(always)]
+    fn buckets_of(&self, h: u64) -> (usize, usize) {
+        (h as usize & self.mask, (h >> 20) as usize & self.mask)
     }
 
     /// Look up to `BATCH` keys up: `out[i]` for `keys[i]` with hash `hashes[i]` and touch
-    /// `touch[i]` (all slices at least `keys.len()` long; extra keys are ignored). Buckets,
-    /// then the matching key lines, are prefetched for the whole batch before any compare.
+    /// `touch[i]` (all slices at least `keys.len()` long; extra keys are ignored). Primary
+    /// buckets, then the matching key lines or alternate buckets, are prefetched for the whole
+    /// batch before any compare.
     pub fn lookup_batch(
         &mut self,
         keys: &[FlowKey],
@@ -458,49 +477,63 @@ impl<V: FlowValue> FlowTable<V> {
             .min(out.len())
             .min(BATCH);
         for &h in &hashes[..n] {
-            self.prefetch(h);
+            prefetch(&self.buckets[h as usize & self.mask]);
         }
         for (i, &h) in hashes[..n].iter().enumerate() {
-            let b = h as usize & self.mask;
-            let m = self.candidates(b, Self::sig(h), now);
-            self.cand[i] = m;
-            if m != 0 {
-                prefetch(&self.keys[b][m.trailing_zeros() as usize]);
+            let (b1, b2) = self.buckets_of(h);
+            let m1 = self.candidates(b1, Self::sig(h), now);
+            self.cand[i] = m1;
+            if m1 != 0 {
+                prefetch(&self.keys[b1][m1.trailing_zeros() as usize]);
+            } else {
+                prefetch(&self.buckets[b2]);
             }
         }
         for (i, o) in out[..n].iter_mut().enumerate() {
-            let b = hashes[i] as usize & self.mask;
-            let m = self.cand[i];
-            *o = if m == 0 {
-                None
+            let h = hashes[i];
+            let (b1, b2) = self.buckets_of(h);
+            let (k, t) = (&keys[i], touch[i]);
+            let m1 = self.cand[i];
+            let hit = if m1 != 0 {
+                self.confirm(b1, m1, k, now, t)
             } else {
-                self.confirm(b, m, &keys[i], now, touch[i])
+                None
+            };
+            *o = match hit {
+                Some(v) => Some(v),
+                None => {
+                    let m2 = self.candidates(b2, Self::sig(h), now);
+                    self.confirm(b2, m2, k, now, t)
+                }
             };
         }
     }
 
-    /// Store `v` for `k` (hash `h`) at `now`: replace the key's entry when it is there, else
-    /// take an empty or expired place; `Full` when the bucket holds 4 live flows.
+    /// Store `v` for `k` (hash `h`) at `now`: replace the key's entry when it is in either of
+    /// its two buckets, else take an empty or expired place (the primary bucket first); `Full`
+    /// when both buckets hold 4 live flows.
     pub fn insert(&mut self, k: &FlowKey, h: u64, v: V, now: u32) -> Insert {
-        let b = h as usize & self.mask;
+        let (b1, b2) = self.buckets_of(h);
         let sig = Self::sig(h);
         let class = Self::class(k.protocol());
         let expiry = now.saturating_add(self.timeouts[class as usize]).max(1);
         let mut free = None;
-        for i in 0..WAYS {
-            let bk = &self.buckets[b];
-            if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
-                let old = bk.val[i];
-                self.counts.count(k.vip(), old.as_slot(), false);
-                self.counts.count(k.vip(), v.as_slot(), true);
-                self.put(b, i, sig | class << CLASS_SHIFT, expiry, k, v);
-                return Insert::Replaced;
-            }
-            if free.is_none() && bk.expiry[i] <= now {
-                free = Some(i);
+        for b in [b1, b2] {
+            for i in 0..WAYS {
+                let bk = &self.buckets[b];
+                if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
+                    let old = bk.val[i];
+                    self.counts.count(k.vip(), old.as_slot(), false);
+                    self.counts.count(k.vip(), v.as_slot(), true);
+                    self.put(b, i, sig | class << CLASS_SHIFT, expiry, k, v);
+                    return Insert::Replaced;
+                }
+                if free.is_none() && bk.expiry[i] <= now {
+                    free = Some((b, i));
+                }
             }
         }
-        let Some(i) = free else {
+        let Some((b, i)) = free else {
             let r = &self.counts.refused;
             r.store(r.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
             return Insert::Full;
@@ -526,13 +559,15 @@ impl<V: FlowValue> FlowTable<V> {
 
     /// Remove `k`'s entry (live or expired); true when there was one.
     pub fn remove(&mut self, k: &FlowKey, h: u64) -> bool {
-        let b = h as usize & self.mask;
+        let (b1, b2) = self.buckets_of(h);
         let sig = Self::sig(h);
-        for i in 0..WAYS {
-            let bk = &self.buckets[b];
-            if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
-                self.reclaim(b, i);
-                return true;
+        for b in [b1, b2] {
+            for i in 0..WAYS {
+                let bk = &self.buckets[b];
+                if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
+                    self.reclaim(b, i);
+                    return true;
+                }
             }
         }
         false

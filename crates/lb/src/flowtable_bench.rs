@@ -43,7 +43,8 @@ fn tuple(i: u32) -> FiveTuple {
     )
 }
 
-fn run(flows: u32, buckets: usize) {
+fn run(flows: u32, entries: usize) {
+    let buckets = entries / WAYS;
     let mut t = FlowTable::<AsRef>::new(buckets, Timeouts::default(), 4, 128).expect("table");
     let mut keys: Vec<FlowKey> = (0..flows).map(|i| FlowKey::new(1, &tuple(i))).collect();
     let mut stored = Vec::with_capacity(keys.len());
@@ -95,7 +96,7 @@ fn run(flows: u32, buckets: usize) {
         black_box(t.sweep(11, buckets, |_| true));
     });
     println!(
-        "flows {flows:>8} buckets {buckets:>8} ({:>5.1}% full, {refused} refused): hit batched {batched:>5.1} ticks, one by one {single:>5.1} ticks, sweep {sweep:.1} ticks/bucket",
+        "flows {flows:>8} entries {entries:>8} ({WAYS} ways, {:>5.1}% full, {refused} refused): hit batched {batched:>5.1} ticks, one by one {single:>5.1} ticks, sweep {sweep:.1} ticks/bucket",
         100.0 * (flows as usize - refused) as f64 / (buckets * WAYS) as f64
     );
 }
@@ -103,8 +104,8 @@ fn run(flows: u32, buckets: usize) {
 #[test]
 #[ignore]
 fn flowtable_bench() {
-    run(1_000, 1 << 10);
-    run(100_000, 1 << 16);
-    run(1_000_000, 1 << 19);
-    run(1_000_000, 1 << 20);
+    run(1_000, 1 << 12);
+    run(100_000, 1 << 18);
+    run(1_000_000, 1 << 21);
+    run(1_000_000, 1 << 22);
 }

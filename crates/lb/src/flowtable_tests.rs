@@ -116,7 +116,7 @@ fn timeouts_per_protocol_refresh_and_close() {
     );
 }
 
-/// Tuples that all fall into bucket 0 of a 1-bucket table.
+/// A 1-bucket table: every key has bucket 0 twice.
 #[test]
 fn full_bucket_refuses_and_expired_places_are_reused() {
     let mut t = FlowTable::<AsRef>::with_key(1, Timeouts::default(), 2, 2, KEY).expect("t");
@@ -148,8 +148,8 @@ fn sweep_reclaims_expired_and_refused_entries_with_exact_counts() {
     }
     let c = t.counts();
     let stored = c.total();
-    // 500 flows in 1024 places: a few 4-way buckets overflow (refused, never evicting).
-    assert!(stored >= 470, "{stored} stored");
+    // 500 flows in 1024 places: a rare key finds both its buckets full (refused, no eviction).
+    assert!(stored >= 490, "{stored} stored");
     assert_eq!(u64::from(stored) + c.refused(), 500);
     // A sweep at a time when nothing expired, keeping all: nothing changes.
     assert_eq!(t.sweep(120, 256, |_| true), 0);
