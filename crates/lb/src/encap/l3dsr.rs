@@ -7,7 +7,7 @@ use crate::parse::{Kind, Parsed};
 use packet::headers::{ip4, proto};
 use packet::BufferMeta;
 
-/// Rewrite the IPv4 packet of `p` for L3DSR to `server` with `dscp` (0..=63). ICMP errors and
+/// Rewrite the IPv4 packet of `p` for L3DSR to `server` with `dscp` (its low 6 bits). ICMP errors and
 /// fragments are rewritten the same way (only the IP header changes for them, and for any
 /// protocol but TCP and UDP). `FamilyMismatch` for an IPv6 packet.
 #[inline]
@@ -36,7 +36,7 @@ pub fn l3dsr(
     }
     let mut ip = Delta::default();
     let mut addr = Delta::default();
-    let tos = u16::from(h[0]) << 8 | u16::from(dscp << 2 | h[ip4::TOS] & 0x03);
+    let tos = u16::from(h[0]) << 8 | u16::from((dscp & 0x3f) << 2 | h[ip4::TOS] & 0x03);
     set_word(h, 0, tos, &mut ip);
     set_addr(h, ip4::DST, &server, &mut addr);
     let mut unused = Delta::default();

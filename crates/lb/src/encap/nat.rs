@@ -111,7 +111,7 @@ fn offsets(p: &Parsed, side: Side) -> Result<(usize, usize), EncapError> {
     let sum_at = match p.tuple.protocol {
         proto::TCP => p.l4 + 16,
         proto::UDP => p.l4 + 6,
-        proto::ICMP6 if p.tuple.ip6 && p.kind != Kind::FirstFragment => p.l4 + 2,
+        proto::ICMP6 if p.tuple.ip6 => p.l4 + 2,
         _ => 0,
     };
     Ok((addr_at, sum_at))
