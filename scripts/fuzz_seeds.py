@@ -10,6 +10,7 @@ variants in the other byte order and in microseconds; fuzz/corpus/flow_extract/:
 those pcaps and of tests/golden/flow/extract.pcap behind the target's 4-byte head;
 fuzz/corpus/ofctl_parse/: every rule, dump line and group of crates/flow/tests/golden/ofctl/;
 fuzz/corpus/lb_cli/: every line of crates/lb/tests/lb_cli_lines.txt, and the whole file.
+fuzz/corpus/lb_parse/: the packets of crates/lb/tests/golden/lb_input.pcap behind each selector.
 Existing files are kept (libFuzzer adds its own finds next to them).
 """
 
@@ -109,6 +110,20 @@ def main():
             j += 1
     put(lc, text.split("# refused")[0].encode())
     print(f"seeded {j} lb lines into {lc}")
+    # lb_parse: the L3 packets of the load balancer's golden frames (Ethernet header cut), each
+    # behind the target's selector byte (bit 0: IPv6; bits 1-3: the rewrite) for every rewrite.
+    lp = os.path.join(fuzz, "corpus", "lb_parse")
+    lb_golden = os.path.join(ROOT, "crates", "lb", "tests", "golden", "lb_input.pcap")
+    j = 0
+    if os.path.exists(lb_golden):
+        with open(lb_golden, "rb") as f:
+            recs = records(f.read())
+        for _, _, _, data in recs:
+            ip6 = 1 if data[12:14] == b"\x86\xdd" else 0
+            for op in range(6):
+                put(lp, bytes([op << 1 | ip6]) + data[14:])
+                j += 1
+    print(f"seeded {j} packets into {lp}")
 
 
 if __name__ == "__main__":

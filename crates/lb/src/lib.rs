@@ -4,6 +4,11 @@
 //! I/O, never blocks, and never allocates on a worker's per-packet path.
 #![deny(missing_docs)]
 
+pub mod encap;
+pub mod flowtable;
+pub mod parse;
+#[cfg(test)]
+mod testpkt;
 pub mod tuple;
 
 pub mod counters;

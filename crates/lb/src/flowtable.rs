@@ -1,0 +1,649 @@
+//! The per-worker flow table: (VIP id, 5-tuple) -> the server a flow was given (AS slot and
+//! generation) with an idle timeout per protocol, and the same structure for the NAT reverse
+//! entries (server:target_port -> client gives back the VIP and its port). Allocated once, with
+//! a fixed number of 4-entry buckets; a full bucket refuses the insert (the node falls back to
+//! plain Maglev hashing), it never evicts a live flow and never drops a packet. One owner
+//! thread writes it; it never locks, never allocates after `new`, and never blocks.
+//!
+//! # Layout and hashing
+//! A bucket is one 64-byte line holding 4 signatures (with the timeout class in the top two
+//! bits), 4 expiry times and 4 values (`AsRef` is 8 bytes; larger values make the bucket
+//! longer), and beside it, in a parallel array, the 4 full keys (48 bytes each) that a
+//! signature match is confirmed against. Every key has two buckets (two choices): an insert
+//! takes a place in the primary bucket first, then in the alternate, so 4-entry buckets rarely
+//! overflow below about half load; a lookup reads the alternate only when the primary has no
+//! match. Bucket indexes and signature come from a keyed hash whose 256-bit key is random per
+//! table (from the standard library's per-process random seed), so a client cannot craft
+//! tuples that fall into one bucket. `lookup_batch` prefetches the primary bucket of every key
+//! of a vector first, then the matching key lines (or, without a match, the alternate bucket),
+//! then compares. The tables are advised to
+//! transparent huge pages (fewer TLB misses).
+//!
+//! # Time, expiry, counts
+//! Time is whole seconds (`now`, any monotonic origin but never 0); an entry with expiry 0 is
+//! empty, one with expiry <= now is expired: it no longer hits and its place is reused by the
+//! next insert into the bucket. A hit refreshes the expiry to now + the timeout of the entry's
+//! class (TCP, UDP, other); FIN/RST (`Touch::Close`) moves the entry to the short `closing`
+//! class, from which only a SYN (`Touch::Open`) brings it back. Live-flow counts per VIP id and
+//! per AS slot (`FlowCounts`, shared with the control plane, which sums the workers' counts and
+//! reads them racily) count every non-empty entry: an entry stops counting when it is reused,
+//! replaced, removed, or reclaimed by `sweep`, which the node calls with a small budget every
+//! vector (or when idle), so an expired or flushed flow stops counting at most one sweep round
+//! (`buckets / budget` calls) after it expired.
+
+use crate::tuple::FiveTuple;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Entries per bucket.
+pub const WAYS: usize = 4;
+/// Most buckets a table may have (2^24: 64M entries).
+pub const MAX_BUCKETS: usize = 1 << 24;
+/// Most keys one `lookup_batch` call takes.
+pub const BATCH: usize = packet::VECTOR_SIZE;
+
+/// Idle timeouts in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP flows.
+    pub tcp: u32,
+    /// UDP flows.
+    pub udp: u32,
+    /// Flows of any other protocol.
+    pub other: u32,
+    /// A TCP flow after FIN or RST.
+    pub closing: u32,
+}
+
+impl Default for Timeouts {
+    /// VPP's `lb conf timeout` default (40 s) for every protocol, 4 s after FIN/RST.
+    fn default() -> Self {
+        Timeouts {
+            tcp: 40,
+            udp: 40,
+            other: 40,
+            closing: 4,
+        }
+    }
+}
+
+/// What a lookup hit does to the entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Touch {
+    /// Refresh the expiry (an ordinary packet).
+    Refresh,
+    /// Shorten to the closing timeout (TCP FIN or RST); never lengthens.
+    Close,
+    /// A TCP SYN: back to the TCP class, refreshed.
+    Open,
+}
+
+/// The server a flow was given: its AS slot and the slot's generation at that time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AsRef {
+    /// The AS slot.
+    pub slot: u32,
+    /// The slot's generation (a flush bumps it; entries with an old one are stale).
+    pub gen: u32,
+}
+
+/// A NAT reverse entry's value: what a reply from server:target_port to the client becomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NatReverse {
+    /// The VIP id (for counters).
+    pub vip: u32,
+    /// The address the client sent to (IPv4-mapped for NAT4).
+    pub addr: [u8; 16],
+    /// The port the client sent to.
+    pub port: u16,
+}
+
+/// A value stored in a flow table.
+pub trait FlowValue: Copy + Default {
+    /// The AS slot this entry counts for (`u32::MAX`: none).
+    fn as_slot(&self) -> u32;
+}
+
+impl FlowValue for AsRef {
+    #[inline(always)]
+    fn as_slot(&self) -> u32 {
+        self.slot
+    }
+}
+
+impl FlowValue for NatReverse {
+    #[inline(always)]
+    fn as_slot(&self) -> u32 {
+        u32::MAX
+    }
+}
+
+/// A flow table key: the VIP id and the 5-tuple packed in 6 words.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C, align(16))]
+pub struct FlowKey([u64; 6]);
+
+impl FlowKey {
+    /// The VIP id used for NAT reverse keys.
+    pub const REVERSE: u32 = u32::MAX;
+
+    /// The key of `tuple` toward VIP `vip`.
+    #[inline(always)]
+    pub fn new(vip: u32, t: &FiveTuple) -> FlowKey {
+        let w = |b: &[u8; 16], i: usize| {
+            let mut x = [0u8; 8];
+            x.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(x)
+        };
+        FlowKey([
+            u64::from(vip) | u64::from(t.protocol) << 32 | u64::from(t.ip6) << 40,
+            w(&t.src, 0),
+            w(&t.src, 8),
+            w(&t.dst, 0),
+            w(&t.dst, 8),
+            u64::from(t.src_port) | u64::from(t.dst_port) << 16,
+        ])
+    }
+
+    /// The NAT reverse key of a reply `tuple` (server:target_port -> client).
+    #[inline(always)]
+    pub fn reverse(t: &FiveTuple) -> FlowKey {
+        FlowKey::new(FlowKey::REVERSE, t)
+    }
+
+    /// The VIP id.
+    #[inline(always)]
+    pub fn vip(&self) -> u32 {
+        self.0[0] as u32
+    }
+
+    #[inline(always)]
+    fn protocol(&self) -> u8 {
+        (self.0[0] >> 32) as u8
+    }
+
+    /// Equality as a branch-free word loop.
+    #[inline(always)]
+    fn same(&self, o: &FlowKey) -> bool {
+        let mut d = 0;
+        for i in 0..6 {
+            d |= self.0[i] ^ o.0[i];
+        }
+        d == 0
+    }
+}
+
+/// Live-flow counts of one worker's table, read by the control plane without locks (relaxed
+/// loads; a count may be one vector old). Only the owning worker writes.
+#[derive(Debug)]
+pub struct FlowCounts {
+    vips: Box<[AtomicU32]>,
+    slots: Box<[AtomicU32]>,
+    total: AtomicU32,
+    refused: AtomicU64,
+}
+
+impl FlowCounts {
+    fn new(vips: usize, slots: usize) -> FlowCounts {
+        FlowCounts {
+            vips: (0..vips).map(|_| AtomicU32::new(0)).collect(),
+            slots: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            total: AtomicU32::new(0),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Live flows of VIP `id` (0 for an id out of range).
+    pub fn vip(&self, id: u32) -> u32 {
+        self.vips
+            .get(id as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// Live flows on AS slot `slot` (0 for a slot out of range).
+    pub fn slot(&self, slot: u32) -> u32 {
+        self.slots
+            .get(slot as usize)
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    /// All live flows in the table.
+    pub fn total(&self) -> u32 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Inserts refused because the bucket was full (since the table was made).
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    #[inline(always)]
+    fn bump(c: Option<&AtomicU32>, up: bool) {
+        if let Some(c) = c {
+            // Single writer: a plain load and store, no read-modify-write.
+            let v = c.load(Ordering::Relaxed);
+            c.store(
+                if up {
+                    v.wrapping_add(1)
+                } else {
+                    v.saturating_sub(1)
+                },
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    #[inline(always)]
+    fn count(&self, vip: u32, slot: u32, up: bool) {
+        Self::bump(self.vips.get(vip as usize), up);
+        Self::bump(self.slots.get(slot as usize), up);
+        Self::bump(Some(&self.total), up);
+    }
+}
+
+/// What `insert` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Insert {
+    /// A new entry (in an empty or expired place).
+    New,
+    /// The key was there (live, expired or stale): its value was replaced.
+    Replaced,
+    /// Both buckets hold 4 live entries: nothing stored (counted in `FlowCounts::refused`).
+    Full,
+}
+
+/// Why a table could not be made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FlowTableError {
+    /// `buckets` is not a power of two between 1 and `MAX_BUCKETS`.
+    #[error("flow table buckets = {0} is not accepted: a power of two from 1 to 16777216")]
+    Buckets(usize),
+}
+
+const CLASS_SHIFT: u32 = 30;
+const SIG_MASK: u32 = (1 << CLASS_SHIFT) - 1;
+const CLASS_TCP: u32 = 0;
+const CLASS_UDP: u32 = 1;
+const CLASS_OTHER: u32 = 2;
+const CLASS_CLOSING: u32 = 3;
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Default)]
+struct Bucket<V> {
+    sig: [u32; WAYS],
+    expiry: [u32; WAYS],
+    val: [V; WAYS],
+}
+
+const _: () = assert!(core::mem::size_of::<Bucket<AsRef>>() == 64);
+
+/// One worker's flow table of values `V` (`AsRef` forward, `NatReverse` for NAT replies).
+pub struct FlowTable<V: FlowValue> {
+    buckets: Box<[Bucket<V>]>,
+    keys: Box<[[FlowKey; WAYS]]>,
+    mask: usize,
+    key: [u64; 4],
+    timeouts: [u32; 4],
+    sweep_at: usize,
+    counts: Arc<FlowCounts>,
+    cand: Box<[u8; BATCH]>,
+}
+
+/// The keyed hash's mixing step (a folded 128-bit multiply).
+#[inline(always)]
+fn mix(a: u64, b: u64) -> u64 {
+    let r = u128::from(a).wrapping_mul(u128::from(b));
+    (r as u64) ^ (r >> 64) as u64
+}
+
+/// A random 256-bit key from the standard library's per-process random seed.
+fn random_key() -> [u64; 4] {
+    use std::hash::{BuildHasher, Hasher};
+    let s = std::collections::hash_map::RandomState::new();
+    let mut k = [0u64; 4];
+    for (i, w) in k.iter_mut().enumerate() {
+        let mut h = s.build_hasher();
+        h.write_usize(i);
+        *w = h.finish() | 1;
+    }
+    k
+}
+
+impl<V: FlowValue> FlowTable<V> {
+    /// A table of `buckets` x 4 entries (a power of two up to `MAX_BUCKETS`) with `timeouts`,
+    /// counting live flows for VIP ids below `vips` and AS slots below `slots`.
+    pub fn new(
+        buckets: usize,
+        timeouts: Timeouts,
+        vips: usize,
+        slots: usize,
+    ) -> Result<FlowTable<V>, FlowTableError> {
+        Self::with_key(buckets, timeouts, vips, slots, random_key())
+    }
+
+    /// Like `new` with a given hash key (tests, benchmarks).
+    pub fn with_key(
+        buckets: usize,
+        timeouts: Timeouts,
+        vips: usize,
+        slots: usize,
+        key: [u64; 4],
+    ) -> Result<FlowTable<V>, FlowTableError> {
+        if !buckets.is_power_of_two() || buckets > MAX_BUCKETS {
+            return Err(FlowTableError::Buckets(buckets));
+        }
+        let table = FlowTable {
+            buckets: alloc_table(buckets, Bucket::default()),
+            keys: alloc_table(buckets, [FlowKey::default(); WAYS]),
+            mask: buckets - 1,
+            key,
+            timeouts: [timeouts.tcp, timeouts.udp, timeouts.other, timeouts.closing],
+            sweep_at: 0,
+            counts: Arc::new(FlowCounts::new(vips, slots)),
+            cand: Box::new([0; BATCH]),
+        };
+        Ok(table)
+    }
+
+    /// Entries the table can hold.
+    pub fn capacity(&self) -> usize {
+        self.buckets.len() * WAYS
+    }
+
+    /// The live counts, for the control plane.
+    pub fn counts(&self) -> Arc<FlowCounts> {
+        Arc::clone(&self.counts)
+    }
+
+    /// Change the timeouts (entries keep their expiry until refreshed).
+    pub fn set_timeouts(&mut self, t: Timeouts) {
+        self.timeouts = [t.tcp, t.udp, t.other, t.closing];
+    }
+
+    /// The keyed hash of `k`.
+    #[inline(always)]
+    pub fn hash(&self, k: &FlowKey) -> u64 {
+        let (w, s) = (&k.0, &self.key);
+        let a = mix(w[0] ^ s[0], w[1] ^ s[1]);
+        let b = mix(w[2] ^ s[2], w[3] ^ s[3]);
+        let c = mix(w[4] ^ s[1].rotate_left(32), w[5] ^ s[2].rotate_left(32));
+        mix(a ^ s[3], b ^ c ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// Hint the CPU to load the bucket of hash `h`.
+    #[inline(always)]
+    pub fn prefetch(&self, h: u64) {
+        let (b1, b2) = self.buckets_of(h);
+        prefetch(&self.buckets[b1]);
+        prefetch(&self.buckets[b2]);
+    }
+
+    #[inline(always)]
+    fn sig(h: u64) -> u32 {
+        (h >> 34) as u32 & SIG_MASK
+    }
+
+    #[inline(always)]
+    fn class(protocol: u8) -> u32 {
+        match protocol {
+            6 => CLASS_TCP,
+            17 => CLASS_UDP,
+            _ => CLASS_OTHER,
+        }
+    }
+
+    /// The ways of bucket `b` whose signature matches `sig` and that have not expired.
+    #[inline(always)]
+    fn candidates(&self, b: usize, sig: u32, now: u32) -> u8 {
+        let bk = &self.buckets[b];
+        let mut m = 0u8;
+        for i in 0..WAYS {
+            let hit = (bk.sig[i] & SIG_MASK == sig) & (bk.expiry[i] > now);
+            m |= (hit as u8) << i;
+        }
+        m
+    }
+
+    /// Confirm a candidate way against the key, and touch the entry on a hit.
+    #[inline(always)]
+    fn confirm(&mut self, b: usize, mut m: u8, k: &FlowKey, now: u32, touch: Touch) -> Option<V> {
+        while m != 0 {
+            let i = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if self.keys[b][i].same(k) {
+                let t = self.timeouts;
+                let bk = &mut self.buckets[b];
+                let class = bk.sig[i] >> CLASS_SHIFT;
+                match touch {
+                    Touch::Refresh if class != CLASS_CLOSING => {
+                        let e = now.saturating_add(t[class as usize]);
+                        if bk.expiry[i] != e {
+                            bk.expiry[i] = e;
+                        }
+                    }
+                    Touch::Refresh => {}
+                    Touch::Close => {
+                        let e = now.saturating_add(t[CLASS_CLOSING as usize]);
+                        bk.expiry[i] = bk.expiry[i].min(e);
+                        bk.sig[i] = bk.sig[i] & SIG_MASK | CLASS_CLOSING << CLASS_SHIFT;
+                    }
+                    Touch::Open => {
+                        let c = Self::class(k.protocol());
+                        bk.expiry[i] = now.saturating_add(t[c as usize]);
+                        bk.sig[i] = bk.sig[i] & SIG_MASK | c << CLASS_SHIFT;
+                    }
+                }
+                return Some(bk.val[i]);
+            }
+        }
+        None
+    }
+
+    /// Look `k` (hash `h` from `hash`) up at time `now`; a hit is touched as `touch` says.
+    #[inline]
+    pub fn lookup(&mut self, k: &FlowKey, h: u64, now: u32, touch: Touch) -> Option<V> {
+        let (b1, b2) = self.buckets_of(h);
+        let sig = Self::sig(h);
+        let m = self.candidates(b1, sig, now);
+        if let Some(v) = self.confirm(b1, m, k, now, touch) {
+            return Some(v);
+        }
+        let m = self.candidates(b2, sig, now);
+        self.confirm(b2, m, k, now, touch)
+    }
+
+    /// The primary and alternate buckets of hash `h` (they may be the same bucket).
+    #[inline(always)]
+    fn buckets_of(&self, h: u64) -> (usize, usize) {
+        (h as usize & self.mask, (h >> 20) as usize & self.mask)
+    }
+
+    /// Look up to `BATCH` keys up: `out[i]` for `keys[i]` with hash `hashes[i]` and touch
+    /// `touch[i]` (all slices at least `keys.len()` long; extra keys are ignored). Primary
+    /// buckets, then the matching key lines or alternate buckets, are prefetched for the whole
+    /// batch before any compare.
+    pub fn lookup_batch(
+        &mut self,
+        keys: &[FlowKey],
+        hashes: &[u64],
+        touch: &[Touch],
+        now: u32,
+        out: &mut [Option<V>],
+    ) {
+        let n = keys
+            .len()
+            .min(hashes.len())
+            .min(touch.len())
+            .min(out.len())
+            .min(BATCH);
+        for &h in &hashes[..n] {
+            prefetch(&self.buckets[h as usize & self.mask]);
+        }
+        for (i, &h) in hashes[..n].iter().enumerate() {
+            let (b1, b2) = self.buckets_of(h);
+            let m1 = self.candidates(b1, Self::sig(h), now);
+            self.cand[i] = m1;
+            if m1 != 0 {
+                prefetch(&self.keys[b1][m1.trailing_zeros() as usize]);
+            } else {
+                prefetch(&self.buckets[b2]);
+            }
+        }
+        for (i, o) in out[..n].iter_mut().enumerate() {
+            let h = hashes[i];
+            let (b1, b2) = self.buckets_of(h);
+            let (k, t) = (&keys[i], touch[i]);
+            let m1 = self.cand[i];
+            let hit = if m1 != 0 {
+                self.confirm(b1, m1, k, now, t)
+            } else {
+                None
+            };
+            *o = match hit {
+                Some(v) => Some(v),
+                None => {
+                    let m2 = self.candidates(b2, Self::sig(h), now);
+                    self.confirm(b2, m2, k, now, t)
+                }
+            };
+        }
+    }
+
+    /// Store `v` for `k` (hash `h`) at `now`: replace the key's entry when it is in either of
+    /// its two buckets, else take an empty or expired place (the primary bucket first); `Full`
+    /// when both buckets hold 4 live flows.
+    pub fn insert(&mut self, k: &FlowKey, h: u64, v: V, now: u32) -> Insert {
+        let (b1, b2) = self.buckets_of(h);
+        let sig = Self::sig(h);
+        let class = Self::class(k.protocol());
+        let expiry = now.saturating_add(self.timeouts[class as usize]).max(1);
+        let mut free = None;
+        for b in [b1, b2] {
+            for i in 0..WAYS {
+                let bk = &self.buckets[b];
+                if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
+                    let old = bk.val[i];
+                    self.counts.count(k.vip(), old.as_slot(), false);
+                    self.counts.count(k.vip(), v.as_slot(), true);
+                    self.put(b, i, sig | class << CLASS_SHIFT, expiry, k, v);
+                    return Insert::Replaced;
+                }
+                if free.is_none() && bk.expiry[i] <= now {
+                    free = Some((b, i));
+                }
+            }
+        }
+        let Some((b, i)) = free else {
+            let r = &self.counts.refused;
+            r.store(r.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+            return Insert::Full;
+        };
+        if self.buckets[b].expiry[i] != 0 {
+            let old_key = self.keys[b][i];
+            let old = self.buckets[b].val[i];
+            self.counts.count(old_key.vip(), old.as_slot(), false);
+        }
+        self.counts.count(k.vip(), v.as_slot(), true);
+        self.put(b, i, sig | class << CLASS_SHIFT, expiry, k, v);
+        Insert::New
+    }
+
+    #[inline(always)]
+    fn put(&mut self, b: usize, i: usize, sig: u32, expiry: u32, k: &FlowKey, v: V) {
+        let bk = &mut self.buckets[b];
+        bk.sig[i] = sig;
+        bk.expiry[i] = expiry;
+        bk.val[i] = v;
+        self.keys[b][i] = *k;
+    }
+
+    /// Remove `k`'s entry (live or expired); true when there was one.
+    pub fn remove(&mut self, k: &FlowKey, h: u64) -> bool {
+        let (b1, b2) = self.buckets_of(h);
+        let sig = Self::sig(h);
+        for b in [b1, b2] {
+            for i in 0..WAYS {
+                let bk = &self.buckets[b];
+                if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
+                    self.reclaim(b, i);
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
+    #[inline(always)]
+    fn reclaim(&mut self, b: usize, i: usize) {
+        let v = self.buckets[b].val[i];
+        self.counts.count(self.keys[b][i].vip(), v.as_slot(), false);
+        self.buckets[b].expiry[i] = 0;
+    }
+
+    /// Visit the next `budget` buckets (wrapping), reclaiming entries that expired by `now` or
+    /// whose value `keep` refuses (e.g. a flushed slot generation). Returns how many.
+    pub fn sweep(&mut self, now: u32, budget: usize, mut keep: impl FnMut(&V) -> bool) -> usize {
+        let mut n = 0;
+        for _ in 0..budget.min(self.buckets.len()) {
+            let b = self.sweep_at;
+            self.sweep_at = (b + 1) & self.mask;
+            for i in 0..WAYS {
+                let e = self.buckets[b].expiry[i];
+                if e != 0 && (e <= now || !keep(&self.buckets[b].val[i])) {
+                    self.reclaim(b, i);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+}
+
+/// A table of `n` copies of `v`, backed by huge pages when the kernel grants them: the
+/// advice is given before the first write touches the memory.
+fn alloc_table<T: Copy>(n: usize, v: T) -> Box<[T]> {
+    let mut b = Box::<[T]>::new_uninit_slice(n);
+    huge_pages(&b);
+    for x in b.iter_mut() {
+        x.write(v);
+    }
+    // SAFETY: every element was initialised by the loop above.
+    unsafe { b.assume_init() }
+}
+
+/// Ask for transparent huge pages under a large table (fewer TLB misses on random lookups);
+/// a refusal only costs speed.
+fn huge_pages<T>(s: &[T]) {
+    const HUGE: usize = 2 << 20;
+    let start = s.as_ptr() as usize;
+    let end = start + std::mem::size_of_val(s);
+    let first = start.next_multiple_of(HUGE);
+    if end > first + HUGE {
+        let len = (end - first) / HUGE * HUGE;
+        // SAFETY: the range lies inside the live allocation of `s`; MADV_HUGEPAGE changes how
+        // the kernel backs it, never its contents or validity.
+        unsafe {
+            libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
+#[inline(always)]
+fn prefetch<T>(p: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is only a hint; it never faults and the address is a valid reference.
+    unsafe {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch(p as *const T as *const i8, _MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[cfg(test)]
+#[path = "flowtable_tests.rs"]
+mod tests;
+
+#[cfg(test)]
+#[path = "flowtable_bench.rs"]
+mod bench;
