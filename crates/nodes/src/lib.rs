@@ -16,6 +16,7 @@ pub mod flow_switch;
 pub mod icmp;
 pub mod ip4;
 pub mod ip6;
+pub mod lb;
 pub mod lookup;
 pub mod neighbour;
 pub mod output;

@@ -1,0 +1,561 @@
+//! `lb`: the L4 load balancer node, between `ip4-input`/`ip6-input` and the lookups when load
+//! balancing is configured. A packet to a VIP is given a server (its flow-table entry, else
+//! Maglev), encapsulated (L3DSR, GRE4, GRE6, NAT4, NAT6) and handed to the lookup of the
+//! outer family toward that server; a NAT server's reply is rewritten back to the VIP; every
+//! other packet passes to the lookup untouched. It owns this worker's flow tables; it reads
+//! the published `LbTables` snapshot and writes only this worker's counters. It never
+//! allocates, locks or makes a syscall per packet.
+
+use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
+use graph::{Dispatch, Node, NodeContext};
+use lb::counters::LbWorkerCounters;
+use lb::encap::{self, EncapError};
+use lb::flowtable::{self, AsRef, FlowKey, FlowTable, NatReverse, Touch};
+use lb::model::{AsSlot, Encap, VipId, VipProtocol, MAX_AS_SLOTS, MAX_VIPS};
+use lb::parse::{self, Kind, Parsed};
+use lb::snapshot::LbTables;
+use lb::{stable_hash, FiveTuple};
+use live::Reader;
+use packet::meta::FLAG_IP6;
+use packet::{BufferMeta, BufferPool, VECTOR_SIZE};
+use std::sync::Arc;
+
+#[cfg(test)]
+mod tests;
+
+/// The node's name.
+pub const LB: &str = "lb";
+/// Flow-table buckets swept per vector (and per idle call): a table of 256k buckets is swept
+/// in about 4,000 vectors.
+const SWEEP_BUDGET: usize = 64;
+/// Outer TTL / hop limit of GRE packets.
+const GRE_TTL: u8 = 64;
+/// Seconds between copies of the flow tables' live counts into the counters.
+const PUBLISH_EVERY_S: u32 = 1;
+
+graph::node_indices! {
+    /// `lb`'s next nodes.
+    pub enum LbNext {
+        /// To `IP4_LOOKUP`.
+        Ip4Lookup = names::IP4_LOOKUP,
+        /// To `IP6_LOOKUP`.
+        Ip6Lookup = names::IP6_LOOKUP,
+        /// To `IP4_ICMP_ERROR` ("fragmentation needed").
+        Ip4IcmpError = names::IP4_ICMP_ERROR,
+        /// To `IP6_ICMP_ERROR` ("packet too big").
+        Ip6IcmpError = names::IP6_ICMP_ERROR,
+        /// To `ERROR_DROP`.
+        Drop = names::ERROR_DROP,
+    }
+}
+
+graph::node_indices! {
+    /// `lb`'s drop reasons.
+    pub enum LbError {
+        /// To a VIP address, but no VIP has the packet's protocol and port.
+        NoVipForPort = "no-vip-for-port",
+        /// The VIP has no server with weight > 0.
+        NoServer = "no-server",
+        /// To a VIP address, but too short or malformed to parse.
+        Malformed = "malformed",
+        /// Too big for the encapsulation, and no ICMP error may be sent (IPv4 without DF).
+        TooBig = "too-big",
+        /// The encapsulation could not be applied (no headroom, family mismatch).
+        EncapFailed = "encap-failed",
+    }
+}
+
+/// How this worker's node is made.
+pub struct LbConfig {
+    /// The published tables.
+    pub tables: Reader<LbTables>,
+    /// This worker's counters (read by the control plane).
+    pub counters: Arc<LbWorkerCounters>,
+    /// Flow-table entries (rounded up to a power of two, at least 4).
+    pub flow_entries: usize,
+    /// The MTU of the path toward servers (the smallest port MTU), for GRE.
+    pub mtu: u16,
+}
+
+/// Why a VIP packet went where it went (per vector scratch).
+#[derive(Clone, Copy)]
+struct Work {
+    index: u16,
+    vip: VipId,
+    parsed: Parsed,
+}
+
+/// The `lb` node.
+pub struct LbNode {
+    tables: Reader<LbTables>,
+    counters: Arc<LbWorkerCounters>,
+    flows: FlowTable<AsRef>,
+    nat: FlowTable<NatReverse>,
+    mtu: u16,
+    seen: Observed,
+    last_publish_s: u32,
+    work: Vec<Work>,
+    keys: Vec<FlowKey>,
+    hashes: Vec<u64>,
+    touch: Vec<Touch>,
+    found: Vec<Option<AsRef>>,
+}
+
+impl LbNode {
+    /// A node reading `cfg.tables`.
+    pub fn new(cfg: LbConfig) -> Result<LbNode, flowtable::FlowTableError> {
+        let buckets = (cfg.flow_entries.max(4).next_power_of_two() / flowtable::WAYS)
+            .clamp(1, flowtable::MAX_BUCKETS);
+        let timeouts = flowtable::Timeouts::default();
+        // NAT reverse entries: one per NAT flow; a quarter of the forward table.
+        let nat_buckets = (buckets / 4).max(1);
+        Ok(LbNode {
+            tables: cfg.tables,
+            counters: cfg.counters,
+            flows: FlowTable::new(buckets, timeouts, MAX_VIPS, MAX_AS_SLOTS)?,
+            nat: FlowTable::new(nat_buckets, timeouts, MAX_VIPS, 1)?,
+            mtu: cfg.mtu,
+            seen: Observed {
+                version: u64::MAX,
+                active: false,
+                has_nat: false,
+            },
+            last_publish_s: 0,
+            work: Vec::with_capacity(VECTOR_SIZE),
+            keys: vec![FlowKey::default(); VECTOR_SIZE],
+            hashes: vec![0; VECTOR_SIZE],
+            touch: vec![Touch::Refresh; VECTOR_SIZE],
+            found: vec![None; VECTOR_SIZE],
+        })
+    }
+}
+
+/// What the node keeps of the tables version it last saw.
+#[derive(Clone, Copy)]
+struct Observed {
+    version: u64,
+    active: bool,
+    has_nat: bool,
+}
+
+/// Adopt a new tables version: timeouts, and whether any VIP / NAT VIP exists.
+fn observe(
+    t: &LbTables,
+    seen: &mut Observed,
+    flows: &mut FlowTable<AsRef>,
+    nat: &mut FlowTable<NatReverse>,
+) {
+    if t.version() == seen.version {
+        return;
+    }
+    seen.version = t.version();
+    let c = t.conf().timeouts;
+    let ft = flowtable::Timeouts {
+        tcp: c.tcp,
+        udp: c.udp,
+        other: c.other,
+        closing: flowtable::Timeouts::default().closing.min(c.tcp),
+    };
+    flows.set_timeouts(ft);
+    nat.set_timeouts(ft);
+    seen.active = t.vips().next().is_some();
+    seen.has_nat = t
+        .vips()
+        .any(|v| matches!(v.encap, Encap::Nat4 { .. } | Encap::Nat6 { .. }));
+}
+
+/// Copy the flow table's live counts into the counters of the VIPs and slots that exist.
+fn publish_live(flows: &FlowTable<AsRef>, counters: &LbWorkerCounters, t: &LbTables) {
+    let counts = flows.counts();
+    for v in t.vips() {
+        if let Some(c) = counters.vip(v.id) {
+            c.live_flows.set(counts.vip(v.id.0) as u64);
+        }
+        for &s in &v.slots {
+            if let Some(c) = counters.slot(s) {
+                c.live_flows.set(counts.slot(s.0) as u64);
+            }
+        }
+    }
+}
+
+/// Seconds since the TSC's origin, never 0 (the flow tables' clock).
+#[inline]
+fn now_s(cx: &NodeContext<'_>) -> u32 {
+    (cx.now_tsc / cx.tsc_hz.max(1)) as u32 + 1
+}
+
+/// The L3 bytes of a packet (what `ip*-input` checked).
+#[inline]
+fn l3_of<'a>(meta: &BufferMeta, data: &'a [u8]) -> &'a [u8] {
+    data.get(meta.l3_offset as usize..).unwrap_or(&[])
+}
+
+/// The tuple of a packet that did not parse: only the destination (for `is_vip_address`).
+fn dst_only(l3: &[u8], ip6: bool) -> FiveTuple {
+    let mut t = FiveTuple {
+        ip6,
+        ..FiveTuple::default()
+    };
+    if ip6 {
+        if let Some(d) = l3.get(24..40) {
+            t.dst.copy_from_slice(d);
+        }
+    } else if let Some(d) = l3.get(16..20) {
+        t.dst[10] = 0xff;
+        t.dst[11] = 0xff;
+        t.dst[12..].copy_from_slice(d);
+    }
+    t
+}
+
+fn v4_of(a: &[u8; 16]) -> [u8; 4] {
+    [a[12], a[13], a[14], a[15]]
+}
+
+fn lookup_next(ip6: bool) -> u16 {
+    if ip6 {
+        LbNext::Ip6Lookup.id()
+    } else {
+        LbNext::Ip4Lookup.id()
+    }
+}
+
+impl Node for LbNode {
+    fn name(&self) -> &str {
+        LB
+    }
+
+    fn next_nodes(&self) -> Vec<String> {
+        LbNext::names()
+    }
+
+    fn error_reasons(&self) -> Vec<String> {
+        LbError::names()
+    }
+
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+        let LbNode {
+            tables,
+            counters,
+            flows,
+            nat,
+            mtu,
+            seen,
+            last_publish_s,
+            work,
+            keys,
+            hashes,
+            touch,
+            found,
+        } = self;
+        let tables = tables.get();
+        observe(tables, seen, flows, nat);
+        if !seen.active {
+            return pass_all(cx.pool, frame, nexts);
+        }
+        let now = now_s(cx);
+        let counters = &**counters;
+        // Pass 1: parse, find the VIP, make the flow keys; everything else is decided here.
+        work.clear();
+        for (i, &b) in frame.iter().enumerate() {
+            let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
+            nexts[i] = lookup_next(ip6);
+            let parsed = {
+                let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
+                parse::parse(l3, ip6).map_err(|_| tables.is_vip_address(&dst_only(l3, ip6)))
+            };
+            let parsed = match parsed {
+                Ok(p) => p,
+                Err(to_vip) => {
+                    if to_vip {
+                        counters.malformed.add(1);
+                        cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
+                        nexts[i] = LbNext::Drop.id();
+                    }
+                    continue;
+                }
+            };
+            let vip = match parsed.kind {
+                // A first fragment has its ports: find the VIP by them (its tuple keeps 0s so
+                // that every fragment of the datagram hashes alike).
+                Kind::FirstFragment => {
+                    let mut t = parsed.tuple;
+                    (t.src_port, t.dst_port) = parsed.ports;
+                    tables.vip_for(&t)
+                }
+                Kind::LaterFragment => tables
+                    .vip_for(&parsed.tuple)
+                    .or_else(|| fragment_vip(tables, &parsed.tuple)),
+                _ => tables.vip_for(&parsed.tuple),
+            };
+            match vip {
+                Some(vip) => {
+                    let k = work.len();
+                    keys[k] = FlowKey::new(vip.0, &parsed.tuple);
+                    hashes[k] = flows.hash(&keys[k]);
+                    touch[k] = match parsed.kind {
+                        Kind::Syn => Touch::Open,
+                        Kind::FinRst => Touch::Close,
+                        _ => Touch::Refresh,
+                    };
+                    work.push(Work {
+                        index: i as u16,
+                        vip,
+                        parsed,
+                    });
+                }
+                None if tables.is_vip_address(&parsed.tuple) => {
+                    counters.no_vip_for_port.add(1);
+                    cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
+                    nexts[i] = LbNext::Drop.id();
+                }
+                None if seen.has_nat => {
+                    // Maybe a NAT server's reply: server:target_port -> client.
+                    let k = FlowKey::reverse(&parsed.tuple);
+                    let h = nat.hash(&k);
+                    let t = if parsed.kind == Kind::FinRst {
+                        Touch::Close
+                    } else {
+                        Touch::Refresh
+                    };
+                    match nat.lookup(&k, h, now, t) {
+                        Some(r) => {
+                            let (meta, slot) = cx.pool.slot_mut(b);
+                            if encap::nat_reverse(meta, slot, &parsed, r.addr, r.port).is_ok() {
+                                counters.nat_replies.add(1);
+                            }
+                        }
+                        None => counters.nat_reply_misses.add(1),
+                    }
+                }
+                None => {}
+            }
+        }
+        // Pass 2: the flow table, batched (prefetches every bucket first).
+        let n = work.len();
+        if n > 0 {
+            flows.lookup_batch(&keys[..n], &hashes[..n], &touch[..n], now, &mut found[..n]);
+        }
+        // Pass 3: choose, count, encapsulate.
+        for j in 0..n {
+            let w = work[j];
+            let i = w.index as usize;
+            let b = frame[i];
+            let Some(vip) = tables.vip(w.vip) else {
+                continue;
+            };
+            let vc = counters.vip(w.vip);
+            let p = &w.parsed;
+            let kind = p.kind;
+            // Fragments bypass the flow table: every fragment of a datagram (ports 0, an
+            // address-only hash) goes where Maglev says, whatever order they arrive in.
+            let fragment = matches!(kind, Kind::FirstFragment | Kind::LaterFragment);
+            let existing = found[j].filter(|_| !fragment).filter(|r| {
+                if kind == Kind::Syn {
+                    tables.usable_for_syn(AsSlot(r.slot), r.gen)
+                } else {
+                    tables.flow_still_valid(AsSlot(r.slot), r.gen)
+                }
+            });
+            let hash = stable_hash(&p.tuple, vip.src_ip_sticky);
+            let slot = match existing {
+                Some(r) => AsSlot(r.slot),
+                None => {
+                    if kind != Kind::Syn
+                        && !fragment
+                        && p.tuple.protocol == packet::headers::proto::TCP
+                    {
+                        if let Some(c) = vc {
+                            c.nonsyn_misses.add(1);
+                        }
+                    }
+                    let Some(slot) = tables.choose(w.vip, hash) else {
+                        if let Some(c) = vc {
+                            c.no_server.add(1);
+                        }
+                        let meta = cx.pool.meta_mut(b);
+                        meta.error = cx.error_base + LbError::NoServer.id();
+                        nexts[i] = LbNext::Drop.id();
+                        continue;
+                    };
+                    if kind == Kind::IcmpError || fragment {
+                        // An error about a flow this worker does not know, or a fragment:
+                        // follow Maglev, create no flow.
+                    } else {
+                        let gen = tables.as_entry(slot).gen;
+                        let v = AsRef { slot: slot.0, gen };
+                        match flows.insert(&keys[j], hashes[j], v, now) {
+                            flowtable::Insert::Full => {
+                                if let Some(c) = vc {
+                                    c.table_full.add(1);
+                                }
+                            }
+                            flowtable::Insert::New | flowtable::Insert::Replaced => {}
+                        }
+                        if let Some(c) = vc {
+                            c.new_flows.add(1);
+                        }
+                        if let Some(c) = counters.slot(slot) {
+                            c.new_flows.add(1);
+                        }
+                    }
+                    slot
+                }
+            };
+            let server = tables.as_entry(slot).addr16;
+            let len = p.len as u64;
+            let (meta, buf) = cx.pool.slot_mut(b);
+            let result = match vip.encap {
+                Encap::L3dsr { dscp } => encap::l3dsr(meta, buf, p, v4_of(&server), dscp),
+                Encap::Gre4 => {
+                    let src = tables.conf().ip4_src.map(|s| match s.addr {
+                        std::net::IpAddr::V4(a) => {
+                            encap::gre_source4(a.octets(), 32 - s.len.min(32), hash)
+                        }
+                        std::net::IpAddr::V6(_) => [0; 4],
+                    });
+                    match src {
+                        Some(src) => {
+                            encap::gre4(meta, buf, p, src, v4_of(&server), GRE_TTL, *mtu, hash)
+                        }
+                        None => Err(EncapError::FamilyMismatch),
+                    }
+                }
+                Encap::Gre6 => {
+                    let src = tables.conf().ip6_src.map(|s| match s.addr {
+                        std::net::IpAddr::V6(a) => {
+                            encap::gre_source6(a.octets(), (128 - s.len.min(128)).min(32), hash)
+                        }
+                        std::net::IpAddr::V4(_) => [0; 16],
+                    });
+                    match src {
+                        Some(src) => encap::gre6(meta, buf, p, src, server, GRE_TTL, *mtu, hash),
+                        None => Err(EncapError::FamilyMismatch),
+                    }
+                }
+                Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => {
+                    let r = encap::nat_forward(meta, buf, p, server, target_port);
+                    if r.is_ok() && kind != Kind::IcmpError {
+                        // The reply server:target_port -> client comes back to this VIP.
+                        let mut reply = p.tuple.reversed();
+                        reply.src = server;
+                        reply.src_port = if p.tuple.src_port == 0 && p.tuple.dst_port == 0 {
+                            0
+                        } else {
+                            target_port
+                        };
+                        let k = FlowKey::reverse(&reply);
+                        let h = nat.hash(&k);
+                        let v = NatReverse {
+                            vip: w.vip.0,
+                            addr: p.tuple.dst,
+                            port: p.tuple.dst_port,
+                        };
+                        if nat.lookup(&k, h, now, Touch::Refresh) != Some(v) {
+                            nat.insert(&k, h, v, now);
+                        }
+                    }
+                    r
+                }
+            };
+            match result {
+                Ok(()) => {
+                    if matches!(vip.encap, Encap::Gre4 | Encap::Gre6) {
+                        meta.flags |= FLAG_LOCAL_ORIGIN;
+                    }
+                    nexts[i] = lookup_next(meta.flags & FLAG_IP6 != 0);
+                    if let Some(c) = vc {
+                        c.packets.add(1);
+                        c.bytes.add(len);
+                        match kind {
+                            Kind::FirstFragment | Kind::LaterFragment => c.fragments.add(1),
+                            Kind::IcmpError => c.icmp_errors.add(1),
+                            _ => {}
+                        }
+                    }
+                    if let Some(c) = counters.slot(slot) {
+                        c.packets.add(1);
+                        c.bytes.add(len);
+                    }
+                }
+                Err(EncapError::TooBig { mtu, signal: true }) => {
+                    if let Some(c) = vc {
+                        c.too_big.add(1);
+                    }
+                    if p.tuple.ip6 {
+                        meta.next_scratch = icmp_request(2, 0, mtu);
+                        nexts[i] = LbNext::Ip6IcmpError.id();
+                    } else {
+                        meta.next_scratch = icmp_request(3, 4, mtu);
+                        nexts[i] = LbNext::Ip4IcmpError.id();
+                    }
+                }
+                Err(EncapError::TooBig { .. }) => {
+                    if let Some(c) = vc {
+                        c.too_big.add(1);
+                    }
+                    meta.error = cx.error_base + LbError::TooBig.id();
+                    nexts[i] = LbNext::Drop.id();
+                }
+                Err(_) => {
+                    meta.error = cx.error_base + LbError::EncapFailed.id();
+                    nexts[i] = LbNext::Drop.id();
+                }
+            }
+        }
+        // Bounded upkeep: reclaim expired and flushed entries so live counts stay true.
+        flows.sweep(now, SWEEP_BUDGET, |v| {
+            tables.flow_still_valid(AsSlot(v.slot), v.gen)
+        });
+        nat.sweep(now, SWEEP_BUDGET / 4, |_| true);
+        if now.wrapping_sub(*last_publish_s) >= PUBLISH_EVERY_S {
+            *last_publish_s = now;
+            publish_live(flows, counters, tables);
+        }
+        Dispatch::PerPacket
+    }
+
+    fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
+        let m = pool.meta(buffer);
+        format!(
+            "lb: length {} l3 {} flags {:#x} -> {}",
+            m.length, m.l3_offset, m.flags, m.next_scratch
+        )
+    }
+}
+
+/// The VIP of a later fragment (no ports): the first VIP, by id, whose prefix holds the
+/// destination and whose protocol is the fragment's or any. A per-port VIP thus takes the
+/// later fragments of every port on its address; documented as the fragment policy. Walks the
+/// VIPs (no allocation): paid by later fragments only.
+fn fragment_vip(tables: &LbTables, t: &FiveTuple) -> Option<VipId> {
+    let dst = t.dst_addr();
+    tables
+        .vips()
+        .find(|v| {
+            v.ip6 == t.ip6
+                && v.key.prefix.contains(dst)
+                && match v.key.protocol {
+                    VipProtocol::Any => true,
+                    VipProtocol::Tcp => t.protocol == packet::headers::proto::TCP,
+                    VipProtocol::Udp => t.protocol == packet::headers::proto::UDP,
+                }
+        })
+        .map(|v| v.id)
+}
+
+/// No VIP configured: every packet to its family's lookup.
+fn pass_all(pool: &BufferPool, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
+    let mut all4 = true;
+    for (i, &b) in frame.iter().enumerate() {
+        let ip6 = pool.meta(b).flags & FLAG_IP6 != 0;
+        all4 &= !ip6;
+        nexts[i] = lookup_next(ip6);
+    }
+    if all4 {
+        Dispatch::AllTo(LbNext::Ip4Lookup.id())
+    } else {
+        Dispatch::PerPacket
+    }
+}

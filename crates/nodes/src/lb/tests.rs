@@ -1,0 +1,437 @@
+//! Crafted-packet tests of the `lb` node in a small graph whose next nodes are captures: VIP
+//! traffic reaches its servers (L3DSR, GRE4, NAT4 both ways) with valid checksums and sticks to
+//! its server, drain and flush behave as the issue says, and what is not for a VIP passes or is
+//! dropped under its own reason. Independent byte-level checks of every encapsulation are in
+//! crates/lb's golden tests (scapy).
+
+use super::*;
+use crate::drop::ErrorDrop;
+use graph::{Graph, GraphBuilder, InputNode};
+use lb::model::LbState;
+use live::{Domain, Publisher};
+use packet::checksum;
+use packet::{BufferMeta, BufferPool, PoolConfig};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+type Seen = Arc<Mutex<Vec<(String, BufferMeta, Vec<u8>)>>>;
+
+type Queue = Arc<Mutex<VecDeque<Vec<u8>>>>;
+
+struct Inject(Queue);
+
+impl InputNode for Inject {
+    fn name(&self) -> &str {
+        "inject"
+    }
+    fn next_nodes(&self) -> Vec<String> {
+        vec![LB.into()]
+    }
+    fn poll(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        out: &mut [u32],
+        _: &mut [u16],
+    ) -> (usize, Dispatch) {
+        let mut q = self.0.lock().expect("lock");
+        let mut n = 0;
+        while n < out.len() {
+            let Some(f) = q.pop_front() else { break };
+            let Some(b) = cx.pool.alloc() else { break };
+            assert!(cx.pool.write_packet(b, &f));
+            let meta = cx.pool.meta_mut(b);
+            meta.l3_offset = 14;
+            if f[12..14] == [0x86, 0xdd] {
+                meta.flags |= FLAG_IP6;
+            }
+            out[n] = b;
+            n += 1;
+        }
+        (n, Dispatch::AllTo(0))
+    }
+}
+
+struct Sink(&'static str, Seen);
+
+impl Node for Sink {
+    fn name(&self) -> &str {
+        self.0
+    }
+    fn next_nodes(&self) -> Vec<String> {
+        vec![]
+    }
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
+        let mut seen = self.1.lock().expect("lock");
+        for &b in frame {
+            seen.push((
+                self.0.to_string(),
+                *cx.pool.meta(b),
+                cx.pool.data(b).to_vec(),
+            ));
+        }
+        cx.pool.free_batch(frame);
+        Dispatch::Consumed
+    }
+}
+
+struct Lab {
+    publisher: Publisher<LbTables>,
+    state: LbState,
+    counters: Arc<LbWorkerCounters>,
+    graph: Graph,
+    pool: BufferPool,
+    queue: Queue,
+    seen: Seen,
+    drops: BTreeMap<String, u64>,
+}
+
+impl Lab {
+    fn new(lines: &str) -> Lab {
+        let state = apply(&LbState::new(), lines);
+        let tables = LbTables::build(&state, None);
+        let publisher = Publisher::new(tables, &Domain::new(0).0);
+        let counters = Arc::new(LbWorkerCounters::new());
+        let node = LbNode::new(LbConfig {
+            tables: publisher.reader(),
+            counters: counters.clone(),
+            flow_entries: 4096,
+            mtu: 1500,
+        })
+        .expect("node");
+        let seen: Seen = Arc::default();
+        let queue: Queue = Arc::default();
+        let mut b = GraphBuilder::new();
+        b.add_input(Box::new(Inject(queue.clone())));
+        b.add_node(Box::new(node));
+        for name in [
+            names::IP4_LOOKUP,
+            names::IP6_LOOKUP,
+            names::IP4_ICMP_ERROR,
+            names::IP6_ICMP_ERROR,
+        ] {
+            b.add_node(Box::new(Sink(name, seen.clone())));
+        }
+        b.add_node(Box::new(ErrorDrop::new()));
+        let pool = BufferPool::new(PoolConfig {
+            buffers: 1024,
+            try_hugepages: false,
+            ..PoolConfig::default()
+        })
+        .expect("pool");
+        Lab {
+            publisher,
+            state,
+            counters,
+            graph: b.build(0, 2_000_000_000).expect("graph"),
+            pool,
+            queue,
+            seen,
+            drops: BTreeMap::new(),
+        }
+    }
+
+    fn change(&mut self, lines: &str) {
+        self.state = apply(&self.state, lines);
+        let next = LbTables::build(&self.state, Some(self.publisher.current()));
+        self.publisher.publish(next);
+    }
+
+    /// Run `frames` through the node; what reached each next node, then one `drop:<reason>`
+    /// entry per packet dropped.
+    fn run(&mut self, frames: Vec<Vec<u8>>) -> Vec<(String, BufferMeta, Vec<u8>)> {
+        self.queue.lock().expect("lock").extend(frames);
+        for _ in 0..1000 {
+            if self.queue.lock().expect("lock").is_empty() {
+                break;
+            }
+            self.graph.run_once(&mut self.pool);
+        }
+        self.graph.run_once(&mut self.pool);
+        assert_eq!(
+            self.pool.available(),
+            self.pool.capacity(),
+            "a buffer leaked"
+        );
+        let mut out = std::mem::take(&mut *self.seen.lock().expect("lock"));
+        let s = self.graph.stats();
+        for r in LbError::names() {
+            let Some(id) = s.error_id(LB, &r) else {
+                continue;
+            };
+            let now = s.errors[id].get();
+            let before = self.drops.insert(r.clone(), now).unwrap_or(0);
+            for _ in before..now {
+                out.push((format!("drop:{r}"), BufferMeta::default(), Vec::new()));
+            }
+        }
+        out
+    }
+}
+
+fn apply(state: &LbState, lines: &str) -> LbState {
+    let cmds = lb::cli::parse_lines(lines).expect("lines parse");
+    state.apply(&cmds).expect("lines apply")
+}
+
+const TCP: u8 = 6;
+const SYN: u8 = 0x02;
+const ACK: u8 = 0x10;
+
+/// An Ethernet + IPv4 + TCP frame with correct checksums.
+fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, flags: u8) -> Vec<u8> {
+    let mut l4 = vec![0u8; 20];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[12] = 5 << 4;
+    l4[13] = flags;
+    l4[14..16].copy_from_slice(&1024u16.to_be_bytes());
+    let mut ip = vec![0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(40u16).to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = TCP;
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    let c = checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let ph = checksum::pseudo_header_v4(src, dst, TCP, 20);
+    let c = checksum::fold(checksum::sum(ph, &l4));
+    l4[16..18].copy_from_slice(&(!c).to_be_bytes());
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&l4);
+    f
+}
+
+/// IPv4 header and TCP checksums of a frame (Ethernet at 0) verify.
+fn checksums_ok(f: &[u8]) -> bool {
+    let ip = &f[14..];
+    let ihl = (ip[0] & 15) as usize * 4;
+    let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
+    if checksum::checksum(&ip[..ihl]) != 0 {
+        return false;
+    }
+    let mut src = [0u8; 4];
+    let mut dst = [0u8; 4];
+    src.copy_from_slice(&ip[12..16]);
+    dst.copy_from_slice(&ip[16..20]);
+    let ph = checksum::pseudo_header_v4(src, dst, ip[9], (total - ihl) as u16);
+    checksum::fold(checksum::sum(ph, &ip[ihl..total])) == 0xffff
+}
+
+fn dst4(f: &[u8]) -> [u8; 4] {
+    [f[30], f[31], f[32], f[33]]
+}
+
+const CLIENT: [u8; 4] = [198, 18, 0, 2];
+const VIP: [u8; 4] = [198, 18, 100, 1];
+const S1: [u8; 4] = [198, 18, 12, 11];
+const S2: [u8; 4] = [198, 18, 12, 12];
+const S3: [u8; 4] = [198, 18, 12, 13];
+
+const L3DSR: &str =
+    "lb vip 198.18.100.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 1024\n\
+    lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 198.18.12.12 198.18.12.13\n";
+
+fn syns(n: u16) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| tcp4(CLIENT, VIP, 20000 + i, 80, SYN))
+        .collect()
+}
+
+fn acks(n: u16) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| tcp4(CLIENT, VIP, 20000 + i, 80, ACK))
+        .collect()
+}
+
+/// Server chosen per source port.
+fn servers_by_port(out: &[(String, BufferMeta, Vec<u8>)]) -> BTreeMap<u16, [u8; 4]> {
+    out.iter()
+        .filter(|(n, _, _)| n == names::IP4_LOOKUP)
+        .map(|(_, _, f)| (u16::from_be_bytes([f[34], f[35]]), dst4(f)))
+        .collect()
+}
+
+#[test]
+fn l3dsr_spreads_new_flows_and_keeps_each_on_its_server() {
+    let mut lab = Lab::new(L3DSR);
+    let out = lab.run(syns(300));
+    assert_eq!(out.len(), 300);
+    let mut per = BTreeMap::new();
+    for (next, _, f) in &out {
+        assert_eq!(next, names::IP4_LOOKUP);
+        assert!(checksums_ok(f), "checksums after L3DSR");
+        assert_eq!(f[15] >> 2, 23, "DSCP");
+        *per.entry(dst4(f)).or_insert(0) += 1;
+    }
+    assert_eq!(per.len(), 3, "all three servers get flows: {per:?}");
+    assert!(per.values().all(|&n| n > 50), "spread: {per:?}");
+    let first = servers_by_port(&out);
+    let again = servers_by_port(&lab.run(acks(300)));
+    assert_eq!(first, again, "every flow stays on its server");
+    let v = lab.counters.vip(VipId(0)).expect("vip counters");
+    assert_eq!(v.new_flows.get(), 300);
+    assert_eq!(v.packets.get(), 600);
+    assert_eq!(v.nonsyn_misses.get(), 0);
+}
+
+#[test]
+fn drain_keeps_flows_and_flush_moves_them() {
+    let mut lab = Lab::new(L3DSR);
+    let first = servers_by_port(&lab.run(syns(300)));
+    // Drain S1: its flows stay, new flows avoid it.
+    lab.change("lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 weight 0\n");
+    assert_eq!(servers_by_port(&lab.run(acks(300))), first);
+    let new: Vec<Vec<u8>> = (0..300)
+        .map(|i| tcp4(CLIENT, VIP, 40000 + i, 80, SYN))
+        .collect();
+    let fresh = servers_by_port(&lab.run(new));
+    assert!(
+        fresh.values().all(|s| *s != S1),
+        "no new flow on a drained server"
+    );
+    // Flush S2: its flows move (to S3, the only server left with weight).
+    lab.change("lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.12 del flush\n");
+    let after = servers_by_port(&lab.run(acks(300)));
+    for (port, server) in &first {
+        match *server {
+            s if s == S2 => assert_eq!(after[port], S3, "flushed flow moved"),
+            s => assert_eq!(after[port], s, "other flows unchanged"),
+        }
+    }
+    let v = lab.counters.vip(VipId(0)).expect("vip counters");
+    assert!(
+        v.nonsyn_misses.get() > 0,
+        "the moved flows were non-SYN misses"
+    );
+}
+
+#[test]
+fn what_is_not_for_a_vip_passes_or_is_dropped_with_its_reason() {
+    let mut lab = Lab::new(L3DSR);
+    let other = tcp4(CLIENT, [198, 18, 50, 1], 1000, 80, SYN);
+    let wrong_port = tcp4(CLIENT, VIP, 1000, 81, SYN);
+    let mut truncated = tcp4(CLIENT, VIP, 1000, 80, SYN);
+    truncated.truncate(14 + 20 + 10);
+    truncated[16..18].copy_from_slice(&30u16.to_be_bytes());
+    let out = lab.run(vec![other.clone(), wrong_port, truncated]);
+    let names: Vec<&str> = out.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert!(names.contains(&names::IP4_LOOKUP));
+    assert!(names.contains(&"drop:no-vip-for-port"), "{names:?}");
+    assert!(names.contains(&"drop:malformed"), "{names:?}");
+    let passed = out
+        .iter()
+        .find(|(n, _, _)| n == names::IP4_LOOKUP)
+        .expect("passed");
+    assert_eq!(passed.2, other, "a packet for no VIP is untouched");
+    // A VIP whose servers all have weight 0 drops new flows.
+    lab.change(
+        "lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 weight 0 198.18.12.12 weight 0 \
+         198.18.12.13 weight 0\n",
+    );
+    let out = lab.run(vec![tcp4(CLIENT, VIP, 5000, 80, SYN)]);
+    assert_eq!(out[0].0, "drop:no-server");
+}
+
+#[test]
+fn nat4_rewrites_to_the_server_and_the_reply_back_to_the_vip() {
+    let mut lab = Lab::new(
+        "lb vip 198.18.100.4/32 protocol tcp port 80 encap nat4 type clusterip target_port 8080\n\
+         lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11\n",
+    );
+    let vip = [198, 18, 100, 4];
+    let out = lab.run(vec![tcp4(CLIENT, vip, 33000, 80, SYN)]);
+    assert_eq!(out.len(), 1);
+    let f = &out[0].2;
+    assert_eq!(dst4(f), S1);
+    assert_eq!(u16::from_be_bytes([f[36], f[37]]), 8080);
+    assert!(checksums_ok(f));
+    // The server's reply comes back through the node, rewritten to come from the VIP.
+    let reply = tcp4(S1, CLIENT, 8080, 33000, SYN | ACK);
+    let out = lab.run(vec![reply]);
+    let f = &out[0].2;
+    assert_eq!(out[0].0, names::IP4_LOOKUP);
+    assert_eq!([f[26], f[27], f[28], f[29]], vip, "source is the VIP");
+    assert_eq!(
+        u16::from_be_bytes([f[34], f[35]]),
+        80,
+        "source port is the VIP's"
+    );
+    assert!(checksums_ok(f));
+    assert_eq!(lab.counters.nat_replies.get(), 1);
+}
+
+#[test]
+fn gre4_wraps_the_packet_for_the_server() {
+    let mut lab = Lab::new(
+        "lb conf ip4-src-address 198.18.12.1\n\
+         lb vip 198.18.100.2/32 encap gre4\n\
+         lb as 198.18.100.2/32 198.18.12.12\n",
+    );
+    let out = lab.run(vec![tcp4(CLIENT, [198, 18, 100, 2], 1234, 80, SYN)]);
+    let (next, meta, f) = &out[0];
+    assert_eq!(next, names::IP4_LOOKUP);
+    assert!(meta.flags & FLAG_LOCAL_ORIGIN != 0);
+    let outer = &f[meta.l3_offset as usize..];
+    assert_eq!(outer[9], 47, "GRE");
+    assert_eq!(&outer[12..16], &[198, 18, 12, 1]);
+    assert_eq!(&outer[16..20], &S2);
+    assert_eq!(checksum::checksum(&outer[..20]), 0);
+    assert_eq!(&outer[22..24], &[0x08, 0x00], "GRE carries IPv4");
+    assert_eq!(
+        &outer[24 + 16..24 + 20],
+        &[198, 18, 100, 2],
+        "inner destination is the VIP"
+    );
+}
+
+/// An IPv4 fragment (Ethernet at 0): `offset8` in 8-byte units, `more` fragments follow.
+fn frag4(src: [u8; 4], dst: [u8; 4], id: u16, offset8: u16, more: bool, payload: &[u8]) -> Vec<u8> {
+    let mut ip = vec![0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + payload.len()) as u16).to_be_bytes());
+    ip[4..6].copy_from_slice(&id.to_be_bytes());
+    let flags = if more { 0x2000 } else { 0 } | offset8;
+    ip[6..8].copy_from_slice(&flags.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = TCP;
+    ip[12..16].copy_from_slice(&src);
+    ip[16..20].copy_from_slice(&dst);
+    let c = checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(payload);
+    f
+}
+
+#[test]
+fn fragments_of_a_datagram_reach_one_server_of_a_per_port_vip() {
+    let mut lab = Lab::new(L3DSR);
+    for id in 0..40u16 {
+        let client = [198, 18, 0, 10 + id as u8];
+        let mut first = tcp4(client, VIP, 30000 + id, 80, ACK)[34..54].to_vec();
+        first.extend_from_slice(&[0u8; 4]);
+        let out = lab.run(vec![
+            frag4(client, VIP, id, 0, true, &first),
+            frag4(client, VIP, id, 3, false, &[7u8; 8]),
+        ]);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert!(out.iter().all(|(n, _, _)| n == names::IP4_LOOKUP));
+        assert_eq!(
+            dst4(&out[0].2),
+            dst4(&out[1].2),
+            "both fragments on one server"
+        );
+        assert!(out
+            .iter()
+            .all(|(_, _, f)| checksum::checksum(&f[14..34]) == 0));
+    }
+    let v = lab.counters.vip(VipId(0)).expect("vip counters");
+    assert_eq!(v.fragments.get(), 80);
+    assert_eq!(v.new_flows.get(), 0, "fragments create no flow");
+}
