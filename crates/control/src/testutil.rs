@@ -109,6 +109,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         bridge_names: Vec::new(),
         capture: Arc::new(graph::CaptureControl::new(workers)),
         flows: Vec::new(),
+        lb: None,
         routing: Arc::new(std::sync::Mutex::new(
             dataplane::routing::Routing::without_workers(spec)
                 .expect("an empty routing table builds"),

@@ -106,6 +106,8 @@ pub struct WorkersShared {
     pub policies: crate::view::LivePolicies,
     /// The flow-mode bridges' tables (in bridge order), changed by the control side.
     pub flows: Vec<Arc<FlowSwitch>>,
+    /// The load balancer (None without `[lb]`), changed by the control side.
+    pub lb: Option<Arc<crate::lb::LbControl>>,
     /// Each worker's epoch handle, taken by the worker built with that index.
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
 }
@@ -124,6 +126,7 @@ impl WorkersShared {
         let doorbells: Vec<Arc<Doorbell>> =
             (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
         let flows = flow_switches(spec, &domain, &doorbells, tsc_hz)?;
+        let lb = crate::lb::lb_control(spec, &domain);
         let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
         Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
@@ -132,6 +135,7 @@ impl WorkersShared {
             routing: Arc::new(Mutex::new(routing)),
             policies: crate::view::LivePolicies::new(spec),
             flows,
+            lb,
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
         })
     }

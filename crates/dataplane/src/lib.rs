@@ -8,6 +8,7 @@ mod drivers;
 pub mod flows;
 pub mod handoff;
 pub mod idle;
+pub mod lb;
 pub mod routing;
 pub mod spec;
 pub mod view;

@@ -48,6 +48,17 @@ pub struct DataplaneSpec {
     pub neighbour: NeighbourPolicy,
     /// How each worker waits for packets when its inputs are idle.
     pub poll: PollPolicy,
+    /// The L4 load balancer (`[lb]`); None: no load balancer (no `lb` node, no LB tables).
+    pub lb: Option<LbSpec>,
+}
+
+/// The load balancer's starting configuration: the validated `lb` model (VIPs, servers,
+/// weights, `lb conf`, NAT inside port names, all checked against the config's ports). Changed
+/// at run time only through `lb::LbControl`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LbSpec {
+    /// VIPs, servers and `lb conf`, with their stable ids.
+    pub state: ::lb::model::LbState,
 }
 
 impl DataplaneSpec {
@@ -100,6 +111,7 @@ impl Default for DataplaneSpec {
             ip: IpPolicy::default(),
             neighbour: NeighbourPolicy::default(),
             poll: PollPolicy::default(),
+            lb: None,
         }
     }
 }

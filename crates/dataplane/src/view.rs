@@ -33,6 +33,8 @@ pub struct RuntimeView {
     pub policies: LivePolicies,
     /// The flow-mode bridges (rules, groups, caches).
     pub flows: Vec<Arc<crate::flows::FlowSwitch>>,
+    /// The load balancer (None without `[lb]`): its tables, counters and NAT inside ports.
+    pub lb: Option<Arc<crate::lb::LbControl>>,
 }
 
 /// The settings of a running data plane that the control plane changes live (reload): atomics

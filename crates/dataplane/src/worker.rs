@@ -63,6 +63,7 @@ impl Dataplane {
         let routing = shared.routing.clone();
         let policies = shared.policies.clone();
         let flows = shared.flows.clone();
+        let lb = shared.lb.clone();
         // What one worker learns about a neighbour, the others hear of.
         let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
         if handles.len() > 1 {
@@ -102,6 +103,7 @@ impl Dataplane {
             routing,
             policies,
             flows,
+            lb,
         };
         Ok(Dataplane { workers, view })
     }

@@ -84,6 +84,9 @@ pub struct LiveDiff {
     /// Flow-mode bridges whose rules or groups changed: (bridge name, all new groups, all new
     /// rules), each replacing the bridge's tables as one change.
     pub flows: Vec<(String, Vec<flow::Group>, Vec<flow::Rule>)>,
+    /// The load balancer's new configuration when `[lb]` changed (the running one is made
+    /// equal to it as one change).
+    pub lb: Option<lb::model::LbState>,
 }
 
 impl LiveDiff {
@@ -99,6 +102,7 @@ impl LiveDiff {
             && self.mtus.is_empty()
             && self.addrs.is_empty()
             && self.flows.is_empty()
+            && self.lb.is_none()
     }
 }
 
@@ -125,7 +129,7 @@ impl std::error::Error for NotLive {}
 const LIVE: &str = "changes that need a restart of vecplane; live: routes (and the route file), \
                     [[neighbour]], icmp-errors-per-second, icmp-errors-burst, \
                     neighbour-reachable-seconds, neighbour-gc-seconds, bridge-age-seconds, \
-                    poll-mode, poll-sleep-max-us";
+                    poll-mode, poll-sleep-max-us, the contents of [lb]";
 
 /// Compare two validated configs: what a reload from `old` to `new` changes, or why it cannot
 /// be applied while running (then nothing of it may be applied).
@@ -150,6 +154,7 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         ip,
         neighbour,
         poll,
+        lb,
     } = &new.spec;
     let o = &old.spec;
     let dp = "[dataplane]";
@@ -192,6 +197,19 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         &without_rules(&o.bridges),
         &without_rules(bridges),
     );
+    // The LB's VIPs, servers and settings change live; adding or removing `[lb]` (the `lb`
+    // node in the graph) does not.
+    if o.lb.is_some() != lb.is_some() {
+        refusals.refuse(
+            "[lb]",
+            None,
+            if lb.is_some() {
+                "[lb] is added".to_string()
+            } else {
+                "[lb] is removed".to_string()
+            },
+        );
+    }
     refusals.value("[api]", "tcp", &old.api.tcp, &new.api.tcp);
     refusals.value(
         "[api]",
@@ -240,6 +258,10 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
                 _ => None,
             })
             .collect(),
+        lb: match (&o.lb, lb) {
+            (Some(a), Some(b)) if a != b => Some(b.state.clone()),
+            _ => None,
+        },
         mtus: o
             .ports
             .iter()

@@ -1,0 +1,606 @@
+//! The load balancer on the control side: the running `LbState`, the `LbTables` snapshot the
+//! workers' `lb` nodes read (`live::Publisher`, one new snapshot per accepted batch: all or
+//! nothing), each worker's counters summed with a baseline per reused id, the NAT inside-port
+//! flags, and the periodic collection of removed servers. Never touches packets and never
+//! formats text for people; building a snapshot happens here, never on a worker.
+
+use ::lb::counters::LbWorkerCounters;
+use ::lb::model::{
+    AsSlot, AsSpec, AsState, ConfChange, LbCommand, LbError, LbState, VipId, MAX_AS_SLOTS, MAX_VIPS,
+};
+use ::lb::snapshot::LbTables;
+use live::{Domain, Publisher, Reader};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use thiserror::Error;
+
+/// Seconds between two `LbState::collect` runs in `tick`.
+pub const COLLECT_EVERY_SECS: u64 = 1;
+
+/// A batch `LbControl::apply` refused (nothing of it was applied).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum LbApplyError {
+    /// The model refused a command (which one, and why).
+    #[error(transparent)]
+    Model(#[from] LbError),
+    /// `lb set interface nat4|nat6 in <port>` named a port the data plane does not have.
+    #[error("command {index}: no port is named `{name}`; accepted: {accepted}")]
+    UnknownPort {
+        /// Index of the command in the batch.
+        index: usize,
+        /// The name as given.
+        name: String,
+        /// The port names.
+        accepted: String,
+    },
+}
+
+impl LbApplyError {
+    /// Index of the refused command in its batch.
+    pub fn index(&self) -> usize {
+        match self {
+            LbApplyError::Model(e) => e.index,
+            LbApplyError::UnknownPort { index, .. } => *index,
+        }
+    }
+
+    /// What was wrong, without the "command N:" prefix.
+    pub fn reason(&self) -> String {
+        match self {
+            LbApplyError::Model(e) => e.kind.to_string(),
+            LbApplyError::UnknownPort { name, accepted, .. } => {
+                format!("no port is named `{name}`; accepted: {accepted}")
+            }
+        }
+    }
+}
+
+/// One VIP's counters summed over the workers (since the id was last given to a new VIP).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VipTotals {
+    /// Packets sent to a server.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Flows created.
+    pub new_flows: u64,
+    /// Flow-table entries alive (gauge).
+    pub live_flows: u64,
+    /// Non-SYN packets without a flow entry (ECMP reshuffle or aged-out flows).
+    pub nonsyn_misses: u64,
+    /// Packets dropped for want of a server with weight > 0.
+    pub no_server: u64,
+    /// Packets hashed without a flow entry because the flow table was full.
+    pub table_full: u64,
+    /// Fragments.
+    pub fragments: u64,
+    /// ICMP errors sent after their flow.
+    pub icmp_errors: u64,
+    /// Packets answered with "fragmentation needed" / "packet too big".
+    pub too_big: u64,
+}
+
+impl VipTotals {
+    /// The counters' names, in `values` order (JSON keys and metric names).
+    pub const NAMES: [&'static str; 10] = [
+        "packets",
+        "bytes",
+        "new_flows",
+        "live_flows",
+        "nonsyn_misses",
+        "no_server",
+        "table_full",
+        "fragments",
+        "icmp_errors",
+        "too_big",
+    ];
+
+    /// The values, in `NAMES` order.
+    pub fn values(&self) -> [u64; 10] {
+        [
+            self.packets,
+            self.bytes,
+            self.new_flows,
+            self.live_flows,
+            self.nonsyn_misses,
+            self.no_server,
+            self.table_full,
+            self.fragments,
+            self.icmp_errors,
+            self.too_big,
+        ]
+    }
+
+    fn minus(self, b: &VipTotals) -> VipTotals {
+        VipTotals {
+            packets: self.packets.wrapping_sub(b.packets),
+            bytes: self.bytes.wrapping_sub(b.bytes),
+            new_flows: self.new_flows.wrapping_sub(b.new_flows),
+            live_flows: self.live_flows,
+            nonsyn_misses: self.nonsyn_misses.wrapping_sub(b.nonsyn_misses),
+            no_server: self.no_server.wrapping_sub(b.no_server),
+            table_full: self.table_full.wrapping_sub(b.table_full),
+            fragments: self.fragments.wrapping_sub(b.fragments),
+            icmp_errors: self.icmp_errors.wrapping_sub(b.icmp_errors),
+            too_big: self.too_big.wrapping_sub(b.too_big),
+        }
+    }
+}
+
+/// One AS slot's counters summed over the workers (since the slot was last given out).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AsTotals {
+    /// Packets sent to the server.
+    pub packets: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Flows assigned to it.
+    pub new_flows: u64,
+    /// Flow-table entries alive pointing at it (gauge).
+    pub live_flows: u64,
+}
+
+impl AsTotals {
+    /// The counters' names, in `values` order.
+    pub const NAMES: [&'static str; 4] = ["packets", "bytes", "new_flows", "live_flows"];
+
+    /// The values, in `NAMES` order.
+    pub fn values(&self) -> [u64; 4] {
+        [self.packets, self.bytes, self.new_flows, self.live_flows]
+    }
+
+    fn minus(self, b: &AsTotals) -> AsTotals {
+        AsTotals {
+            packets: self.packets.wrapping_sub(b.packets),
+            bytes: self.bytes.wrapping_sub(b.bytes),
+            new_flows: self.new_flows.wrapping_sub(b.new_flows),
+            live_flows: self.live_flows,
+        }
+    }
+}
+
+/// The LB node's own counters summed over the workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeTotals {
+    /// Packets to a VIP address on a protocol/port with no VIP.
+    pub no_vip_for_port: u64,
+    /// Packets too short or malformed to parse.
+    pub malformed: u64,
+    /// NAT replies rewritten back to the VIP.
+    pub nat_replies: u64,
+    /// NAT replies without a session.
+    pub nat_reply_misses: u64,
+}
+
+impl NodeTotals {
+    /// The counters' names, in `values` order.
+    pub const NAMES: [&'static str; 4] = [
+        "no_vip_for_port",
+        "malformed",
+        "nat_replies",
+        "nat_reply_misses",
+    ];
+
+    /// The values, in `NAMES` order.
+    pub fn values(&self) -> [u64; 4] {
+        [
+            self.no_vip_for_port,
+            self.malformed,
+            self.nat_replies,
+            self.nat_reply_misses,
+        ]
+    }
+}
+
+/// Which ports are NAT "inside" ports (`lb set interface nat4|nat6 in <port>`): one byte of
+/// flags per port, written by the control side, read by the workers with a relaxed load (a
+/// change takes effect within a vector or so; no lock, no allocation).
+#[derive(Debug)]
+pub struct NatInside {
+    flags: Box<[AtomicU8]>,
+}
+
+const NAT4_IN: u8 = 1;
+const NAT6_IN: u8 = 2;
+
+impl NatInside {
+    fn new(ports: usize) -> NatInside {
+        NatInside {
+            flags: (0..ports).map(|_| AtomicU8::new(0)).collect(),
+        }
+    }
+
+    /// True when `port` is a NAT6 (`nat6`) or NAT4 inside port.
+    #[inline(always)]
+    pub fn is_inside(&self, port: usize, nat6: bool) -> bool {
+        let bit = if nat6 { NAT6_IN } else { NAT4_IN };
+        self.flags
+            .get(port)
+            .is_some_and(|f| f.load(Relaxed) & bit != 0)
+    }
+
+    fn set_from(&self, state: &LbState, ports: &[String]) {
+        for (i, name) in ports.iter().enumerate() {
+            let mut v = 0;
+            if state.nat_inside(false).contains(name) {
+                v |= NAT4_IN;
+            }
+            if state.nat_inside(true).contains(name) {
+                v |= NAT6_IN;
+            }
+            if let Some(f) = self.flags.get(i) {
+                f.store(v, Relaxed);
+            }
+        }
+    }
+}
+
+struct Inner {
+    publisher: Publisher<LbTables>,
+    state: LbState,
+    vip_base: Vec<VipTotals>,
+    slot_base: Vec<AsTotals>,
+    next_collect: u64,
+}
+
+/// The load balancer's control-thread handle (one per data plane).
+pub struct LbControl {
+    inner: Mutex<Inner>,
+    counters: Vec<Arc<LbWorkerCounters>>,
+    ports: Vec<String>,
+    nat_inside: Arc<NatInside>,
+    started: Instant,
+}
+
+impl std::fmt::Debug for LbControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LbControl")
+            .field("workers", &self.counters.len())
+            .finish()
+    }
+}
+
+/// The load balancer of `spec` (None without `[lb]`), its tables published in `domain` (one
+/// reader and one set of counters per worker of the domain). The build calls this once and
+/// gives each worker's `lb` node `reader(w)`, `counters(w)` and `nat_inside()`.
+pub fn lb_control(spec: &crate::DataplaneSpec, domain: &Domain) -> Option<Arc<LbControl>> {
+    let lb = spec.lb.as_ref()?;
+    let ports: Vec<String> = spec.ports.iter().map(|p| p.name.clone()).collect();
+    Some(Arc::new(LbControl::new(lb.state.clone(), ports, domain)))
+}
+
+impl LbControl {
+    /// A control publishing `state`'s tables in `domain`; `ports` are the data plane's port
+    /// names in port-id order (for `lb set interface`).
+    pub fn new(state: LbState, ports: Vec<String>, domain: &Domain) -> LbControl {
+        let workers = domain.workers().max(1);
+        let nat_inside = Arc::new(NatInside::new(ports.len()));
+        nat_inside.set_from(&state, &ports);
+        LbControl {
+            inner: Mutex::new(Inner {
+                publisher: Publisher::new(LbTables::build(&state, None), domain),
+                state,
+                vip_base: Vec::new(),
+                slot_base: Vec::new(),
+                next_collect: 0,
+            }),
+            counters: (0..workers)
+                .map(|_| Arc::new(LbWorkerCounters::new()))
+                .collect(),
+            ports,
+            nat_inside,
+            started: Instant::now(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Worker `worker`'s reader of the tables (call once per worker).
+    pub fn reader(&self, _worker: usize) -> Reader<LbTables> {
+        self.lock().publisher.reader()
+    }
+
+    /// Worker `worker`'s counters (None beyond the domain's workers).
+    pub fn counters(&self, worker: usize) -> Option<Arc<LbWorkerCounters>> {
+        self.counters.get(worker).cloned()
+    }
+
+    /// Every worker's counters.
+    pub fn worker_counters(&self) -> &[Arc<LbWorkerCounters>] {
+        &self.counters
+    }
+
+    /// The NAT inside-port flags the workers read.
+    pub fn nat_inside(&self) -> Arc<NatInside> {
+        self.nat_inside.clone()
+    }
+
+    /// The data plane's port names, in port-id order.
+    pub fn ports(&self) -> &[String] {
+        &self.ports
+    }
+
+    /// A monotonic seconds clock for `tick` (seconds since this control was made).
+    pub fn now_secs(&self) -> u64 {
+        self.started.elapsed().as_secs()
+    }
+
+    /// The configuration as it is now (a copy).
+    pub fn state(&self) -> LbState {
+        self.lock().state.clone()
+    }
+
+    /// Run `f` on the snapshot the workers read now.
+    pub fn with_tables<R>(&self, f: impl FnOnce(&LbTables) -> R) -> R {
+        f(self.lock().publisher.current())
+    }
+
+    /// A copy of the current snapshot (Maglev tables are shared, not copied).
+    pub fn tables(&self) -> LbTables {
+        self.with_tables(LbTables::clone)
+    }
+
+    /// The current version (bumped by every change that changed something).
+    pub fn version(&self) -> u64 {
+        self.lock().state.version()
+    }
+
+    /// Apply `cmds` as one change, all or nothing: the new tables are built here (off the data
+    /// path) and published; returns the new version (unchanged when nothing changed).
+    pub fn apply(&self, cmds: &[LbCommand]) -> Result<u64, LbApplyError> {
+        self.check_ports(cmds)?;
+        let mut g = self.lock();
+        let next = g.state.apply(cmds)?;
+        Ok(self.install(&mut g, next))
+    }
+
+    /// Make the configuration equal `target` (a reload): the difference as commands, applied
+    /// as one change. Servers that go away are removed without flush (their flows finish);
+    /// VIPs that go away are deleted.
+    pub fn replace(&self, target: &LbState) -> Result<u64, LbApplyError> {
+        let cmds = diff_commands(&self.lock().state, target);
+        if cmds.is_empty() {
+            return Ok(self.version());
+        }
+        self.apply(&cmds)
+    }
+
+    fn check_ports(&self, cmds: &[LbCommand]) -> Result<(), LbApplyError> {
+        for (index, c) in cmds.iter().enumerate() {
+            if let LbCommand::NatInterface { ports, .. } = c {
+                if let Some(bad) = ports.iter().find(|p| !self.ports.contains(p)) {
+                    return Err(LbApplyError::UnknownPort {
+                        index,
+                        name: bad.clone(),
+                        accepted: if self.ports.is_empty() {
+                            "(no port)".into()
+                        } else {
+                            self.ports.join(", ")
+                        },
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Publish `next` (when it differs), keeping baselines of the ids it frees.
+    fn install(&self, g: &mut Inner, next: LbState) -> u64 {
+        if next == g.state {
+            return next.version();
+        }
+        let old = &g.state;
+        for i in 0..old.vip_capacity() {
+            let id = VipId(i as u32);
+            let Some(was) = old.vip(id) else { continue };
+            let same = next.vip(id).is_some_and(|v| v.spec.key == was.spec.key);
+            if !same {
+                let now = self.sum_vip(id);
+                set_base(&mut g.vip_base, i, now, MAX_VIPS);
+            }
+        }
+        for i in 0..old.slot_capacity() {
+            let s = AsSlot(i as u32);
+            let (a, b) = (old.slot(s), next.slot(s));
+            if a.state == AsState::Free {
+                continue;
+            }
+            if b.state == AsState::Free || b.vip != a.vip || b.addr != a.addr {
+                let now = self.sum_slot(s);
+                set_base(&mut g.slot_base, i, now, MAX_AS_SLOTS);
+            }
+        }
+        let tables = LbTables::build(&next, Some(g.publisher.current()));
+        g.publisher.publish(tables);
+        self.nat_inside.set_from(&next, &self.ports);
+        let version = next.version();
+        g.state = next;
+        version
+    }
+
+    /// Periodic work (call every few tens of milliseconds with `now_secs()`): free retired
+    /// snapshots, and once a second free the removed servers whose flows are over
+    /// (`LbState::collect`, with live flows from the workers' gauges). Returns the new version
+    /// when something was freed.
+    pub fn tick(&self, now: u64) -> Option<u64> {
+        let mut g = self.lock();
+        g.publisher.reclaim();
+        if now < g.next_collect {
+            return None;
+        }
+        g.next_collect = now + COLLECT_EVERY_SECS;
+        let next = g.state.collect(now, |s| self.live_flows(s))?;
+        Some(self.install(&mut g, next))
+    }
+
+    fn live_flows(&self, s: AsSlot) -> u64 {
+        self.counters
+            .iter()
+            .filter_map(|c| c.slot(s).map(|x| x.live_flows.get()))
+            .sum()
+    }
+
+    fn sum_vip(&self, id: VipId) -> VipTotals {
+        let mut t = VipTotals::default();
+        for c in &self.counters {
+            let Some(v) = c.vip(id) else { continue };
+            t.packets = t.packets.wrapping_add(v.packets.get());
+            t.bytes = t.bytes.wrapping_add(v.bytes.get());
+            t.new_flows = t.new_flows.wrapping_add(v.new_flows.get());
+            t.live_flows = t.live_flows.wrapping_add(v.live_flows.get());
+            t.nonsyn_misses = t.nonsyn_misses.wrapping_add(v.nonsyn_misses.get());
+            t.no_server = t.no_server.wrapping_add(v.no_server.get());
+            t.table_full = t.table_full.wrapping_add(v.table_full.get());
+            t.fragments = t.fragments.wrapping_add(v.fragments.get());
+            t.icmp_errors = t.icmp_errors.wrapping_add(v.icmp_errors.get());
+            t.too_big = t.too_big.wrapping_add(v.too_big.get());
+        }
+        t
+    }
+
+    fn sum_slot(&self, s: AsSlot) -> AsTotals {
+        let mut t = AsTotals::default();
+        for c in &self.counters {
+            let Some(v) = c.slot(s) else { continue };
+            t.packets = t.packets.wrapping_add(v.packets.get());
+            t.bytes = t.bytes.wrapping_add(v.bytes.get());
+            t.new_flows = t.new_flows.wrapping_add(v.new_flows.get());
+            t.live_flows = t.live_flows.wrapping_add(v.live_flows.get());
+        }
+        t
+    }
+
+    /// VIP `id`'s counters summed over the workers, since the id was given to this VIP.
+    pub fn vip_totals(&self, id: VipId) -> VipTotals {
+        let g = self.lock();
+        let base = g.vip_base.get(id.0 as usize).copied().unwrap_or_default();
+        drop(g);
+        self.sum_vip(id).minus(&base)
+    }
+
+    /// AS slot `s`'s counters summed over the workers, since the slot was given to its server.
+    pub fn slot_totals(&self, s: AsSlot) -> AsTotals {
+        let g = self.lock();
+        let base = g.slot_base.get(s.0 as usize).copied().unwrap_or_default();
+        drop(g);
+        self.sum_slot(s).minus(&base)
+    }
+
+    /// The LB node's own counters summed over the workers.
+    pub fn node_totals(&self) -> NodeTotals {
+        let mut t = NodeTotals::default();
+        for c in &self.counters {
+            t.no_vip_for_port += c.no_vip_for_port.get();
+            t.malformed += c.malformed.get();
+            t.nat_replies += c.nat_replies.get();
+            t.nat_reply_misses += c.nat_reply_misses.get();
+        }
+        t
+    }
+}
+
+fn set_base<T: Default + Copy>(v: &mut Vec<T>, i: usize, value: T, max: usize) {
+    if i >= max {
+        return;
+    }
+    if v.len() <= i {
+        v.resize(i + 1, T::default());
+    }
+    v[i] = value;
+}
+
+/// The commands that turn `current` into `target` (empty when they are equal): `lb conf` with
+/// every value of `target` (a source `target` does not set is left as it is: the language has
+/// no way to unset one), servers that go away removed without flush, VIPs that go away
+/// deleted, VIPs added or changed, servers added or re-weighted, NAT inside ports set.
+pub fn diff_commands(current: &LbState, target: &LbState) -> Vec<LbCommand> {
+    let mut out = Vec::new();
+    let (c, t) = (current.conf(), target.conf());
+    if c != t {
+        out.push(LbCommand::Conf(ConfChange {
+            ip4_src: t.ip4_src,
+            ip6_src: t.ip6_src,
+            buckets: Some(t.buckets),
+            tcp_timeout: Some(t.timeouts.tcp),
+            udp_timeout: Some(t.timeouts.udp),
+            other_timeout: Some(t.timeouts.other),
+        }));
+    }
+    let live = |s: &LbState, v: &::lb::model::Vip| -> BTreeMap<IpAddr, u32> {
+        v.servers
+            .iter()
+            .filter(|(_, slot)| s.slot(**slot).state != AsState::Removed)
+            .map(|(a, slot)| (*a, s.slot(*slot).weight))
+            .collect()
+    };
+    let mut adds = Vec::new();
+    for v in current.vips() {
+        let key = v.spec.key;
+        let want = target.vip_by_key(&key).map(|tv| live(target, tv));
+        let Some(want) = want else {
+            out.push(LbCommand::DelVip(key));
+            continue;
+        };
+        let gone: Vec<IpAddr> = live(current, v)
+            .keys()
+            .filter(|a| !want.contains_key(a))
+            .copied()
+            .collect();
+        if !gone.is_empty() {
+            out.push(LbCommand::DelAs {
+                vip: key,
+                servers: gone,
+                flush: false,
+            });
+        }
+    }
+    for tv in target.vips() {
+        let key = tv.spec.key;
+        let have = current.vip_by_key(&key);
+        if have.map(|v| v.spec) != Some(tv.spec) {
+            out.push(LbCommand::AddVip(tv.spec));
+        }
+        let have = have.map(|v| live(current, v)).unwrap_or_default();
+        let servers: Vec<AsSpec> = live(target, tv)
+            .into_iter()
+            .filter(|(a, w)| have.get(a) != Some(w))
+            .map(|(addr, w)| AsSpec {
+                addr,
+                weight: Some(w),
+            })
+            .collect();
+        if !servers.is_empty() {
+            adds.push(LbCommand::AddAs { vip: key, servers });
+        }
+    }
+    out.extend(adds);
+    for nat6 in [false, true] {
+        let (have, want) = (current.nat_inside(nat6), target.nat_inside(nat6));
+        let del: Vec<String> = have.difference(want).cloned().collect();
+        let add: Vec<String> = want.difference(have).cloned().collect();
+        if !del.is_empty() {
+            out.push(LbCommand::NatInterface {
+                nat6,
+                ports: del,
+                del: true,
+            });
+        }
+        if !add.is_empty() {
+            out.push(LbCommand::NatInterface {
+                nat6,
+                ports: add,
+                del: false,
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "lb_tests.rs"]
+mod tests;

@@ -1,0 +1,194 @@
+//! Tests of the LB control: all-or-nothing apply and publication, port names, counter sums with
+//! baselines for reused ids, collection of removed servers, and the reload diff.
+
+use super::*;
+use ::lb::cli::parse_lines;
+use ::lb::tuple::FiveTuple;
+
+fn cmds(text: &str) -> Vec<LbCommand> {
+    parse_lines(text).expect("valid lines")
+}
+
+fn control(workers: usize) -> LbControl {
+    let (domain, _epochs) = Domain::new(workers);
+    LbControl::new(LbState::new(), vec!["in0".into(), "out0".into()], &domain)
+}
+
+const WEB: &str = "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
+                   lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 3\n";
+
+fn tuple() -> FiveTuple {
+    FiveTuple::new(
+        "198.19.0.7".parse().unwrap(),
+        "198.18.1.1".parse().unwrap(),
+        6,
+        40000,
+        80,
+    )
+}
+
+#[test]
+fn apply_publishes_what_readers_see_and_refuses_all_or_nothing() {
+    let c = control(2);
+    let r = c.reader(0);
+    assert!(r.get().vip_for(&tuple()).is_none());
+    let v = c.apply(&cmds(WEB)).expect("applied");
+    assert_eq!(v, 1);
+    let id = r.get().vip_for(&tuple()).expect("the VIP is published");
+    assert!(r.get().choose(id, 7).is_some());
+    // A batch with a bad second command changes nothing.
+    let bad = cmds(
+        "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.9\n\
+                    lb as 198.18.9.9/32 198.18.2.1\n",
+    );
+    let e = c.apply(&bad).expect_err("refused");
+    assert_eq!(e.index(), 1);
+    assert!(e.to_string().contains("198.18.9.9"), "{e}");
+    assert_eq!(c.version(), 1);
+    assert_eq!(c.state().vips().next().map(|v| v.servers.len()), Some(2));
+    // Nothing changed: same version, nothing published.
+    assert_eq!(c.apply(&cmds("show lb")).expect("no-op"), 1);
+}
+
+#[test]
+fn nat_inside_ports_must_exist_and_are_flagged() {
+    let c = control(1);
+    let e = c
+        .apply(&cmds("lb set interface nat4 in nope"))
+        .expect_err("unknown port");
+    assert!(
+        matches!(&e, LbApplyError::UnknownPort { name, .. } if name == "nope"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("accepted: in0, out0"), "{e}");
+    c.apply(&cmds("lb set interface nat6 in out0")).expect("ok");
+    let n = c.nat_inside();
+    assert!(n.is_inside(1, true));
+    assert!(!n.is_inside(1, false));
+    assert!(!n.is_inside(0, true));
+    assert!(!n.is_inside(9, true));
+    c.apply(&cmds("lb set interface nat6 in out0 del"))
+        .expect("ok");
+    assert!(!n.is_inside(1, true));
+}
+
+#[test]
+fn counters_sum_workers_and_restart_when_an_id_is_reused() {
+    let c = control(2);
+    c.apply(&cmds(WEB)).expect("applied");
+    let st = c.state();
+    let v = st.vips().next().expect("one VIP");
+    let id = v.id;
+    let slot = v.servers[&"198.18.2.1".parse::<IpAddr>().unwrap()];
+    for w in 0..2 {
+        let k = c.counters(w).expect("worker");
+        k.vip(id).expect("id").packets.add(10 + w as u64);
+        k.vip(id).expect("id").live_flows.set(3);
+        k.slot(slot).expect("slot").bytes.add(100);
+    }
+    assert!(c.counters(2).is_none());
+    let t = c.vip_totals(id);
+    assert_eq!((t.packets, t.live_flows), (21, 6));
+    assert_eq!(c.slot_totals(slot).bytes, 200);
+    // Delete the VIP and make another: it gets the same id, and counts from zero.
+    c.apply(&cmds(
+        "lb vip 198.18.1.1/32 protocol tcp port 80 del\n\
+         lb vip 198.18.1.2/32 protocol tcp port 80 encap l3dsr dscp 24\n\
+         lb as 198.18.1.2/32 protocol tcp port 80 198.18.2.7\n",
+    ))
+    .expect("applied");
+    let st = c.state();
+    let v = st.vips().next().expect("one VIP");
+    assert_eq!(v.id, id, "the freed id is reused");
+    assert_eq!(v.servers[&"198.18.2.7".parse::<IpAddr>().unwrap()], slot);
+    let t = c.vip_totals(id);
+    assert_eq!(t.packets, 0);
+    assert_eq!(t.live_flows, 6, "gauges are not baselined");
+    assert_eq!(c.slot_totals(slot).bytes, 0);
+    c.counters(0)
+        .expect("w0")
+        .vip(id)
+        .expect("id")
+        .packets
+        .add(5);
+    assert_eq!(c.vip_totals(id).packets, 5);
+}
+
+#[test]
+fn tick_frees_removed_servers_once_their_flows_are_over() {
+    let c = control(1);
+    c.apply(&cmds(&format!("lb conf timeout 2\n{WEB}")))
+        .expect("applied");
+    let st = c.state();
+    let addr: IpAddr = "198.18.2.1".parse().unwrap();
+    let slot = st.vips().next().expect("VIP").servers[&addr];
+    c.apply(&cmds(
+        "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 del",
+    ))
+    .expect("removed");
+    let k = c.counters(0).expect("w0");
+    k.slot(slot).expect("slot").live_flows.set(1);
+    // First sight: the removal time is remembered (a new version of the state).
+    assert!(c.tick(100).is_some());
+    assert_eq!(c.tick(100), None, "not again within the second");
+    let wait = 2 + ::lb::model::COLLECT_GRACE;
+    assert_eq!(c.tick(100 + wait), None, "a live flow keeps it");
+    k.slot(slot).expect("slot").live_flows.set(0);
+    let v = c.tick(101 + wait).expect("freed");
+    assert_eq!(v, c.version());
+    assert_eq!(c.state().slot(slot).state, AsState::Free);
+    assert!(!c.with_tables(|t| t.flow_still_valid(slot, 0)));
+}
+
+#[test]
+fn replace_turns_one_state_into_another_without_touching_what_stays() {
+    let c = control(1);
+    c.apply(&cmds(&format!(
+        "{WEB}lb vip 198.18.1.3/32 protocol udp port 53 encap l3dsr dscp 5\n\
+         lb as 198.18.1.3/32 protocol udp port 53 198.18.2.5\n\
+         lb set interface nat4 in in0\n"
+    )))
+    .expect("applied");
+    let before = c.state();
+    let web = before.vips().next().expect("web").id;
+    let kept = before.vips().next().expect("web").servers[&"198.18.2.2".parse::<IpAddr>().unwrap()];
+    let target = LbState::new()
+        .apply(&cmds(
+            "lb conf timeout 30\n\
+             lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3 198.18.2.3 weight 0\n\
+             lb set interface nat4 in out0\n",
+        ))
+        .expect("target");
+    let diff = diff_commands(&before, &target);
+    assert!(
+        diff.iter()
+            .any(|d| matches!(d, LbCommand::DelAs { flush: false, .. })),
+        "{diff:?}"
+    );
+    c.replace(&target).expect("replaced");
+    let after = c.state();
+    assert_eq!(after.conf().timeouts.tcp, 30);
+    assert_eq!(after.vips().count(), 1);
+    let v = after
+        .vip_by_key(&target.vips().next().expect("t").spec.key)
+        .expect("web");
+    assert_eq!(v.id, web, "a VIP that stays keeps its id");
+    assert_eq!(
+        v.servers[&"198.18.2.2".parse::<IpAddr>().unwrap()],
+        kept,
+        "a server that stays keeps its slot"
+    );
+    let gone = v.servers[&"198.18.2.1".parse::<IpAddr>().unwrap()];
+    assert_eq!(
+        after.slot(gone).state,
+        AsState::Removed,
+        "no flush on reload"
+    );
+    assert_eq!(after.nat_inside(false).len(), 1);
+    assert!(c.nat_inside().is_inside(1, false));
+    // Again: nothing to do.
+    assert!(diff_commands(&after, &target).is_empty());
+    let v1 = c.version();
+    assert_eq!(c.replace(&target).expect("same"), v1);
+}
