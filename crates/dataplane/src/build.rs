@@ -243,6 +243,7 @@ impl BuiltWorker {
             shared.readers(),
             &shared.policies,
             (&shared.flows, index),
+            shared.lb.as_deref(),
         )?;
         if needs_rss_nodes {
             let workers = spec.workers.max(1);
@@ -328,6 +329,7 @@ pub fn add_protocol_nodes(
     let routing = Routing::without_workers(spec).map_err(|e| BuildError::Routing(e.0))?;
     let policies = crate::view::LivePolicies::new(spec);
     let flows = flow_switches(spec, &Domain::new(0).0, &[], tsc_hz)?;
+    let lb = crate::lb::lb_control(spec, &Domain::new(0).0);
     let mut state = add_protocol_nodes_with(
         spec,
         b,
@@ -337,6 +339,7 @@ pub fn add_protocol_nodes(
         routing.readers(),
         &policies,
         (&flows, 0),
+        lb.as_deref(),
     )?;
     state.fib = routing.stats();
     Ok(state)
@@ -377,7 +380,8 @@ pub fn flow_switches(
 
 /// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given,
 /// the tables of `tables`, the live settings of `policies` and the flow-mode bridges of
-/// `flows` (for worker `flows.1`).
+/// `flows` (for worker `flows.1`), and the load balancer `lb` (its `lb` node between the IP
+/// inputs and lookups).
 #[allow(clippy::too_many_arguments)]
 pub fn add_protocol_nodes_with(
     spec: &DataplaneSpec,
@@ -388,6 +392,7 @@ pub fn add_protocol_nodes_with(
     tables: RoutingReaders,
     policies: &crate::view::LivePolicies,
     (flows, worker): (&[Arc<FlowSwitch>], usize),
+    lb: Option<&crate::lb::LbControl>,
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
         &NeighbourConfig {
@@ -490,9 +495,25 @@ pub fn add_protocol_nodes_with(
         ethernet = ethernet.with_capture(c.clone());
         output = output.with_capture(c);
     }
+    let (mut ip4_input, mut ip6_input) = (
+        Ip4Input::shared(policies.ip4_options.clone()),
+        Ip6Input::new().with_nd(),
+    );
+    if let Some(lb) = lb {
+        let node = nodes::lb::LbNode::new(nodes::lb::LbConfig {
+            tables: lb.reader(worker),
+            counters: lb.counters(worker).unwrap_or_default(),
+            flow_entries: lb.state().conf().buckets as usize,
+            mtu: spec.ports.iter().map(|p| p.mtu).min().unwrap_or(1500),
+        })
+        .map_err(|e| BuildError::Routing(format!("load balancer: {e}")))?;
+        b.add_node(Box::new(node));
+        ip4_input = ip4_input.with_lb();
+        ip6_input = ip6_input.with_lb();
+    }
     b.add_node(Box::new(ethernet))
         .add_node(Box::new(L2Xconnect::new(peers)))
-        .add_node(Box::new(Ip4Input::shared(policies.ip4_options.clone())))
+        .add_node(Box::new(ip4_input))
         .add_node(Box::new({
             let lookup = Ip4Lookup::new(fib4, lookup4).with_neighbours(neighbours.clone());
             // VXLAN ports (their driver added `vxlan-input`) receive what is sent to us.
@@ -515,7 +536,7 @@ pub fn add_protocol_nodes_with(
             )
             .with_addresses(policies.port_addrs.clone()),
         ))
-        .add_node(Box::new(Ip6Input::new().with_nd()))
+        .add_node(Box::new(ip6_input))
         .add_node(Box::new(
             Ip6Lookup::new(fib6, lookup6).with_neighbours(neighbours.clone()),
         ))

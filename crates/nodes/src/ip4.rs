@@ -79,6 +79,7 @@ fn bad_source(a: u32) -> bool {
 /// The `ip4-input` node.
 pub struct Ip4Input {
     options: Arc<Ip4OptionsSetting>,
+    lb: bool,
 }
 
 impl Ip4Input {
@@ -89,7 +90,14 @@ impl Ip4Input {
 
     /// A node whose options policy is `options` (shared, changed live).
     pub fn shared(options: Arc<Ip4OptionsSetting>) -> Ip4Input {
-        Ip4Input { options }
+        Ip4Input { options, lb: false }
+    }
+
+    /// Hand checked packets to the load balancer (`lb`, which passes what is not for a VIP on
+    /// to `ip4-lookup`) instead of `ip4-lookup`.
+    pub fn with_lb(mut self) -> Ip4Input {
+        self.lb = true;
+        self
     }
 }
 
@@ -138,7 +146,11 @@ impl Node for Ip4Input {
     }
 
     fn next_nodes(&self) -> Vec<String> {
-        Ip4InputNext::names()
+        let mut v = Ip4InputNext::names();
+        if self.lb {
+            v[Ip4InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
+        }
+        v
     }
 
     fn error_reasons(&self) -> Vec<String> {

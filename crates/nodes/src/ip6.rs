@@ -69,6 +69,7 @@ fn address_error(src: u128, dst: u128) -> Option<Ip6InputError> {
 #[derive(Default)]
 pub struct Ip6Input {
     nd: bool,
+    lb: bool,
 }
 
 impl Ip6Input {
@@ -82,6 +83,13 @@ impl Ip6Input {
     /// multicast, link-local and source checks (they use all three).
     pub fn with_nd(mut self) -> Ip6Input {
         self.nd = true;
+        self
+    }
+
+    /// Hand checked packets to the load balancer (`lb`, which passes what is not for a VIP on
+    /// to `ip6-lookup`) instead of `ip6-lookup`.
+    pub fn with_lb(mut self) -> Ip6Input {
+        self.lb = true;
         self
     }
 }
@@ -147,6 +155,9 @@ impl Node for Ip6Input {
         let mut v = Ip6InputNext::names();
         if !self.nd {
             v.truncate(Ip6InputNext::Nd.id() as usize);
+        }
+        if self.lb {
+            v[Ip6InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
         }
         v
     }
