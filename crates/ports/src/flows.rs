@@ -1,6 +1,6 @@
 //! The frames a memory port sends: one UDP template frame plus a compact per-flow patch
-//! (destination address, source port, both checksums precomputed), applied with a copy and a
-//! few stores. It owns frame contents only; it never allocates or computes a checksum per packet.
+//! (destination address, source port, the source address's low 16 bits, both checksums
+//! precomputed), applied with a copy and a few stores. It owns frame contents only; it never allocates or computes a checksum per packet.
 
 use crate::error::PortError;
 use packet::checksum;
@@ -14,7 +14,7 @@ pub const MAX_FLOWS: u32 = 1 << 24;
 /// Templates are padded with zeros to a multiple of this, so they can be copied in whole chunks.
 pub(crate) const CHUNK: usize = 64;
 
-/// Per-flow patch of an IPv4 frame (10 bytes, already in network byte order).
+/// Per-flow patch of an IPv4 frame (12 bytes, already in network byte order).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Patch4 {
@@ -22,15 +22,17 @@ struct Patch4 {
     src_port: [u8; 2],
     ip_check: [u8; 2],
     udp_check: [u8; 2],
+    src_lo: [u8; 2],
 }
 
-/// Per-flow patch of an IPv6 frame (20 bytes, already in network byte order).
+/// Per-flow patch of an IPv6 frame (22 bytes, already in network byte order).
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Patch6 {
     dst: [u8; 16],
     src_port: [u8; 2],
     udp_check: [u8; 2],
+    src_lo: [u8; 2],
 }
 
 #[derive(Debug)]
@@ -41,7 +43,10 @@ enum Patches {
 
 /// A set of UDP flows that differ in destination address and source port, each with valid IPv4
 /// header and UDP checksums. Flow `i` goes to `destinations[i % d]` from UDP source port
-/// `base.src_port + i / d` (wrapping), where `d` is the number of destinations.
+/// `base.src_port + i / d` (wrapping), where `d` is the number of destinations; each time the
+/// port wraps, the source address's low 16 bits go up by one (so more than 65,536 flows to one
+/// destination stay distinct: flow `i`'s source is `base.src_ip + (i / d) / 65536` in its low
+/// 16 bits, wrapping there).
 #[derive(Debug)]
 pub struct FlowSet {
     /// The frame of flow 0, zero-padded to a multiple of `CHUNK` bytes.
@@ -53,6 +58,8 @@ pub struct FlowSet {
     ip_check_at: usize,
     /// Offset of the UDP header.
     udp_at: usize,
+    /// Offset of the source address's low 16 bits.
+    src_lo_at: usize,
     patches: Patches,
     base: UdpFrameSpec,
     destinations: Vec<IpAddr>,
@@ -142,6 +149,9 @@ impl FlowSet {
         };
         let addr_len = if base.src_ip.is_ipv4() { 4 } else { 16 };
         rest[dst_at..dst_at + addr_len].fill(0);
+        let src_lo_at = src_at + addr_len - 2;
+        let base_src_lo = u16::from_be_bytes([frame[src_lo_at], frame[src_lo_at + 1]]);
+        rest[src_lo_at..src_lo_at + 2].fill(0);
         let ip_check_at = l2 + ip4::CHECKSUM;
         // Every partial sum is folded to 16 bits before sums are combined, so no addition below
         // can overflow (64-bit partial sums of IPv6 addresses come close to 2^64).
@@ -166,8 +176,8 @@ impl FlowSet {
             })
             .collect();
         let d = per_dst.len();
-        let udp_check = |dst_sum: u64, port: u16| {
-            let c = !checksum::fold(udp_rest + dst_sum + port as u64);
+        let udp_check = |dst_sum: u64, port: u16, src_lo: u16| {
+            let c = !checksum::fold(udp_rest + dst_sum + port as u64 + src_lo as u64);
             if c == 0 {
                 0xffff
             } else {
@@ -177,20 +187,23 @@ impl FlowSet {
         let flow = |i: usize| {
             let (bytes, dst_sum) = &per_dst[i % d];
             let port = base.src_port.wrapping_add((i / d) as u16);
-            (bytes, *dst_sum, port)
+            let src_lo = base_src_lo.wrapping_add(((i / d) >> 16) as u16);
+            (bytes, *dst_sum, port, src_lo)
         };
         let patches = if base.src_ip.is_ipv4() {
             Patches::V4(
                 (0..flows as usize)
                     .map(|i| {
-                        let (bytes, dst_sum, port) = flow(i);
+                        let (bytes, dst_sum, port, src_lo) = flow(i);
                         let mut dst = [0u8; 4];
                         dst.copy_from_slice(bytes);
                         Patch4 {
                             dst,
                             src_port: port.to_be_bytes(),
-                            ip_check: (!checksum::fold(ip_rest + dst_sum)).to_be_bytes(),
-                            udp_check: udp_check(dst_sum, port).to_be_bytes(),
+                            ip_check: (!checksum::fold(ip_rest + dst_sum + src_lo as u64))
+                                .to_be_bytes(),
+                            udp_check: udp_check(dst_sum, port, src_lo).to_be_bytes(),
+                            src_lo: src_lo.to_be_bytes(),
                         }
                     })
                     .collect(),
@@ -199,13 +212,14 @@ impl FlowSet {
             Patches::V6(
                 (0..flows as usize)
                     .map(|i| {
-                        let (bytes, dst_sum, port) = flow(i);
+                        let (bytes, dst_sum, port, src_lo) = flow(i);
                         let mut dst = [0u8; 16];
                         dst.copy_from_slice(bytes);
                         Patch6 {
                             dst,
                             src_port: port.to_be_bytes(),
-                            udp_check: udp_check(dst_sum, port).to_be_bytes(),
+                            udp_check: udp_check(dst_sum, port, src_lo).to_be_bytes(),
+                            src_lo: src_lo.to_be_bytes(),
                         }
                     })
                     .collect(),
@@ -219,6 +233,7 @@ impl FlowSet {
             dst_at,
             ip_check_at,
             udp_at,
+            src_lo_at,
             patches,
             base: base.clone(),
             destinations: destinations.to_vec(),
@@ -259,8 +274,24 @@ impl FlowSet {
             return None;
         }
         let d = self.destinations.len();
+        let wraps = ((flow / d) >> 16) as u16;
+        let src_ip = match self.base.src_ip {
+            IpAddr::V4(a) => {
+                let mut o = a.octets();
+                let lo = u16::from_be_bytes([o[2], o[3]]).wrapping_add(wraps);
+                o[2..].copy_from_slice(&lo.to_be_bytes());
+                IpAddr::from(o)
+            }
+            IpAddr::V6(a) => {
+                let mut o = a.octets();
+                let lo = u16::from_be_bytes([o[14], o[15]]).wrapping_add(wraps);
+                o[14..].copy_from_slice(&lo.to_be_bytes());
+                IpAddr::from(o)
+            }
+        };
         Some(UdpFrameSpec {
             dst_ip: self.destinations[flow % d],
+            src_ip,
             src_port: self.base.src_port.wrapping_add((flow / d) as u16),
             ..self.base.clone()
         })
@@ -313,7 +344,7 @@ impl FlowSet {
         cursor: usize,
         rx_port: u16,
     ) -> usize {
-        let (d, ic, u) = (self.dst_at, self.ip_check_at, self.udp_at);
+        let (d, ic, u, sl) = (self.dst_at, self.ip_check_at, self.udp_at, self.src_lo_at);
         let uc = u + udp::CHECKSUM;
         match &self.patches {
             Patches::V4(p) => {
@@ -322,6 +353,7 @@ impl FlowSet {
                     o[ic..ic + 2].copy_from_slice(&p.ip_check);
                     o[u..u + 2].copy_from_slice(&p.src_port);
                     o[uc..uc + 2].copy_from_slice(&p.udp_check);
+                    o[sl..sl + 2].copy_from_slice(&p.src_lo);
                 })
             }
             Patches::V6(p) => {
@@ -329,6 +361,7 @@ impl FlowSet {
                     o[d..d + 16].copy_from_slice(&p.dst);
                     o[u..u + 2].copy_from_slice(&p.src_port);
                     o[uc..uc + 2].copy_from_slice(&p.udp_check);
+                    o[sl..sl + 2].copy_from_slice(&p.src_lo);
                 })
             }
         }
@@ -402,12 +435,14 @@ impl FlowSet {
                 out[self.ip_check_at..self.ip_check_at + 2].copy_from_slice(&p.ip_check);
                 out[u..u + 2].copy_from_slice(&p.src_port);
                 out[u + udp::CHECKSUM..u + udp::CHECKSUM + 2].copy_from_slice(&p.udp_check);
+                out[self.src_lo_at..self.src_lo_at + 2].copy_from_slice(&p.src_lo);
             }
             Patches::V6(p) => {
                 let p = &p[flow];
                 out[d..d + 16].copy_from_slice(&p.dst);
                 out[u..u + 2].copy_from_slice(&p.src_port);
                 out[u + udp::CHECKSUM..u + udp::CHECKSUM + 2].copy_from_slice(&p.udp_check);
+                out[self.src_lo_at..self.src_lo_at + 2].copy_from_slice(&p.src_lo);
             }
         }
     }
@@ -479,8 +514,22 @@ mod tests {
         let mut out = vec![0xeeu8; set.padded_len() + 7];
         let mut wants = Vec::new();
         for i in 0..flows as usize {
+            let wraps = ((i / dsts.len()) >> 16) as u128;
+            let src_ip = match base.src_ip {
+                IpAddr::V4(a) => {
+                    let v = u32::from(a);
+                    let lo = (v as u16).wrapping_add(wraps as u16);
+                    IpAddr::from(std::net::Ipv4Addr::from(v & 0xffff_0000 | lo as u32))
+                }
+                IpAddr::V6(a) => {
+                    let v = u128::from(a);
+                    let lo = (v as u16).wrapping_add(wraps as u16);
+                    IpAddr::from(std::net::Ipv6Addr::from(v & !0xffff | lo as u128))
+                }
+            };
             let spec = UdpFrameSpec {
                 dst_ip: dsts[i % dsts.len()],
+                src_ip,
                 src_port: base.src_port.wrapping_add((i / dsts.len()) as u16),
                 ..base.clone()
             };
@@ -541,6 +590,22 @@ mod tests {
             20,
             &v4_dsts(1),
         );
+    }
+
+    #[test]
+    fn more_than_a_port_range_of_flows_to_one_destination_stay_distinct() {
+        // Past 65,536 flows per destination the source address's low 16 bits count the wraps;
+        // every frame still equals what the builder makes of its spec, checksums included.
+        check_all(&UdpFrameSpec::default(), 3 * 65536 + 17, &v4_dsts(1));
+        check_all(&v6_base(), 2 * 65536 + 5, &v6_dsts(1));
+        let set = FlowSet::new(&UdpFrameSpec::default(), 3 * 65536, &v4_dsts(1)).expect("set");
+        let keys: std::collections::HashSet<(IpAddr, u16)> = (0..set.len())
+            .map(|i| {
+                let s = set.spec(i).expect("spec");
+                (s.src_ip, s.src_port)
+            })
+            .collect();
+        assert_eq!(keys.len(), 3 * 65536);
     }
 
     #[test]
