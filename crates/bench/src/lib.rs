@@ -8,6 +8,7 @@
 pub mod churn;
 pub mod fibref;
 pub mod flows;
+pub mod lb;
 pub mod flows_churn;
 pub mod measure;
 pub mod plan;
@@ -124,6 +125,12 @@ pub struct BenchArgs {
     /// flows: do not write the measured costs into the planner profile.
     #[arg(long)]
     pub no_profile: bool,
+    /// lb: the VIP's encapsulation [default: l3dsr].
+    #[arg(long, value_enum)]
+    pub encap: Option<lb::EncapArg>,
+    /// lb: servers behind the VIP [default: 100].
+    #[arg(long)]
+    pub servers: Option<u32>,
     /// veth-switch with --churn: new flows per second [default: 100000].
     #[arg(long, value_name = "N")]
     pub new_flows_per_second: Option<u64>,
@@ -286,7 +293,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     let wanted = match args.scenario {
         veth::ScenarioArg::VethSwitch => Some(Reference::Ovs),
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
-        veth::ScenarioArg::Poll | veth::ScenarioArg::Flows => None,
+        veth::ScenarioArg::Poll | veth::ScenarioArg::Flows | veth::ScenarioArg::Lb => None,
         veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
         veth::ScenarioArg::Engine(_) => Some(Reference::Testpmd),
     };
@@ -308,6 +315,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::Flows {
         return flows::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::Lb {
+        return lb::run(args);
     }
     if args.scenario == veth::ScenarioArg::VethSwitch {
         return veth_switch::run(args);

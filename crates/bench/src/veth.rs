@@ -84,6 +84,8 @@ pub enum ScenarioArg {
     Flows,
     /// `veth-switch`: a flow-mode bridge against Open vSwitch's AF_XDP datapath.
     VethSwitch,
+    /// `lb`: the load balancer on memory ports.
+    Lb,
 }
 
 impl ScenarioArg {
@@ -96,7 +98,8 @@ impl ScenarioArg {
             | ScenarioArg::Fib
             | ScenarioArg::Poll
             | ScenarioArg::Flows
-            | ScenarioArg::VethSwitch => None,
+            | ScenarioArg::VethSwitch
+            | ScenarioArg::Lb => None,
         }
     }
 }
@@ -114,6 +117,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Poll,
             ScenarioArg::Flows,
             ScenarioArg::VethSwitch,
+            ScenarioArg::Lb,
         ]
     }
 
@@ -141,6 +145,10 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::VethSwitch => Some(PossibleValue::new("veth-switch").help(
                 "Namespaces A - R - B over veths, R a flow-mode bridge (OpenFlow rules; vs Open \
                  vSwitch's AF_XDP datapath with --reference ovs; --churn for new flows)",
+            )),
+            ScenarioArg::Lb => Some(PossibleValue::new("lb").help(
+                "The load balancer on memory ports: one VIP, --servers servers, --encap, --flows \
+                 existing flows or --miss (every packet a new flow), beside the ip4 scenario",
             )),
             ScenarioArg::Poll => Some(PossibleValue::new("poll").help(
                 "The veth router polling adaptively and busily: idle CPU and forwarding rate",
