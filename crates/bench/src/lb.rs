@@ -9,9 +9,7 @@
 
 use crate::measure;
 use crate::report::{self, Summary};
-use crate::scenario::{
-    memory_port, Scenario, ScenarioSpec, NEIGHBOUR_MAC, RX0_MAC, TX0_MAC,
-};
+use crate::scenario::{memory_port, Scenario, ScenarioSpec, NEIGHBOUR_MAC, RX0_MAC, TX0_MAC};
 use crate::{flows::Common, BenchArgs};
 use anyhow::{bail, Context, Result};
 use dataplane::{DataplaneSpec, LbSpec, NeighbourSpec, PortDriver, RouteSpec, RouteTarget};
@@ -76,7 +74,9 @@ const VIP6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 100, 0, 0, 0, 0, 1);
 fn server(i: u32, ip6: bool) -> IpAddr {
     let (hi, lo) = ((i + 1) >> 8, (i + 1) & 0xff);
     if ip6 {
-        IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0x200, 0, 0, 0, hi as u16, lo as u16))
+        IpAddr::V6(Ipv6Addr::new(
+            0x2001, 0xdb8, 0x200, 0, 0, 0, hi as u16, lo as u16,
+        ))
     } else {
         IpAddr::V4(Ipv4Addr::new(198, 19, hi as u8, lo as u8))
     }
@@ -94,10 +94,9 @@ pub fn lb_lines(encap: EncapArg, servers: u32, buckets: u32, timeout: u32) -> Ve
         EncapArg::L3dsr => "encap l3dsr dscp 23".to_string(),
         EncapArg::Gre4 => "encap gre4".to_string(),
         EncapArg::Gre6 => "encap gre6".to_string(),
-        EncapArg::Nat4 | EncapArg::Nat6 => format!(
-            "encap {} type clusterip target_port 8080",
-            encap.name()
-        ),
+        EncapArg::Nat4 | EncapArg::Nat6 => {
+            format!("encap {} type clusterip target_port 8080", encap.name())
+        }
     };
     let mut lines = vec![
         format!("lb conf ip4-src-address {TX0_4} ip6-src-address {TX0_6} buckets {buckets} timeout {timeout}"),
@@ -116,7 +115,13 @@ pub fn lb_lines(encap: EncapArg, servers: u32, buckets: u32, timeout: u32) -> Ve
 }
 
 /// The data plane of the scenario.
-pub fn spec(encap: EncapArg, flows: u32, servers: u32, miss: bool, cpu: usize) -> Result<DataplaneSpec> {
+pub fn spec(
+    encap: EncapArg,
+    flows: u32,
+    servers: u32,
+    miss: bool,
+    cpu: usize,
+) -> Result<DataplaneSpec> {
     if servers == 0 || servers > 60_000 {
         bail!("--servers {servers}: accepted 1..=60000");
     }
@@ -218,10 +223,7 @@ impl LbSummary {
             self.summary.mpps,
         ));
         if self.mode == "new" {
-            s.push_str(&format!(
-                ", {:.0} new flows/s",
-                self.new_flows_per_second
-            ));
+            s.push_str(&format!(", {:.0} new flows/s", self.new_flows_per_second));
         }
         if let Some(b) = &self.ip4 {
             s.push_str(&format!(
@@ -248,7 +250,11 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let mode = if args.miss { "new" } else { "existing" };
     if c.progress {
-        eprintln!("lb: {} flows to one VIP, {servers} servers, encap {}", flows, encap.name());
+        eprintln!(
+            "lb: {} flows to one VIP, {servers} servers, encap {}",
+            flows,
+            encap.name()
+        );
     }
     let base = spec(encap, flows, servers, args.miss, c.cpu)?;
     let ip4 = ScenarioSpec::build(
@@ -275,7 +281,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let ip4dp = ip4.with_frame_size(frame_size.max(64))?;
         let (mut runs, mut refs) = (Vec::new(), Vec::new());
         for r in 0..args.runs {
-            let label = format!("lb {} {frame_size} B run {}/{}", encap.name(), r + 1, args.runs);
+            let label = format!(
+                "lb {} {frame_size} B run {}/{}",
+                encap.name(),
+                r + 1,
+                args.runs
+            );
             let res = measure::run_once(&dp, scenario, &c.settings(args, args.seconds, label))?;
             runs.push(res);
             let label = format!("ip4 {frame_size} B run {}/{}", r + 1, args.runs);

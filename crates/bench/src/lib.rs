@@ -8,8 +8,8 @@
 pub mod churn;
 pub mod fibref;
 pub mod flows;
-pub mod lb;
 pub mod flows_churn;
+pub mod lb;
 pub mod measure;
 pub mod plan;
 pub mod poll;

@@ -112,6 +112,27 @@ pub struct Parsed {
     pub inner_later_fragment: bool,
 }
 
+impl Parsed {
+    /// A placeholder (an IPv4 packet of no length) for arrays parsed into.
+    pub const EMPTY: Parsed = Parsed {
+        tuple: FiveTuple {
+            src: [0; 16],
+            dst: [0; 16],
+            src_port: 0,
+            dst_port: 0,
+            protocol: 0,
+            ip6: false,
+        },
+        kind: Kind::Normal,
+        len: 0,
+        l4: 0,
+        ports: (0, 0),
+        inner_l3: 0,
+        inner_l4: 0,
+        inner_later_fragment: false,
+    };
+}
+
 /// Most IPv6 extension headers walked before the packet is refused.
 pub const MAX_EXTENSION_HEADERS: usize = 8;
 
@@ -123,12 +144,21 @@ const TCP_ACK: u8 = 0x10;
 /// Parse the IP packet `l3` (`ip6`: the family ip4-input/ip6-input decided).
 #[inline]
 pub fn parse(l3: &[u8], ip6: bool) -> Result<Parsed, Malformed> {
+    let mut p = Parsed::EMPTY;
+    parse_into(l3, ip6, &mut p).map(|()| p)
+}
+
+/// [`parse`] into `out`, in place: a node parsing into its own per-vector array avoids moving
+/// the result (copies of a struct whose fields were just written piecemeal stall on
+/// store-to-load forwarding). On an error `out` holds partial values.
+#[inline]
+pub fn parse_into(l3: &[u8], ip6: bool, out: &mut Parsed) -> Result<(), Malformed> {
     let h = if ip6 {
         ip6_header(l3)?
     } else {
         ip4_header(l3)?
     };
-    let mut p = Parsed {
+    *out = Parsed {
         tuple: h.tuple,
         kind: Kind::Normal,
         len: h.len,
@@ -138,12 +168,13 @@ pub fn parse(l3: &[u8], ip6: bool) -> Result<Parsed, Malformed> {
         inner_l4: 0,
         inner_later_fragment: false,
     };
+    let p = out;
     let pkt = &l3[..h.len];
     let l4 = &pkt[h.l4..];
     match h.frag {
         Frag::Later => {
             p.kind = Kind::LaterFragment;
-            return Ok(p);
+            return Ok(());
         }
         Frag::First => {
             p.kind = Kind::FirstFragment;
@@ -158,7 +189,7 @@ pub fn parse(l3: &[u8], ip6: bool) -> Result<Parsed, Malformed> {
             if need > 0 {
                 p.ports = (be16(l4, 0), be16(l4, 2));
             }
-            return Ok(p);
+            return Ok(());
         }
         Frag::None => {}
     }
@@ -185,24 +216,24 @@ pub fn parse(l3: &[u8], ip6: bool) -> Result<Parsed, Malformed> {
         proto::ICMP if !ip6 => {
             if let Some(&t) = l4.first() {
                 if matches!(t, 3 | 4 | 5 | 11 | 12) {
-                    icmp_error(&mut p, pkt, false)?;
+                    icmp_error(p, pkt, false)?;
                 }
             }
-            return Ok(p);
+            return Ok(());
         }
         proto::ICMP6 if ip6 => {
             if let Some(&t) = l4.first() {
                 if (1..=4).contains(&t) {
-                    icmp_error(&mut p, pkt, true)?;
+                    icmp_error(p, pkt, true)?;
                 }
             }
-            return Ok(p);
+            return Ok(());
         }
-        _ => return Ok(p),
+        _ => return Ok(()),
     }
     p.tuple.src_port = p.ports.0;
     p.tuple.dst_port = p.ports.1;
-    Ok(p)
+    Ok(())
 }
 
 /// The TCP header length from its data offset (None: the byte is not there or below 5 words).

@@ -121,7 +121,14 @@ impl LbNode {
                 has_nat: false,
             },
             last_publish_s: 0,
-            work: Vec::with_capacity(VECTOR_SIZE),
+            work: vec![
+                Work {
+                    index: 0,
+                    vip: VipId(0),
+                    parsed: Parsed::EMPTY,
+                };
+                VECTOR_SIZE
+            ],
             keys: vec![FlowKey::default(); VECTOR_SIZE],
             hashes: vec![0; VECTOR_SIZE],
             touch: vec![Touch::Refresh; VECTOR_SIZE],
@@ -256,26 +263,23 @@ impl Node for LbNode {
         }
         let now = now_s(cx);
         let counters = &**counters;
-        // Pass 1: parse, find the VIP, make the flow keys; everything else is decided here.
-        work.clear();
+        // Pass 1: parse (in place, into this vector's work array), find the VIP, make the flow
+        // keys; everything else is decided here.
+        let mut n = 0;
         for (i, &b) in frame.iter().enumerate() {
             let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
             nexts[i] = lookup_next(ip6);
-            let parsed = {
-                let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
-                parse::parse(l3, ip6).map_err(|_| tables.is_vip_address(&dst_only(l3, ip6)))
-            };
-            let parsed = match parsed {
-                Ok(p) => p,
-                Err(to_vip) => {
-                    if to_vip {
-                        counters.malformed.add(1);
-                        cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
-                        nexts[i] = LbNext::Drop.id();
-                    }
-                    continue;
+            let Some(slot) = work.get_mut(n) else { break };
+            let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
+            if parse::parse_into(l3, ip6, &mut slot.parsed).is_err() {
+                if tables.is_vip_address(&dst_only(l3, ip6)) {
+                    counters.malformed.add(1);
+                    cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
+                    nexts[i] = LbNext::Drop.id();
                 }
-            };
+                continue;
+            }
+            let parsed = &slot.parsed;
             let vip = match parsed.kind {
                 // A first fragment has its ports: find the VIP by them (its tuple keeps 0s so
                 // that every fragment of the datagram hashes alike).
@@ -291,21 +295,18 @@ impl Node for LbNode {
             };
             match vip {
                 Some(vip) => {
-                    let k = work.len();
-                    keys[k] = FlowKey::new(vip.0, &parsed.tuple);
-                    hashes[k] = flows.hash(&keys[k]);
-                    touch[k] = match parsed.kind {
+                    keys[n] = FlowKey::new(vip.0, &parsed.tuple);
+                    hashes[n] = flows.hash(&keys[n]);
+                    touch[n] = match parsed.kind {
                         Kind::Syn => Touch::Open,
                         Kind::FinRst => Touch::Close,
                         _ => Touch::Refresh,
                     };
-                    work.push(Work {
-                        index: i as u16,
-                        vip,
-                        parsed,
-                    });
+                    slot.index = i as u16;
+                    slot.vip = vip;
+                    n += 1;
                 }
-                None if tables.is_vip_address(&parsed.tuple) => {
+                None if tables.is_vip_address(&slot.parsed.tuple) => {
                     counters.no_vip_for_port.add(1);
                     cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
                     nexts[i] = LbNext::Drop.id();
@@ -321,8 +322,8 @@ impl Node for LbNode {
                     };
                     match nat.lookup(&k, h, now, t) {
                         Some(r) => {
-                            let (meta, slot) = cx.pool.slot_mut(b);
-                            if encap::nat_reverse(meta, slot, &parsed, r.addr, r.port).is_ok() {
+                            let (meta, buf) = cx.pool.slot_mut(b);
+                            if encap::nat_reverse(meta, buf, parsed, r.addr, r.port).is_ok() {
                                 counters.nat_replies.add(1);
                             }
                         }
@@ -333,13 +334,12 @@ impl Node for LbNode {
             }
         }
         // Pass 2: the flow table, batched (prefetches every bucket first).
-        let n = work.len();
         if n > 0 {
             flows.lookup_batch(&keys[..n], &hashes[..n], &touch[..n], now, &mut found[..n]);
         }
         // Pass 3: choose, count, encapsulate.
         for j in 0..n {
-            let w = work[j];
+            let w = &work[j];
             let i = w.index as usize;
             let b = frame[i];
             let Some(vip) = tables.vip(w.vip) else {
@@ -358,7 +358,8 @@ impl Node for LbNode {
                     tables.flow_still_valid(AsSlot(r.slot), r.gen)
                 }
             });
-            let hash = stable_hash(&p.tuple, vip.src_ip_sticky);
+            // The stable hash is needed only to choose a server and for GRE's outer source.
+            let hash = || stable_hash(&p.tuple, vip.src_ip_sticky);
             let slot = match existing {
                 Some(r) => AsSlot(r.slot),
                 None => {
@@ -370,7 +371,7 @@ impl Node for LbNode {
                             c.nonsyn_misses.add(1);
                         }
                     }
-                    let Some(slot) = tables.choose(w.vip, hash) else {
+                    let Some(slot) = tables.choose(w.vip, hash()) else {
                         if let Some(c) = vc {
                             c.no_server.add(1);
                         }
@@ -411,13 +412,13 @@ impl Node for LbNode {
                 Encap::Gre4 => {
                     let src = tables.conf().ip4_src.map(|s| match s.addr {
                         std::net::IpAddr::V4(a) => {
-                            encap::gre_source4(a.octets(), 32 - s.len.min(32), hash)
+                            encap::gre_source4(a.octets(), 32 - s.len.min(32), hash())
                         }
                         std::net::IpAddr::V6(_) => [0; 4],
                     });
                     match src {
                         Some(src) => {
-                            encap::gre4(meta, buf, p, src, v4_of(&server), GRE_TTL, *mtu, hash)
+                            encap::gre4(meta, buf, p, src, v4_of(&server), GRE_TTL, *mtu, hash())
                         }
                         None => Err(EncapError::FamilyMismatch),
                     }
@@ -425,12 +426,12 @@ impl Node for LbNode {
                 Encap::Gre6 => {
                     let src = tables.conf().ip6_src.map(|s| match s.addr {
                         std::net::IpAddr::V6(a) => {
-                            encap::gre_source6(a.octets(), (128 - s.len.min(128)).min(32), hash)
+                            encap::gre_source6(a.octets(), (128 - s.len.min(128)).min(32), hash())
                         }
                         std::net::IpAddr::V4(_) => [0; 16],
                     });
                     match src {
-                        Some(src) => encap::gre6(meta, buf, p, src, server, GRE_TTL, *mtu, hash),
+                        Some(src) => encap::gre6(meta, buf, p, src, server, GRE_TTL, *mtu, hash()),
                         None => Err(EncapError::FamilyMismatch),
                     }
                 }
