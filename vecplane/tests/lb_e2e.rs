@@ -12,7 +12,9 @@
 //! Traffic stays in the lab's namespaces or files (198.18.0.0/15, 2001:db8::/32), bounded.
 
 use netlab::lb::addr;
-use netlab::{Driver, Encap, LbLab, LbMode, LbSpec, LoadResult, ServerInfo, Vecplane, Vip, WrkSpec};
+use netlab::{
+    Driver, Encap, LbLab, LbMode, LbSpec, LoadResult, ServerInfo, Vecplane, Vip, WrkSpec,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -127,9 +129,7 @@ fn without_server(lines: &[String], s: &ServerInfo) -> Vec<String> {
 fn start(spec: LbSpec, lines: impl FnOnce(&LbLab) -> Vec<String>) -> Bench {
     let t0 = Instant::now();
     let lab = LbLab::build(&spec.with_lb(LbMode::Bare)).expect("lab");
-    let mut config = lab
-        .vecplane_config(Driver::AfPacket, None)
-        .expect("config");
+    let mut config = lab.vecplane_config(Driver::AfPacket, None).expect("config");
     config.push_str(&lb_section(&lines(&lab)));
     let path = lab.path("vecplane-lb.toml");
     std::fs::write(&path, &config).expect("write config");
@@ -211,7 +211,9 @@ fn lb_change(b: &Bench, line: &str) {
         "vecplane ctl {line}: {err}\n{}",
         b.vp.log()
     );
-    let body = serde_json::json!({ "lines": [line] }).to_string().into_bytes();
+    let body = serde_json::json!({ "lines": [line] })
+        .to_string()
+        .into_bytes();
     let ep = control::Endpoint::Unix(b.vp.socket().to_path_buf());
     let r = control::http(&ep, "POST", "/v1/lb/commands", Some(body))
         .unwrap_or_else(|e| panic!("POST /v1/lb/commands {line}: {e}"));
@@ -221,14 +223,21 @@ fn lb_change(b: &Bench, line: &str) {
         r.status,
         String::from_utf8_lossy(&r.body)
     );
-    println!("POST /v1/lb/commands {line} (`vecplane ctl lb` not wired: {})", err.trim());
+    println!(
+        "POST /v1/lb/commands {line} (`vecplane ctl lb` not wired: {})",
+        err.trim()
+    );
 }
 
 /// `lb as <vip> protocol tcp port 80 <rest>` on the running vecplane.
 fn lb_as(b: &Bench, vip: &Vip, rest: &str) {
     lb_change(
         b,
-        &format!("lb as {} protocol tcp port {} {rest}", prefix(vip), vip.port),
+        &format!(
+            "lb as {} protocol tcp port {} {rest}",
+            prefix(vip),
+            vip.port
+        ),
     );
 }
 
@@ -370,7 +379,11 @@ fn vecplane_balances_every_encapsulation_by_weight() {
             r.counts(&servers),
         );
         all_complete(&what, &r, u64::from(n));
-        assert_eq!(r.counts(&servers), logs, "{what}: client and servers differ");
+        assert_eq!(
+            r.counts(&servers),
+            logs,
+            "{what}: client and servers differ"
+        );
         r.check_spread(&servers, SIGMAS)
             .unwrap_or_else(|e| panic!("{what}: {e:#}"));
         for body in &r.bodies {
@@ -403,7 +416,10 @@ fn vecplane_balances_every_encapsulation_by_weight() {
         // Each request is at least SYN, ACK, request and an ACK or FIN towards the server.
         assert!(down >= u64::from(n) * 4, "{what}: down sent only {down}");
         if vip.encap.direct_return() {
-            assert!(up < u64::from(n) / 10, "{what}: replies crossed vecplane ({up})");
+            assert!(
+                up < u64::from(n) / 10,
+                "{what}: replies crossed vecplane ({up})"
+            );
         } else {
             assert!(up >= u64::from(n) * 4, "{what}: up sent only {up}");
         }
@@ -453,8 +469,8 @@ fn vecplane_balances_every_encapsulation_by_weight() {
 }
 
 /// Run `load` on another thread; when the servers have logged `at[i]` requests more than when
-/// it started, call `change(i)`. Returns the load's result and each server's log count at each
-/// change (absolute), and the total count at the start.
+/// it started, call `change(i)`. Returns the load's result, each server's log count (absolute)
+/// right after each change returned, and the total count at the start.
 fn with_changes<T: Send>(
     lab: &LbLab,
     at: &[u64],
@@ -471,7 +487,7 @@ fn with_changes<T: Send>(
                 let logs = lab.server_log_counts().expect("logs");
                 if logs.iter().sum::<u64>() >= base + n {
                     change(i);
-                    marks.push(logs);
+                    marks.push(lab.server_log_counts().expect("logs"));
                     break;
                 }
                 assert!(
@@ -527,7 +543,10 @@ fn live_changes(b: &Bench, vip: &Vip) {
         r.counts(&s)
     );
     all_complete(&format!("{what}: drain"), &r, 0);
-    assert!(after[2] > 0, "{what}: s2's kept connections stopped: {after:?}");
+    assert!(
+        after[2] > 0,
+        "{what}: s2's kept connections stopped: {after:?}"
+    );
     let r = lab.curl_loop(vip, 300).expect("curl");
     println!("{what}: after the drain: {:?}", r.counts(&s));
     all_complete(&format!("{what}: after the drain"), &r, 300);
@@ -535,7 +554,8 @@ fn live_changes(b: &Bench, vip: &Vip) {
         .unwrap_or_else(|e| panic!("{what}: after the drain: {e:#}"));
 
     // 2. Remove s0 with `del flush` during a curl loop: at most the one request in flight
-    //    fails; afterwards only s1 answers (s2 drained). Kept connections to s0 are evicted.
+    //    fails; the requests after the change returned (one may still have been in flight)
+    //    only go to s1 (s2 drained).
     let n = 600;
     let (r, marks, base) = with_changes(
         lab,
@@ -544,18 +564,22 @@ fn live_changes(b: &Bench, vip: &Vip) {
         |_| lb_as(b, vip, &format!("{} del flush", a(0))),
     );
     let at = (marks[0].iter().sum::<u64>() - base) as usize;
-    let later = answered(&r, at + 2..n as usize);
+    let later = answered(&r, at + 1..n as usize);
     println!(
         "{what}: flush s0 under curl: {} requests, errors {:?}, per server {:?}; from request \
          {} on {later:?}",
         r.requests,
         r.errors,
         r.counts(&s),
-        at + 2
+        at + 1
     );
     assert!(r.failures() <= 1, "{what}: flush: {:?}", r.errors);
     assert_eq!(r.requests, u64::from(n));
-    assert_eq!(later.keys().collect::<Vec<_>>(), ["s1"], "{what}: {later:?}");
+    assert_eq!(
+        later.keys().collect::<Vec<_>>(),
+        ["s1"],
+        "{what}: {later:?}"
+    );
 
     // 3. Add s3 (weight 2) during a curl loop: none fails; afterwards s1 and s3 share 2:2.
     let (r, marks, base) = with_changes(
@@ -565,17 +589,21 @@ fn live_changes(b: &Bench, vip: &Vip) {
         |_| lb_as(b, vip, &format!("{} weight 2", a(3))),
     );
     let at = (marks[0].iter().sum::<u64>() - base) as usize;
-    let before = answered(&r, 0..at.saturating_sub(1));
-    let later = answered(&r, at + 2..n as usize);
+    let before = answered(&r, 0..200);
+    let later = answered(&r, at + 1..n as usize);
     println!(
         "{what}: add s3 under curl: {} requests, errors {:?}; before {before:?}, from request \
          {} on {later:?}",
         r.requests,
         r.errors,
-        at + 2
+        at + 1
     );
     all_complete(&format!("{what}: add"), &r, u64::from(n));
-    assert_eq!(before.keys().collect::<Vec<_>>(), ["s1"], "{what}: {before:?}");
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        ["s1"],
+        "{what}: {before:?}"
+    );
     netlab::lb_load::check_spread(&later, &[s[1].clone(), s[3].clone()], SIGMAS)
         .unwrap_or_else(|e| panic!("{what}: after adding s3: {e:#}"));
 

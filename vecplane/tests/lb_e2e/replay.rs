@@ -286,7 +286,10 @@ pub fn same_flows_same_servers(bin: &str) {
         .filter(|(k, s)| b.get(k) != Some(s))
         .take(10)
         .collect();
-    assert!(differ.is_empty(), "flows sent elsewhere by run b: {differ:?}");
+    assert!(
+        differ.is_empty(),
+        "flows sent elsewhere by run b: {differ:?}"
+    );
     // And by weight (1..=10 of 55 for each VIP): within 10% of each server's share.
     for i in 0..SERVERS {
         for s in [IpAddr::V4(server4(i)), IpAddr::V6(server6(i))] {
