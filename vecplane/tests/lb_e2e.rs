@@ -613,6 +613,12 @@ fn live_changes(b: &Bench, vip: &Vip) {
         // Every answer s3 gave was a new connection, and s3 had none before.
         let s3 = c.servers.get(&a(3)).copied().unwrap_or_default();
         assert_eq!(s3.1, r.counts(&s)[3], "{what}: new flows of s3 in {c:?}");
+        // s2 got new flows only before its drain: wrk's kept connections.
+        let s2 = c.servers.get(&a(2)).copied().unwrap_or_default();
+        assert!(
+            s2.1 <= u64::from(spec.connections),
+            "{what}: s2 drained: {c:?}"
+        );
     }
 }
 
