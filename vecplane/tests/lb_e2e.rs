@@ -5,8 +5,10 @@
 //! servers with weights 1:2:3, for L3DSR, GRE4 and GRE6 (inner IPv4 and IPv6) and NAT4/NAT6.
 //! Every request of bounded curl loops and wrk runs completes, answers spread by weight, the
 //! servers' logs and vecplane's `show lb --json` agree with the client; then, under load, a
-//! server is drained (weight 0), one removed with `del flush` and one added through `vecplane
-//! ctl lb as ...`, and every request that should survive does. Without root: two separate
+//! server is drained (weight 0), one removed with `del flush`, one added, one removed without
+//! flush (its kept connections go on) and one with flush (its kept connections stop) through
+//! `vecplane ctl lb as ...` (or `POST /v1/lb/commands` while `ctl` does not take `lb` lines),
+//! and every request that should survive does. Without root: two separate
 //! vecplane processes with the same `[lb]` (servers listed in different orders) replay 100k
 //! flows from pcaps in different orders and send every flow to the same server.
 //! Traffic stays in the lab's namespaces or files (198.18.0.0/15, 2001:db8::/32), bounded.
@@ -619,6 +621,50 @@ fn live_changes(b: &Bench, vip: &Vip) {
             s2.1 <= u64::from(spec.connections),
             "{what}: s2 drained: {c:?}"
         );
+    }
+
+    // 4. Kept connections: `del` without flush lets s1's established flows go on; `del flush`
+    //    cuts s3's (their packets find no server now: s2 is drained).
+    let logs0 = lab.server_log_counts().expect("logs");
+    let spec4 = WrkSpec {
+        new_connection_per_request: false,
+        connections: 12,
+        seconds: 3,
+        ..WrkSpec::default()
+    };
+    let (r4, marks, _) = with_changes(
+        lab,
+        &[300, 3000],
+        || lab.run_wrk(vip, &spec4).expect("wrk"),
+        |i| {
+            let rest = if i == 0 {
+                format!("{} del", a(1))
+            } else {
+                format!("{} del flush", a(3))
+            };
+            lb_as(b, vip, &rest)
+        },
+    );
+    let before: Vec<u64> = marks[0].iter().zip(&logs0).map(|(x, y)| x - y).collect();
+    let between: Vec<u64> = marks[1].iter().zip(&marks[0]).map(|(x, y)| x - y).collect();
+    let after = log_deltas(lab, &marks[1]);
+    println!(
+        "{what}: del s1, then del flush s3 under kept connections: {} requests, errors {:?}; \
+         per server before {before:?}, between {between:?}, after {after:?}",
+        r4.requests, r4.errors
+    );
+    if before[1] > 0 {
+        assert!(
+            between[1] > 0,
+            "{what}: s1's flows stopped at `del`: {between:?}"
+        );
+    }
+    assert!(
+        after[3] <= u64::from(spec4.connections),
+        "{what}: s3's flows went on after `del flush`: {after:?}"
+    );
+    if let Some(c) = vip_counters(b, vip) {
+        println!("{what}: vecplane after the removals: {c:?}");
     }
 }
 
