@@ -99,6 +99,10 @@ pub enum Command {
     ShowFlowCache,
     /// `show pcap`
     ShowPcap,
+    /// `show lb [vips [verbose]]`
+    ShowLb(lb::model::LbShow),
+    /// `lb which PROTO SRC SPORT DST DPORT`
+    LbWhich(lb::tuple::FiveTuple),
     /// `pcap start PORT FILE [rx|tx|both] [count N] [snaplen N]`
     PcapStart(CaptureRequest),
     /// `pcap stop`
@@ -145,6 +149,16 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "show flow-cache",
         "per flow-mode bridge and worker: EMC and megaflow hits, misses, subtables visited per \
          hit, megaflows installed, revalidated, evicted, expired, cycles per miss",
+    ),
+    (
+        "show lb [vips [verbose]]",
+        "the load balancer: lb conf and node counters; per VIP: encap, Maglev size, warnings, \
+         packets, bytes, new/live flows, non-SYN misses, no-server drops, table-full \
+         (`verbose`: per server: weight, state, Maglev share and counters)",
+    ),
+    (
+        "lb which PROTO SRC SPORT DST DPORT",
+        "which VIP and which server (by Maglev) a new flow of this 5-tuple gets, and why",
     ),
     (
         "show ip fib [PREFIX|ADDRESS | after PREFIX | limit N]",
@@ -284,7 +298,15 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
             accepted_commands()
         )));
     };
-    match pick(first, &["help", "show", "trace", "clear", "pcap"]).map_err(bad)? {
+    match pick(first, &["help", "show", "trace", "clear", "pcap", "lb"]).map_err(bad)? {
+        "lb" => match words.get(1) {
+            Some(&"which") => crate::lb_show::parse_which(&words[2..]).map(Command::LbWhich),
+            _ => Err(CommandError(format!(
+                "`{}`: the command language has only `lb which ...` and `show lb ...`; \
+                 changes go to POST /v1/lb/commands (`vecplane ctl lb ...`)",
+                words.join(" ")
+            ))),
+        },
         "pcap" => {
             let Some(w) = words.get(1) else {
                 return Err(bad("`pcap` needs `start ...` or `stop`".into()));
@@ -321,6 +343,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     "bridge",
                     "flow-cache",
                     "pcap",
+                    "lb",
                 ],
             )
             .map_err(bad)?
@@ -360,6 +383,25 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "pcap" => {
                     extra(2, "show pcap")?;
                     Ok(Command::ShowPcap)
+                }
+                "lb" => {
+                    let verbose = match (words.get(2), words.get(3)) {
+                        (None, _) => return Ok(Command::ShowLb(lb::model::LbShow::Summary)),
+                        (Some(v), None) if pick(v, &["vips"]).is_ok() => false,
+                        (Some(v), Some(x))
+                            if pick(v, &["vips"]).is_ok() && pick(x, &["verbose"]).is_ok() =>
+                        {
+                            true
+                        }
+                        _ => {
+                            return Err(bad(
+                                "accepted: `show lb`, `show lb vips`, `show lb vips verbose`"
+                                    .into(),
+                            ))
+                        }
+                    };
+                    extra(if verbose { 4 } else { 3 }, "show lb vips")?;
+                    Ok(Command::ShowLb(lb::model::LbShow::Vips { verbose }))
                 }
                 fam => {
                     let v6 = fam == "ip6";
@@ -448,6 +490,13 @@ struct Baselines {
 /// * `show flow-cache` → `{"bridges":[{"bridge","rules","version","workers":[{"worker",
 ///   "counters":{..CacheStats fields..},"cycles_per_miss":{"count","mean","p50","p99",
 ///   "buckets"},"malformed":{REASON:N}}],"total":{..}}]}`
+/// * `show lb [vips [verbose]]` → what `GET /v1/lb` answers: `{"version","conf":{..},
+///   "nat4_inside","nat6_inside","vips":[{"id","vip","prefix","protocol","port","encap","dscp",
+///   "target_port","new_len","maglev_size","src_ip_sticky","active_servers","warnings","line",
+///   "counters":{..VipTotals..},"servers":[{"address","slot","gen","weight","state",
+///   "maglev_entries","share_percent","counters":{..AsTotals..}}]}],"node":{..NodeTotals..}}`
+/// * `lb which ...` → `{"flow","vip","vip_id","server","slot","gen","hash","maglev_entry",
+///   "maglev_size","encap","reason":"maglev"|"no_server"|"no_vip_for_port"|"not_a_vip","why"}`
 /// * `show errors` → `{"time_since_clear","errors":[{"node","reason","count"}],"total"}` (non-zero only)
 /// * `show ip fib` / `show ip6 fib [after PREFIX] [limit N]` → `{"family":"ip4"|"ip6","total",
 ///   "entries":[ENTRY],"next":PREFIX|null}`: one page of at most N (default and most `MAX_PAGE`)
@@ -598,6 +647,14 @@ impl Control {
             Command::ShowBridge => Ok(self.show_bridge()),
             Command::ShowFlowCache => Ok(crate::flows_api::show_flow_cache(&self.view)),
             Command::ShowPcap => Ok(self.show_pcap()),
+            Command::ShowLb(what) => {
+                let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
+                Ok(crate::lb_show::show(&lb, *what))
+            }
+            Command::LbWhich(t) => {
+                let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
+                Ok(crate::lb_show::which(&lb, t))
+            }
             Command::PcapStart(r) => self.pcap_start(r),
             Command::PcapStop => self.pcap_stop(),
             Command::TraceAdd { node, count } => self.trace_add(node, *count),

@@ -1,9 +1,10 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
 //! compare it with the running one, and apply what may change live — ports' own addresses
 //! (in a reload of their own), routes and static neighbours as one routing batch, then ports'
-//! MTUs and the live policies (poll modes, ICMP error rate, IPv4 options, neighbour timers,
-//! bridge aging) — or nothing: anything else that differs is refused with the key it is under
-//! and its line. It never restarts a port or a worker.
+//! MTUs, the live policies (poll modes, ICMP error rate, IPv4 options, neighbour timers,
+//! bridge aging), flow rules and the load balancer's `[lb]` — or nothing: anything else that
+//! differs is refused with the key it is under and its line. It never restarts a port or a
+//! worker.
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
@@ -53,6 +54,7 @@ pub struct Reloader {
     routing: Arc<Mutex<Routing>>,
     policies: LivePolicies,
     flows: Vec<Arc<dataplane::flows::FlowSwitch>>,
+    lb: Option<Arc<dataplane::lb::LbControl>>,
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -115,7 +117,14 @@ impl Reloader {
             routing,
             policies,
             flows: Vec::new(),
+            lb: None,
         }
+    }
+
+    /// Also make the load balancer's configuration equal the file's `[lb]` when it changes.
+    pub fn with_lb(mut self, lb: Option<Arc<dataplane::lb::LbControl>>) -> Reloader {
+        self.lb = lb;
+        self
     }
 
     /// Also replace the rules and groups of these flow-mode bridges when the file changes them.
@@ -135,6 +144,17 @@ impl Reloader {
             crate::config::live_diff(&running, &config).map_err(|n| ReloadError::NotLive {
                 what: n.to_string(),
             })?;
+        // The LB part is checked first against the running LB (the API may have changed it):
+        // a refusal there applies nothing at all.
+        let lb_plan = match (&diff.lb, &self.lb) {
+            (Some(target), Some(lb)) => {
+                Some(lb.plan_replace(target).map_err(|e| ReloadError::Refused {
+                    file: file.clone(),
+                    message: format!("[lb]: {}", e.reason()),
+                })?)
+            }
+            _ => None,
+        };
         let mut routing = dataplane::build::lock(&self.routing);
         // Deletions of what the API already removed are left out.
         let changes: Vec<Change> = changes_of(&diff)
@@ -232,6 +252,15 @@ impl Reloader {
         if !diff.flows.is_empty() {
             policies.push("flows");
         }
+        // The LB: its difference as one change (checked above).
+        let mut lb_version = None;
+        if let (Some(cmds), Some(lb)) = (&lb_plan, &self.lb) {
+            match lb.apply(cmds) {
+                Ok(v) => lb_version = Some(v),
+                Err(e) => eprintln!("vecplane: reload: [lb]: {e}"),
+            }
+            policies.push("lb");
+        }
         if let Some(p) = &diff.poll {
             for (w, setting) in self.policies.poll.iter().enumerate() {
                 setting.set(p.mode_of(w), p.sleep_max_us);
@@ -272,6 +301,8 @@ impl Reloader {
             "neighbours_set": counts(|c| matches!(c, Change::ReplaceNeighbour(_))),
             "neighbours_deleted": counts(|c| matches!(c, Change::DeleteNeighbour(_))),
             "policies_changed": policies,
+            "lb_commands": lb_plan.as_ref().map_or(0, Vec::len),
+            "lb_version": lb_version,
         });
         *running = config;
         Ok(answer)

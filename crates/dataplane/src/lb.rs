@@ -296,6 +296,11 @@ impl LbControl {
         }
     }
 
+    /// A control whose tables no worker reads (tests, tools): one set of counters.
+    pub fn without_workers(state: LbState, ports: Vec<String>) -> LbControl {
+        LbControl::new(state, ports, &Domain::new(0).0)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -368,6 +373,15 @@ impl LbControl {
             return Ok(self.version());
         }
         self.apply(&cmds)
+    }
+
+    /// The commands `replace(target)` would apply, checked (nothing applied): for a reload
+    /// that must refuse everything when the LB part would be refused.
+    pub fn plan_replace(&self, target: &LbState) -> Result<Vec<LbCommand>, LbApplyError> {
+        let cmds = diff_commands(&self.lock().state, target);
+        self.check_ports(&cmds)?;
+        self.lock().state.apply(&cmds)?;
+        Ok(cmds)
     }
 
     fn check_ports(&self, cmds: &[LbCommand]) -> Result<(), LbApplyError> {

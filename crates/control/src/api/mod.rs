@@ -9,6 +9,7 @@
 
 pub mod error;
 mod flows;
+mod lb;
 pub mod openapi;
 mod resources;
 pub mod serve;
@@ -127,6 +128,24 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .route("/v1/bridges/{name}/megaflows", get(flows::get_megaflows))
         .route("/v1/flow-cache", get(flows::get_flow_cache))
+        .route("/v1/lb", get(lb::get_lb))
+        .route("/v1/lb/commands", post(lb::post_commands))
+        .route("/v1/lb/conf", get(lb::get_conf).patch(lb::patch_conf))
+        .route("/v1/lb/vips", get(lb::get_vips).post(lb::post_vip))
+        .route(
+            "/v1/lb/vips/{id}",
+            get(lb::get_vip).patch(lb::patch_vip).delete(lb::delete_vip),
+        )
+        .route(
+            "/v1/lb/vips/{id}/servers",
+            get(lb::get_servers).post(lb::post_servers),
+        )
+        .route(
+            "/v1/lb/vips/{id}/servers/{address}",
+            get(lb::get_server)
+                .patch(lb::patch_server)
+                .delete(lb::delete_server),
+        )
         .route("/metrics", get(r::get_metrics))
         .fallback(r::not_found)
         .method_not_allowed_fallback(r::method_not_allowed)

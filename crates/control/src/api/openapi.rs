@@ -289,6 +289,87 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     ep(
         "get",
+        "/v1/lb",
+        "The load balancer: lb conf, VIPs with servers, weights, states, Maglev sizes and \
+         warnings, counters per VIP and server",
+        &[],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/lb/commands",
+        "Apply VPP `lb` CLI lines as one change, all or nothing",
+        &[],
+        Some("LbCommands"),
+    ),
+    ep("get", "/v1/lb/conf", "lb conf: GRE sources, buckets, timeouts", &[], None),
+    ep(
+        "patch",
+        "/v1/lb/conf",
+        "Change some lb conf values",
+        &[],
+        Some("LbConf"),
+    ),
+    ep("get", "/v1/lb/vips", "Every VIP with its servers and counters", &[], None),
+    ep(
+        "post",
+        "/v1/lb/vips",
+        "Create a VIP (and its first servers)",
+        &[],
+        Some("LbVip"),
+    ),
+    ep("get", "/v1/lb/vips/{id}", "One VIP", &[], None),
+    ep(
+        "patch",
+        "/v1/lb/vips/{id}",
+        "Change a VIP's encap, dscp, target_port, new_len or src_ip_sticky",
+        &[],
+        Some("LbVip"),
+    ),
+    ep(
+        "delete",
+        "/v1/lb/vips/{id}",
+        "Delete a VIP and its flows",
+        &[],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/lb/vips/{id}/servers",
+        "A VIP's servers",
+        &[],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/lb/vips/{id}/servers",
+        "Add servers (or change their weights), all or nothing",
+        &[],
+        Some("LbServers"),
+    ),
+    ep(
+        "get",
+        "/v1/lb/vips/{id}/servers/{address}",
+        "One server",
+        &[],
+        None,
+    ),
+    ep(
+        "patch",
+        "/v1/lb/vips/{id}/servers/{address}",
+        "Change a server's weight (0 drains: existing flows stay)",
+        &[],
+        Some("LbWeight"),
+    ),
+    ep(
+        "delete",
+        "/v1/lb/vips/{id}/servers/{address}",
+        "Remove a server: its flows finish, or with flush=true go at once",
+        &["flush"],
+        None,
+    ),
+    ep(
+        "get",
         "/metrics",
         "Prometheus text exposition of every counter",
         &[],
@@ -380,6 +461,53 @@ fn schemas() -> Value {
         "DelGroups": {
             "type": "object", "additionalProperties": false,
             "properties": {"groups": {"type": "array", "items": {"type": "integer", "minimum": 0}}}
+        },
+        "LbCommands": {
+            "type": "object", "additionalProperties": false, "required": ["lines"],
+            "properties": {"lines": {"type": "array", "minItems": 1, "items": {"type": "string",
+                "example": "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23"}}}
+        },
+        "LbConf": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "ip4-src-address": {"type": "string", "example": "198.18.0.254"},
+                "ip6-src-address": {"type": "string", "example": "2001:db8::fe"},
+                "buckets": {"type": "integer", "minimum": 1},
+                "timeout": {"type": "integer", "minimum": 1, "maximum": 86400},
+                "timeout-tcp": {"type": "integer", "minimum": 1, "maximum": 86400},
+                "timeout-udp": {"type": "integer", "minimum": 1, "maximum": 86400},
+                "timeout-other": {"type": "integer", "minimum": 1, "maximum": 86400}
+            }
+        },
+        "LbServer": {
+            "type": "object", "additionalProperties": false, "required": ["address"],
+            "properties": {
+                "address": {"type": "string", "example": "198.18.2.1"},
+                "weight": {"type": "integer", "minimum": 0, "maximum": 4294967295u64}
+            }
+        },
+        "LbServers": {
+            "type": "object", "additionalProperties": false, "required": ["servers"],
+            "properties": {"servers": {"type": "array", "minItems": 1,
+                "items": {"$ref": "#/components/schemas/LbServer"}}}
+        },
+        "LbWeight": {
+            "type": "object", "additionalProperties": false, "required": ["weight"],
+            "properties": {"weight": {"type": "integer", "minimum": 0, "maximum": 4294967295u64}}
+        },
+        "LbVip": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "prefix": {"type": "string", "example": "198.18.1.1/32"},
+                "protocol": {"type": "string", "enum": ["tcp", "udp", "any"]},
+                "port": {"type": "integer", "minimum": 0, "maximum": 65535},
+                "encap": {"type": "string", "enum": ["gre4", "gre6", "l3dsr", "nat4", "nat6"]},
+                "dscp": {"type": "integer", "minimum": 0, "maximum": 63},
+                "target_port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                "new_len": {"type": "integer", "minimum": 1, "maximum": 4194304},
+                "src_ip_sticky": {"type": "boolean"},
+                "servers": {"type": "array", "items": {"$ref": "#/components/schemas/LbServer"}}
+            }
         },
         "Policies": {
             "type": "object", "additionalProperties": false,

@@ -1,5 +1,5 @@
 //! The whole document: the top-level keys, the order sections are read in (dataplane, api, ports,
-//! neighbours, routes, the route file, xconnects, bridges) and what each needs from the ones
+//! neighbours, routes, the route file, xconnects, bridges, lb) and what each needs from the ones
 //! before. The rules of each section live in its own module; this one only wires them together.
 
 use super::bridges::Membership;
@@ -31,6 +31,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "bridge",
     "api",
     "route-file",
+    "lb",
 ];
 
 impl Ctx<'_> {
@@ -141,6 +142,11 @@ impl Ctx<'_> {
         // Bridges and their ports.
         let bridge_names = self.bridge_names(&bridges, base_dir);
         self.bridges(&memberships, &bridge_names, &port_specs, &mut spec);
+
+        // The load balancer (its NAT inside ports name ports of this config).
+        if let Some(n) = top.get("lb") {
+            spec.lb = self.lb(n, base_dir, &port_names);
+        }
 
         spec.ports = port_specs.into_iter().flatten().collect();
         spec.neighbours = neigh.into_iter().flatten().collect();

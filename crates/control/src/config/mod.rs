@@ -16,6 +16,7 @@ mod diff;
 mod document;
 mod drivers;
 mod flow_bridge;
+mod lb;
 mod policies;
 mod ports;
 mod read;
@@ -240,6 +241,17 @@ fn display_issues(issues: &[Issue]) -> String {
 /// emc-entries = 8192                # flow mode: 0 (no EMC) or a power of two up to 1048576
 /// emc-insert-inv-prob = 100         # flow mode: 1..=1000000: a megaflow hit enters the EMC with
 ///                                   #   probability 1/N (so a flood of new flows cannot thrash it)
+///
+/// [lb]                              # optional: the L4 load balancer (VIPs, servers, lb conf)
+/// lines = ["lb conf ip4-src-address 198.18.0.254 timeout 40",
+///          "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23",
+///          "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 2"]
+///                                   # FD.io VPP `lb` CLI lines (see `lb::cli`); `lines`, then
+///                                   #   `file`, applied in order as one batch (all or nothing);
+///                                   #   errors name lb.lines[i] at the item's line
+/// file = "lb.conf"                  # more lines, one per line (`#` comments), relative to the
+///                                   #   config's directory; errors name LB-FILE:LINE.
+///                                   #   `lb set interface nat4|nat6 in PORT` names a [[port]]
 /// ```
 ///
 /// The route file (a regular file of at most 1 GiB; the config itself at most 64 MiB) holds one

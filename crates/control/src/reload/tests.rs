@@ -260,3 +260,69 @@ fn port_addresses_change_live_alone_and_keep_next_hops_reachable() {
         "nothing changed"
     );
 }
+
+#[test]
+fn reload_replaces_the_lb_state_and_a_refusal_applies_nothing() {
+    let dir = TempDir::new();
+    let lb = |servers: &str, extra: &str| {
+        format!(
+            "\n[lb]\nlines = [\"lb vip 198.18.9.1/32 protocol tcp port 80 encap l3dsr dscp 23\", \
+             \"lb as 198.18.9.1/32 protocol tcp port 80 {servers}\"{extra}]\n"
+        )
+    };
+    let p = write(&dir, &lb("198.18.2.5 198.18.2.6", ""), "");
+    let c = Config::load(&p).expect("valid");
+    let control = Arc::new(dataplane::lb::LbControl::without_workers(
+        c.spec.lb.clone().expect("lb").state,
+        vec!["in0".into(), "out0".into()],
+    ));
+    let (reloader, routing) = start(&p);
+    let reloader = reloader.with_lb(Some(control.clone()));
+    // A server added through the API meanwhile is removed by the reload (the file rules).
+    control
+        .apply(
+            &lb::cli::parse_lines("lb as 198.18.9.1/32 protocol tcp port 80 198.18.2.8")
+                .expect("line"),
+        )
+        .expect("api change");
+    std::fs::write(
+        &p,
+        format!(
+            "{BASE}{}{}",
+            route("198.19.0.0/16", "198.18.2.2"),
+            lb("198.18.2.6 weight 4 198.18.2.7", "")
+        ),
+    )
+    .expect("write");
+    let a = reloader.reload().expect("reloaded");
+    assert!(
+        a["policies_changed"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .any(|p| p == "lb"),
+        "{a}"
+    );
+    assert!(has(&routing, "198.19.0.0/16"));
+    let st = control.state();
+    let v = st.vips().next().expect("VIP");
+    let w = |a: &str| st.slot(v.servers[&a.parse().expect("ip")]);
+    assert_eq!(w("198.18.2.6").weight, 4);
+    assert_eq!(w("198.18.2.7").state, lb::model::AsState::Active);
+    assert_eq!(w("198.18.2.5").state, lb::model::AsState::Removed);
+    assert_eq!(w("198.18.2.8").state, lb::model::AsState::Removed);
+    // A file with a bad route and an LB change: nothing applied, the LB neither.
+    let version = control.version();
+    std::fs::write(
+        &p,
+        format!(
+            "{BASE}{}{}",
+            route("198.19.0.0/16", "198.18.7.7"),
+            lb("198.18.2.6 weight 9", "")
+        ),
+    )
+    .expect("write");
+    reloader.reload().expect_err("bad route");
+    assert_eq!(control.version(), version);
+    assert_eq!(control.state(), st);
+}

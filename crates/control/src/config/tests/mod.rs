@@ -18,6 +18,7 @@ mod bridges;
 mod diff;
 mod examples;
 mod flow_bridges;
+mod lb;
 mod policies;
 mod ports;
 mod route_file;

@@ -1,0 +1,183 @@
+//! The `[lb]` table: the load balancer's configuration as FD.io VPP `lb` CLI lines, given in
+//! `lines` and/or a `file`, parsed with `lb::cli` and applied with `LbState::apply` as one batch.
+//! Every malformed line is reported at its FILE:LINE (or at the `lines` item), a batch the model
+//! refuses at the line of the refused command, and `lb set interface` port names are checked
+//! against the config's ports. It never publishes anything; `dataplane::lb` does.
+
+use super::ctx::{Ctx, Field, Fields};
+use super::read::open_regular;
+use super::value::Node;
+use super::Issue;
+use dataplane::LbSpec;
+use lb::model::{LbCommand, LbState};
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+
+/// The keys of `[lb]`.
+pub(super) const LB_KEYS: &[&str] = &["lines", "file"];
+
+/// Largest `[lb] file`.
+pub(super) const LB_FILE_MAX_BYTES: u64 = 64 << 20;
+
+/// Where a command came from, to point at it when the batch is refused.
+enum Origin {
+    /// Item `index` of `lines`, at `span` in the config.
+    Line { index: usize, span: Range<usize> },
+    /// Line `line` of the file `label`.
+    File { label: String, line: usize },
+}
+
+impl Ctx<'_> {
+    /// `[lb]`: the lines, then the file's lines, applied to an empty state as one batch; None
+    /// (with issues) when anything is wrong. `port_names` are the config's ports.
+    pub(super) fn lb(
+        &mut self,
+        node: &Node,
+        base_dir: &Path,
+        port_names: &[Option<String>],
+    ) -> Option<LbSpec> {
+        let f = self.fields("[lb]".to_string(), Some("lb"), node, LB_KEYS)?;
+        self.remember_lines(&f);
+        let before = self.issues.len();
+        let mut cmds: Vec<(LbCommand, Origin)> = Vec::new();
+        if let Field::Ok(items, _) = self.strings(&f, "lines", false) {
+            for (index, (text, span)) in items.into_iter().enumerate() {
+                let line = text.split('#').next().unwrap_or("");
+                if line.trim().is_empty() {
+                    continue;
+                }
+                match lb::cli::parse_line(line) {
+                    Ok(c) => cmds.push((c, Origin::Line { index, span })),
+                    Err(e) => self.error(
+                        &span,
+                        "[lb]",
+                        Some("lines"),
+                        format!("lb.lines[{index}]: {e}"),
+                    ),
+                }
+            }
+        }
+        if let Field::Ok(name, span) = self.string(&f, "file") {
+            self.lb_file(&f, name, span, base_dir, &mut cmds);
+        }
+        // Refuse what only makes sense at run time, and NAT ports the config does not have.
+        let names: Vec<&str> = port_names.iter().flatten().map(String::as_str).collect();
+        for (c, origin) in &cmds {
+            let problem = match c {
+                LbCommand::Show(_) => Some(
+                    "`show lb` is a query, not configuration; accepted in [lb]: lb vip, lb as, \
+                     lb conf, lb flush vip, lb set interface"
+                        .to_string(),
+                ),
+                LbCommand::NatInterface { ports, .. } => ports
+                    .iter()
+                    .find(|p| !names.contains(&p.as_str()))
+                    .map(|p| {
+                        format!(
+                            "`{p}` is not a port of this config; accepted: {}",
+                            if names.is_empty() {
+                                "(no [[port]] defined)".to_string()
+                            } else {
+                                names.join(", ")
+                            }
+                        )
+                    }),
+                _ => None,
+            };
+            if let Some(message) = problem {
+                self.lb_issue(origin, message);
+            }
+        }
+        if self.issues.len() > before {
+            return None;
+        }
+        let batch: Vec<LbCommand> = cmds.iter().map(|(c, _)| c.clone()).collect();
+        match LbState::new().apply(&batch) {
+            Ok(state) => Some(LbSpec { state }),
+            Err(e) => {
+                match cmds.get(e.index) {
+                    Some((_, origin)) => self.lb_issue(origin, e.kind.to_string()),
+                    None => self.error(&f.span, "[lb]", None, e.kind.to_string()),
+                }
+                None
+            }
+        }
+    }
+
+    fn lb_issue(&mut self, origin: &Origin, message: String) {
+        match origin {
+            Origin::Line { index, span } => self.error(
+                span,
+                "[lb]",
+                Some("lines"),
+                format!("lb.lines[{index}]: {message}"),
+            ),
+            Origin::File { label, line } => self.issues.push(Issue {
+                file: label.clone(),
+                line: *line,
+                section: String::new(),
+                field: None,
+                message,
+            }),
+        }
+    }
+
+    /// The lines of `[lb] file`: VPP `lb` CLI lines, `#` comments and blank lines skipped,
+    /// every bad line reported at LB-FILE:LINE.
+    fn lb_file(
+        &mut self,
+        f: &Fields<'_>,
+        name: &str,
+        span: Range<usize>,
+        base_dir: &Path,
+        out: &mut Vec<(LbCommand, Origin)>,
+    ) {
+        let path = base_dir.join(name);
+        let label = if base_dir == Path::new(".") || Path::new(name).is_absolute() {
+            name.to_string()
+        } else {
+            path.display().to_string()
+        };
+        let mut text = String::new();
+        let read = open_regular(&path, LB_FILE_MAX_BYTES).and_then(|mut r| {
+            r.read_to_string(&mut text)?;
+            Ok(())
+        });
+        if let Err(why) = read {
+            self.error(
+                &span,
+                &f.section,
+                Some("file"),
+                format!(
+                    "cannot read {}: {why}; accepted: a file of VPP `lb` lines (lb vip, lb as, \
+                     lb conf, ...), one per line, relative to the config file's directory",
+                    path.display()
+                ),
+            );
+            return;
+        }
+        for (i, line) in text.lines().enumerate() {
+            let body = line.split('#').next().unwrap_or("");
+            if body.trim().is_empty() {
+                continue;
+            }
+            match lb::cli::parse_line(body) {
+                Ok(c) => out.push((
+                    c,
+                    Origin::File {
+                        label: label.clone(),
+                        line: i + 1,
+                    },
+                )),
+                Err(e) => self.issues.push(Issue {
+                    file: label.clone(),
+                    line: i + 1,
+                    section: String::new(),
+                    field: None,
+                    message: e.to_string(),
+                }),
+            }
+        }
+    }
+}
