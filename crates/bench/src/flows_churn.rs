@@ -1,8 +1,9 @@
 //! `vecplane bench --scenario flows --churn`: flow churn as in "The Core Cost of Doing
 //! Business": each flow sends K packets, a new flow starts every K packets, 10 s idle timeout;
-//! pps per core against the hit percentage (a table, an SVG plot), the Amdahl prediction from the
-//! hit and miss costs beside it, and per-second stability of one point. It owns the churn traffic
-//! schedule and its report; it never changes the data plane it measures.
+//! pps per core against the hit percentage (a table, an SVG plot), the planner's flow costs
+//! measured in the churn's conditions (written into the profile) and `vecplane plan`'s
+//! prediction beside each point, and per-second stability of one point. It owns the churn
+//! traffic schedule and its report; it never changes the data plane it measures.
 
 use crate::flows::{self, CacheDelta, CacheSnapshot, Common, Traffic};
 use crate::measure::{self, RunResult};
