@@ -162,11 +162,13 @@ impl Traffic {
                 Ok(((0..256).map(|j| v4(base + j)).collect(), MAX_FLOWS))
             }
             Traffic::Resident { flows } => {
-                if flows == 0 || flows > SELECT_ADDRESSES {
-                    bail!("resident flows {flows}: accepted 1..={SELECT_ADDRESSES}");
+                if flows == 0 || flows > MAX_FLOWS {
+                    bail!("resident flows {flows}: accepted 1..={MAX_FLOWS}");
                 }
+                // Up to every address of the /17, then source ports.
                 let base = u32::from(SELECT_BASE);
-                Ok(((0..flows).map(|j| v4(base + j)).collect(), flows))
+                let d = flows.min(SELECT_ADDRESSES);
+                Ok(((0..d).map(|j| v4(base + j)).collect(), flows))
             }
             Traffic::Churn { packets_per_flow } => {
                 let (dst, flows) = crate::flows_churn::schedule(packets_per_flow)?;
@@ -667,25 +669,16 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Which planner cost a run measured: every packet a miss (`--miss`), every hit a megaflow hit
-/// (`--no-emc`), or (nearly) every hit an EMC hit. None when the run was none of these cleanly.
+/// Which planner cost a run measured: only `--miss` (every packet a miss into a full table)
+/// records one. The hit runs do not: their traffic is covered by two wide megaflows, far
+/// cheaper than hits on a table of exact megaflows, which `--churn` measures for the profile.
 fn cost_path(s: &FlowsSummary) -> Option<crate::profile::CostPath> {
     use crate::profile::CostPath;
-    let hits = s.emc_hits + s.megaflow_hits;
-    let total = hits + s.misses;
-    if total == 0 {
+    let total = s.emc_hits + s.megaflow_hits + s.misses;
+    if total == 0 || s.mode != "miss" {
         return None;
     }
-    if s.mode == "miss" {
-        return (s.misses as f64 >= 0.99 * total as f64).then_some(CostPath::Miss);
-    }
-    if s.misses as f64 > 0.01 * total as f64 {
-        return None;
-    }
-    if !s.emc {
-        return Some(CostPath::MegaflowHit);
-    }
-    (s.emc_hits as f64 >= 0.95 * hits as f64).then_some(CostPath::EmcHit)
+    (s.misses as f64 >= 0.99 * total as f64).then_some(CostPath::Miss)
 }
 
 /// Merge the costs these runs measured into the planner's profile (`vecplane plan` reads it)
@@ -704,7 +697,7 @@ fn record_costs(args: &BenchArgs, summaries: &[FlowsSummary]) -> Result<()> {
     };
     if costs.is_empty() {
         eprintln!(
-            "note: these runs measured no clean hit or miss cost; the planner profile is unchanged"
+            "note: only --miss and --churn runs measure planner costs; the planner profile is unchanged"
         );
         return Ok(());
     }

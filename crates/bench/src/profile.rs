@@ -6,8 +6,11 @@
 //! A cost is the TSC ticks per packet of a whole bench run (receive to transmit, dispatch
 //! included) in which every packet took that path, e.g. `miss` = the run where every packet was a
 //! new flow. The VXLAN paths are add-ons: the extra ticks per packet over the same run without
-//! the tunnel. The flows bench calls [`record`] with its measurements; `--sweep` gives one cost
-//! per frame size and the planner interpolates between them.
+//! the tunnel. The flow costs come from `vecplane bench --scenario flows --churn`, which measures
+//! them in the churn's conditions (a full table of exact megaflows: `megaflow-hit` on cold
+//! entries after a failed EMC probe, `miss` with an eviction per install, `emc-hit` with the EMC
+//! full) and calls [`record`]; `--frame-size` gives one cost per frame size and the planner
+//! interpolates between them.
 
 use crate::report::Summary;
 use crate::scenario::Scenario;
@@ -105,9 +108,9 @@ pub fn bench_command(path: CostPath, protocol: Protocol) -> String {
         ""
     };
     match path {
-        CostPath::EmcHit => format!("vecplane bench --scenario flows --sweep{v6}"),
-        CostPath::MegaflowHit => format!("vecplane bench --scenario flows --no-emc --sweep{v6}"),
-        CostPath::Miss => format!("vecplane bench --scenario flows --miss --sweep{v6}"),
+        CostPath::EmcHit | CostPath::MegaflowHit | CostPath::Miss => {
+            format!("vecplane bench --scenario flows --churn{v6}")
+        }
         CostPath::VxlanEncap | CostPath::VxlanDecap => {
             format!("vecplane bench --scenario flows --vxlan --sweep{v6}")
         }
@@ -365,11 +368,10 @@ pub enum ProfileError {
     NoHome,
     /// The file does not exist.
     #[error(
-        "{}: no bench profile here; measure this host first: `{}` (hit costs) and `{}` (miss \
-         costs) write it, or give --profile FILE",
+        "{}: no bench profile here; measure this host first: `{}` (hit and miss costs) writes \
+         it, or give --profile FILE",
         path.display(),
-        bench_command(CostPath::MegaflowHit, Protocol::Ipv4),
-        bench_command(CostPath::Miss, Protocol::Ipv4)
+        bench_command(CostPath::MegaflowHit, Protocol::Ipv4)
     )]
     Missing {
         /// Where it was looked for.

@@ -174,6 +174,24 @@ pub(super) fn notes(ctx: &Context<'_>, p: &Plan) -> Vec<String> {
             p.flows.hit_ratio
         ));
     }
+    let churn_priced = p.cost.parts.iter().any(|x| {
+        matches!(
+            x.path,
+            crate::profile::CostPath::EmcHit | crate::profile::CostPath::MegaflowHit
+        ) && ctx
+            .profile
+            .costs_of(x.path, ctx.workload.traffic.protocol)
+            .iter()
+            .any(|c| c.scenario == "flows-churn")
+    });
+    if churn_priced {
+        out.push(
+            "the hit costs are the churn bench's (`vecplane bench --scenario flows --churn`): a \
+             megaflow hit on a full table of exact megaflows among misses, an EMC hit with the \
+             EMC full; hits on a few warm megaflows cost less"
+                .to_string(),
+        );
+    }
     if p.cost
         .parts
         .iter()

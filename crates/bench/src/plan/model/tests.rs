@@ -196,7 +196,7 @@ fn emc_share_vxlan_and_protocol_choose_the_costs() {
         .to_string();
     assert!(
         e.contains("no `miss` cost for ipv6 packets")
-            && e.contains("vecplane bench --scenario flows --miss --sweep --ipv6"),
+            && e.contains("vecplane bench --scenario flows --churn --ipv6"),
         "{e}"
     );
 }
