@@ -5,12 +5,12 @@
 use super::*;
 use crate::drop::ErrorDrop;
 use crate::output::InterfaceOutput;
-use graph::{Graph, GraphBuilder, InputNode};
+use crate::testkit::{Inject, Queue};
+use graph::{Graph, GraphBuilder};
 use packet::PoolConfig;
 use proptest::prelude::*;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
-type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
 type Captured = Arc<Mutex<Vec<(u16, Vec<u8>)>>>;
 
 /// Ticks per second of the test graph (and its manual clock).
@@ -30,46 +30,6 @@ fn classify_like_ethernet_input(m: &mut BufferMeta, d: &[u8]) {
     }
     m.ethertype = t;
     m.l3_offset = l3 as u16;
-}
-
-struct Inject {
-    queue: Queue,
-}
-
-impl InputNode for Inject {
-    fn name(&self) -> &str {
-        "inject"
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        vec![NAME.into()]
-    }
-    fn poll(
-        &mut self,
-        cx: &mut NodeContext<'_>,
-        out: &mut [u32],
-        _: &mut [u16],
-    ) -> (usize, Dispatch) {
-        let mut q = self.queue.lock().expect("lock");
-        let mut n = 0;
-        while n < out.len() {
-            let Some((port, f)) = q.pop_front() else {
-                break;
-            };
-            let b = cx
-                .pool
-                .alloc()
-                .expect("the test pool has a buffer per frame");
-            assert!(cx.pool.write_packet(b, &f));
-            let (m, d) = cx.pool.packet_mut(b);
-            m.rx_port = port;
-            if d.len() >= eth::HEADER_LEN + eth::TAG_LEN {
-                classify_like_ethernet_input(m, d);
-            }
-            out[n] = b;
-            n += 1;
-        }
-        (n, Dispatch::AllTo(0))
-    }
 }
 
 struct Capture {
@@ -133,7 +93,12 @@ fn bridge_aging(
     let out: Captured = Arc::default();
     let mut b = GraphBuilder::new();
     b.add_input(Box::new(Inject {
-        queue: queue.clone(),
+        setup: |m, d| {
+            if d.len() >= eth::HEADER_LEN + eth::TAG_LEN {
+                classify_like_ethernet_input(m, d);
+            }
+        },
+        ..Inject::new(NAME, queue.clone())
     }));
     b.add_node(Box::new(node));
     b.add_node(Box::new(InterfaceOutput::new(

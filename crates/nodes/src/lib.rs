@@ -25,6 +25,8 @@ pub mod vxlan;
 pub mod xconnect;
 
 #[cfg(test)]
+mod testkit;
+#[cfg(test)]
 mod tests;
 
 /// Node names, as other nodes refer to them.

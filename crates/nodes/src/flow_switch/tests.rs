@@ -7,6 +7,7 @@ use super::*;
 use crate::bridge::{BridgeConfig, BridgeDomainConfig, BridgePortConfig, BridgePortMode, L2Bridge};
 use crate::drop::ErrorDrop;
 use crate::output::InterfaceOutput;
+use crate::testkit::{Inject, Queue};
 use crate::tests::{Capture, Captured};
 use flow::rule::{FlowMod, Rule, DEFAULT_PRIORITY};
 use flow::tables::SwitchPorts;
@@ -15,11 +16,7 @@ use graph::{Graph, GraphBuilder};
 use live::{Domain, Publisher};
 use packet::headers::{build_udp_frame, UdpFrameSpec};
 use packet::PoolConfig;
-use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::sync::Mutex;
-
-type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
 
 /// The graph's clock is the TSC: the node's milliseconds must follow it.
 fn hz() -> u64 {
@@ -27,37 +24,6 @@ fn hz() -> u64 {
     *HZ.get_or_init(|| graph::measure_tsc_hz(20))
 }
 const PORTS: u16 = 3;
-
-struct Inject(Queue);
-
-impl InputNode for Inject {
-    fn name(&self) -> &str {
-        "inject"
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        vec![NAME.into()]
-    }
-    fn poll(
-        &mut self,
-        cx: &mut NodeContext<'_>,
-        out: &mut [u32],
-        _: &mut [u16],
-    ) -> (usize, Dispatch) {
-        let mut q = self.0.lock().expect("lock");
-        let mut n = 0;
-        while n < out.len() {
-            let Some((port, f)) = q.pop_front() else {
-                break;
-            };
-            let b = cx.pool.alloc().expect("a buffer per frame");
-            assert!(cx.pool.write_packet(b, &f));
-            cx.pool.meta_mut(b).rx_port = port;
-            out[n] = b;
-            n += 1;
-        }
-        (n, Dispatch::AllTo(0))
-    }
-}
 
 struct Switch {
     graph: Graph,
@@ -121,7 +87,7 @@ fn switch(rules: Vec<Rule>, port_cache: [(bool, bool); PORTS as usize]) -> Switc
     let queue: Queue = Arc::default();
     let captured: Captured = Arc::default();
     let mut b = GraphBuilder::new();
-    b.add_input(Box::new(Inject(queue.clone())));
+    b.add_input(Box::new(Inject::new(NAME, queue.clone())));
     b.add_input(Box::new(maintenance));
     b.add_node(Box::new(node));
     b.add_node(Box::new(

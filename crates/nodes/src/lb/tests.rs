@@ -6,71 +6,19 @@
 
 use super::*;
 use crate::drop::ErrorDrop;
-use graph::{Graph, GraphBuilder, InputNode};
+use crate::testkit::{Inject, Queue, Seen, Sink};
+use graph::{Graph, GraphBuilder};
 use lb::model::LbState;
 use live::{Domain, Publisher};
 use packet::checksum;
 use packet::{BufferMeta, BufferPool, PoolConfig};
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 
-type Seen = Arc<Mutex<Vec<(String, BufferMeta, Vec<u8>)>>>;
-
-type Queue = Arc<Mutex<VecDeque<Vec<u8>>>>;
-
-struct Inject(Queue);
-
-impl InputNode for Inject {
-    fn name(&self) -> &str {
-        "inject"
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        vec![LB.into()]
-    }
-    fn poll(
-        &mut self,
-        cx: &mut NodeContext<'_>,
-        out: &mut [u32],
-        _: &mut [u16],
-    ) -> (usize, Dispatch) {
-        let mut q = self.0.lock().expect("lock");
-        let mut n = 0;
-        while n < out.len() {
-            let Some(f) = q.pop_front() else { break };
-            let Some(b) = cx.pool.alloc() else { break };
-            assert!(cx.pool.write_packet(b, &f));
-            let meta = cx.pool.meta_mut(b);
-            meta.l3_offset = 14;
-            if f[12..14] == [0x86, 0xdd] {
-                meta.flags |= FLAG_IP6;
-            }
-            out[n] = b;
-            n += 1;
-        }
-        (n, Dispatch::AllTo(0))
-    }
-}
-
-struct Sink(&'static str, Seen);
-
-impl Node for Sink {
-    fn name(&self) -> &str {
-        self.0
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        vec![]
-    }
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
-        let mut seen = self.1.lock().expect("lock");
-        for &b in frame {
-            seen.push((
-                self.0.to_string(),
-                *cx.pool.meta(b),
-                cx.pool.data(b).to_vec(),
-            ));
-        }
-        cx.pool.free_batch(frame);
-        Dispatch::Consumed
+/// What `ip*-input` leaves for the `lb` node: the L3 offset, and the family.
+fn ip_input_like(meta: &mut BufferMeta, f: &[u8]) {
+    meta.l3_offset = 14;
+    if f.get(12..14) == Some(&[0x86, 0xdd]) {
+        meta.flags |= FLAG_IP6;
     }
 }
 
@@ -101,7 +49,10 @@ impl Lab {
         let seen: Seen = Arc::default();
         let queue: Queue = Arc::default();
         let mut b = GraphBuilder::new();
-        b.add_input(Box::new(Inject(queue.clone())));
+        b.add_input(Box::new(Inject {
+            setup: ip_input_like,
+            ..Inject::new(LB, queue.clone())
+        }));
         b.add_node(Box::new(node));
         for name in [
             names::IP4_LOOKUP,
@@ -139,7 +90,10 @@ impl Lab {
     /// Run `frames` through the node; what reached each next node, then one `drop:<reason>`
     /// entry per packet dropped.
     fn run(&mut self, frames: Vec<Vec<u8>>) -> Vec<(String, BufferMeta, Vec<u8>)> {
-        self.queue.lock().expect("lock").extend(frames);
+        self.queue
+            .lock()
+            .expect("lock")
+            .extend(frames.into_iter().map(|f| (0, f)));
         for _ in 0..1000 {
             if self.queue.lock().expect("lock").is_empty() {
                 break;

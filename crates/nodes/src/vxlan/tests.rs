@@ -6,6 +6,7 @@
 use super::*;
 use crate::drop::ErrorDrop;
 use crate::icmp::RateLimiter;
+use crate::testkit::{Seen, Sink};
 use graph::{Dispatch, Graph, GraphBuilder, InputNode, Node, NodeContext};
 use packet::checksum;
 use packet::headers::{be16, be32, build_udp_frame, put16, UdpFrameSpec};
@@ -15,7 +16,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::net::IpAddr;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 const LOCAL: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 1);
 const REMOTE: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
@@ -31,8 +32,6 @@ fn tunnel(vni: Vni, udp_checksum: bool) -> Tunnel {
         mtu: 1450,
     }
 }
-
-type Seen = Arc<Mutex<Vec<(String, BufferMeta, Vec<u8>)>>>;
 
 /// Injects (meta setup, frame) pairs into `next`.
 struct Inject {
@@ -81,30 +80,6 @@ impl InputNode for Inject {
     }
     fn is_finished(&self) -> bool {
         self.frames.is_empty()
-    }
-}
-
-/// Records what reaches it under its name.
-struct Sink(&'static str, Seen);
-
-impl Node for Sink {
-    fn name(&self) -> &str {
-        self.0
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        vec![]
-    }
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
-        let mut seen = self.1.lock().expect("lock");
-        for &b in frame {
-            seen.push((
-                self.0.to_string(),
-                *cx.pool.meta(b),
-                cx.pool.data(b).to_vec(),
-            ));
-        }
-        cx.pool.free_batch(frame);
-        Dispatch::Consumed
     }
 }
 
