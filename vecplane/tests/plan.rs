@@ -258,7 +258,7 @@ fn contradictions_and_missing_costs_are_refused() {
         e.contains(&format!(
             "{}: the profile has no `megaflow-hit` cost for ipv6",
             p.display()
-        )) && e.contains("vecplane bench --scenario flows"),
+        )) && e.contains("no bench run measures IPv6 flow-switch costs yet"),
         "{e}"
     );
     let o = plan(

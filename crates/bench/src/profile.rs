@@ -99,24 +99,28 @@ impl Protocol {
     }
 }
 
-/// The bench command that measures `path` for `protocol` (what a missing cost's error tells the
-/// user to run). Kept here, in one place, in step with the bench's flags.
+/// How `path` for `protocol` gets measured (what a missing cost's error tells the user). Kept
+/// here, in one place, in step with the bench's flags. IPv6 flow costs and the VXLAN add-ons have
+/// no bench run yet: the answer says so instead of naming a flag that does not exist.
 pub fn bench_command(path: CostPath, protocol: Protocol) -> String {
-    let v6 = if protocol == Protocol::Ipv6 {
-        " --ipv6"
-    } else {
-        ""
-    };
+    let v6 = protocol == Protocol::Ipv6;
     match path {
+        CostPath::EmcHit | CostPath::MegaflowHit | CostPath::Miss if !v6 => {
+            "`vecplane bench --scenario flows --churn`".to_string()
+        }
         CostPath::EmcHit | CostPath::MegaflowHit | CostPath::Miss => {
-            format!("vecplane bench --scenario flows --churn{v6}")
+            "no bench run measures IPv6 flow-switch costs yet (a profile written by hand or by a \
+             later vecplane can carry them)"
+                .to_string()
         }
         CostPath::VxlanEncap | CostPath::VxlanDecap => {
-            format!("vecplane bench --scenario flows --vxlan --sweep{v6}")
+            "no bench run measures the VXLAN add-ons yet (a profile written by hand or by a later \
+             vecplane can carry them)"
+                .to_string()
         }
-        CostPath::L2xc => "vecplane bench --scenario l2xc --sweep".to_string(),
-        CostPath::Ip4Router => "vecplane bench --scenario ip4 --sweep".to_string(),
-        CostPath::Ip6Router => "vecplane bench --scenario ip6 --sweep".to_string(),
+        CostPath::L2xc => "`vecplane bench --scenario l2xc --sweep`".to_string(),
+        CostPath::Ip4Router => "`vecplane bench --scenario ip4 --sweep`".to_string(),
+        CostPath::Ip6Router => "`vecplane bench --scenario ip6 --sweep`".to_string(),
     }
 }
 
@@ -368,7 +372,7 @@ pub enum ProfileError {
     NoHome,
     /// The file does not exist.
     #[error(
-        "{}: no bench profile here; measure this host first: `{}` (hit and miss costs) writes \
+        "{}: no bench profile here; measure this host first: {} (hit and miss costs) writes \
          it, or give --profile FILE",
         path.display(),
         bench_command(CostPath::MegaflowHit, Protocol::Ipv4)

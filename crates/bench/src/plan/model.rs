@@ -132,7 +132,7 @@ pub enum PlanError {
     },
     /// The profile lacks a path the inputs need.
     #[error(
-        "the profile has no `{}` cost for {} packets (needed: {why}); `{}` measures it",
+        "the profile has no `{}` cost for {} packets (needed: {why}); how to measure it: {}",
         path.name(),
         protocol.name(),
         bench_command(*path, *protocol)
