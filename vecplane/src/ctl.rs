@@ -33,7 +33,9 @@ pub struct CtlArgs {
     strict: bool,
     /// The command, e.g. `show runtime`, `trace add in0-rx 10`, `route add 198.19.0.0/16 via
     /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `policy set poll-mode
-    /// busy`, `batch changes.json`, `reload`; `help` lists the show/clear/trace/pcap commands.
+    /// busy`, `batch changes.json`, `reload`, `lb vip 198.18.1.1/32 protocol tcp port 80 encap
+    /// l3dsr dscp 23`, `lb-file lb.conf`, `show lb vips verbose`, `lb which tcp 198.19.0.7
+    /// 40000 198.18.1.1 80`; `help` lists the show/clear/trace/pcap commands.
     #[arg(required = true, value_name = "WORDS")]
     words: Vec<String>,
 }
@@ -45,7 +47,8 @@ const REST_USAGE: &str = "accepted: route show [PREFIX] [ipv6] | route add|repla
     reload | add-flow BRIDGE FLOW | add-flows BRIDGE FILE [--bundle] | mod-flows BRIDGE FLOW \
     [--strict] | del-flows BRIDGE [MATCH] [--strict] | dump-flows BRIDGE | add-group BRIDGE GROUP | \
     add-groups BRIDGE FILE | mod-group BRIDGE GROUP | del-groups BRIDGE [group_id=N] | \
-    dump-groups BRIDGE | dump-megaflows BRIDGE";
+    dump-groups BRIDGE | dump-megaflows BRIDGE | lb vip|as|conf|flush|set ... (one VPP `lb` \
+    line) | lb-file FILE (VPP `lb` lines, all or nothing)";
 
 /// The words that name an OpenFlow command (`ovs-ofctl`'s names).
 const FLOW_COMMANDS: &[&str] = &[
@@ -182,10 +185,13 @@ fn print(out: &str) -> anyhow::Result<ExitCode> {
 pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     let ep = endpoint(&args)?;
     let first = args.words.first().map(String::as_str).unwrap_or("");
+    let lb_change = (first == "lb" && args.words.get(1).map(String::as_str) != Some("which"))
+        || first == "lb-file";
     if matches!(
         first,
         "route" | "neighbour" | "neighbor" | "batch" | "reload" | "policy" | "policies"
     ) || FLOW_COMMANDS.contains(&first)
+        || lb_change
     {
         return rest(&ep, &args.words, args.json, args.bundle, args.strict);
     }
@@ -323,12 +329,30 @@ fn rest(
     if !flow && (bundle || strict) {
         bail!("--bundle and --strict apply only to add-flows, mod-flows and del-flows");
     }
+    let mut lb_file: Option<String> = None;
     let (method, path, payload) = match w.as_slice() {
         _ if flow => {
             let (m, p, v) = flow_request(&w, bundle, strict)?;
             (m, p, v.and_then(body))
         }
         ["reload"] => ("POST", "/v1/reload".to_string(), None),
+        ["lb-file", file] => {
+            let text =
+                std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
+            // Every line as it is (comments and blank lines too), so item i is line i + 1.
+            let lines: Vec<&str> = text.lines().collect();
+            lb_file = Some(file.to_string());
+            (
+                "POST",
+                "/v1/lb/commands".to_string(),
+                body(json!({ "lines": lines })),
+            )
+        }
+        ["lb", _, ..] => (
+            "POST",
+            "/v1/lb/commands".to_string(),
+            body(json!({ "lines": [w.join(" ")] })),
+        ),
         ["batch", file] => {
             let text = std::fs::read(file).with_context(|| format!("cannot read {file}"))?;
             ("POST", "/v1/batch".to_string(), Some(text))
@@ -389,6 +413,18 @@ fn rest(
     if !(200..300).contains(&reply.status) {
         let v = reply.json();
         let mut msg = reply.error_message();
+        if let (Some(file), Some(i)) = (&lb_file, v["error"]["item"].as_u64()) {
+            // The file's line: FILE:LINE: what was wrong (without the lines[i] prefix).
+            let what = msg
+                .split_once("]: ")
+                .map_or(msg.as_str(), |(_, m)| m)
+                .to_string();
+            eprintln!(
+                "vecplane ctl: {file}:{}: {what}; nothing was applied",
+                i + 1
+            );
+            return Ok(ExitCode::FAILURE);
+        }
         if let Some(f) = v["error"]["field"].as_str() {
             msg.push_str(&format!(" (field {f})"));
         }

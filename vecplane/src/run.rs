@@ -197,7 +197,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             running.view().routing.clone(),
             running.view().policies(),
         )
-        .with_flows(running.view().flows.clone()),
+        .with_flows(running.view().flows.clone())
+        .with_lb(running.view().lb.clone()),
     );
     let mut state = ApiState::new(control);
     let r = reloader.clone();
@@ -247,6 +248,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         dataplane::build::lock(&running.view().routing).reclaim();
         for sw in &running.view().flows {
             sw.tick();
+        }
+        // LB: retired snapshots freed; removed servers whose flows are over freed.
+        if let Some(lb) = &running.view().lb {
+            lb.tick(lb.now_secs());
         }
         std::thread::sleep(Duration::from_millis(20));
     };

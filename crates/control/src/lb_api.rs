@@ -728,3 +728,7 @@ pub fn change_conf(lb: &LbControl, body: &ConfBody) -> Result<Value, ApiError> {
     let version = lb.apply(&[cmd]).map_err(refused)?;
     Ok(json!({"conf": conf_json(&lb.state()), "version": version}))
 }
+
+#[cfg(test)]
+#[path = "lb_api_tests.rs"]
+mod tests;

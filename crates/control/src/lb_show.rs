@@ -64,7 +64,7 @@ pub fn show(lb: &LbControl, what: LbShow) -> (String, Value) {
             let _ = writeln!(o, "  warning: {}", str_of(w));
         }
         let c = &v["counters"];
-        o.push_str(" ");
+        o.push(' ');
         for name in VipTotals::NAMES {
             let _ = write!(o, " {} {}", name.replace('_', "-"), c[name]);
         }

@@ -174,6 +174,7 @@ pub fn render(view: &RuntimeView) -> String {
     }
 
     flow_metrics(&mut reg, view);
+    lb_metrics(&mut reg, view);
 
     let mut out = String::new();
     // Writing into a String cannot fail.
@@ -244,6 +245,134 @@ fn flow_metrics(reg: &mut Registry, view: &RuntimeView) {
             }
         }
     }
+}
+
+/// The load balancer: counters per VIP and per server (gauges for live flows and weights),
+/// the node's own counters and the tables' version.
+fn lb_metrics(reg: &mut Registry, view: &RuntimeView) {
+    let Some(lb) = &view.lb else { return };
+    let version = gauge_family(reg, "lb_version", "Changes applied to the load balancer");
+    version
+        .get_or_create(&Vec::new())
+        .set(i64::try_from(lb.version()).unwrap_or(i64::MAX));
+    let vip_help = [
+        ("packets", "Packets a VIP sent to its servers"),
+        (
+            "bytes",
+            "Bytes a VIP sent to its servers (IP length before encapsulation)",
+        ),
+        ("new_flows", "Flows a VIP created"),
+        (
+            "nonsyn_misses",
+            "Non-SYN packets of a VIP without a flow entry (ECMP moves, aged flows)",
+        ),
+        (
+            "no_server",
+            "Packets of a VIP dropped for want of a server with weight > 0",
+        ),
+        (
+            "table_full",
+            "Packets of a VIP hashed without a flow entry: the flow table was full",
+        ),
+        ("fragments", "Fragments of a VIP"),
+        (
+            "icmp_errors",
+            "ICMP errors about a VIP's flows sent after them",
+        ),
+        (
+            "too_big",
+            "Packets of a VIP answered with fragmentation needed / packet too big",
+        ),
+    ];
+    let vip_counters: Vec<(&str, Family<Labels, Counter>)> = vip_help
+        .iter()
+        .map(|(n, h)| (*n, counter_family(reg, &format!("lb_vip_{n}"), h)))
+        .collect();
+    let vip_live = gauge_family(
+        reg,
+        "lb_vip_live_flows",
+        "Flow-table entries alive of a VIP",
+    );
+    let vip_servers = gauge_family(
+        reg,
+        "lb_vip_active_servers",
+        "Servers of a VIP with weight > 0 (in its Maglev table)",
+    );
+    let as_help = [
+        ("packets", "Packets sent to a server"),
+        ("bytes", "Bytes sent to a server"),
+        ("new_flows", "Flows assigned to a server"),
+    ];
+    let as_counters: Vec<(&str, Family<Labels, Counter>)> = as_help
+        .iter()
+        .map(|(n, h)| (*n, counter_family(reg, &format!("lb_as_{n}"), h)))
+        .collect();
+    let as_live = gauge_family(
+        reg,
+        "lb_as_live_flows",
+        "Flow-table entries alive of a server",
+    );
+    let as_weight = gauge_family(
+        reg,
+        "lb_as_weight",
+        "A server's weight (0: draining or removed), labelled with its state",
+    );
+    let node = counter_family(
+        reg,
+        "lb_node_packets",
+        "Packets the LB node handled outside any VIP, by reason (no_vip_for_port, malformed, \
+         nat_replies, nat_reply_misses)",
+    );
+    let n = lb.node_totals();
+    for (name, v) in dataplane::lb::NodeTotals::NAMES.iter().zip(n.values()) {
+        node.get_or_create(&labels(&[("reason", name)])).inc_by(v);
+    }
+    lb.with_tables(|t| {
+        for v in t.vips() {
+            let id = v.id.0.to_string();
+            let key = v.key.to_string();
+            let l = labels(&[("vip", &key), ("id", &id), ("encap", v.encap.name())]);
+            let totals = lb.vip_totals(v.id);
+            let values = dataplane::lb::VipTotals::NAMES
+                .iter()
+                .zip(totals.values())
+                .collect::<Vec<_>>();
+            for (name, fam) in &vip_counters {
+                if let Some((_, value)) = values.iter().find(|(n, _)| **n == *name) {
+                    fam.get_or_create(&l).inc_by(*value);
+                }
+            }
+            vip_live
+                .get_or_create(&l)
+                .set(i64::try_from(totals.live_flows).unwrap_or(i64::MAX));
+            vip_servers
+                .get_or_create(&l)
+                .set(i64::from(v.active_servers));
+            for &slot in &v.slots {
+                let a = t.as_entry(slot);
+                let addr = a.addr.to_string();
+                let l = labels(&[("vip", &key), ("id", &id), ("server", &addr)]);
+                let c = lb.slot_totals(slot);
+                for (name, fam) in &as_counters {
+                    let value = match *name {
+                        "packets" => c.packets,
+                        "bytes" => c.bytes,
+                        _ => c.new_flows,
+                    };
+                    fam.get_or_create(&l).inc_by(value);
+                }
+                as_live
+                    .get_or_create(&l)
+                    .set(i64::try_from(c.live_flows).unwrap_or(i64::MAX));
+                let mut lw = l.clone();
+                lw.push((
+                    "state".to_string(),
+                    crate::lb_api::state_name(a.state).to_string(),
+                ));
+                as_weight.get_or_create(&lw).set(i64::from(a.weight));
+            }
+        }
+    });
 }
 
 /// The same in the classic Prometheus text format (0.0.4), which `promtool check metrics` and

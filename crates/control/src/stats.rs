@@ -208,7 +208,8 @@ pub(crate) fn sum_errors(
 ///  "pool": {"backing","buffers","data_size"},
 ///  "workers": N, "tsc_hz": N,
 ///  "flows": [{"bridge", "rules": [dump-flows items with n_packets], "cache": {counters},
-///             "malformed": {REASON: N}}]}   // bridges in flow mode (empty without)
+///             "malformed": {REASON: N}}],   // bridges in flow mode (empty without)
+///  "lb": {what GET /v1/lb answers} | null}    // the load balancer (null without [lb])
 /// ```
 pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
     let ports: Vec<Value> = view
@@ -266,6 +267,7 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
         "workers": view.workers.len(),
         "tsc_hz": view.tsc_hz,
         "flows": flow_bridges(view),
+        "lb": view.lb.as_deref().map(crate::lb_api::overview),
     })
 }
 

@@ -241,14 +241,22 @@ impl NatInside {
 struct Inner {
     publisher: Publisher<LbTables>,
     state: LbState,
-    vip_base: Vec<VipTotals>,
-    slot_base: Vec<AsTotals>,
     next_collect: u64,
+}
+
+/// Counter values at the time an id was freed (its next owner counts from there).
+#[derive(Default)]
+struct Bases {
+    vip: Vec<VipTotals>,
+    slot: Vec<AsTotals>,
 }
 
 /// The load balancer's control-thread handle (one per data plane).
 pub struct LbControl {
     inner: Mutex<Inner>,
+    /// Taken after `inner` when both are needed; totals take only this one, so they may be
+    /// read inside `with_tables`.
+    bases: Mutex<Bases>,
     counters: Vec<Arc<LbWorkerCounters>>,
     ports: Vec<String>,
     nat_inside: Arc<NatInside>,
@@ -283,10 +291,9 @@ impl LbControl {
             inner: Mutex::new(Inner {
                 publisher: Publisher::new(LbTables::build(&state, None), domain),
                 state,
-                vip_base: Vec::new(),
-                slot_base: Vec::new(),
                 next_collect: 0,
             }),
+            bases: Mutex::new(Bases::default()),
             counters: (0..workers)
                 .map(|_| Arc::new(LbWorkerCounters::new()))
                 .collect(),
@@ -296,13 +303,22 @@ impl LbControl {
         }
     }
 
-    /// A control whose tables no worker reads (tests, tools): one set of counters.
-    pub fn without_workers(state: LbState, ports: Vec<String>) -> LbControl {
-        LbControl::new(state, ports, &Domain::new(0).0)
+    /// A control whose tables no worker reads (tests, tools), with `counters` sets of worker
+    /// counters (at least one).
+    pub fn without_workers(state: LbState, ports: Vec<String>, counters: usize) -> LbControl {
+        let mut c = LbControl::new(state, ports, &Domain::new(0).0);
+        c.counters = (0..counters.max(1))
+            .map(|_| Arc::new(LbWorkerCounters::new()))
+            .collect();
+        c
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn bases(&self) -> MutexGuard<'_, Bases> {
+        self.bases.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Worker `worker`'s reader of the tables (call once per worker).
@@ -340,7 +356,7 @@ impl LbControl {
         self.lock().state.clone()
     }
 
-    /// Run `f` on the snapshot the workers read now.
+    /// Run `f` on the snapshot the workers read now (`f` may read totals, not change the LB).
     pub fn with_tables<R>(&self, f: impl FnOnce(&LbTables) -> R) -> R {
         f(self.lock().publisher.current())
     }
@@ -409,13 +425,14 @@ impl LbControl {
             return next.version();
         }
         let old = &g.state;
+        let mut bases = self.bases();
         for i in 0..old.vip_capacity() {
             let id = VipId(i as u32);
             let Some(was) = old.vip(id) else { continue };
             let same = next.vip(id).is_some_and(|v| v.spec.key == was.spec.key);
             if !same {
                 let now = self.sum_vip(id);
-                set_base(&mut g.vip_base, i, now, MAX_VIPS);
+                set_base(&mut bases.vip, i, now, MAX_VIPS);
             }
         }
         for i in 0..old.slot_capacity() {
@@ -426,9 +443,10 @@ impl LbControl {
             }
             if b.state == AsState::Free || b.vip != a.vip || b.addr != a.addr {
                 let now = self.sum_slot(s);
-                set_base(&mut g.slot_base, i, now, MAX_AS_SLOTS);
+                set_base(&mut bases.slot, i, now, MAX_AS_SLOTS);
             }
         }
+        drop(bases);
         let tables = LbTables::build(&next, Some(g.publisher.current()));
         g.publisher.publish(tables);
         self.nat_inside.set_from(&next, &self.ports);
@@ -491,17 +509,23 @@ impl LbControl {
 
     /// VIP `id`'s counters summed over the workers, since the id was given to this VIP.
     pub fn vip_totals(&self, id: VipId) -> VipTotals {
-        let g = self.lock();
-        let base = g.vip_base.get(id.0 as usize).copied().unwrap_or_default();
-        drop(g);
+        let base = self
+            .bases()
+            .vip
+            .get(id.0 as usize)
+            .copied()
+            .unwrap_or_default();
         self.sum_vip(id).minus(&base)
     }
 
     /// AS slot `s`'s counters summed over the workers, since the slot was given to its server.
     pub fn slot_totals(&self, s: AsSlot) -> AsTotals {
-        let g = self.lock();
-        let base = g.slot_base.get(s.0 as usize).copied().unwrap_or_default();
-        drop(g);
+        let base = self
+            .bases()
+            .slot
+            .get(s.0 as usize)
+            .copied()
+            .unwrap_or_default();
         self.sum_slot(s).minus(&base)
     }
 

@@ -275,6 +275,7 @@ fn reload_replaces_the_lb_state_and_a_refusal_applies_nothing() {
     let control = Arc::new(dataplane::lb::LbControl::without_workers(
         c.spec.lb.clone().expect("lb").state,
         vec!["in0".into(), "out0".into()],
+        1,
     ));
     let (reloader, routing) = start(&p);
     let reloader = reloader.with_lb(Some(control.clone()));
