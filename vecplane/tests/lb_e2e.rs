@@ -612,9 +612,16 @@ fn live_changes(b: &Bench, vip: &Vip) {
     // vecplane's view: s0 gone (or removed), s2 draining with no new flow since, s3 counted.
     if let Some(c) = vip_counters(b, vip) {
         println!("{what}: vecplane: {c:?}");
-        // Every answer s3 gave was a new connection, and s3 had none before.
+        // Every answer s3 gave was a new connection, and s3 had none before. A few more new
+        // flows are right: late packets (ACK, FIN) of connections whose server was flushed
+        // find no valid entry and are sent by Maglev, possibly to s3, as new flows.
         let s3 = c.servers.get(&a(3)).copied().unwrap_or_default();
-        assert_eq!(s3.1, r.counts(&s)[3], "{what}: new flows of s3 in {c:?}");
+        let answers = r.counts(&s)[3];
+        assert!(
+            s3.1 >= answers && s3.1 <= answers + 20,
+            "{what}: new flows of s3 in {c:?}, answers {:?}",
+            r.counts(&s)
+        );
         // s2 got new flows only before its drain: wrk's kept connections.
         let s2 = c.servers.get(&a(2)).copied().unwrap_or_default();
         assert!(
