@@ -363,7 +363,7 @@ impl Node for LbNode {
             let slot = match existing {
                 Some(r) => AsSlot(r.slot),
                 None => {
-                    if kind != Kind::Syn
+                    if !matches!(kind, Kind::Syn | Kind::IcmpError)
                         && !fragment
                         && p.tuple.protocol == packet::headers::proto::TCP
                     {
