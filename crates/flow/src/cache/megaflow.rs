@@ -136,17 +136,19 @@ struct Meta {
 }
 
 /// What only installs, revalidation and dumps touch (and hits, for the actions). In this order,
-/// so that an install writes one contiguous run of lines: the key, the rules, the actions in use.
+/// so that an install writes one contiguous run of lines: the rules, then the actions in use.
+/// The key a megaflow was made from is not kept: revalidation re-translates the masked key,
+/// which gives the same verdict (a translation of either consults the same bits until it
+/// consults one outside the old mask, and then the megaflow is deleted either way).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 struct Cold {
-    orig: FlowKey,
     rules: RuleList,
     actions: DpActions,
 }
 
-/// Bytes of a `Cold` an install usually writes (key, rules, the first actions).
-const COLD_INSTALL_BYTES: usize = 320;
+/// Bytes of a `Cold` an install usually writes (rules, the first actions).
+const COLD_INSTALL_BYTES: usize = 192;
 
 /// The megaflow cache of one worker.
 pub struct MegaflowCache {
@@ -495,7 +497,7 @@ impl MegaflowCache {
             return false;
         }
         let version = xl.version();
-        let t = xl.translate(&cold.orig);
+        let t = xl.translate(&self.keys[i]);
         let old_mask = &self.subtables[meta.subtable as usize].mask;
         if t.actions == cold.actions && t.mask.is_subset_of(old_mask) {
             self.meta[i].version = version;
@@ -566,7 +568,6 @@ impl MegaflowCache {
         // Field by field, and only the actions in use: the slot is cold, and every cache line
         // written here is one more read-for-ownership on a miss.
         let cold = &mut self.cold[i];
-        cold.orig = *key;
         cold.actions.assign_from(t.actions);
         cold.rules = t.rules.iter().copied().collect();
         self.table_insert(si, h, slot);
