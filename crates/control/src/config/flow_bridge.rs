@@ -5,11 +5,10 @@
 
 use super::bridges::{BridgeHead, Membership};
 use super::ctx::{Ctx, Field, Fields};
-use super::read::open_regular;
+use super::read::{included_file, read_text};
 use super::Issue;
 use dataplane::{BridgeSpec, FlowBridgeSpec, FlowCachePolicy, FlowPortSpec, PortSpec};
 use std::collections::HashMap;
-use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 
@@ -191,30 +190,23 @@ impl Ctx<'_> {
         base_dir: &Path,
         out: &mut FlowSettings,
     ) {
-        let path = base_dir.join(name);
-        let label = if base_dir == Path::new(".") || Path::new(name).is_absolute() {
-            name.to_string()
-        } else {
-            path.display().to_string()
-        };
-        let mut text = String::new();
-        let read = open_regular(&path, FLOW_FILE_MAX_BYTES).and_then(|mut r| {
-            r.read_to_string(&mut text)?;
-            Ok(())
-        });
-        if let Err(why) = read {
-            self.error(
-                &span,
-                &f.section,
-                Some("flow-file"),
-                format!(
-                    "cannot read {}: {why}; accepted: a file of rules in ovs-ofctl add-flows \
+        let (path, label) = included_file(base_dir, name);
+        let text = match read_text(&path, FLOW_FILE_MAX_BYTES) {
+            Ok(text) => text,
+            Err(why) => {
+                self.error(
+                    &span,
+                    &f.section,
+                    Some("flow-file"),
+                    format!(
+                        "cannot read {}: {why}; accepted: a file of rules in ovs-ofctl add-flows \
                      syntax, one per line, relative to the config file's directory",
-                    path.display()
-                ),
-            );
-            return;
-        }
+                        path.display()
+                    ),
+                );
+                return;
+            }
+        };
         for (i, line) in text.lines().enumerate() {
             let rule = line.trim();
             if rule.is_empty() || rule.starts_with('#') {

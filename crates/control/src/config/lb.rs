@@ -5,12 +5,11 @@
 //! against the config's ports. It never publishes anything; `dataplane::lb` does.
 
 use super::ctx::{Ctx, Field, Fields};
-use super::read::open_regular;
+use super::read::{included_file, read_text};
 use super::value::Node;
 use super::Issue;
 use dataplane::LbSpec;
 use lb::model::{LbCommand, LbState};
-use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
 
@@ -133,30 +132,23 @@ impl Ctx<'_> {
         base_dir: &Path,
         out: &mut Vec<(LbCommand, Origin)>,
     ) {
-        let path = base_dir.join(name);
-        let label = if base_dir == Path::new(".") || Path::new(name).is_absolute() {
-            name.to_string()
-        } else {
-            path.display().to_string()
-        };
-        let mut text = String::new();
-        let read = open_regular(&path, LB_FILE_MAX_BYTES).and_then(|mut r| {
-            r.read_to_string(&mut text)?;
-            Ok(())
-        });
-        if let Err(why) = read {
-            self.error(
-                &span,
-                &f.section,
-                Some("file"),
-                format!(
+        let (path, label) = included_file(base_dir, name);
+        let text = match read_text(&path, LB_FILE_MAX_BYTES) {
+            Ok(text) => text,
+            Err(why) => {
+                self.error(
+                    &span,
+                    &f.section,
+                    Some("file"),
+                    format!(
                     "cannot read {}: {why}; accepted: a file of VPP `lb` lines (lb vip, lb as, \
                      lb conf, ...), one per line, relative to the config file's directory",
                     path.display()
                 ),
-            );
-            return;
-        }
+                );
+                return;
+            }
+        };
         for (i, line) in text.lines().enumerate() {
             let body = line.split('#').next().unwrap_or("");
             if body.trim().is_empty() {

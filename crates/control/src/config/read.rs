@@ -75,6 +75,19 @@ pub(super) fn open_regular(path: &Path, limit: u64) -> io::Result<io::Take<File>
     Ok(file.take(limit + 1))
 }
 
+/// A file the config names (`route-file`, `flow-file`, `[lb] file`): the path to open, relative
+/// to the config file's directory, and how messages name it (as written when that directory is
+/// the current one or the name is absolute, else the joined path).
+pub(super) fn included_file(base_dir: &Path, name: &str) -> (std::path::PathBuf, String) {
+    let path = base_dir.join(name);
+    let label = if base_dir == Path::new(".") || Path::new(name).is_absolute() {
+        name.to_string()
+    } else {
+        path.display().to_string()
+    };
+    (path, label)
+}
+
 /// Read all of `path` as UTF-8 text (see [`open_regular`]).
 pub(super) fn read_text(path: &Path, limit: u64) -> io::Result<String> {
     let mut r = open_regular(path, limit)?;

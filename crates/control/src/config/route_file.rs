@@ -5,7 +5,7 @@
 //! over the file and the config). It reads only the named regular file, within a size bound.
 
 use super::ctx::{Ctx, Field, Fields};
-use super::read::{open_regular, show_bytes, ROUTE_FILE_MAX_BYTES};
+use super::read::{included_file, open_regular, show_bytes, ROUTE_FILE_MAX_BYTES};
 use super::routes::next_hop_problem;
 use super::util::{mask, parse_prefix};
 use super::Issue;
@@ -79,12 +79,7 @@ impl Ctx<'_> {
             );
             return;
         }
-        let path = base_dir.join(name);
-        let label = if base_dir == Path::new(".") || Path::new(name).is_absolute() {
-            name.to_string()
-        } else {
-            path.display().to_string()
-        };
+        let (path, label) = included_file(base_dir, name);
         let reader = match open_regular(&path, ROUTE_FILE_MAX_BYTES) {
             Ok(r) => r,
             Err(why) => {
