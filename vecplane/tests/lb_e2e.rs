@@ -31,8 +31,6 @@ const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const TOOLS: &[&str] = &["ip", "ethtool", "nft", "nginx", "curl", "wrk", "python3"];
-
 /// Name prefix of this file's labs (not shared with the other lab tests).
 const PREFIX: &str = "vlbe";
 
@@ -41,7 +39,7 @@ const SIGMAS: f64 = 5.0;
 
 macro_rules! require_root {
     () => {
-        if let Some(why) = netlab::missing_prerequisite(TOOLS) {
+        if let Some(why) = netlab::missing_prerequisite(netlab::LAB_TOOLS) {
             testenv::skip(&why);
             return;
         }

@@ -78,6 +78,11 @@ pub const MAX_SERVERS: usize = 16;
 /// The port every VIP listens on.
 pub const VIP_PORT: u16 = 80;
 
+/// The programs a test needs to build the lab and put load on it (for
+/// `missing_prerequisite`): namespaces and links, nftables, the servers, the clients, the GRE
+/// helper.
+pub const LAB_TOOLS: &[&str] = &["ip", "ethtool", "nft", "nginx", "curl", "wrk", "python3"];
+
 /// The default prefix of the lab's names (not the A-R-B topologies' `vnl`).
 pub const LB_PREFIX: &str = "vlb";
 

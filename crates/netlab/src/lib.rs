@@ -29,7 +29,8 @@ pub mod vecplane;
 pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
 pub use cmd::{missing_prerequisite, Spawned};
 pub use lb::{
-    Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LB_PREFIX, VIP_PORT,
+    Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LAB_TOOLS,
+    LB_PREFIX, VIP_PORT,
 };
 pub use lb_load::{LoadResult, WrkSpec};
 pub use names::{Names, DEFAULT_PREFIX};

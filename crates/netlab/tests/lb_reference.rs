@@ -18,8 +18,6 @@ use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
-const TOOLS: &[&str] = &["ip", "ethtool", "nft", "nginx", "curl", "wrk", "python3"];
-
 const PREFIX: &str = "vlbt";
 
 /// Standard deviations a server's share may stray from its weight.
@@ -27,7 +25,7 @@ const SIGMAS: f64 = 5.0;
 
 macro_rules! require_root {
     () => {
-        if let Some(why) = netlab::missing_prerequisite(TOOLS) {
+        if let Some(why) = netlab::missing_prerequisite(netlab::LAB_TOOLS) {
             testenv::skip(&why);
             return;
         }
