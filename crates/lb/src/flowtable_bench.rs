@@ -5,28 +5,13 @@
 use super::*;
 use std::hint::black_box;
 
-fn tsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: RDTSC has no preconditions on x86_64.
-    unsafe {
-        core::arch::x86_64::_rdtsc()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-    }
-}
-
 fn best(passes: usize, units: usize, mut f: impl FnMut()) -> f64 {
     f();
     (0..passes)
         .map(|_| {
-            let t = tsc();
+            let t = graph::rdtsc();
             f();
-            (tsc() - t) as f64 / units as f64
+            (graph::rdtsc() - t) as f64 / units as f64
         })
         .fold(f64::MAX, f64::min)
 }

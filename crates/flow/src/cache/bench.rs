@@ -7,29 +7,14 @@ use super::*;
 use crate::key::Field;
 use std::hint::black_box;
 
-fn tsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: RDTSC has no preconditions on x86_64.
-    unsafe {
-        core::arch::x86_64::_rdtsc()
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0)
-    }
-}
-
 /// Best ticks per unit of `f` (which does `units` units) over `passes` passes.
 fn best(passes: usize, units: usize, mut f: impl FnMut()) -> f64 {
     f();
     (0..passes)
         .map(|_| {
-            let t = tsc();
+            let t = graph::rdtsc();
             f();
-            (tsc() - t) as f64 / units as f64
+            (graph::rdtsc() - t) as f64 / units as f64
         })
         .fold(f64::MAX, f64::min)
 }
@@ -155,19 +140,19 @@ fn cache_bench() {
             ..CacheConfig::default()
         };
         let mut c = FlowCache::with_hash_key(&cfg, HashKey::from_seed(7)).unwrap();
-        let t0 = tsc();
+        let t0 = graph::rdtsc();
         for (k, t) in &ts {
             black_box(c.insert(k, t, 1, 0).is_ok());
         }
-        let first = (tsc() - t0) as f64 / n as f64;
+        let first = (graph::rdtsc() - t0) as f64 / n as f64;
         let mut ins = f64::MAX;
         for _ in 0..3 {
             c.flush();
-            let t0 = tsc();
+            let t0 = graph::rdtsc();
             for (k, t) in &ts {
                 black_box(c.insert(k, t, 1, 0).is_ok());
             }
-            ins = ins.min((tsc() - t0) as f64 / n as f64);
+            ins = ins.min((graph::rdtsc() - t0) as f64 / n as f64);
         }
         println!(
             "insert into {s:>2} subtables: {ins:6.1} ticks/megaflow into reused slots \
