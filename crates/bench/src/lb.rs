@@ -269,14 +269,15 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     } else {
         Scenario::Ip4
     };
+    // The frame-size derivation (buffer size, MTUs, generator) of the engine scenarios.
+    let sized = ScenarioSpec {
+        scenario,
+        routes: 1,
+        flows,
+        spec: base,
+    };
     let mut failed = None;
     for (requested, frame_size, note) in crate::frame_sizes(args, scenario)? {
-        let sized = ScenarioSpec {
-            scenario,
-            routes: 1,
-            flows,
-            spec: base.clone(),
-        };
         let dp = sized.with_frame_size(frame_size)?;
         let ip4dp = ip4.with_frame_size(frame_size.max(64))?;
         let (mut runs, mut refs) = (Vec::new(), Vec::new());

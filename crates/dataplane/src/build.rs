@@ -503,7 +503,7 @@ pub fn add_protocol_nodes_with(
         let node = nodes::lb::LbNode::new(nodes::lb::LbConfig {
             tables: lb.reader(worker),
             counters: lb.counters(worker).unwrap_or_default(),
-            flow_entries: lb.state().conf().buckets as usize,
+            flow_entries: lb.with_tables(|t| t.conf().buckets) as usize,
             mtu: spec.ports.iter().map(|p| p.mtu).min().unwrap_or(1500),
         })
         .map_err(|e| BuildError::Routing(format!("load balancer: {e}")))?;
