@@ -200,20 +200,13 @@ fn l3_of<'a>(meta: &BufferMeta, data: &'a [u8]) -> &'a [u8] {
 
 /// The tuple of a packet that did not parse: only the destination (for `is_vip_address`).
 fn dst_only(l3: &[u8], ip6: bool) -> FiveTuple {
-    let mut t = FiveTuple {
-        ip6,
-        ..FiveTuple::default()
-    };
     if ip6 {
-        if let Some(d) = l3.get(24..40) {
-            t.dst.copy_from_slice(d);
-        }
-    } else if let Some(d) = l3.get(16..20) {
-        t.dst[10] = 0xff;
-        t.dst[11] = 0xff;
-        t.dst[12..].copy_from_slice(d);
+        let dst = l3.get(24..40).and_then(|d| d.try_into().ok());
+        FiveTuple::v6([0; 16], dst.unwrap_or([0; 16]), 0, 0, 0)
+    } else {
+        let dst = l3.get(16..20).and_then(|d| d.try_into().ok());
+        FiveTuple::v4([0; 4], dst.unwrap_or([0; 4]), 0, 0, 0)
     }
-    t
 }
 
 fn v4_of(a: &[u8; 16]) -> [u8; 4] {
