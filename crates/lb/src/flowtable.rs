@@ -1,23 +1,37 @@
 //! The per-worker flow table: (VIP id, 5-tuple) -> the server a flow was given (AS slot and
 //! generation) with an idle timeout per protocol, and the same structure for the NAT reverse
 //! entries (server:target_port -> client gives back the VIP and its port). Allocated once, with
-//! a fixed number of 4-entry buckets; a full bucket refuses the insert (the node falls back to
+//! a fixed number of 3-entry buckets; a full bucket refuses the insert (the node falls back to
 //! plain Maglev hashing), it never evicts a live flow and never drops a packet. One owner
 //! thread writes it; it never locks, never allocates after `new`, and never blocks.
 //!
 //! # Layout and hashing
-//! A bucket is one 64-byte line holding 4 signatures (with the timeout class in the top two
-//! bits), 4 expiry times and 4 values (`AsRef` is 8 bytes; larger values make the bucket
-//! longer), and beside it, in a parallel array, the 4 full keys (48 bytes each) that a
-//! signature match is confirmed against. Every key has two buckets (two choices): an insert
-//! takes a place in the primary bucket first, then in the alternate, so 4-entry buckets rarely
-//! overflow below about half load; a lookup reads the alternate only when the primary has no
-//! match. Bucket indexes and signature come from a keyed hash whose 256-bit key is random per
-//! table (from the standard library's per-process random seed), so a client cannot craft
-//! tuples that fall into one bucket. `lookup_batch` prefetches the primary bucket of every key
-//! of a vector first, then the matching key lines (or, without a match, the alternate bucket),
-//! then compares. The tables are advised to
-//! transparent huge pages (fewer TLB misses).
+//! A bucket is one 64-byte line holding 3 tags, 3 expiry times and 3 values (`AsRef` is 8
+//! bytes; larger values make the bucket longer), so a lookup reads one line: the full keys are
+//! not stored. A tag is the VIP id (13 bits), the timeout class (2 bits) and a 49-bit
+//! fingerprint of the key; a lookup matches the VIP id exactly and the fingerprint. Bucket
+//! indexes and fingerprint come from two different mixes of a keyed hash whose 256-bit key is
+//! random per table (from the standard library's per-process random seed), so a client cannot
+//! craft tuples that fall into one bucket or share a fingerprint.
+//!
+//! Not storing the key makes a false match possible: two flows of the same VIP whose keys share
+//! a bucket and all 49 fingerprint bits. A lookup compares at most 6 entries, so the chance is
+//! about 6 x 2^-49 (1e-14) per lookup: one in ~3 years of a worker at 10 Mpps. Its effect is
+//! bounded: that packet goes to the server of the other flow, a live server of the same VIP
+//! (VPP's `lb` compares a 32-bit hash only; Katran stores the whole key). The gain is one
+//! memory read per packet instead of two or three (the key line), which is what the table's
+//! cost is made of once it outgrows the caches.
+//!
+//! Every key has two buckets (two choices): an insert takes a place in the primary bucket
+//! first, then in the alternate; when both are full it moves one of their entries to that
+//! entry's other bucket (the XOR distance between a key's buckets is a function of its
+//! fingerprint, so no key is needed to find it). An insert is refused only when that fails
+//! too, which below about half load is rare (a test counts it). A lookup reads the alternate
+//! only when the primary has no match. `prefetch` hints the primary
+//! bucket (callers issue it as soon as they have the hash, ahead of the lookup);
+//! `lookup_batch` prefetches the primaries of a vector, matches them, then prefetches and
+//! matches the alternates of the keys still unresolved. The tables are advised to transparent
+//! huge pages (fewer TLB misses).
 //!
 //! # Time, expiry, counts
 //! Time is whole seconds (`now`, any monotonic origin but never 0); an entry with expiry 0 is
@@ -36,9 +50,20 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Entries per bucket.
-pub const WAYS: usize = 4;
-/// Most buckets a table may have (2^24: 64M entries).
+pub const WAYS: usize = 3;
+/// Most buckets a table may have (2^24: 48M entries).
 pub const MAX_BUCKETS: usize = 1 << 24;
+/// The VIP id a tag holds for NAT reverse keys and for ids it cannot hold (never counted).
+const VIP_NONE: u32 = (1 << 13) - 1;
+
+/// The power-of-two bucket count whose capacity holds at least `entries` (at least 1, at most
+/// `MAX_BUCKETS`).
+pub fn buckets_for(entries: usize) -> usize {
+    entries
+        .div_ceil(WAYS)
+        .next_power_of_two()
+        .clamp(1, MAX_BUCKETS)
+}
 /// Most keys one `lookup_batch` call takes.
 pub const BATCH: usize = packet::VECTOR_SIZE;
 
@@ -161,16 +186,6 @@ impl FlowKey {
     fn protocol(&self) -> u8 {
         (self.0[0] >> 32) as u8
     }
-
-    /// Equality as a branch-free word loop.
-    #[inline(always)]
-    fn same(&self, o: &FlowKey) -> bool {
-        let mut d = 0;
-        for i in 0..6 {
-            d |= self.0[i] ^ o.0[i];
-        }
-        d == 0
-    }
 }
 
 /// Live-flow counts of one worker's table, read by the control plane without locks (relaxed
@@ -260,33 +275,50 @@ pub enum FlowTableError {
     Buckets(usize),
 }
 
-const CLASS_SHIFT: u32 = 30;
-const SIG_MASK: u32 = (1 << CLASS_SHIFT) - 1;
-const CLASS_TCP: u32 = 0;
-const CLASS_UDP: u32 = 1;
-const CLASS_OTHER: u32 = 2;
-const CLASS_CLOSING: u32 = 3;
+/// Where the timeout class sits in a tag.
+const CLASS_SHIFT: u32 = 49;
+/// Where the VIP id sits in a tag.
+const VIP_SHIFT: u32 = 51;
+/// The fingerprint bits of a tag.
+const FP_MASK: u64 = (1 << CLASS_SHIFT) - 1;
+/// The bits of a tag a lookup compares (all but the class).
+const MATCH_MASK: u64 = !(3 << CLASS_SHIFT);
+const CLASS_TCP: u64 = 0;
+const CLASS_UDP: u64 = 1;
+const CLASS_OTHER: u64 = 2;
+const CLASS_CLOSING: u64 = 3;
+/// No way of a bucket matched.
+const NO_WAY: u8 = u8::MAX;
 
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Default)]
 struct Bucket<V> {
-    sig: [u32; WAYS],
+    tag: [u64; WAYS],
     expiry: [u32; WAYS],
     val: [V; WAYS],
 }
 
 const _: () = assert!(core::mem::size_of::<Bucket<AsRef>>() == 64);
 
+/// A key's keyed hash: where its buckets are (`bucket`) and what its entry's tag holds (`tag`:
+/// VIP id and fingerprint, class bits clear). Made by `FlowTable::hash`, only meaningful to the
+/// table that made it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowHash {
+    bucket: u64,
+    tag: u64,
+}
+
 /// One worker's flow table of values `V` (`AsRef` forward, `NatReverse` for NAT replies).
 pub struct FlowTable<V: FlowValue> {
     buckets: Box<[Bucket<V>]>,
-    keys: Box<[[FlowKey; WAYS]]>,
     mask: usize,
     key: [u64; 4],
     timeouts: [u32; 4],
     sweep_at: usize,
     counts: Arc<FlowCounts>,
-    cand: Box<[u8; BATCH]>,
+    /// Per key of a batch: the matched way of its primary bucket, or `NO_WAY`.
+    way: Box<[u8; BATCH]>,
 }
 
 /// The keyed hash's mixing step (a folded 128-bit multiply).
@@ -309,9 +341,27 @@ fn random_key() -> [u64; 4] {
     k
 }
 
+/// The timeout class of a protocol.
+#[inline(always)]
+fn class_of(protocol: u8) -> u64 {
+    match protocol {
+        6 => CLASS_TCP,
+        17 => CLASS_UDP,
+        _ => CLASS_OTHER,
+    }
+}
+
+/// The VIP id field of a tag: ids the 13 bits cannot hold (and `FlowKey::REVERSE`) become
+/// `VIP_NONE`, which is never counted.
+#[inline(always)]
+fn vip_field(vip: u32) -> u64 {
+    u64::from(vip.min(VIP_NONE))
+}
+
 impl<V: FlowValue> FlowTable<V> {
-    /// A table of `buckets` x 4 entries (a power of two up to `MAX_BUCKETS`) with `timeouts`,
-    /// counting live flows for VIP ids below `vips` and AS slots below `slots`.
+    /// A table of `buckets` x 3 entries (a power of two up to `MAX_BUCKETS`; `buckets_for`
+    /// gives one for a number of entries) with `timeouts`, counting live flows for VIP ids
+    /// below `vips` (at most 8191) and AS slots below `slots`.
     pub fn new(
         buckets: usize,
         timeouts: Timeouts,
@@ -332,15 +382,15 @@ impl<V: FlowValue> FlowTable<V> {
         if !buckets.is_power_of_two() || buckets > MAX_BUCKETS {
             return Err(FlowTableError::Buckets(buckets));
         }
+        let vips = vips.min(VIP_NONE as usize);
         let table = FlowTable {
             buckets: alloc_table(buckets, Bucket::default()),
-            keys: alloc_table(buckets, [FlowKey::default(); WAYS]),
             mask: buckets - 1,
             key,
             timeouts: [timeouts.tcp, timeouts.udp, timeouts.other, timeouts.closing],
             sweep_at: 0,
             counts: Arc::new(FlowCounts::new(vips, slots)),
-            cand: Box::new([0; BATCH]),
+            way: Box::new([NO_WAY; BATCH]),
         };
         Ok(table)
     }
@@ -360,112 +410,109 @@ impl<V: FlowValue> FlowTable<V> {
         self.timeouts = [t.tcp, t.udp, t.other, t.closing];
     }
 
-    /// The keyed hash of `k`.
+    /// The keyed hash of `k`: buckets from one mix of the key's words, the fingerprint from
+    /// another.
     #[inline(always)]
-    pub fn hash(&self, k: &FlowKey) -> u64 {
+    pub fn hash(&self, k: &FlowKey) -> FlowHash {
         let (w, s) = (&k.0, &self.key);
         let a = mix(w[0] ^ s[0], w[1] ^ s[1]);
         let b = mix(w[2] ^ s[2], w[3] ^ s[3]);
         let c = mix(w[4] ^ s[1].rotate_left(32), w[5] ^ s[2].rotate_left(32));
-        mix(a ^ s[3], b ^ c ^ 0x9e37_79b9_7f4a_7c15)
-    }
-
-    /// Hint the CPU to load the bucket of hash `h`.
-    #[inline(always)]
-    pub fn prefetch(&self, h: u64) {
-        let (b1, b2) = self.buckets_of(h);
-        prefetch(&self.buckets[b1]);
-        prefetch(&self.buckets[b2]);
-    }
-
-    #[inline(always)]
-    fn sig(h: u64) -> u32 {
-        (h >> 34) as u32 & SIG_MASK
-    }
-
-    #[inline(always)]
-    fn class(protocol: u8) -> u32 {
-        match protocol {
-            6 => CLASS_TCP,
-            17 => CLASS_UDP,
-            _ => CLASS_OTHER,
+        let bucket = mix(a ^ s[3], b ^ c ^ 0x9e37_79b9_7f4a_7c15);
+        let fp = mix(a ^ c ^ s[0].rotate_left(17), b ^ s[3].rotate_left(41));
+        FlowHash {
+            bucket,
+            tag: vip_field(k.vip()) << VIP_SHIFT | fp & FP_MASK,
         }
     }
 
-    /// The ways of bucket `b` whose signature matches `sig` and that have not expired.
+    /// Hint the CPU to load the primary bucket of `h` (the one a hit is usually in).
     #[inline(always)]
-    fn candidates(&self, b: usize, sig: u32, now: u32) -> u8 {
+    pub fn prefetch(&self, h: FlowHash) {
+        prefetch(&self.buckets[h.bucket as usize & self.mask]);
+    }
+
+    /// The primary and alternate buckets of `h` (they may be the same bucket).
+    #[inline(always)]
+    fn buckets_of(&self, h: FlowHash) -> (usize, usize) {
+        let b1 = h.bucket as usize & self.mask;
+        (b1, self.other_bucket(b1, h.tag))
+    }
+
+    /// The other bucket of an entry with `tag` in bucket `b`: the XOR distance between a key's
+    /// two buckets comes from its fingerprint alone, so an entry can be moved to its other
+    /// bucket without its key (cuckoo hashing with partial keys).
+    #[inline(always)]
+    fn other_bucket(&self, b: usize, tag: u64) -> usize {
+        let d = ((tag & FP_MASK).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40) as usize;
+        b ^ (d & self.mask)
+    }
+
+    /// The live way of bucket `b` whose tag is `tag`, or `NO_WAY`.
+    #[inline(always)]
+    fn find(&self, b: usize, tag: u64, now: u32) -> u8 {
         let bk = &self.buckets[b];
         let mut m = 0u8;
         for i in 0..WAYS {
-            let hit = (bk.sig[i] & SIG_MASK == sig) & (bk.expiry[i] > now);
+            let hit = (bk.tag[i] & MATCH_MASK == tag) & (bk.expiry[i] > now);
             m |= (hit as u8) << i;
         }
-        m
+        if m == 0 {
+            NO_WAY
+        } else {
+            m.trailing_zeros() as u8
+        }
     }
 
-    /// Confirm a candidate way against the key, and touch the entry on a hit.
+    /// Touch way `i` of bucket `b` (a hit on a key of `protocol`) and return its value.
     #[inline(always)]
-    fn confirm(&mut self, b: usize, mut m: u8, k: &FlowKey, now: u32, touch: Touch) -> Option<V> {
-        while m != 0 {
-            let i = m.trailing_zeros() as usize;
-            m &= m - 1;
-            if self.keys[b][i].same(k) {
-                let t = self.timeouts;
-                let bk = &mut self.buckets[b];
-                let class = bk.sig[i] >> CLASS_SHIFT;
-                match touch {
-                    Touch::Refresh if class != CLASS_CLOSING => {
-                        let e = now.saturating_add(t[class as usize]);
-                        if bk.expiry[i] != e {
-                            bk.expiry[i] = e;
-                        }
-                    }
-                    Touch::Refresh => {}
-                    Touch::Close => {
-                        let e = now.saturating_add(t[CLASS_CLOSING as usize]);
-                        bk.expiry[i] = bk.expiry[i].min(e);
-                        bk.sig[i] = bk.sig[i] & SIG_MASK | CLASS_CLOSING << CLASS_SHIFT;
-                    }
-                    Touch::Open => {
-                        let c = Self::class(k.protocol());
-                        bk.expiry[i] = now.saturating_add(t[c as usize]);
-                        bk.sig[i] = bk.sig[i] & SIG_MASK | c << CLASS_SHIFT;
-                    }
+    fn touch(&mut self, b: usize, i: usize, protocol: u8, now: u32, touch: Touch) -> V {
+        let t = self.timeouts;
+        let bk = &mut self.buckets[b];
+        let class = bk.tag[i] >> CLASS_SHIFT & 3;
+        match touch {
+            Touch::Refresh if class != CLASS_CLOSING => {
+                let e = now.saturating_add(t[class as usize]);
+                if bk.expiry[i] != e {
+                    bk.expiry[i] = e;
                 }
-                return Some(bk.val[i]);
+            }
+            Touch::Refresh => {}
+            Touch::Close => {
+                let e = now.saturating_add(t[CLASS_CLOSING as usize]);
+                bk.expiry[i] = bk.expiry[i].min(e);
+                bk.tag[i] = bk.tag[i] & MATCH_MASK | CLASS_CLOSING << CLASS_SHIFT;
+            }
+            Touch::Open => {
+                let c = class_of(protocol);
+                bk.expiry[i] = now.saturating_add(t[c as usize]);
+                bk.tag[i] = bk.tag[i] & MATCH_MASK | c << CLASS_SHIFT;
+            }
+        }
+        bk.val[i]
+    }
+
+    /// Look `k` (hash `h` from `hash`) up at time `now`; a hit is touched as `touch` says.
+    #[inline]
+    pub fn lookup(&mut self, k: &FlowKey, h: FlowHash, now: u32, touch: Touch) -> Option<V> {
+        let (b1, b2) = self.buckets_of(h);
+        for b in [b1, b2] {
+            let i = self.find(b, h.tag, now);
+            if i != NO_WAY {
+                return Some(self.touch(b, usize::from(i), k.protocol(), now, touch));
             }
         }
         None
     }
 
-    /// Look `k` (hash `h` from `hash`) up at time `now`; a hit is touched as `touch` says.
-    #[inline]
-    pub fn lookup(&mut self, k: &FlowKey, h: u64, now: u32, touch: Touch) -> Option<V> {
-        let (b1, b2) = self.buckets_of(h);
-        let sig = Self::sig(h);
-        let m = self.candidates(b1, sig, now);
-        if let Some(v) = self.confirm(b1, m, k, now, touch) {
-            return Some(v);
-        }
-        let m = self.candidates(b2, sig, now);
-        self.confirm(b2, m, k, now, touch)
-    }
-
-    /// The primary and alternate buckets of hash `h` (they may be the same bucket).
-    #[inline(always)]
-    fn buckets_of(&self, h: u64) -> (usize, usize) {
-        (h as usize & self.mask, (h >> 20) as usize & self.mask)
-    }
-
     /// Look up to `BATCH` keys up: `out[i]` for `keys[i]` with hash `hashes[i]` and touch
-    /// `touch[i]` (all slices at least `keys.len()` long; extra keys are ignored). Primary
-    /// buckets, then the matching key lines or alternate buckets, are prefetched for the whole
-    /// batch before any compare.
+    /// `touch[i]` (all slices at least `keys.len()` long; extra keys are ignored). The primary
+    /// buckets of the whole batch are prefetched and matched first, then the alternates of
+    /// the keys still unresolved.
     pub fn lookup_batch(
         &mut self,
         keys: &[FlowKey],
-        hashes: &[u64],
+        hashes: &[FlowHash],
         touch: &[Touch],
         now: u32,
         out: &mut [Option<V>],
@@ -477,55 +524,54 @@ impl<V: FlowValue> FlowTable<V> {
             .min(out.len())
             .min(BATCH);
         for &h in &hashes[..n] {
-            prefetch(&self.buckets[h as usize & self.mask]);
+            self.prefetch(h);
         }
-        for (i, &h) in hashes[..n].iter().enumerate() {
-            let (b1, b2) = self.buckets_of(h);
-            let m1 = self.candidates(b1, Self::sig(h), now);
-            self.cand[i] = m1;
-            if m1 != 0 {
-                prefetch(&self.keys[b1][m1.trailing_zeros() as usize]);
-            } else {
-                prefetch(&self.buckets[b2]);
-            }
-        }
-        for (i, o) in out[..n].iter_mut().enumerate() {
+        let mut unresolved = 0;
+        for i in 0..n {
             let h = hashes[i];
             let (b1, b2) = self.buckets_of(h);
-            let (k, t) = (&keys[i], touch[i]);
-            let m1 = self.cand[i];
-            let hit = if m1 != 0 {
-                self.confirm(b1, m1, k, now, t)
+            let w = self.find(b1, h.tag, now);
+            self.way[i] = w;
+            if w != NO_WAY {
+                out[i] = Some(self.touch(b1, usize::from(w), keys[i].protocol(), now, touch[i]));
             } else {
-                None
-            };
-            *o = match hit {
-                Some(v) => Some(v),
-                None => {
-                    let m2 = self.candidates(b2, Self::sig(h), now);
-                    self.confirm(b2, m2, k, now, t)
-                }
-            };
+                prefetch(&self.buckets[b2]);
+                unresolved += 1;
+            }
+        }
+        if unresolved == 0 {
+            return;
+        }
+        for i in 0..n {
+            if self.way[i] != NO_WAY {
+                continue;
+            }
+            let h = hashes[i];
+            let (_, b2) = self.buckets_of(h);
+            let w = self.find(b2, h.tag, now);
+            out[i] = (w != NO_WAY)
+                .then(|| self.touch(b2, usize::from(w), keys[i].protocol(), now, touch[i]));
         }
     }
 
     /// Store `v` for `k` (hash `h`) at `now`: replace the key's entry when it is in either of
     /// its two buckets, else take an empty or expired place (the primary bucket first); `Full`
-    /// when both buckets hold 4 live flows.
-    pub fn insert(&mut self, k: &FlowKey, h: u64, v: V, now: u32) -> Insert {
+    /// when both buckets hold 3 live flows.
+    pub fn insert(&mut self, k: &FlowKey, h: FlowHash, v: V, now: u32) -> Insert {
         let (b1, b2) = self.buckets_of(h);
-        let sig = Self::sig(h);
-        let class = Self::class(k.protocol());
+        let class = class_of(k.protocol());
+        let tag = h.tag | class << CLASS_SHIFT;
         let expiry = now.saturating_add(self.timeouts[class as usize]).max(1);
+        let vip = Self::vip_of(h.tag);
         let mut free = None;
         for b in [b1, b2] {
             for i in 0..WAYS {
                 let bk = &self.buckets[b];
-                if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
+                if bk.expiry[i] != 0 && bk.tag[i] & MATCH_MASK == h.tag {
                     let old = bk.val[i];
-                    self.counts.count(k.vip(), old.as_slot(), false);
-                    self.counts.count(k.vip(), v.as_slot(), true);
-                    self.put(b, i, sig | class << CLASS_SHIFT, expiry, k, v);
+                    self.counts.count(vip, old.as_slot(), false);
+                    self.counts.count(vip, v.as_slot(), true);
+                    self.put(b, i, tag, expiry, v);
                     return Insert::Replaced;
                 }
                 if free.is_none() && bk.expiry[i] <= now {
@@ -533,38 +579,74 @@ impl<V: FlowValue> FlowTable<V> {
                 }
             }
         }
-        let Some((b, i)) = free else {
-            let r = &self.counts.refused;
-            r.store(r.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-            return Insert::Full;
+        let (b, i) = match free {
+            Some(place) => place,
+            None => match self.make_room(b1, b2, now) {
+                Some(place) => place,
+                None => {
+                    let r = &self.counts.refused;
+                    r.store(r.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    return Insert::Full;
+                }
+            },
         };
         if self.buckets[b].expiry[i] != 0 {
-            let old_key = self.keys[b][i];
-            let old = self.buckets[b].val[i];
-            self.counts.count(old_key.vip(), old.as_slot(), false);
+            self.uncount(b, i);
         }
-        self.counts.count(k.vip(), v.as_slot(), true);
-        self.put(b, i, sig | class << CLASS_SHIFT, expiry, k, v);
+        self.counts.count(vip, v.as_slot(), true);
+        self.put(b, i, tag, expiry, v);
         Insert::New
     }
 
-    #[inline(always)]
-    fn put(&mut self, b: usize, i: usize, sig: u32, expiry: u32, k: &FlowKey, v: V) {
-        let bk = &mut self.buckets[b];
-        bk.sig[i] = sig;
-        bk.expiry[i] = expiry;
-        bk.val[i] = v;
-        self.keys[b][i] = *k;
+    /// Both buckets of a new key are full of live entries: move one of them to its other
+    /// bucket when that has an empty or expired place, and give back the place it left.
+    fn make_room(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
+        for b in [b1, b2] {
+            for i in 0..WAYS {
+                let (tag, expiry, val) = {
+                    let bk = &self.buckets[b];
+                    (bk.tag[i], bk.expiry[i], bk.val[i])
+                };
+                let o = self.other_bucket(b, tag);
+                if o == b {
+                    continue;
+                }
+                let Some(j) = (0..WAYS).find(|&j| self.buckets[o].expiry[j] <= now) else {
+                    continue;
+                };
+                if self.buckets[o].expiry[j] != 0 {
+                    self.uncount(o, j);
+                }
+                self.put(o, j, tag, expiry, val);
+                // The entry moved, so its old place is empty without being uncounted.
+                self.buckets[b].expiry[i] = 0;
+                return Some((b, i));
+            }
+        }
+        None
     }
 
-    /// Remove `k`'s entry (live or expired); true when there was one.
-    pub fn remove(&mut self, k: &FlowKey, h: u64) -> bool {
+    /// The VIP id a tag was made for (`VIP_NONE` for reverse keys).
+    #[inline(always)]
+    fn vip_of(tag: u64) -> u32 {
+        (tag >> VIP_SHIFT) as u32
+    }
+
+    #[inline(always)]
+    fn put(&mut self, b: usize, i: usize, tag: u64, expiry: u32, v: V) {
+        let bk = &mut self.buckets[b];
+        bk.tag[i] = tag;
+        bk.expiry[i] = expiry;
+        bk.val[i] = v;
+    }
+
+    /// Remove the entry of the key whose hash is `h` (live or expired); true when there was one.
+    pub fn remove(&mut self, h: FlowHash) -> bool {
         let (b1, b2) = self.buckets_of(h);
-        let sig = Self::sig(h);
         for b in [b1, b2] {
             for i in 0..WAYS {
                 let bk = &self.buckets[b];
-                if bk.expiry[i] != 0 && bk.sig[i] & SIG_MASK == sig && self.keys[b][i].same(k) {
+                if bk.expiry[i] != 0 && bk.tag[i] & MATCH_MASK == h.tag {
                     self.reclaim(b, i);
                     return true;
                 }
@@ -573,10 +655,17 @@ impl<V: FlowValue> FlowTable<V> {
         false
     }
 
+    /// Stop counting way `i` of bucket `b` (about to be reused or emptied).
+    #[inline(always)]
+    fn uncount(&self, b: usize, i: usize) {
+        let bk = &self.buckets[b];
+        self.counts
+            .count(Self::vip_of(bk.tag[i]), bk.val[i].as_slot(), false);
+    }
+
     #[inline(always)]
     fn reclaim(&mut self, b: usize, i: usize) {
-        let v = self.buckets[b].val[i];
-        self.counts.count(self.keys[b][i].vip(), v.as_slot(), false);
+        self.uncount(b, i);
         self.buckets[b].expiry[i] = 0;
     }
 

@@ -60,7 +60,7 @@ fn run(flows: u32, entries: usize) {
     }
     let n = keys.len().min(1 << 16);
     let touch = [Touch::Refresh; BATCH];
-    let mut hashes = [0u64; BATCH];
+    let mut hashes = [FlowHash::default(); BATCH];
     let mut out = [None; BATCH];
     let batched = best(7, n, || {
         for c in keys[..n].chunks(BATCH) {

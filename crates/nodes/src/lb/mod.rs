@@ -10,7 +10,7 @@ use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
 use lb::counters::LbWorkerCounters;
 use lb::encap::{self, EncapError};
-use lb::flowtable::{self, AsRef, FlowKey, FlowTable, NatReverse, Touch};
+use lb::flowtable::{self, AsRef, FlowHash, FlowKey, FlowTable, NatReverse, Touch};
 use lb::model::{AsSlot, Encap, VipId, VipProtocol, MAX_AS_SLOTS, MAX_VIPS};
 use lb::parse::{self, Kind, Parsed};
 use lb::snapshot::LbTables;
@@ -96,7 +96,7 @@ pub struct LbNode {
     last_publish_s: u32,
     work: Vec<Work>,
     keys: Vec<FlowKey>,
-    hashes: Vec<u64>,
+    hashes: Vec<FlowHash>,
     touch: Vec<Touch>,
     found: Vec<Option<AsRef>>,
 }
@@ -104,8 +104,7 @@ pub struct LbNode {
 impl LbNode {
     /// A node reading `cfg.tables`.
     pub fn new(cfg: LbConfig) -> Result<LbNode, flowtable::FlowTableError> {
-        let buckets = (cfg.flow_entries.max(4).next_power_of_two() / flowtable::WAYS)
-            .clamp(1, flowtable::MAX_BUCKETS);
+        let buckets = flowtable::buckets_for(cfg.flow_entries);
         let timeouts = flowtable::Timeouts::default();
         // NAT reverse entries: one per NAT flow; a quarter of the forward table.
         let nat_buckets = (buckets / 4).max(1);
@@ -130,7 +129,7 @@ impl LbNode {
                 VECTOR_SIZE
             ],
             keys: vec![FlowKey::default(); VECTOR_SIZE],
-            hashes: vec![0; VECTOR_SIZE],
+            hashes: vec![FlowHash::default(); VECTOR_SIZE],
             touch: vec![Touch::Refresh; VECTOR_SIZE],
             found: vec![None; VECTOR_SIZE],
         })
@@ -290,6 +289,9 @@ impl Node for LbNode {
                 Some(vip) => {
                     keys[n] = FlowKey::new(vip.0, &parsed.tuple);
                     hashes[n] = flows.hash(&keys[n]);
+                    // Start loading the flow's bucket now: the parse of the rest of the
+                    // vector hides the memory latency.
+                    flows.prefetch(hashes[n]);
                     touch[n] = match parsed.kind {
                         Kind::Syn => Touch::Open,
                         Kind::FinRst => Touch::Close,
@@ -326,7 +328,7 @@ impl Node for LbNode {
                 None => {}
             }
         }
-        // Pass 2: the flow table, batched (prefetches every bucket first).
+        // Pass 2: the flow table, batched (the primary buckets were prefetched in pass 1).
         if n > 0 {
             flows.lookup_batch(&keys[..n], &hashes[..n], &touch[..n], now, &mut found[..n]);
         }
