@@ -6,20 +6,28 @@
 //! it (`plens`, bit `len - 1` set for a matching length), and how many leading bits of the value
 //! the walk needed to know that (`needed`): every value that agrees on those bits gets the same
 //! `plens`, which is what lets a megaflow keep the rest of the address wildcarded. The trie is
-//! kept one node per bit (no path compression); the answer is the same as Open vSwitch's
-//! compressed trie gives: a walk that falls off a node that still has another child needed one
-//! more bit (the one that chose the branch), one that falls off a leaf did not.
+//! path-compressed: a node exists only where a prefix ends or the stored prefixes fork, and the
+//! bits between two nodes are compared in one step (the walk costs one step per fork or prefix
+//! end, not one per bit). `needed` is what a one-node-per-bit walk gives, as Open vSwitch's
+//! trie does: a walk that falls off a node that still has another child, or that leaves a
+//! compressed run of bits, needed one more bit (the one that chose the way); one that falls off
+//! a leaf did not. The tests check it against such a walk.
 
-/// A node: children by the next bit, and how many stored prefixes end here.
+/// A node: the prefix that leads to it, its children by the next bit, and how many stored
+/// prefixes end here.
 #[derive(Clone, Copy, Debug, Default)]
 struct Node {
-    /// Child index by bit value; 0 means none (the root is never a child).
+    /// The leading `depth` bits of every value under this node (the rest zero).
+    prefix: u128,
+    /// Bits from the root to this node.
+    depth: u32,
+    /// Child index by the bit after `depth`; 0 means none (the root is never a child).
     child: [u32; 2],
     /// Prefixes ending at this node.
     n_rules: u32,
 }
 
-/// A binary trie over the leading bits of a field of `width` bits (at most 128).
+/// A path-compressed binary trie over the leading bits of a field of `width` bits (at most 128).
 #[derive(Clone, Debug)]
 pub struct PrefixTrie {
     width: u32,
@@ -30,6 +38,18 @@ pub struct PrefixTrie {
 #[inline]
 fn bit(value: u128, width: u32, depth: u32) -> usize {
     ((value >> (width - 1 - depth)) & 1) as usize
+}
+
+/// The depth of the first bit where `a` and `b` differ within their leading `len` bits, or
+/// `len` when they agree there.
+#[inline]
+fn common_len(a: u128, b: u128, len: u32, width: u32) -> u32 {
+    let diff = (a ^ b) & prefix_mask(len, width);
+    if diff == 0 {
+        len
+    } else {
+        diff.leading_zeros() - (128 - width)
+    }
 }
 
 impl PrefixTrie {
@@ -46,22 +66,54 @@ impl PrefixTrie {
         self.nodes.len() == 1 && self.nodes[0].n_rules == 0
     }
 
+    fn push(&mut self, prefix: u128, depth: u32) -> u32 {
+        self.nodes.push(Node {
+            prefix,
+            depth,
+            ..Node::default()
+        });
+        (self.nodes.len() - 1) as u32
+    }
+
     /// Store the leading `len` bits of `value` (1..=width).
     pub fn insert(&mut self, value: u128, len: u32) {
+        let w = self.width;
+        let len = len.min(w);
+        let value = value & prefix_mask(len, w);
         let mut node = 0usize;
-        for depth in 0..len.min(self.width) {
-            let b = bit(value, self.width, depth);
+        loop {
+            let depth = self.nodes[node].depth;
+            if depth == len {
+                self.nodes[node].n_rules += 1;
+                return;
+            }
+            let b = bit(value, w, depth);
             let next = self.nodes[node].child[b];
-            node = if next == 0 {
-                self.nodes.push(Node::default());
-                let idx = self.nodes.len() - 1;
-                self.nodes[node].child[b] = idx as u32;
-                idx
+            if next == 0 {
+                let leaf = self.push(value, len);
+                self.nodes[node].child[b] = leaf;
+                self.nodes[leaf as usize].n_rules = 1;
+                return;
+            }
+            let c = self.nodes[next as usize];
+            let p = common_len(value, c.prefix, len.min(c.depth), w);
+            if p == c.depth {
+                node = next as usize;
+                continue;
+            }
+            // `value` leaves the run of bits to `c` at depth p: a fork (or a prefix end) there.
+            let fork = self.push(value & prefix_mask(p, w), p);
+            self.nodes[fork as usize].child[bit(c.prefix, w, p)] = next;
+            self.nodes[node].child[b] = fork;
+            if p == len {
+                self.nodes[fork as usize].n_rules = 1;
             } else {
-                next as usize
-            };
+                let leaf = self.push(value, len);
+                self.nodes[leaf as usize].n_rules = 1;
+                self.nodes[fork as usize].child[bit(value, w, p)] = leaf;
+            }
+            return;
         }
-        self.nodes[node].n_rules += 1;
     }
 
     /// Which stored prefix lengths match `value` (bit `len - 1` of the result set for a
@@ -69,30 +121,33 @@ impl PrefixTrie {
     /// know that.
     #[inline]
     pub fn lookup(&self, value: u128) -> (u128, u32) {
+        let w = self.width;
         let mut plens = 0u128;
-        let mut node = 0usize;
-        let mut depth = 0u32;
+        let mut n = &self.nodes[0];
         loop {
-            let n = &self.nodes[node];
-            if n.n_rules > 0 && depth > 0 {
-                plens |= 1u128 << (depth - 1);
+            if n.n_rules > 0 && n.depth > 0 {
+                plens |= 1u128 << (n.depth - 1);
             }
-            if depth == self.width {
-                return (plens, depth);
+            if n.depth == w {
+                return (plens, w);
             }
-            let b = bit(value, self.width, depth);
+            let b = bit(value, w, n.depth);
             let next = n.child[b];
-            if next != 0 {
-                node = next as usize;
-                depth += 1;
-                continue;
+            if next == 0 {
+                let needed = if n.child[1 - b] != 0 {
+                    n.depth + 1
+                } else {
+                    n.depth
+                };
+                return (plens, needed);
             }
-            let needed = if n.child[1 - b] != 0 {
-                depth + 1
-            } else {
-                depth
-            };
-            return (plens, needed);
+            let c = &self.nodes[next as usize];
+            let p = common_len(value, c.prefix, c.depth, w);
+            if p < c.depth {
+                // Off the run of bits to `c` at depth p, where the stored way goes on.
+                return (plens, p + 1);
+            }
+            n = c;
         }
     }
 }
@@ -126,6 +181,106 @@ pub fn prefix_mask(len: u32, width: u32) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A one-node-per-bit trie: the reference the compressed one must agree with.
+    struct BitTrie {
+        width: u32,
+        /// (children, prefixes ending here)
+        nodes: Vec<([usize; 2], bool)>,
+    }
+
+    impl BitTrie {
+        fn new(width: u32) -> Self {
+            BitTrie {
+                width,
+                nodes: vec![([0, 0], false)],
+            }
+        }
+
+        fn insert(&mut self, value: u128, len: u32) {
+            let mut node = 0;
+            for d in 0..len {
+                let b = bit(value, self.width, d);
+                if self.nodes[node].0[b] == 0 {
+                    self.nodes.push(([0, 0], false));
+                    let i = self.nodes.len() - 1;
+                    self.nodes[node].0[b] = i;
+                }
+                node = self.nodes[node].0[b];
+            }
+            self.nodes[node].1 = true;
+        }
+
+        fn lookup(&self, value: u128) -> (u128, u32) {
+            let (mut plens, mut node, mut d) = (0u128, 0, 0);
+            loop {
+                if self.nodes[node].1 && d > 0 {
+                    plens |= 1 << (d - 1);
+                }
+                if d == self.width {
+                    return (plens, d);
+                }
+                let b = bit(value, self.width, d);
+                let next = self.nodes[node].0[b];
+                if next == 0 {
+                    let other = self.nodes[node].0[1 - b] != 0;
+                    return (plens, d + u32::from(other));
+                }
+                node = next;
+                d += 1;
+            }
+        }
+    }
+
+    fn prefixes() -> impl Strategy<Value = Vec<(u32, u32)>> {
+        // Values from a few leading patterns so that prefixes share runs and fork.
+        proptest::collection::vec(
+            (
+                prop_oneof![Just(0xc612_0000u32), Just(0xc613_8000), any::<u32>()],
+                0u32..16,
+                1u32..=32,
+            )
+                .prop_map(|(base, noise, len)| (base ^ (noise << (32 - len.min(28) - 4)), len)),
+            0..24,
+        )
+    }
+
+    proptest! {
+        /// The compressed trie answers what a one-node-per-bit walk answers, for stored values,
+        /// their neighbours and random values.
+        #[test]
+        fn agrees_with_a_bit_per_node_trie(ps in prefixes(), probes in proptest::collection::vec(any::<u32>(), 1..32)) {
+            let (mut t, mut r) = (PrefixTrie::new(32), BitTrie::new(32));
+            for &(v, len) in &ps {
+                t.insert(u128::from(v), len);
+                r.insert(u128::from(v), len);
+            }
+            let mut values: Vec<u32> = probes;
+            for &(v, _) in &ps {
+                values.extend([v, v ^ 1, v ^ 0x100, v ^ 0x8000_0000, !v]);
+            }
+            for v in values {
+                prop_assert_eq!(t.lookup(u128::from(v)), r.lookup(u128::from(v)), "value {:#x}", v);
+            }
+        }
+
+        /// The same over 128-bit fields (IPv6).
+        #[test]
+        fn agrees_at_128_bits(ps in proptest::collection::vec((any::<u128>(), 1u32..=128), 0..12), probe in any::<u128>()) {
+            let (mut t, mut r) = (PrefixTrie::new(128), BitTrie::new(128));
+            for &(v, len) in &ps {
+                let v = if len > 64 { v } else { v | 0x2001_0db8 << 96 };
+                t.insert(v, len);
+                r.insert(v, len);
+            }
+            for &(v, _) in &ps {
+                for x in [v, v ^ 1, v ^ (1 << 100), probe] {
+                    prop_assert_eq!(t.lookup(x), r.lookup(x));
+                }
+            }
+        }
+    }
 
     #[test]
     fn prefix_lengths_and_masks() {
