@@ -569,7 +569,7 @@ impl MegaflowCache {
         // written here is one more read-for-ownership on a miss.
         let cold = &mut self.cold[i];
         cold.actions.assign_from(t.actions);
-        cold.rules = t.rules.iter().copied().collect();
+        cold.rules.assign(t.rules);
         self.table_insert(si, h, slot);
         self.wheel
             .schedule(slot, now_ms.saturating_add(self.idle_timeout_ms));

@@ -105,6 +105,15 @@ impl RuleList {
         }
     }
 
+    /// Make the list `ids` (truncated to the first `MAX_MEGAFLOW_RULES`), in place: the length
+    /// and flag are whole stores, never a read back of bytes just written one by one.
+    pub fn assign(&mut self, ids: &[RuleId]) {
+        let n = ids.len().min(MAX_MEGAFLOW_RULES);
+        self.ids[..n].copy_from_slice(&ids[..n]);
+        self.len = n as u8;
+        self.truncated = ids.len() > n;
+    }
+
     /// The rules.
     pub fn as_slice(&self) -> &[RuleId] {
         &self.ids[..self.len as usize]

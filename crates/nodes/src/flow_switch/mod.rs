@@ -165,6 +165,46 @@ impl Inner {
     }
 }
 
+/// The last `RECENT` misses of a group (masked key, mask, where their actions went), so that a
+/// later miss of the same vector that one of them covers is not translated again. A ring:
+/// remembering overwrites the oldest in place, nothing is shifted.
+struct RecentMisses {
+    entries: [(FlowKey, FlowKey, Source); RECENT],
+    len: usize,
+    next: usize,
+}
+
+impl RecentMisses {
+    fn new() -> Self {
+        RecentMisses {
+            entries: [(FlowKey::ZERO, FlowKey::ZERO, Source::Pending); RECENT],
+            len: 0,
+            next: 0,
+        }
+    }
+
+    fn clear(&mut self) {
+        (self.len, self.next) = (0, 0);
+    }
+
+    /// Where the actions of a remembered miss that covers `key` went.
+    fn covering(&self, key: &FlowKey) -> Option<Source> {
+        self.entries[..self.len]
+            .iter()
+            .find(|(mkey, mask, _)| key.matches(mkey, mask))
+            .map(|e| e.2)
+    }
+
+    fn remember(&mut self, key: &FlowKey, mask: &FlowKey, source: Source) {
+        let e = &mut self.entries[self.next];
+        e.0 = key.masked(mask);
+        e.1 = *mask;
+        e.2 = source;
+        self.next = (self.next + 1) % RECENT;
+        self.len = (self.len + 1).min(RECENT);
+    }
+}
+
 /// Where a packet's actions are: an installed megaflow or this vector's scratch.
 #[derive(Clone, Copy, Debug)]
 enum Source {
@@ -216,7 +256,7 @@ pub struct FlowSwitch {
     group_hits: Box<[Hit]>,
     group_index: Vec<u16>,
     scratch: Vec<DpActions>,
-    recent: Vec<(FlowKey, FlowKey, Source)>,
+    recent: RecentMisses,
     copy: Vec<u8>,
     emitter: Emitter,
     ms_per_tick: f64,
@@ -269,7 +309,7 @@ pub fn flow_switch_nodes(
             group_hits: vec![Hit::Miss; VECTOR_SIZE].into_boxed_slice(),
             group_index: Vec::with_capacity(VECTOR_SIZE),
             scratch: Vec::with_capacity(VECTOR_SIZE),
-            recent: Vec::with_capacity(RECENT),
+            recent: RecentMisses::new(),
             copy: Vec::with_capacity(16 * 1024),
             emitter: Emitter::new(VECTOR_SIZE * 4),
             ms_per_tick,
@@ -699,11 +739,7 @@ impl FlowSwitch {
                 Hit::Miss => {}
             }
             let key = &self.keys[i];
-            if let Some(&(_, _, src)) = self
-                .recent
-                .iter()
-                .find(|(mkey, mask, _)| key.matches(mkey, mask))
-            {
+            if let Some(src) = self.recent.covering(key) {
                 self.sources[i] = src;
                 self.tiers[i] = Tier::Covered;
                 continue;
@@ -736,10 +772,7 @@ impl FlowSwitch {
             };
             s.cycles_per_miss
                 .record(graph::rdtsc().saturating_sub(start), 1);
-            if self.recent.len() == RECENT {
-                self.recent.remove(0);
-            }
-            self.recent.push((key.masked(&t.mask), t.mask, source));
+            self.recent.remember(key, &t.mask, source);
             self.sources[i] = source;
             self.tiers[i] = Tier::Miss {
                 installed: matches!(source, Source::Megaflow(_)),
