@@ -18,7 +18,8 @@
 //! a bucket and all 49 fingerprint bits. A lookup compares at most 6 entries, so the chance is
 //! about 6 x 2^-49 (1e-14) per lookup: one in ~3 years of a worker at 10 Mpps. Its effect is
 //! bounded: that packet goes to the server of the other flow, a live server of the same VIP
-//! (VPP's `lb` compares a 32-bit hash only; Katran stores the whole key). The gain is one
+//! (a NAT reply gets the other flow's VIP address and port, and its client drops it). VPP's
+//! `lb` compares a 32-bit hash only; Katran stores the whole key. The gain is one
 //! memory read per packet instead of two or three (the key line), which is what the table's
 //! cost is made of once it outgrows the caches.
 //!
@@ -27,11 +28,10 @@
 //! entry's other bucket (the XOR distance between a key's buckets is a function of its
 //! fingerprint, so no key is needed to find it). An insert is refused only when that fails
 //! too, which below about half load is rare (a test counts it). A lookup reads the alternate
-//! only when the primary has no match. `prefetch` hints the primary
-//! bucket (callers issue it as soon as they have the hash, ahead of the lookup);
-//! `lookup_batch` prefetches the primaries of a vector, matches them, then prefetches and
-//! matches the alternates of the keys still unresolved. The tables are advised to transparent
-//! huge pages (fewer TLB misses).
+//! only when the primary has no match. `prefetch` hints the primary bucket (callers issue it
+//! as soon as they have the hash, ahead of the lookup); `lookup_batch` prefetches the
+//! primaries of a vector, matches them, then prefetches and matches the alternates of the keys
+//! still unresolved. The tables are advised to transparent huge pages (fewer TLB misses).
 //!
 //! # Time, expiry, counts
 //! Time is whole seconds (`now`, any monotonic origin but never 0); an entry with expiry 0 is
@@ -64,6 +64,7 @@ pub fn buckets_for(entries: usize) -> usize {
         .next_power_of_two()
         .clamp(1, MAX_BUCKETS)
 }
+
 /// Most keys one `lookup_batch` call takes.
 pub const BATCH: usize = packet::VECTOR_SIZE;
 
