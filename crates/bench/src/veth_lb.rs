@@ -257,6 +257,18 @@ struct LbRun {
     arrived: u64,
     /// Frames that reached the sink in the window not rewritten to a server and the target port.
     not_rewritten: u64,
+    /// Share of the forwarding CPU other processes spent in user space during the window (all
+    /// user time in kernel runs, where the kernel forwards in softirq; user time minus
+    /// vecplane's own in vecplane runs): how much the run was disturbed.
+    others_cpu_share: f64,
+}
+
+/// User-mode clock ticks of process `pid` so far (`/proc/PID/stat`, field 14).
+fn process_utime(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3, the state.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(11)?.parse().ok()
 }
 
 /// Run the generator on the router's veth towards the LB and measure what the sink counts.
@@ -343,12 +355,15 @@ fn window(p: &Plan, lab: &Lab, vp: Option<&Vecplane>, gen: &mut Spawned) -> Resu
             v.request(&format!("clear {what}"), false)?;
         }
     }
+    let utime = || vp.and_then(|v| process_utime(v.pid())).unwrap_or(0);
+    let vp0 = utime();
     let fwd0 = cpu_times(p.fwd_cpu);
     let gen0 = cpu_times(p.gen_cpu);
     let bl0 = backlog_drops();
     let (c1, t1) = lab.sink()?;
     std::thread::sleep(Duration::from_secs_f64(p.seconds));
     let (c2, t2) = lab.sink()?;
+    let vp1 = utime();
     let fwd1 = cpu_times(p.fwd_cpu);
     let gen1 = cpu_times(p.gen_cpu);
     let bl1 = backlog_drops();
@@ -369,6 +384,13 @@ fn window(p: &Plan, lab: &Lab, vp: Option<&Vecplane>, gen: &mut Spawned) -> Resu
     let (busy, user, _) = match (fwd0, fwd1) {
         (Some(a), Some(b)) => a.shares(b),
         _ => (0.0, 0.0, 0.0),
+    };
+    let others_cpu_share = match (fwd0, fwd1) {
+        (Some(a), Some(b)) if b.total > a.total => {
+            let user = b.user.saturating_sub(a.user);
+            user.saturating_sub(vp1.saturating_sub(vp0)) as f64 / (b.total - a.total) as f64
+        }
+        _ => 0.0,
     };
     let (_, _, gen_softirq) = match (gen0, gen1) {
         (Some(a), Some(b)) => a.shares(b),
@@ -405,6 +427,7 @@ fn window(p: &Plan, lab: &Lab, vp: Option<&Vecplane>, gen: &mut Spawned) -> Resu
         },
         arrived,
         not_rewritten: arrived.saturating_sub(packets),
+        others_cpu_share,
     })
 }
 
@@ -507,12 +530,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let v = vecplane_run(&p, &lab, &label)?;
         progress(format!(
             "{label}: {:.1} kpps to the servers (offered {:.1} kpps, {} not rewritten), CPU {} \
-             busy {:.0}%",
+             busy {:.0}%, other processes {:.0}%",
             v.run.pps / 1e3,
             v.run.offered_pps / 1e3,
             v.not_rewritten,
             p.fwd_cpu,
-            v.run.fwd_cpu_busy * 100.0
+            v.run.fwd_cpu_busy * 100.0,
+            v.others_cpu_share * 100.0
         ));
         ours.push(v);
         if reference {
@@ -520,12 +544,13 @@ pub fn run(args: &BenchArgs) -> Result<()> {
             let k = kernel_run(&p, &mut lab, &label)?;
             progress(format!(
                 "{label}: {:.1} kpps to the servers (offered {:.1} kpps, {} not rewritten), CPU \
-                 {} busy {:.0}%",
+                 {} busy {:.0}%, other processes {:.0}%",
                 k.run.pps / 1e3,
                 k.run.offered_pps / 1e3,
                 k.not_rewritten,
                 p.fwd_cpu,
-                k.run.fwd_cpu_busy * 100.0
+                k.run.fwd_cpu_busy * 100.0,
+                k.others_cpu_share * 100.0
             ));
             theirs.push(k);
         }
@@ -559,7 +584,7 @@ fn report(
     let m = &v.run;
     let fs = p.frame_size;
     let speedup = o.filter(|o| o.run.pps > 0.0).map(|o| m.pps / o.run.pps);
-    let notes = notes(p, bd);
+    let notes = notes(p, bd, ours, theirs);
     let mut json = json!({
         "scenario": NAME,
         "encap": "nat4",
@@ -582,6 +607,7 @@ fn report(
         "cycles_per_packet": m.cycles_per_packet,
         "offered_pps": m.offered_pps,
         "not_rewritten": v.not_rewritten,
+        "others_cpu_share": v.others_cpu_share,
         "fwd_cpu_busy": m.fwd_cpu_busy,
         "gen_cpu_softirq": m.gen_cpu_softirq,
         "r_cycles_per_packet": m.r_cycles_per_packet,
@@ -603,6 +629,7 @@ fn report(
             "cycles_per_packet": r.run.cycles_per_packet,
             "offered_pps": r.run.offered_pps,
             "not_rewritten": r.not_rewritten,
+            "others_cpu_share": r.others_cpu_share,
             "fwd_cpu_busy": r.run.fwd_cpu_busy,
             "gen_cpu_softirq": r.run.gen_cpu_softirq,
             "r_cycles_per_packet": r.run.r_cycles_per_packet,
@@ -668,7 +695,7 @@ fn report(
     Ok((text, json))
 }
 
-fn notes(p: &Plan, bd: &str) -> Vec<String> {
+fn notes(p: &Plan, bd: &str, ours: &[LbRun], theirs: &[LbRun]) -> Vec<String> {
     let mut n = vec![
         format!(
             "generator: vecplane gen tx (xdp-live) on the router's veth into the LB's uplink, \
@@ -694,6 +721,24 @@ fn notes(p: &Plan, bd: &str) -> Vec<String> {
     ];
     if crate::sys::load_average().is_some_and(|l| l > 2.0) {
         n.push("warning: the load average is above the 2 CPUs: figures are disturbed".into());
+    }
+    let disturbed = |runs: &[LbRun]| -> Vec<String> {
+        runs.iter()
+            .enumerate()
+            .filter(|(_, r)| r.others_cpu_share > 0.05)
+            .map(|(i, r)| format!("{} ({:.0}%)", i + 1, r.others_cpu_share * 100.0))
+            .collect()
+    };
+    for (who, runs) in [("vecplane", ours), (REFERENCE_NAME, theirs)] {
+        let d = disturbed(runs);
+        if !d.is_empty() {
+            n.push(format!(
+                "warning: other processes used CPU {} in {who} run(s) {}: those figures are \
+                 disturbed",
+                p.fwd_cpu,
+                d.join(", ")
+            ));
+        }
     }
     n
 }
@@ -759,6 +804,12 @@ mod tests {
              jhash ip saddr . udp sport mod 3 map { 0 : 198.18.12.11 . 8080, 1 : 198.18.12.12 \
              . 8080, 2 : 198.18.12.12 . 8080 }\n"
         );
+    }
+
+    #[test]
+    fn a_process_user_time_is_read() {
+        assert!(process_utime(std::process::id()).is_some());
+        assert_eq!(process_utime(u32::MAX), None);
     }
 
     #[test]
