@@ -19,6 +19,7 @@ pub mod scenario;
 pub mod sys;
 pub mod testpmd;
 pub mod veth;
+pub mod veth_lb;
 pub(crate) mod veth_measure;
 pub mod veth_switch;
 
@@ -40,6 +41,8 @@ pub enum Reference {
     DpdkFib,
     /// Open vSwitch's userspace datapath with `afxdp` ports, for veth-switch.
     Ovs,
+    /// The kernel's nftables DNAT through a `jhash` map over the same servers, for veth-lb.
+    Nftables,
 }
 
 /// Arguments of `vecplane bench`.
@@ -125,10 +128,10 @@ pub struct BenchArgs {
     /// flows: do not write the measured costs into the planner profile.
     #[arg(long)]
     pub no_profile: bool,
-    /// lb: the VIP's encapsulation [default: l3dsr].
+    /// lb: the VIP's encapsulation [default: l3dsr]; veth-lb: nat4 only (the default).
     #[arg(long, value_enum)]
     pub encap: Option<lb::EncapArg>,
-    /// lb: servers behind the VIP [default: 100].
+    /// lb: servers behind the VIP [default: 100]; veth-lb: 1..=16 [default: 3].
     #[arg(long)]
     pub servers: Option<u32>,
     /// veth-switch with --churn: new flows per second [default: 100000].
@@ -292,6 +295,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let wanted = match args.scenario {
         veth::ScenarioArg::VethSwitch => Some(Reference::Ovs),
+        veth::ScenarioArg::VethLb => Some(Reference::Nftables),
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
         veth::ScenarioArg::Poll | veth::ScenarioArg::Flows | veth::ScenarioArg::Lb => None,
         veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
@@ -321,6 +325,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::VethSwitch {
         return veth_switch::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::VethLb {
+        return veth_lb::run(args);
     }
     if args.scenario == veth::ScenarioArg::Fib {
         return fibref::run(args);

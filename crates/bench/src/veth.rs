@@ -86,6 +86,8 @@ pub enum ScenarioArg {
     VethSwitch,
     /// `lb`: the load balancer on memory ports.
     Lb,
+    /// `veth-lb`: the NAT4 load balancer in the netlab LB lab, against nftables DNAT.
+    VethLb,
 }
 
 impl ScenarioArg {
@@ -99,7 +101,8 @@ impl ScenarioArg {
             | ScenarioArg::Poll
             | ScenarioArg::Flows
             | ScenarioArg::VethSwitch
-            | ScenarioArg::Lb => None,
+            | ScenarioArg::Lb
+            | ScenarioArg::VethLb => None,
         }
     }
 }
@@ -118,6 +121,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Flows,
             ScenarioArg::VethSwitch,
             ScenarioArg::Lb,
+            ScenarioArg::VethLb,
         ]
     }
 
@@ -149,6 +153,11 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Lb => Some(PossibleValue::new("lb").help(
                 "The load balancer on memory ports: one VIP, --servers servers, --encap, --flows \
                  existing flows or --miss (every packet a new flow), beside the ip4 scenario",
+            )),
+            ScenarioArg::VethLb => Some(PossibleValue::new("veth-lb").help(
+                "The load balancer in a client - router - LB - servers veth lab: NAT4, --flows \
+                 UDP flows to one VIP over --servers servers (vs nftables DNAT through a jhash \
+                 map with --reference nftables)",
             )),
             ScenarioArg::Poll => Some(PossibleValue::new("poll").help(
                 "The veth router polling adaptively and busily: idle CPU and forwarding rate",

@@ -310,7 +310,7 @@ fn measure_window(
 
 /// Per-node figures and drops since the last clear.
 #[allow(clippy::type_complexity)]
-fn vecplane_figures(v: &Vecplane) -> Result<(Vec<Value>, Vec<Value>, (u64, f64))> {
+pub(crate) fn vecplane_figures(v: &Vecplane) -> Result<(Vec<Value>, Vec<Value>, (u64, f64))> {
     let rt = v.request("show runtime", true)?;
     let workers = rt
         .data
