@@ -26,6 +26,24 @@ pub fn show(lb: &LbControl, what: LbShow) -> (String, Value) {
             "node: no-vip-for-port {} malformed {} nat-replies {} nat-reply-misses {}",
             n["no_vip_for_port"], n["malformed"], n["nat_replies"], n["nat_reply_misses"]
         );
+        for (family, key) in [("nat4", "nat4_inside"), ("nat6", "nat6_inside")] {
+            let ports: Vec<&str> = data[key]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let _ = if ports.is_empty() {
+                writeln!(
+                    o,
+                    "{family} replies: translated on every port (no inside port set)"
+                )
+            } else {
+                writeln!(
+                    o,
+                    "{family} replies: translated on inside ports {}",
+                    ports.join(", ")
+                )
+            };
+        }
         return (o, data);
     }
     let verbose = matches!(what, LbShow::Vips { verbose: true });

@@ -505,6 +505,7 @@ pub fn add_protocol_nodes_with(
             counters: lb.counters(worker).unwrap_or_default(),
             flow_entries: lb.with_tables(|t| t.conf().buckets) as usize,
             mtu: spec.ports.iter().map(|p| p.mtu).min().unwrap_or(1500),
+            nat_inside: lb.nat_inside(),
         })
         .map_err(|e| BuildError::Routing(format!("load balancer: {e}")))?;
         b.add_node(Box::new(node));

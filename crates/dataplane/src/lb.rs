@@ -8,11 +8,11 @@ use ::lb::counters::LbWorkerCounters;
 use ::lb::model::{
     AsSlot, AsSpec, AsState, ConfChange, LbCommand, LbError, LbState, VipId, MAX_AS_SLOTS, MAX_VIPS,
 };
+use ::lb::nat_inside::NatInside;
 use ::lb::snapshot::LbTables;
 use live::{Domain, Publisher, Reader};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use thiserror::Error;
@@ -192,49 +192,6 @@ impl NodeTotals {
             self.nat_replies,
             self.nat_reply_misses,
         ]
-    }
-}
-
-/// Which ports are NAT "inside" ports (`lb set interface nat4|nat6 in <port>`): one byte of
-/// flags per port, written by the control side, read by the workers with a relaxed load (a
-/// change takes effect within a vector or so; no lock, no allocation).
-#[derive(Debug)]
-pub struct NatInside {
-    flags: Box<[AtomicU8]>,
-}
-
-const NAT4_IN: u8 = 1;
-const NAT6_IN: u8 = 2;
-
-impl NatInside {
-    fn new(ports: usize) -> NatInside {
-        NatInside {
-            flags: (0..ports).map(|_| AtomicU8::new(0)).collect(),
-        }
-    }
-
-    /// True when `port` is a NAT6 (`nat6`) or NAT4 inside port.
-    #[inline(always)]
-    pub fn is_inside(&self, port: usize, nat6: bool) -> bool {
-        let bit = if nat6 { NAT6_IN } else { NAT4_IN };
-        self.flags
-            .get(port)
-            .is_some_and(|f| f.load(Relaxed) & bit != 0)
-    }
-
-    fn set_from(&self, state: &LbState, ports: &[String]) {
-        for (i, name) in ports.iter().enumerate() {
-            let mut v = 0;
-            if state.nat_inside(false).contains(name) {
-                v |= NAT4_IN;
-            }
-            if state.nat_inside(true).contains(name) {
-                v |= NAT6_IN;
-            }
-            if let Some(f) = self.flags.get(i) {
-                f.store(v, Relaxed);
-            }
-        }
     }
 }
 

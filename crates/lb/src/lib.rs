@@ -17,4 +17,5 @@ pub use tuple::{stable_hash, FiveTuple};
 pub mod cli;
 pub mod maglev;
 pub mod model;
+pub mod nat_inside;
 pub mod snapshot;

@@ -12,6 +12,7 @@ use lb::counters::LbWorkerCounters;
 use lb::encap::{self, EncapError};
 use lb::flowtable::{self, AsRef, FlowHash, FlowKey, FlowTable, NatReverse, Touch};
 use lb::model::{AsSlot, Encap, VipId, VipProtocol, MAX_AS_SLOTS, MAX_VIPS};
+use lb::nat_inside::NatInside;
 use lb::parse::{self, Kind, Parsed};
 use lb::snapshot::LbTables;
 use lb::{stable_hash, FiveTuple};
@@ -75,6 +76,8 @@ pub struct LbConfig {
     pub flow_entries: usize,
     /// The MTU of the path toward servers (the smallest port MTU), for GRE.
     pub mtu: u16,
+    /// The NAT inside ports (where replies are looked up in the NAT reverse table).
+    pub nat_inside: Arc<NatInside>,
 }
 
 /// Why a VIP packet went where it went (per vector scratch).
@@ -91,6 +94,7 @@ pub struct LbNode {
     counters: Arc<LbWorkerCounters>,
     flows: FlowTable<AsRef>,
     nat: FlowTable<NatReverse>,
+    nat_inside: Arc<NatInside>,
     mtu: u16,
     seen: Observed,
     last_publish_s: u32,
@@ -113,6 +117,7 @@ impl LbNode {
             counters: cfg.counters,
             flows: FlowTable::new(buckets, timeouts, MAX_VIPS, MAX_AS_SLOTS)?,
             nat: FlowTable::new(nat_buckets, timeouts, MAX_VIPS, 1)?,
+            nat_inside: cfg.nat_inside,
             mtu: cfg.mtu,
             seen: Observed {
                 version: u64::MAX,
@@ -239,6 +244,7 @@ impl Node for LbNode {
             counters,
             flows,
             nat,
+            nat_inside,
             mtu,
             seen,
             last_publish_s,
@@ -306,7 +312,9 @@ impl Node for LbNode {
                     cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
                     nexts[i] = LbNext::Drop.id();
                 }
-                None if seen.has_nat => {
+                None if seen.has_nat
+                    && nat_inside.translates_on(usize::from(cx.pool.meta(b).rx_port), ip6) =>
+                {
                     // Maybe a NAT server's reply: server:target_port -> client.
                     let k = FlowKey::reverse(&parsed.tuple);
                     let h = nat.hash(&k);

@@ -14,6 +14,9 @@ use packet::checksum;
 use packet::{BufferMeta, BufferPool, PoolConfig};
 use std::collections::BTreeMap;
 
+/// The lab's port names, by id (for `lb set interface`).
+const PORTS: [&str; 2] = ["p0", "p1"];
+
 /// What `ip*-input` leaves for the `lb` node: the L3 offset, and the family.
 fn ip_input_like(meta: &mut BufferMeta, f: &[u8]) {
     meta.l3_offset = 14;
@@ -26,6 +29,7 @@ struct Lab {
     publisher: Publisher<LbTables>,
     state: LbState,
     counters: Arc<LbWorkerCounters>,
+    nat_inside: Arc<NatInside>,
     graph: Graph,
     pool: BufferPool,
     queue: Queue,
@@ -39,11 +43,14 @@ impl Lab {
         let tables = LbTables::build(&state, None);
         let publisher = Publisher::new(tables, &Domain::new(0).0);
         let counters = Arc::new(LbWorkerCounters::new());
+        let nat_inside = Arc::new(NatInside::new(PORTS.len()));
+        nat_inside.set_from(&state, &PORTS.map(String::from));
         let node = LbNode::new(LbConfig {
             tables: publisher.reader(),
             counters: counters.clone(),
             flow_entries: 4096,
             mtu: 1500,
+            nat_inside: nat_inside.clone(),
         })
         .expect("node");
         let seen: Seen = Arc::default();
@@ -73,6 +80,7 @@ impl Lab {
             publisher,
             state,
             counters,
+            nat_inside,
             graph: b.build(0, 2_000_000_000).expect("graph"),
             pool,
             queue,
@@ -85,15 +93,22 @@ impl Lab {
         self.state = apply(&self.state, lines);
         let next = LbTables::build(&self.state, Some(self.publisher.current()));
         self.publisher.publish(next);
+        self.nat_inside
+            .set_from(&self.state, &PORTS.map(String::from));
     }
 
     /// Run `frames` through the node; what reached each next node, then one `drop:<reason>`
     /// entry per packet dropped.
     fn run(&mut self, frames: Vec<Vec<u8>>) -> Vec<(String, BufferMeta, Vec<u8>)> {
+        self.run_on(0, frames)
+    }
+
+    /// `run` with the frames received on port `port`.
+    fn run_on(&mut self, port: u16, frames: Vec<Vec<u8>>) -> Vec<(String, BufferMeta, Vec<u8>)> {
         self.queue
             .lock()
             .expect("lock")
-            .extend(frames.into_iter().map(|f| (0, f)));
+            .extend(frames.into_iter().map(|f| (port, f)));
         for _ in 0..1000 {
             if self.queue.lock().expect("lock").is_empty() {
                 break;
@@ -316,6 +331,23 @@ fn nat4_rewrites_to_the_server_and_the_reply_back_to_the_vip() {
     );
     assert!(checksums_ok(f));
     assert_eq!(lab.counters.nat_replies.get(), 1);
+    // With an inside port named, replies are translated there only.
+    lab.change("lb set interface nat4 in p1\n");
+    let out = lab.run_on(0, vec![tcp4(S1, CLIENT, 8080, 33000, ACK)]);
+    let f = &out[0].2;
+    assert_eq!([f[26], f[27], f[28], f[29]], S1, "outside port: untouched");
+    assert_eq!(
+        (
+            lab.counters.nat_replies.get(),
+            lab.counters.nat_reply_misses.get()
+        ),
+        (1, 0)
+    );
+    let out = lab.run_on(1, vec![tcp4(S1, CLIENT, 8080, 33000, ACK)]);
+    let f = &out[0].2;
+    assert_eq!([f[26], f[27], f[28], f[29]], vip, "inside port: rewritten");
+    assert!(checksums_ok(f));
+    assert_eq!(lab.counters.nat_replies.get(), 2);
 }
 
 #[test]
