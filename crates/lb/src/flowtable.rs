@@ -433,6 +433,19 @@ impl<V: FlowValue> FlowTable<V> {
         prefetch(&self.buckets[h.bucket as usize & self.mask]);
     }
 
+    /// Hint the CPU to load every line of both buckets of `h` (ahead of an insert, which reads
+    /// both).
+    #[inline(always)]
+    pub fn prefetch_for_insert(&self, h: FlowHash) {
+        let (b1, b2) = self.buckets_of(h);
+        for b in [b1, b2] {
+            let base = (&self.buckets[b] as *const Bucket<V>).cast::<u8>();
+            for off in (0..core::mem::size_of::<Bucket<V>>()).step_by(64) {
+                prefetch_ptr(base.wrapping_add(off));
+            }
+        }
+    }
+
     /// The primary and alternate buckets of `h` (they may be the same bucket).
     #[inline(always)]
     fn buckets_of(&self, h: FlowHash) -> (usize, usize) {
@@ -720,11 +733,17 @@ fn huge_pages<T>(s: &[T]) {
 
 #[inline(always)]
 fn prefetch<T>(p: &T) {
+    prefetch_ptr((p as *const T).cast::<u8>());
+}
+
+/// Hint the CPU to load the line at `p` (any address: a prefetch never faults).
+#[inline(always)]
+fn prefetch_ptr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is only a hint; it never faults and the address is a valid reference.
+    // SAFETY: prefetch is only a hint: it never faults, whatever the address.
     unsafe {
         use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch(p as *const T as *const i8, _MM_HINT_T0);
+        _mm_prefetch(p.cast::<i8>(), _MM_HINT_T0);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;

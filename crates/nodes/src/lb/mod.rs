@@ -103,6 +103,9 @@ pub struct LbNode {
     hashes: Vec<FlowHash>,
     touch: Vec<Touch>,
     found: Vec<Option<AsRef>>,
+    /// NAT reverse entries of this vector's new flows, written after pass 3 (their buckets
+    /// are prefetched when they are made, so the other packets' work hides the misses).
+    nat_pending: Vec<(FlowKey, FlowHash, NatReverse)>,
 }
 
 impl LbNode {
@@ -137,6 +140,7 @@ impl LbNode {
             hashes: vec![FlowHash::default(); VECTOR_SIZE],
             touch: vec![Touch::Refresh; VECTOR_SIZE],
             found: vec![None; VECTOR_SIZE],
+            nat_pending: Vec::with_capacity(VECTOR_SIZE),
         })
     }
 }
@@ -253,6 +257,7 @@ impl Node for LbNode {
             hashes,
             touch,
             found,
+            nat_pending,
         } = self;
         let tables = tables.get();
         observe(tables, seen, flows, nat);
@@ -460,7 +465,8 @@ impl Node for LbNode {
                             addr: p.tuple.dst,
                             port: p.tuple.dst_port,
                         };
-                        nat.insert(&k, h, v, now);
+                        nat.prefetch_for_insert(h);
+                        nat_pending.push((k, h, v));
                     }
                     r
                 }
@@ -509,6 +515,9 @@ impl Node for LbNode {
                     nexts[i] = LbNext::Drop.id();
                 }
             }
+        }
+        for (k, h, v) in nat_pending.drain(..) {
+            nat.insert(&k, h, v, now);
         }
         // Bounded upkeep: reclaim expired and flushed entries so live counts stay true.
         flows.sweep(now, SWEEP_BUDGET, |v| {
