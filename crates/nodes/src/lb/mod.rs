@@ -26,9 +26,10 @@ mod tests;
 
 /// The node's name.
 pub const LB: &str = "lb";
-/// Flow-table buckets swept per vector (and per idle call): a table of 256k buckets is swept
-/// in about 4,000 vectors.
-const SWEEP_BUDGET: usize = 64;
+/// Flow-table buckets swept per vector (and per idle call): the default table (512k buckets)
+/// is swept in 32k vectors, under a second at 10 Mpps and far less when idle. A larger budget
+/// reads more cold lines per packet: 64 cost 7-13 cycles per packet at 1M flows.
+const SWEEP_BUDGET: usize = 16;
 /// Outer TTL / hop limit of GRE packets.
 const GRE_TTL: u8 = 64;
 /// Seconds between copies of the flow tables' live counts into the counters.
