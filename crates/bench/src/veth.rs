@@ -23,6 +23,58 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// The engine bench's keys of vecplane's median run `m`, shared by every veth scenario's JSON;
+/// each scenario adds its own (scenario, driver, forwarding, ...) with [`with_keys`].
+pub(crate) fn run_keys(p: &Plan, m: &PpsRun) -> Value {
+    let fs = p.frame_size;
+    json!({
+        "frame_size": fs,
+        "flows": p.flows,
+        "routes": 0,
+        "seconds": p.seconds,
+        "measured_seconds": m.seconds,
+        "warmup_seconds": p.warmup,
+        "cpu": p.fwd_cpu,
+        "generator_cpu": p.gen_cpu,
+        "packets": m.packets,
+        "pps": m.pps,
+        "mpps": m.pps / 1e6,
+        "gbps": gbps(m.pps, fs),
+        "line_rate_10g_percent": 100.0 * m.pps / line_rate_pps(10.0, fs),
+        "cycles_per_packet": m.cycles_per_packet,
+        "offered_pps": m.offered_pps,
+        "fwd_cpu_busy": m.fwd_cpu_busy,
+        "gen_cpu_softirq": m.gen_cpu_softirq,
+        "r_cycles_per_packet": m.r_cycles_per_packet,
+        "tsc_hz": p.tsc_hz,
+        "load_average": crate::sys::load_average(),
+    })
+}
+
+/// The keys of the reference's median run `r` (`name`, its rates and costs, `speedup` of
+/// vecplane over it).
+pub(crate) fn reference_keys(name: &str, r: &PpsRun, speedup: Option<f64>) -> Value {
+    json!({
+        "name": name,
+        "pps": r.pps,
+        "mpps": r.pps / 1e6,
+        "speedup": speedup,
+        "cycles_per_packet": r.cycles_per_packet,
+        "offered_pps": r.offered_pps,
+        "fwd_cpu_busy": r.fwd_cpu_busy,
+        "gen_cpu_softirq": r.gen_cpu_softirq,
+        "r_cycles_per_packet": r.r_cycles_per_packet,
+    })
+}
+
+/// `json` (an object) with the keys of `more` (an object) added after its own.
+pub(crate) fn with_keys(mut json: Value, more: Value) -> Value {
+    if let (Some(obj), Value::Object(more)) = (json.as_object_mut(), more) {
+        obj.extend(more);
+    }
+    json
+}
+
 #[cfg(test)]
 use crate::veth_measure::{backlog_drops, cpu_times, CpuTimes};
 pub(crate) use crate::veth_measure::{measure, PpsRun};
@@ -574,50 +626,32 @@ fn throughput(p: &Plan) -> Result<Report> {
         .map(|r| m.pps / r.pps);
     let fs = p.frame_size;
     let pps_runs: Vec<f64> = ours.iter().map(|r| r.pps).collect();
-    let mut json = json!({
-        "scenario": p.scenario.name(),
-        "driver": side.driver.name(),
-        "forwarding": forwarding_name(side.forwarding),
-        "frame_size": fs,
-        "flows": p.flows,
-        "routes": 0,
-        "seconds": p.seconds,
-        "measured_seconds": m.seconds,
-        "warmup_seconds": p.warmup,
-        "cpu": p.fwd_cpu,
-        "generator_cpu": p.gen_cpu,
-        "packets": m.packets,
-        "pps": m.pps,
-        "mpps": m.pps / 1e6,
-        "gbps": gbps(m.pps, fs),
-        "line_rate_10g_percent": 100.0 * m.pps / line_rate_pps(10.0, fs),
-        "cycles_per_packet": m.cycles_per_packet,
-        "offered_pps": m.offered_pps,
-        "fwd_cpu_busy": m.fwd_cpu_busy,
-        "gen_cpu_softirq": m.gen_cpu_softirq,
-        "r_cycles_per_packet": m.r_cycles_per_packet,
-        "tsc_hz": p.tsc_hz,
-        "load_average": crate::sys::load_average(),
-        "nodes": m.nodes,
-        "drops": m.drops,
-        "runs": pps_runs,
-        "all_runs": ours,
-        "notes": notes,
-    });
+    let mut json = with_keys(
+        json!({
+            "scenario": p.scenario.name(),
+            "driver": side.driver.name(),
+            "forwarding": forwarding_name(side.forwarding),
+        }),
+        run_keys(p, m),
+    );
+    json = with_keys(
+        json,
+        json!({
+            "nodes": m.nodes,
+            "drops": m.drops,
+            "runs": pps_runs,
+            "all_runs": ours,
+            "notes": notes,
+        }),
+    );
     if let Some(r) = &reference {
-        json["reference"] = json!({
-            "name": p.scenario.reference_name(),
-            "pps": r.pps,
-            "mpps": r.pps / 1e6,
-            "speedup": speedup,
-            "cycles_per_packet": r.cycles_per_packet,
-            "offered_pps": r.offered_pps,
-            "fwd_cpu_busy": r.fwd_cpu_busy,
-            "gen_cpu_softirq": r.gen_cpu_softirq,
-            "r_cycles_per_packet": r.r_cycles_per_packet,
-            "runs": theirs.iter().map(|r| r.pps).collect::<Vec<_>>(),
-            "all_runs": theirs,
-        });
+        json["reference"] = with_keys(
+            reference_keys(p.scenario.reference_name(), r, speedup),
+            json!({
+                "runs": theirs.iter().map(|r| r.pps).collect::<Vec<_>>(),
+                "all_runs": theirs,
+            }),
+        );
     }
     let mut text = format!(
         "{} {fs} B, {} flows: {} interleaved run(s) of {} s, forwarding on CPU {}, generator on \

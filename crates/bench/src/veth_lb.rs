@@ -7,7 +7,7 @@
 //! target port count), interleaved. It owns the lab, its sink and the report; it never sends
 //! outside the lab's namespaces and never changes the balancers' configuration during a window.
 
-use crate::report::{gbps, line_rate_pps, median_index};
+use crate::report::median_index;
 use crate::veth::{self, Plan, PpsRun, VethScenario};
 use crate::veth_measure::{backlog_drops, cpu_times, vecplane_figures, START_TIMEOUT};
 use crate::BenchArgs;
@@ -585,58 +585,40 @@ fn report(
     let fs = p.frame_size;
     let speedup = o.filter(|o| o.run.pps > 0.0).map(|o| m.pps / o.run.pps);
     let notes = notes(p, bd, ours, theirs);
-    let mut json = json!({
-        "scenario": NAME,
-        "encap": "nat4",
-        "driver": "af-xdp",
-        "forwarding": "lb nat4",
-        "servers": servers,
-        "frame_size": fs,
-        "flows": p.flows,
-        "routes": 0,
-        "seconds": p.seconds,
-        "measured_seconds": m.seconds,
-        "warmup_seconds": p.warmup,
-        "cpu": p.fwd_cpu,
-        "generator_cpu": p.gen_cpu,
-        "packets": m.packets,
-        "pps": m.pps,
-        "mpps": m.pps / 1e6,
-        "gbps": gbps(m.pps, fs),
-        "line_rate_10g_percent": 100.0 * m.pps / line_rate_pps(10.0, fs),
-        "cycles_per_packet": m.cycles_per_packet,
-        "offered_pps": m.offered_pps,
-        "not_rewritten": v.not_rewritten,
-        "others_cpu_share": v.others_cpu_share,
-        "fwd_cpu_busy": m.fwd_cpu_busy,
-        "gen_cpu_softirq": m.gen_cpu_softirq,
-        "r_cycles_per_packet": m.r_cycles_per_packet,
-        "tsc_hz": p.tsc_hz,
-        "load_average": crate::sys::load_average(),
-        "nodes": m.nodes,
-        "drops": m.drops,
-        "runs": ours.iter().map(|r| r.run.pps).collect::<Vec<_>>(),
-        "all_runs": ours,
-        "notes": notes,
-        "cleanup": { "namespaces": namespaces, "dirs": [dir] },
-    });
+    let mut json = veth::with_keys(
+        json!({
+            "scenario": NAME,
+            "encap": "nat4",
+            "driver": "af-xdp",
+            "forwarding": "lb nat4",
+            "servers": servers,
+        }),
+        veth::run_keys(p, m),
+    );
+    json = veth::with_keys(
+        json,
+        json!({
+            "not_rewritten": v.not_rewritten,
+            "others_cpu_share": v.others_cpu_share,
+            "nodes": m.nodes,
+            "drops": m.drops,
+            "runs": ours.iter().map(|r| r.run.pps).collect::<Vec<_>>(),
+            "all_runs": ours,
+            "notes": notes,
+            "cleanup": { "namespaces": namespaces, "dirs": [dir] },
+        }),
+    );
     if let Some(r) = o {
-        json["reference"] = json!({
-            "name": REFERENCE_NAME,
-            "pps": r.run.pps,
-            "mpps": r.run.pps / 1e6,
-            "speedup": speedup,
-            "cycles_per_packet": r.run.cycles_per_packet,
-            "offered_pps": r.run.offered_pps,
-            "not_rewritten": r.not_rewritten,
-            "others_cpu_share": r.others_cpu_share,
-            "fwd_cpu_busy": r.run.fwd_cpu_busy,
-            "gen_cpu_softirq": r.run.gen_cpu_softirq,
-            "r_cycles_per_packet": r.run.r_cycles_per_packet,
-            "backlog_drops": r.run.backlog_drops,
-            "runs": theirs.iter().map(|r| r.run.pps).collect::<Vec<_>>(),
-            "all_runs": theirs,
-        });
+        json["reference"] = veth::with_keys(
+            veth::reference_keys(REFERENCE_NAME, &r.run, speedup),
+            json!({
+                "not_rewritten": r.not_rewritten,
+                "others_cpu_share": r.others_cpu_share,
+                "backlog_drops": r.run.backlog_drops,
+                "runs": theirs.iter().map(|r| r.run.pps).collect::<Vec<_>>(),
+                "all_runs": theirs,
+            }),
+        );
     }
     let mut text = format!(
         "{NAME} nat4 {fs} B, {} flows to 1 VIP over {servers} servers: {} interleaved run(s) of \

@@ -9,7 +9,7 @@
 //! daemons) and the report; it never sends outside its namespaces and never touches another
 //! Open vSwitch.
 
-use crate::report::{gbps, line_rate_pps, median_index};
+use crate::report::median_index;
 use crate::veth::{self, PpsRun, VethScenario};
 use crate::veth_measure::measure_with;
 use crate::BenchArgs;
@@ -439,71 +439,50 @@ fn report(
     let fs = p.frame_size;
     let speedup = o.filter(|o| o.0.pps > 0.0).map(|o| m.pps / o.0.pps);
     let cache = |k: &str| v.cache.get(k).cloned().unwrap_or(json!(0));
-    let mut json = json!({
-        "scenario": NAME,
-        "driver": "af-xdp",
-        "forwarding": "flow bridge",
-        "churn": churn,
-        "new_flows_per_second": p.new_flows_per_second,
-        "frame_size": fs,
-        "flows": p.flows,
-        "routes": 0,
-        "rules": flows_text().lines().filter(|l| !l.starts_with('#')).count(),
-        "seconds": p.seconds,
-        "measured_seconds": m.seconds,
-        "warmup_seconds": p.warmup,
-        "cpu": p.fwd_cpu,
-        "generator_cpu": p.gen_cpu,
-        "packets": m.packets,
-        "pps": m.pps,
-        "mpps": m.pps / 1e6,
-        "gbps": gbps(m.pps, fs),
-        "line_rate_10g_percent": 100.0 * m.pps / line_rate_pps(10.0, fs),
-        "cycles_per_packet": m.cycles_per_packet,
-        "offered_pps": m.offered_pps,
-        "fwd_cpu_busy": m.fwd_cpu_busy,
-        "worker_cpu_share": m.fwd_cpu_busy,
-        "r_cycles_per_packet": m.r_cycles_per_packet,
-        "tsc_hz": p.tsc_hz,
-        "notes": notes(p),
-        "load_average": crate::sys::load_average(),
-        "cleanup": {
-            "namespaces": cleanup.namespaces,
-            "dirs": cleanup.dirs,
-            "ovs_pids": cleanup.pids,
-        },
-    });
-    let more = json!({
-        "emc_hits": cache("emc_hits"),
-        "megaflow_hits": cache("megaflow_hits"),
-        "misses": cache("misses"),
-        "misses_per_second": cache("misses_per_second"),
-        "cycles_per_miss": cache("cycles_per_miss"),
-        "flow_cache": v.cache,
-        "show_flow_cache": v.show_flow_cache,
-        "nodes": m.nodes,
-        "drops": m.drops,
-        "runs": ours.iter().map(|r| r.run.pps).collect::<Vec<_>>(),
-        "all_runs": ours.iter().map(|r| json!({"run": r.run, "flow_cache": r.cache})).collect::<Vec<_>>(),
-    });
-    if let (Some(obj), Some(more)) = (json.as_object_mut(), more.as_object()) {
-        obj.extend(more.clone());
-    }
+    let mut json = veth::with_keys(
+        json!({
+            "scenario": NAME,
+            "driver": "af-xdp",
+            "forwarding": "flow bridge",
+            "churn": churn,
+            "new_flows_per_second": p.new_flows_per_second,
+            "rules": flows_text().lines().filter(|l| !l.starts_with('#')).count(),
+        }),
+        veth::run_keys(p, m),
+    );
+    json = veth::with_keys(
+        json,
+        json!({
+            "worker_cpu_share": m.fwd_cpu_busy,
+            "notes": notes(p),
+            "cleanup": {
+                "namespaces": cleanup.namespaces,
+                "dirs": cleanup.dirs,
+                "ovs_pids": cleanup.pids,
+            },
+            "emc_hits": cache("emc_hits"),
+            "megaflow_hits": cache("megaflow_hits"),
+            "misses": cache("misses"),
+            "misses_per_second": cache("misses_per_second"),
+            "cycles_per_miss": cache("cycles_per_miss"),
+            "flow_cache": v.cache,
+            "show_flow_cache": v.show_flow_cache,
+            "nodes": m.nodes,
+            "drops": m.drops,
+            "runs": ours.iter().map(|r| r.run.pps).collect::<Vec<_>>(),
+            "all_runs": ours.iter().map(|r| json!({"run": r.run, "flow_cache": r.cache})).collect::<Vec<_>>(),
+        }),
+    );
     if let Some((r, f)) = o {
-        json["reference"] = json!({
-            "name": REFERENCE_NAME,
-            "pps": r.pps,
-            "mpps": r.pps / 1e6,
-            "speedup": speedup,
-            "cycles_per_packet": r.cycles_per_packet,
-            "offered_pps": r.offered_pps,
-            "fwd_cpu_busy": r.fwd_cpu_busy,
-            "r_cycles_per_packet": r.r_cycles_per_packet,
-            "pmd_stats": f.pmd_stats,
-            "pmd_perf_show": f.pmd_perf_show,
-            "runs": theirs.iter().map(|r| r.0.pps).collect::<Vec<_>>(),
-            "all_runs": theirs.iter().map(|(r, f)| json!({"run": r, "pmd_stats": f.pmd_stats})).collect::<Vec<_>>(),
-        });
+        json["reference"] = veth::with_keys(
+            veth::reference_keys(REFERENCE_NAME, r, speedup),
+            json!({
+                "pmd_stats": f.pmd_stats,
+                "pmd_perf_show": f.pmd_perf_show,
+                "runs": theirs.iter().map(|r| r.0.pps).collect::<Vec<_>>(),
+                "all_runs": theirs.iter().map(|(r, f)| json!({"run": r, "pmd_stats": f.pmd_stats})).collect::<Vec<_>>(),
+            }),
+        );
     }
     let mut text = format!(
         "{NAME} {fs} B, {} flows{}: {} interleaved run(s) of {} s, forwarding on CPU {}, \
