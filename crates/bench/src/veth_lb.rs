@@ -741,20 +741,7 @@ mod tests {
     }
 
     fn servers(weights: &[u32]) -> Vec<ServerInfo> {
-        weights
-            .iter()
-            .enumerate()
-            .map(|(i, &weight)| ServerInfo {
-                index: i,
-                name: format!("s{i}"),
-                ns: format!("x-s{i}"),
-                ifname: format!("xs{i}"),
-                mac: lbaddr::server_mac(i),
-                ip4: lbaddr::server4(i),
-                ip6: lbaddr::server6(i),
-                weight,
-            })
-            .collect()
+        ServerInfo::unbuilt(weights)
     }
 
     #[test]

@@ -177,23 +177,9 @@ pub(crate) fn install(lab: &mut LbLab, hash: KernelHash) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lb::addr;
 
     fn servers(weights: &[u32]) -> Vec<ServerInfo> {
-        weights
-            .iter()
-            .enumerate()
-            .map(|(i, &weight)| ServerInfo {
-                index: i,
-                name: format!("s{i}"),
-                ns: format!("x-s{i}"),
-                ifname: format!("xs{i}"),
-                mac: addr::server_mac(i),
-                ip4: addr::server4(i),
-                ip6: addr::server6(i),
-                weight,
-            })
-            .collect()
+        ServerInfo::unbuilt(weights)
     }
 
     #[test]

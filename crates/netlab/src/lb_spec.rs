@@ -346,6 +346,27 @@ pub struct ServerInfo {
     pub weight: u32,
 }
 
+impl ServerInfo {
+    /// Servers of `weights` with the lab's addresses and made-up namespace and interface
+    /// names (`x-s<i>`, `xs<i>`), for tests of what is rendered from them; no lab is built.
+    pub fn unbuilt(weights: &[u32]) -> Vec<ServerInfo> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &weight)| ServerInfo {
+                index: i,
+                name: format!("s{i}"),
+                ns: format!("x-s{i}"),
+                ifname: format!("xs{i}"),
+                mac: crate::lb::addr::server_mac(i),
+                ip4: crate::lb::addr::server4(i),
+                ip6: crate::lb::addr::server6(i),
+                weight,
+            })
+            .collect()
+    }
+}
+
 /// One of the load balancer's two ports (where vecplane attaches).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LbPort {
