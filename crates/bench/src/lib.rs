@@ -21,6 +21,7 @@ pub mod testpmd;
 pub mod veth;
 pub mod veth_lb;
 pub(crate) mod veth_measure;
+pub(crate) mod veth_report;
 pub mod veth_switch;
 
 use anyhow::{bail, Context, Result};

@@ -10,8 +10,9 @@
 //! after (netlab also does on signals); it never modifies either data plane and never sends
 //! traffic outside the namespaces it built.
 
-use crate::report::{gbps, line_rate_pps, median_index};
+use crate::report::median_index;
 use crate::scenario::Scenario;
+use crate::veth_report::{nodes_line, reference_keys, run_keys, with_keys};
 use crate::{BenchArgs, Reference};
 use anyhow::{bail, Context, Result};
 use clap::builder::PossibleValue;
@@ -22,58 +23,6 @@ use netlab::{
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// The engine bench's keys of vecplane's median run `m`, shared by every veth scenario's JSON;
-/// each scenario adds its own (scenario, driver, forwarding, ...) with [`with_keys`].
-pub(crate) fn run_keys(p: &Plan, m: &PpsRun) -> Value {
-    let fs = p.frame_size;
-    json!({
-        "frame_size": fs,
-        "flows": p.flows,
-        "routes": 0,
-        "seconds": p.seconds,
-        "measured_seconds": m.seconds,
-        "warmup_seconds": p.warmup,
-        "cpu": p.fwd_cpu,
-        "generator_cpu": p.gen_cpu,
-        "packets": m.packets,
-        "pps": m.pps,
-        "mpps": m.pps / 1e6,
-        "gbps": gbps(m.pps, fs),
-        "line_rate_10g_percent": 100.0 * m.pps / line_rate_pps(10.0, fs),
-        "cycles_per_packet": m.cycles_per_packet,
-        "offered_pps": m.offered_pps,
-        "fwd_cpu_busy": m.fwd_cpu_busy,
-        "gen_cpu_softirq": m.gen_cpu_softirq,
-        "r_cycles_per_packet": m.r_cycles_per_packet,
-        "tsc_hz": p.tsc_hz,
-        "load_average": crate::sys::load_average(),
-    })
-}
-
-/// The keys of the reference's median run `r` (`name`, its rates and costs, `speedup` of
-/// vecplane over it).
-pub(crate) fn reference_keys(name: &str, r: &PpsRun, speedup: Option<f64>) -> Value {
-    json!({
-        "name": name,
-        "pps": r.pps,
-        "mpps": r.pps / 1e6,
-        "speedup": speedup,
-        "cycles_per_packet": r.cycles_per_packet,
-        "offered_pps": r.offered_pps,
-        "fwd_cpu_busy": r.fwd_cpu_busy,
-        "gen_cpu_softirq": r.gen_cpu_softirq,
-        "r_cycles_per_packet": r.r_cycles_per_packet,
-    })
-}
-
-/// `json` (an object) with the keys of `more` (an object) added after its own.
-pub(crate) fn with_keys(mut json: Value, more: Value) -> Value {
-    if let (Some(obj), Value::Object(more)) = (json.as_object_mut(), more) {
-        obj.extend(more);
-    }
-    json
-}
 
 #[cfg(test)]
 use crate::veth_measure::{backlog_drops, cpu_times, CpuTimes};
@@ -697,19 +646,7 @@ fn throughput(p: &Plan) -> Result<Report> {
             text.push_str(&format!("  speedup (vecplane pps / kernel pps): {s:.2}x\n"));
         }
     }
-    if !m.nodes.is_empty() {
-        text.push_str("  vecplane nodes (median run):");
-        for n in &m.nodes {
-            text.push_str(&format!(
-                " {} {:.0}",
-                n.get("name").and_then(Value::as_str).unwrap_or("?"),
-                n.get("cycles_per_packet")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0)
-            ));
-        }
-        text.push_str(" (cycles/packet)\n");
-    }
+    text.push_str(&nodes_line(&m.nodes));
     drop(kernel);
     drop(side);
     Ok(Report { text, json })

@@ -10,6 +10,7 @@
 use crate::report::median_index;
 use crate::veth::{self, Plan, PpsRun, VethScenario};
 use crate::veth_measure::{backlog_drops, cpu_times, vecplane_figures, START_TIMEOUT};
+use crate::veth_report;
 use crate::BenchArgs;
 use anyhow::{bail, Context, Result};
 use netlab::lb::addr as lbaddr;
@@ -585,7 +586,7 @@ fn report(
     let fs = p.frame_size;
     let speedup = o.filter(|o| o.run.pps > 0.0).map(|o| m.pps / o.run.pps);
     let notes = notes(p, bd, ours, theirs);
-    let mut json = veth::with_keys(
+    let mut json = veth_report::with_keys(
         json!({
             "scenario": NAME,
             "encap": "nat4",
@@ -593,9 +594,9 @@ fn report(
             "forwarding": "lb nat4",
             "servers": servers,
         }),
-        veth::run_keys(p, m),
+        veth_report::run_keys(p, m),
     );
-    json = veth::with_keys(
+    json = veth_report::with_keys(
         json,
         json!({
             "not_rewritten": v.not_rewritten,
@@ -609,8 +610,8 @@ fn report(
         }),
     );
     if let Some(r) = o {
-        json["reference"] = veth::with_keys(
-            veth::reference_keys(REFERENCE_NAME, &r.run, speedup),
+        json["reference"] = veth_report::with_keys(
+            veth_report::reference_keys(REFERENCE_NAME, &r.run, speedup),
             json!({
                 "not_rewritten": r.not_rewritten,
                 "others_cpu_share": r.others_cpu_share,
@@ -661,19 +662,7 @@ fn report(
             ));
         }
     }
-    if !m.nodes.is_empty() {
-        text.push_str("  vecplane nodes (median run):");
-        for n in &m.nodes {
-            text.push_str(&format!(
-                " {} {:.0}",
-                n.get("name").and_then(Value::as_str).unwrap_or("?"),
-                n.get("cycles_per_packet")
-                    .and_then(Value::as_f64)
-                    .unwrap_or(0.0)
-            ));
-        }
-        text.push_str(" (cycles/packet)\n");
-    }
+    text.push_str(&veth_report::nodes_line(&m.nodes));
     Ok((text, json))
 }
 

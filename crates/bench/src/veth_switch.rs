@@ -12,6 +12,7 @@
 use crate::report::median_index;
 use crate::veth::{self, PpsRun, VethScenario};
 use crate::veth_measure::measure_with;
+use crate::veth_report;
 use crate::BenchArgs;
 use anyhow::{bail, Context, Result};
 use netlab::{addr, Addressing, Driver, Forwarding, Host, Mode, Ovs, Topology, VecplaneConfig};
@@ -439,7 +440,7 @@ fn report(
     let fs = p.frame_size;
     let speedup = o.filter(|o| o.0.pps > 0.0).map(|o| m.pps / o.0.pps);
     let cache = |k: &str| v.cache.get(k).cloned().unwrap_or(json!(0));
-    let mut json = veth::with_keys(
+    let mut json = veth_report::with_keys(
         json!({
             "scenario": NAME,
             "driver": "af-xdp",
@@ -448,9 +449,9 @@ fn report(
             "new_flows_per_second": p.new_flows_per_second,
             "rules": flows_text().lines().filter(|l| !l.starts_with('#')).count(),
         }),
-        veth::run_keys(p, m),
+        veth_report::run_keys(p, m),
     );
-    json = veth::with_keys(
+    json = veth_report::with_keys(
         json,
         json!({
             "worker_cpu_share": m.fwd_cpu_busy,
@@ -474,8 +475,8 @@ fn report(
         }),
     );
     if let Some((r, f)) = o {
-        json["reference"] = veth::with_keys(
-            veth::reference_keys(REFERENCE_NAME, r, speedup),
+        json["reference"] = veth_report::with_keys(
+            veth_report::reference_keys(REFERENCE_NAME, r, speedup),
             json!({
                 "pmd_stats": f.pmd_stats,
                 "pmd_perf_show": f.pmd_perf_show,
