@@ -78,7 +78,8 @@ pub const MAX_NEW_LEN: u32 = 1 << 22;
 pub const DEFAULT_TIMEOUT: u32 = 40;
 /// The largest flow timeout accepted, in seconds (one day).
 pub const MAX_TIMEOUT: u32 = 86_400;
-/// The default flow-table entries per worker (`lb conf buckets`).
+/// The default flow-table entries per worker (`lb conf buckets`; each worker's table holds at
+/// least that many, rounded up to 3 x a power of two, at most 48M).
 pub const DEFAULT_BUCKETS: u32 = 1 << 20;
 /// The largest `buckets` accepted.
 pub const MAX_BUCKETS: u32 = 1 << 28;

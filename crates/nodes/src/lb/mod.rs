@@ -73,7 +73,8 @@ pub struct LbConfig {
     pub tables: Reader<LbTables>,
     /// This worker's counters (read by the control plane).
     pub counters: Arc<LbWorkerCounters>,
-    /// Flow-table entries (rounded up to a power of two, at least 4).
+    /// Flow-table entries: the table holds at least this many (3 a bucket, a power of two of
+    /// buckets, at most `flowtable::MAX_BUCKETS` buckets).
     pub flow_entries: usize,
     /// The MTU of the path toward servers (the smallest port MTU), for GRE.
     pub mtu: u16,
