@@ -100,6 +100,15 @@ fn lb_through_ctl_config_and_reload() {
     assert!(text.contains("no-server 0"), "{text}");
     let text = dm.ctl_ok(&["show", "lb"]);
     assert!(text.contains("timeout tcp 30"), "{text}");
+    // The default lb conf buckets (1,048,576) as the worker's table rounds it (3 x 2^19).
+    assert!(
+        text.contains("flow table per worker: 1572864 entries"),
+        "{text}"
+    );
+    assert!(
+        text.contains("nat4 replies: translated on every port"),
+        "{text}"
+    );
 
     // A bad line: refused, naming the token.
     let o = dm.ctl(&[

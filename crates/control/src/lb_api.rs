@@ -161,6 +161,7 @@ pub fn overview(lb: &LbControl) -> Value {
         json!({
             "version": t.version(),
             "conf": conf_json(&state),
+            "flow_table_entries_per_worker": lb.flow_table_entries(),
             "nat4_inside": state.nat_inside(false),
             "nat6_inside": state.nat_inside(true),
             "vips": vips,

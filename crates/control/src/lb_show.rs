@@ -26,6 +26,12 @@ pub fn show(lb: &LbControl, what: LbShow) -> (String, Value) {
             "node: no-vip-for-port {} malformed {} nat-replies {} nat-reply-misses {}",
             n["no_vip_for_port"], n["malformed"], n["nat_replies"], n["nat_reply_misses"]
         );
+        let _ = writeln!(
+            o,
+            "flow table per worker: {} entries (lb conf buckets takes effect when vecplane \
+             starts)",
+            data["flow_table_entries_per_worker"]
+        );
         for (family, key) in [("nat4", "nat4_inside"), ("nat6", "nat6_inside")] {
             let ports: Vec<&str> = data[key]
                 .as_array()

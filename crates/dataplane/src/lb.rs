@@ -486,6 +486,16 @@ impl LbControl {
         self.sum_slot(s).minus(&base)
     }
 
+    /// Entries of the workers' flow tables (each worker has one of this size; 0 before the
+    /// data plane is built). `lb conf buckets` changes it only when vecplane starts.
+    pub fn flow_table_entries(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|c| c.flow_table_entries.get())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// The LB node's own counters summed over the workers.
     pub fn node_totals(&self) -> NodeTotals {
         let mut t = NodeTotals::default();

@@ -82,6 +82,9 @@ pub struct LbWorkerCounters {
     pub nat_replies: Counter,
     /// NAT replies with no session (passed on unchanged).
     pub nat_reply_misses: Counter,
+    /// Entries this worker's flow table holds (a gauge set when the node is made: `lb conf
+    /// buckets` rounded as the table rounds it).
+    pub flow_table_entries: Counter,
 }
 
 impl Default for LbWorkerCounters {
@@ -100,6 +103,7 @@ impl LbWorkerCounters {
             malformed: Counter::default(),
             nat_replies: Counter::default(),
             nat_reply_misses: Counter::default(),
+            flow_table_entries: Counter::default(),
         }
     }
 

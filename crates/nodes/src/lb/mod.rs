@@ -117,10 +117,12 @@ impl LbNode {
         let timeouts = flowtable::Timeouts::default();
         // NAT reverse entries: one per NAT flow; a quarter of the forward table.
         let nat_buckets = (buckets / 4).max(1);
+        let flows = FlowTable::new(buckets, timeouts, MAX_VIPS, MAX_AS_SLOTS)?;
+        cfg.counters.flow_table_entries.set(flows.capacity() as u64);
         Ok(LbNode {
             tables: cfg.tables,
             counters: cfg.counters,
-            flows: FlowTable::new(buckets, timeouts, MAX_VIPS, MAX_AS_SLOTS)?,
+            flows,
             nat: FlowTable::new(nat_buckets, timeouts, MAX_VIPS, 1)?,
             nat_inside: cfg.nat_inside,
             mtu: cfg.mtu,
