@@ -9,7 +9,7 @@
 
 use crate::report::median_index;
 use crate::veth::{self, Plan, PpsRun, VethScenario};
-use crate::veth_measure::{backlog_drops, cpu_times, vecplane_figures, START_TIMEOUT};
+use crate::veth_measure::{vecplane_figures, window_run, EdgeSample, START_TIMEOUT};
 use crate::veth_report;
 use crate::BenchArgs;
 use anyhow::{bail, Context, Result};
@@ -358,17 +358,13 @@ fn window(p: &Plan, lab: &Lab, vp: Option<&Vecplane>, gen: &mut Spawned) -> Resu
     }
     let utime = || vp.and_then(|v| process_utime(v.pid())).unwrap_or(0);
     let vp0 = utime();
-    let fwd0 = cpu_times(p.fwd_cpu);
-    let gen0 = cpu_times(p.gen_cpu);
-    let bl0 = backlog_drops();
+    let e0 = EdgeSample::take(p);
     let (c1, t1) = lab.sink()?;
     std::thread::sleep(Duration::from_secs_f64(p.seconds));
     let (c2, t2) = lab.sink()?;
     let vp1 = utime();
-    let fwd1 = cpu_times(p.fwd_cpu);
-    let gen1 = cpu_times(p.gen_cpu);
-    let bl1 = backlog_drops();
-    let (nodes, drops, (sleeps, slept_seconds)) = match vp {
+    let e1 = EdgeSample::take(p);
+    let figures = match vp {
         Some(v) => vecplane_figures(v)?,
         None => (Vec::new(), Vec::new(), (0, 0.0)),
     };
@@ -381,51 +377,16 @@ fn window(p: &Plan, lab: &Lab, vp: Option<&Vecplane>, gen: &mut Spawned) -> Resu
     let seconds = t2.duration_since(t1).as_secs_f64().max(1e-3);
     let packets = c2.rewritten.saturating_sub(c1.rewritten);
     let arrived = c2.arrived.saturating_sub(c1.arrived);
-    let pps = packets as f64 / seconds;
-    let (busy, user, _) = match (fwd0, fwd1) {
-        (Some(a), Some(b)) => a.shares(b),
-        _ => (0.0, 0.0, 0.0),
-    };
-    let others_cpu_share = match (fwd0, fwd1) {
+    // The forwarding CPU's user time that was not vecplane's: other processes on it.
+    let others_cpu_share = match (e0.fwd(), e1.fwd()) {
         (Some(a), Some(b)) if b.total > a.total => {
             let user = b.user.saturating_sub(a.user);
             user.saturating_sub(vp1.saturating_sub(vp0)) as f64 / (b.total - a.total) as f64
         }
         _ => 0.0,
     };
-    let (_, _, gen_softirq) = match (gen0, gen1) {
-        (Some(a), Some(b)) => a.shares(b),
-        _ => (0.0, 0.0, 0.0),
-    };
-    let per_packet = |share: f64| {
-        if pps > 0.0 {
-            share * p.tsc_hz as f64 / pps
-        } else {
-            0.0
-        }
-    };
     Ok(LbRun {
-        run: PpsRun {
-            pps,
-            packets,
-            seconds,
-            offered_pps: 0.0,
-            generator: String::new(),
-            fwd_cpu_busy: busy,
-            fwd_cpu_user: user,
-            cycles_per_packet: per_packet(busy),
-            gen_cpu_softirq: gen_softirq,
-            r_cycles_per_packet: per_packet(busy + gen_softirq),
-            b0_rx_dropped: 0,
-            backlog_drops: match (bl0, bl1) {
-                (Some(a), Some(b)) => b.saturating_sub(a),
-                _ => 0,
-            },
-            nodes,
-            drops,
-            sleeps,
-            slept_seconds,
-        },
+        run: window_run(p, packets, seconds, &e0, &e1, figures),
         arrived,
         not_rewritten: arrived.saturating_sub(packets),
         others_cpu_share,

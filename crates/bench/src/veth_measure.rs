@@ -248,16 +248,12 @@ fn measure_window(
         }
     }
     at_window()?;
-    let fwd0 = cpu_times(p.fwd_cpu);
-    let gen0 = cpu_times(p.gen_cpu);
-    let bl0 = backlog_drops();
+    let e0 = EdgeSample::take(p);
     let (c1, t1) = b0_rx(topo)?;
     std::thread::sleep(Duration::from_secs_f64(p.seconds));
     let (c2, t2) = b0_rx(topo)?;
-    let fwd1 = cpu_times(p.fwd_cpu);
-    let gen1 = cpu_times(p.gen_cpu);
-    let bl1 = backlog_drops();
-    let (nodes, drops, (sleeps, slept_seconds)) = match vp {
+    let e1 = EdgeSample::take(p);
+    let figures = match vp {
         Some(v) => vecplane_figures(v)?,
         None => (Vec::new(), Vec::new(), (0, 0.0)),
     };
@@ -269,15 +265,54 @@ fn measure_window(
     }
     let seconds = t2.duration_since(t1).as_secs_f64().max(1e-3);
     let packets = c2.rx_packets.saturating_sub(c1.rx_packets);
+    let mut run = window_run(p, packets, seconds, &e0, &e1, figures);
+    run.b0_rx_dropped = c2.rx_dropped.saturating_sub(c1.rx_dropped);
+    Ok(run)
+}
+
+/// What is sampled at each edge of a measured window: the forwarding and generator CPUs'
+/// times and the kernel's backlog drops.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EdgeSample {
+    fwd: Option<CpuTimes>,
+    gen: Option<CpuTimes>,
+    backlog: Option<u64>,
+}
+
+impl EdgeSample {
+    /// Sample now.
+    pub(crate) fn take(p: &Plan) -> EdgeSample {
+        EdgeSample {
+            fwd: cpu_times(p.fwd_cpu),
+            gen: cpu_times(p.gen_cpu),
+            backlog: backlog_drops(),
+        }
+    }
+
+    /// The forwarding CPU's times (for shares the caller computes itself).
+    pub(crate) fn fwd(&self) -> Option<CpuTimes> {
+        self.fwd
+    }
+}
+
+/// The run of a window from `a` to `b` in which `packets` were counted in `seconds`, with
+/// vecplane's per-node figures (`figures`, empty for a kernel run); `b0_rx_dropped` and the
+/// generator fields are the caller's.
+pub(crate) fn window_run(
+    p: &Plan,
+    packets: u64,
+    seconds: f64,
+    a: &EdgeSample,
+    b: &EdgeSample,
+    figures: (Vec<Value>, Vec<Value>, (u64, f64)),
+) -> PpsRun {
     let pps = packets as f64 / seconds;
-    let (busy, user, _) = match (fwd0, fwd1) {
-        (Some(a), Some(b)) => a.shares(b),
+    let share = |x: Option<CpuTimes>, y: Option<CpuTimes>| match (x, y) {
+        (Some(x), Some(y)) => x.shares(y),
         _ => (0.0, 0.0, 0.0),
     };
-    let (_, _, gen_softirq) = match (gen0, gen1) {
-        (Some(a), Some(b)) => a.shares(b),
-        _ => (0.0, 0.0, 0.0),
-    };
+    let (busy, user, _) = share(a.fwd, b.fwd);
+    let (_, _, gen_softirq) = share(a.gen, b.gen);
     let per_packet = |share: f64| {
         if pps > 0.0 {
             share * p.tsc_hz as f64 / pps
@@ -285,7 +320,8 @@ fn measure_window(
             0.0
         }
     };
-    Ok(PpsRun {
+    let (nodes, drops, (sleeps, slept_seconds)) = figures;
+    PpsRun {
         pps,
         packets,
         seconds,
@@ -296,16 +332,16 @@ fn measure_window(
         cycles_per_packet: per_packet(busy),
         gen_cpu_softirq: gen_softirq,
         r_cycles_per_packet: per_packet(busy + gen_softirq),
-        b0_rx_dropped: c2.rx_dropped.saturating_sub(c1.rx_dropped),
-        backlog_drops: match (bl0, bl1) {
-            (Some(a), Some(b)) => b.saturating_sub(a),
+        b0_rx_dropped: 0,
+        backlog_drops: match (a.backlog, b.backlog) {
+            (Some(x), Some(y)) => y.saturating_sub(x),
             _ => 0,
         },
         nodes,
         drops,
         sleeps,
         slept_seconds,
-    })
+    }
 }
 
 /// Per-node figures and drops since the last clear.
