@@ -12,7 +12,13 @@ mod support;
 use support::{stderr, stdout, TempDir, BIN};
 
 /// 2 GHz; IPv4 megaflow hit 200, EMC hit 100, miss 2000 cycles at 64 and 1518 B; VXLAN encap +50.
+/// No pollution cost, as in a profile written before the churn bench measured it.
 fn write_profile(d: &TempDir) -> PathBuf {
+    write_profile_with(d, None)
+}
+
+/// The same, with a pollution cost at 64 B if given.
+fn write_profile_with(d: &TempDir, pollution: Option<f64>) -> PathBuf {
     let file = d.path("state/profile.json");
     let host = HostFacts {
         tsc_hz: 2_000_000_000,
@@ -39,6 +45,10 @@ fn write_profile(d: &TempDir) -> PathBuf {
         c(CostPath::VxlanEncap, 64, 50.0),
         c(CostPath::VxlanEncap, 1518, 50.0),
     ];
+    let mut costs = costs.to_vec();
+    if let Some(cpp) = pollution {
+        costs.push(c(CostPath::Pollution, 64, cpp));
+    }
     profile::record(Some(&file), host, &costs).expect("record the profile");
     file
 }
@@ -131,8 +141,71 @@ fn json_answer_has_cores_parts_and_limit() {
         v["inputs"]["rate"]["packets_per_second"].as_f64(),
         Some(1e7)
     );
-    assert_eq!(v["explain"].as_array().map(Vec::len), Some(11));
-    assert!(v["notes"].is_array());
+    // The old profile has no pollution: 0, said in the explanation and in a note.
+    assert_eq!(v["pollution_in_profile"], false);
+    assert_eq!(v["pollution_cycle_share"].as_f64(), Some(0.0));
+    let explain: Vec<&str> = v["explain"]
+        .as_array()
+        .expect("explain")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(explain.len(), 12, "{explain:#?}");
+    assert!(
+        explain
+            .iter()
+            .any(|l| l.contains("pollution: not in the profile") && l.contains("taken as 0")),
+        "{explain:#?}"
+    );
+    assert!(v["notes"].to_string().contains("no `pollution` cost"));
+}
+
+#[test]
+fn pollution_is_priced_explained_and_counted_with_the_misses() {
+    let d = TempDir::new();
+    let p = write_profile_with(&d, Some(400.0));
+    let args = [
+        "--rate",
+        "10Mpps",
+        "--frame-mix",
+        "64",
+        "--hit-ratio",
+        "0.75",
+        "--explain",
+    ];
+    let o = plan(&[&args[..], &["--json"]].concat(), Some(&p));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).expect("one JSON object");
+    // 0.75 x 200 + 0.25 x 2000 + 0.75 x 0.25 x 400 = 725 cycles/packet.
+    assert_eq!(v["cycles_per_packet"].as_f64(), Some(725.0));
+    assert_eq!(v["pollution_in_profile"], true);
+    let share = v["pollution_cycle_share"].as_f64().expect("share");
+    assert!((share - 75.0 / 725.0).abs() < 1e-12, "{share}");
+    let parts = v["parts"].as_array().expect("parts");
+    let pol = parts
+        .iter()
+        .find(|x| x["path"] == "pollution")
+        .expect("a pollution part");
+    assert_eq!(pol["cycle_share"].as_f64(), Some(share));
+    assert_eq!(v["limit"]["path"], "miss");
+    assert_eq!(
+        v["limit"]["text"],
+        "misses take 79.3% of the cycles (69.0% missing, 10.3% in the hits they pollute)"
+    );
+    let o = plan(&args, Some(&p));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = stdout(&o);
+    for want in [
+        "   pollution: 64 B 400.00 (measured); mix: 1.0000 x 400.00 = 400.00 per unit of h (1 - h); \
+         each hit pays (1 - 0.7500) x 400.00 = 100.00",
+        "0.7500 x 0.2500 x 400.00 (cache pollution by misses: hits x miss share)",
+        "= 150.00 + 500.00 + 75.00 = 725.00",
+        "8. misses: (500.00 + 75.00 of pollution) / 725.00 = 79.3% of the cycles",
+        "| pollution (on hits)",
+    ] {
+        assert!(t.contains(want), "output lacks {want:?}:\n{t}");
+    }
+    assert!(!t.contains("no `pollution` cost"), "{t}");
 }
 
 #[test]

@@ -9,8 +9,10 @@
 //! the tunnel. The flow costs come from `vecplane bench --scenario flows --churn`, which measures
 //! them in the churn's conditions (a full table of exact megaflows: `megaflow-hit` on cold
 //! entries after a failed EMC probe, `miss` with an eviction per install, `emc-hit` with the EMC
-//! full) and calls [`record`]; `--frame-size` gives one cost per frame size and the planner
-//! interpolates between them.
+//! full, and `pollution`, what the misses add to the hits beside them, solved from three churn
+//! runs) and calls [`record`]; `--frame-size` gives one cost per frame size and the planner
+//! interpolates between them. Profiles written before `pollution` existed load unchanged (the
+//! planner then takes it as 0 and says so).
 
 use crate::report::Summary;
 use crate::scenario::Scenario;
@@ -34,6 +36,10 @@ pub enum CostPath {
     MegaflowHit,
     /// Flow switch: both caches missed: classify, install the megaflow, run the actions.
     Miss,
+    /// Flow switch: what misses add to the hits around them (installs and evictions push the
+    /// hits' entries out of the CPU caches): the planner adds `h (1 - h) x` this per packet.
+    /// Not a path of its own, so 0 is a valid cost; a profile without it means 0.
+    Pollution,
     /// Add-on: VXLAN encapsulation on output through a tunnel port.
     VxlanEncap,
     /// Add-on: VXLAN decapsulation on input from a tunnel port.
@@ -48,10 +54,11 @@ pub enum CostPath {
 
 impl CostPath {
     /// Every path, in report order.
-    pub const ALL: [CostPath; 8] = [
+    pub const ALL: [CostPath; 9] = [
         CostPath::EmcHit,
         CostPath::MegaflowHit,
         CostPath::Miss,
+        CostPath::Pollution,
         CostPath::VxlanEncap,
         CostPath::VxlanDecap,
         CostPath::L2xc,
@@ -65,6 +72,7 @@ impl CostPath {
             CostPath::EmcHit => "emc-hit",
             CostPath::MegaflowHit => "megaflow-hit",
             CostPath::Miss => "miss",
+            CostPath::Pollution => "pollution",
             CostPath::VxlanEncap => "vxlan-encap",
             CostPath::VxlanDecap => "vxlan-decap",
             CostPath::L2xc => "l2xc",
@@ -76,6 +84,11 @@ impl CostPath {
     /// Whether the cost is added to another path's (VXLAN) rather than a whole packet's.
     pub fn is_add_on(self) -> bool {
         matches!(self, CostPath::VxlanEncap | CostPath::VxlanDecap)
+    }
+
+    /// Whether 0 is a valid cost (the add-ons and the pollution term: "measured, none").
+    pub fn may_be_zero(self) -> bool {
+        self.is_add_on() || self == CostPath::Pollution
     }
 }
 
@@ -105,10 +118,10 @@ impl Protocol {
 pub fn bench_command(path: CostPath, protocol: Protocol) -> String {
     let v6 = protocol == Protocol::Ipv6;
     match path {
-        CostPath::EmcHit | CostPath::MegaflowHit | CostPath::Miss if !v6 => {
+        CostPath::EmcHit | CostPath::MegaflowHit | CostPath::Miss | CostPath::Pollution if !v6 => {
             "`vecplane bench --scenario flows --churn`".to_string()
         }
-        CostPath::EmcHit | CostPath::MegaflowHit | CostPath::Miss => {
+        CostPath::EmcHit | CostPath::MegaflowHit | CostPath::Miss | CostPath::Pollution => {
             "no bench run measures IPv6 flow-switch costs yet (a profile written by hand or by a \
              later vecplane can carry them)"
                 .to_string()
@@ -335,11 +348,11 @@ impl Profile {
         }
         for (i, c) in self.costs.iter().enumerate() {
             if !(c.cycles_per_packet.is_finite() && c.cycles_per_packet >= 0.0)
-                || (!c.path.is_add_on() && c.cycles_per_packet == 0.0)
+                || (!c.path.may_be_zero() && c.cycles_per_packet == 0.0)
             {
                 return Err(bad(format!(
                     "costs[{i}].cycles_per_packet: {} is not a cost; accepted: a finite number \
-                     above 0 (0 allowed for the vxlan add-ons)",
+                     above 0 (0 allowed for the vxlan add-ons and pollution)",
                     c.cycles_per_packet
                 )));
             }
@@ -690,6 +703,25 @@ mod tests {
         let e = read(&f).expect_err("twice").to_string();
         assert!(
             e.contains("costs[1] repeats costs[0] (miss ipv4 64 B)"),
+            "{e}"
+        );
+        // Pollution 0 is a measurement ("none"); a miss of 0 is not a cost.
+        let mut p = Profile::new(host("Test CPU", 1));
+        p.costs.push(cost(CostPath::Pollution, 64, 0.0));
+        write(&f, &p).expect("write");
+        assert_eq!(
+            read(&f)
+                .expect("pollution 0")
+                .costs_of(CostPath::Pollution, Protocol::Ipv4)[0]
+                .cycles_per_packet,
+            0.0
+        );
+        let mut p = Profile::new(host("Test CPU", 1));
+        p.costs.push(cost(CostPath::Miss, 64, 0.0));
+        write(&f, &p).expect("write");
+        let e = read(&f).expect_err("miss 0").to_string();
+        assert!(
+            e.contains("0 allowed for the vxlan add-ons and pollution"),
             "{e}"
         );
         // A broken file is not overwritten by the next bench.

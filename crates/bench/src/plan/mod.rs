@@ -27,10 +27,14 @@ The arithmetic (--explain prints it with your figures):
     h = 1 - N / R; given both, N above M is refused as a contradiction and the rest M - N are
     repeat misses (known flows whose megaflow expired or was evicted);
   cycles per packet C = h x e x C_emc + h x (1 - e) x C_megaflow + (1 - h) x C_miss
-    (+ the VXLAN add-on), with e = --emc-share, each cost weighted over the frame mix and
-    interpolated linearly between measured frame sizes (the nearest measured size outside them);
+    + h x (1 - h) x C_pollution (+ the VXLAN add-on), with e = --emc-share, each cost weighted
+    over the frame mix and interpolated linearly between measured frame sizes (the nearest
+    measured size outside them). C_pollution is what misses add to the hits beside them (their
+    installs and evictions push the hits' entries out of the CPU caches); a profile without it
+    (written before the churn bench measured it) means 0;
   cores = ceil(C x R / (TSC Hz x usable share)).
-It also says which part takes most cycles (e.g. \"misses take 71% of the cycles\").
+It also says which part takes most cycles (e.g. \"misses take 71% of the cycles\"); the
+pollution counts with the misses there, since it goes away with them.
 
 IMIX here is 7:4:1 of 64, 576 and 1500-byte Ethernet frames, FCS included.";
 

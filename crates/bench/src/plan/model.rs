@@ -1,6 +1,7 @@
 //! The planner's arithmetic: cycles per packet from the profile's costs (interpolated between
 //! measured frame sizes, weighted by the frame mix), combined over hits and misses by Amdahl's
-//! law as in "The Core Cost of Doing Business", then cores for a rate. Pure functions of a
+//! law as in "The Core Cost of Doing Business" (plus what misses add to the hits beside them,
+//! `h (1 - h) C_pollution`), then cores for a rate. Pure functions of a
 //! [`Profile`] and the inputs; it never reads files and never rounds before the last step.
 
 use super::input::{FrameMix, Rate};
@@ -66,14 +67,16 @@ pub struct SizeCost {
     pub source: Source,
 }
 
-/// One part of the per-packet cost (a cache tier, the misses, a VXLAN add-on).
+/// One part of the per-packet cost (a cache tier, the misses, a VXLAN add-on, the misses'
+/// pollution of the hits).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PartCost {
     /// Which path.
     pub path: CostPath,
-    /// Share of packets that take it (add-ons: that pay it).
+    /// Share of packets that take it (add-ons: that pay it; pollution: the hits, `h`).
     pub packet_share: f64,
-    /// Its cycles per packet, weighted over the frame mix.
+    /// Its cycles per packet, weighted over the frame mix (pollution: what each hit pays at
+    /// this miss share, `(1 - h) x` the profile's cost, which `sizes` holds).
     pub cycles_per_packet: f64,
     /// `packet_share * cycles_per_packet`: its part of the average packet's cycles.
     pub cycles_per_average_packet: f64,
@@ -88,6 +91,9 @@ pub struct PacketCost {
     pub parts: Vec<PartCost>,
     /// Their sum: cycles per average packet.
     pub cycles_per_packet: f64,
+    /// Whether the profile has a `pollution` cost for the protocol (profiles written before
+    /// the churn bench measured it have none: the term is then 0).
+    pub pollution_in_profile: bool,
 }
 
 /// What the planner refuses.
@@ -228,8 +234,9 @@ fn part_cost(
 
 /// Cycles per average packet when a share `hit_ratio` of packets hits a cache (of those,
 /// `traffic.emc_share` the EMC, the rest the megaflow cache) and the rest miss:
-/// `h*e*C_emc + h*(1-e)*C_megaflow + (1-h)*C_miss (+ the VXLAN add-on)`, each C weighted over
-/// the frame mix. Paths with no packets need no cost in the profile.
+/// `h*e*C_emc + h*(1-e)*C_megaflow + (1-h)*C_miss + h*(1-h)*C_pollution (+ the VXLAN add-on)`,
+/// each C weighted over the frame mix. Paths with no packets need no cost in the profile; a
+/// profile without `pollution` prices it at 0 (`pollution_in_profile` says so).
 pub fn packet_cost(
     profile: &Profile,
     traffic: &Traffic,
@@ -259,16 +266,28 @@ pub fn packet_cost(
             wanted.push((CostPath::VxlanDecap, 0.5, "--vxlan both"));
         }
     }
+    let pollution_in_profile = !profile
+        .costs_of(CostPath::Pollution, traffic.protocol)
+        .is_empty();
     let mut parts = Vec::new();
     for (path, share, why) in wanted {
         if share > 0.0 {
             parts.push(part_cost(profile, traffic, path, share, why)?);
+        }
+        if path == CostPath::Miss && pollution_in_profile && h > 0.0 && h < 1.0 {
+            // Hits (share h) each pay (1 - h) C_pollution: h (1 - h) C_pollution per packet.
+            let why = "hits beside misses (the pollution term)";
+            let mut p = part_cost(profile, traffic, CostPath::Pollution, h, why)?;
+            p.cycles_per_packet *= 1.0 - h;
+            p.cycles_per_average_packet = h * p.cycles_per_packet;
+            parts.push(p);
         }
     }
     let cycles_per_packet = parts.iter().map(|p| p.cycles_per_average_packet).sum();
     Ok(PacketCost {
         parts,
         cycles_per_packet,
+        pollution_in_profile,
     })
 }
 
@@ -404,14 +423,19 @@ pub struct Workload {
     pub usable: f64,
 }
 
-/// The part that takes most cycles.
+/// The part that takes most cycles. The pollution counts with the misses: it is what the
+/// misses (their installs and evictions) add to the hits, and it goes away with them, so the
+/// cycles fewer misses would save are the misses' own plus the pollution.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Limit {
-    /// Which path.
+    /// Which path (never `pollution`: that is counted with `miss`).
     pub path: CostPath,
-    /// Its share of all cycles.
+    /// Its share of all cycles (for `miss`: with the pollution).
     pub cycle_share: f64,
-    /// e.g. `misses take 71.0% of the cycles`.
+    /// The pollution's share of all cycles (part of `cycle_share` when `path` is `miss`).
+    pub pollution_share: f64,
+    /// e.g. `misses take 71.0% of the cycles`, with the pollution
+    /// `misses take 78.0% of the cycles (71.0% missing, 7.0% in the hits they pollute)`.
     pub text: String,
 }
 
@@ -450,11 +474,64 @@ pub fn plural(path: CostPath) -> &'static str {
         CostPath::EmcHit => "EMC hits",
         CostPath::MegaflowHit => "megaflow hits",
         CostPath::Miss => "misses",
+        CostPath::Pollution => "cache pollution by misses",
         CostPath::VxlanEncap => "VXLAN encapsulation",
         CostPath::VxlanDecap => "VXLAN decapsulation",
         CostPath::L2xc => "cross-connects",
         CostPath::Ip4Router => "IPv4 routing",
         CostPath::Ip6Router => "IPv6 routing",
+    }
+}
+
+/// Which part takes most cycles, the pollution counted with the misses (see [`Limit`]).
+pub fn limit(cost: &PacketCost) -> Limit {
+    let of = |path| {
+        cost.parts
+            .iter()
+            .filter(|p| p.path == path)
+            .map(|p| p.cycles_per_average_packet)
+            .sum::<f64>()
+    };
+    let pollution = of(CostPath::Pollution);
+    let top = cost
+        .parts
+        .iter()
+        .filter(|p| p.path != CostPath::Pollution)
+        .map(|p| {
+            let extra = if p.path == CostPath::Miss {
+                pollution
+            } else {
+                0.0
+            };
+            (p.path, p.cycles_per_average_packet + extra)
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    let total = cost.cycles_per_packet;
+    let pollution_share = if total > 0.0 { pollution / total } else { 0.0 };
+    match top {
+        Some((path, cycles)) if total > 0.0 => {
+            let share = cycles / total;
+            let mut text = format!("{} take {:.1}% of the cycles", plural(path), 100.0 * share);
+            if path == CostPath::Miss && pollution > 0.0 {
+                text.push_str(&format!(
+                    " ({:.1}% missing, {:.1}% in the hits they pollute)",
+                    100.0 * (share - pollution_share),
+                    100.0 * pollution_share
+                ));
+            }
+            Limit {
+                path,
+                cycle_share: share,
+                pollution_share,
+                text,
+            }
+        }
+        _ => Limit {
+            path: CostPath::MegaflowHit,
+            cycle_share: 0.0,
+            pollution_share,
+            text: "nothing takes any cycles".to_string(),
+        },
     }
 }
 
@@ -474,29 +551,7 @@ pub fn plan(profile: &Profile, w: &Workload) -> Result<Plan, PlanError> {
     } else {
         0.0
     };
-    let top = cost.parts.iter().max_by(|a, b| {
-        a.cycles_per_average_packet
-            .total_cmp(&b.cycles_per_average_packet)
-    });
-    let limit = match top {
-        Some(p) if cost.cycles_per_packet > 0.0 => {
-            let share = p.cycles_per_average_packet / cost.cycles_per_packet;
-            Limit {
-                path: p.path,
-                cycle_share: share,
-                text: format!(
-                    "{} take {:.1}% of the cycles",
-                    plural(p.path),
-                    100.0 * share
-                ),
-            }
-        }
-        _ => Limit {
-            path: CostPath::MegaflowHit,
-            cycle_share: 0.0,
-            text: "nothing takes any cycles".to_string(),
-        },
-    };
+    let limit = limit(&cost);
     Ok(Plan {
         rate_pps,
         rate_bits_per_second: rate_pps * w.traffic.mix.mean_wire_bytes() * 8.0,

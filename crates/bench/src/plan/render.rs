@@ -5,7 +5,7 @@
 
 use super::input::Rate;
 use super::model::{plural, FlowRates, Plan, Source, Workload};
-use crate::profile::Profile;
+use crate::profile::{CostPath, Profile};
 use comfy_table::{presets::ASCII_MARKDOWN, CellAlignment, Table};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -130,6 +130,20 @@ fn flow_words(f: &FlowRates) -> String {
     }
 }
 
+/// The profile's (mix-weighted) cost of a part: for the pollution, the cost per unit of
+/// `h (1 - h)`, before the `(1 - h)` the part's `cycles_per_packet` holds.
+fn profile_cost(part: &super::model::PartCost) -> f64 {
+    part.sizes
+        .iter()
+        .map(|s| s.share * s.cycles_per_packet)
+        .sum()
+}
+
+/// Whether hits and misses mix, so the pollution term could apply.
+fn mixed(p: &Plan) -> bool {
+    p.flows.hit_ratio > 0.0 && p.flows.hit_ratio < 1.0
+}
+
 /// Notes: costs from the nearest measured size, a profile from another CPU, derived inputs.
 pub(super) fn notes(ctx: &Context<'_>, p: &Plan) -> Vec<String> {
     let mut out = Vec::new();
@@ -167,6 +181,14 @@ pub(super) fn notes(ctx: &Context<'_>, p: &Plan) -> Vec<String> {
             "the profile was measured on `{}`, this host is `{}`: the figures are the other host's",
             host.cpu_model, ctx.this_cpu
         ));
+    }
+    if !p.cost.pollution_in_profile && mixed(p) {
+        out.push(
+            "the profile has no `pollution` cost (written before the churn bench measured it): \
+             taken as 0, so hits cost the same at every miss share; `vecplane bench --scenario \
+             flows --churn` measures it"
+                .to_string(),
+        );
     }
     if !p.flows.hit_ratio_given {
         out.push(format!(
@@ -246,8 +268,13 @@ pub(super) fn text(ctx: &Context<'_>, p: &Plan) -> String {
         "share of cycles",
     ]);
     for part in &p.cost.parts {
+        let name = if part.path == CostPath::Pollution {
+            "pollution (on hits)".to_string()
+        } else {
+            part.path.name().to_string()
+        };
         t.add_row(vec![
-            part.path.name().to_string(),
+            name,
             si(part.packet_share * p.rate_pps),
             grouped(part.cycles_per_packet, 1),
             si(part.cycles_per_average_packet * p.rate_pps),
@@ -380,24 +407,51 @@ pub(super) fn explain(ctx: &Context<'_>, p: &Plan) -> Vec<String> {
             .map(|s| format!("{:.4} x {:.2}", s.share, s.cycles_per_packet))
             .collect();
         out.push(format!(
-            "   {}: {}; mix: {} = {:.2}",
+            "   {}: {}; mix: {} = {:.2}{}",
             part.path.name(),
             sizes.join(", "),
             terms.join(" + "),
-            part.cycles_per_packet
+            profile_cost(part),
+            if part.path == CostPath::Pollution {
+                format!(
+                    " per unit of h (1 - h); each hit pays (1 - {:.4}) x {:.2} = {:.2}",
+                    p.flows.hit_ratio,
+                    profile_cost(part),
+                    part.cycles_per_packet
+                )
+            } else {
+                String::new()
+            }
         ));
+    }
+    if !p.cost.pollution_in_profile && mixed(p) {
+        out.push(
+            "   pollution: not in the profile (written before the churn bench measured it): \
+             taken as 0"
+                .to_string(),
+        );
     }
     let terms: Vec<String> = p
         .cost
         .parts
         .iter()
         .map(|x| {
-            format!(
-                "{:.4} x {:.2} ({})",
-                x.packet_share,
-                x.cycles_per_packet,
-                plural(x.path)
-            )
+            if x.path == CostPath::Pollution {
+                let h = p.flows.hit_ratio;
+                format!(
+                    "{h:.4} x {:.4} x {:.2} ({}: hits x miss share)",
+                    1.0 - h,
+                    profile_cost(x),
+                    plural(x.path)
+                )
+            } else {
+                format!(
+                    "{:.4} x {:.2} ({})",
+                    x.packet_share,
+                    x.cycles_per_packet,
+                    plural(x.path)
+                )
+            }
         })
         .collect();
     let sums: Vec<String> = p
@@ -426,19 +480,34 @@ pub(super) fn explain(ctx: &Context<'_>, p: &Plan) -> Vec<String> {
         p.cores_exact,
         p.cores
     ));
-    let top = p
-        .cost
-        .parts
-        .iter()
-        .find(|x| x.path == p.limit.path)
-        .map_or(0.0, |x| x.cycles_per_average_packet);
-    out.push(format!(
-        "8. {}: {:.2} / {:.2} = {:.1}% of the cycles, the largest part",
-        plural(p.limit.path),
-        top,
-        p.cost.cycles_per_packet,
-        100.0 * p.limit.cycle_share
-    ));
+    let of = |path| {
+        p.cost
+            .parts
+            .iter()
+            .find(|x| x.path == path)
+            .map_or(0.0, |x| x.cycles_per_average_packet)
+    };
+    let top = of(p.limit.path);
+    let pollution = of(CostPath::Pollution);
+    out.push(if p.limit.path == CostPath::Miss && pollution > 0.0 {
+        format!(
+            "8. misses: ({:.2} + {:.2} of pollution) / {:.2} = {:.1}% of the cycles, the largest \
+             part (the pollution counts with the misses: it is what they add to the hits, and \
+             goes with them)",
+            top,
+            pollution,
+            p.cost.cycles_per_packet,
+            100.0 * p.limit.cycle_share
+        )
+    } else {
+        format!(
+            "8. {}: {:.2} / {:.2} = {:.1}% of the cycles, the largest part",
+            plural(p.limit.path),
+            top,
+            p.cost.cycles_per_packet,
+            100.0 * p.limit.cycle_share
+        )
+    });
     out.push(format!(
         "9. one core = {} / {:.2} = {} packets/s (x {} usable = {})",
         grouped(p.tsc_hz as f64, 0),
@@ -509,6 +578,8 @@ pub(super) fn json(ctx: &Context<'_>, p: &Plan, with_explain: bool) -> Value {
         "new_flows_per_second": p.flows.new_flows_per_second,
         "repeat_misses_per_second": p.flows.repeat_misses_per_second,
         "parts": parts,
+        "pollution_in_profile": p.cost.pollution_in_profile,
+        "pollution_cycle_share": p.limit.pollution_share,
         "cycles_per_packet": p.cost.cycles_per_packet,
         "cycles_per_second": p.cycles_per_second,
         "tsc_hz": p.tsc_hz,

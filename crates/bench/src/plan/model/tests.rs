@@ -309,3 +309,98 @@ fn hit_ratio_and_new_flows_combine_or_are_refused() {
         Err(PlanError::NoFlowInput)
     );
 }
+
+/// The test profile with a pollution cost of 400 cycles at 64 B.
+fn polluted_profile() -> Profile {
+    let mut p = profile();
+    let host = p.host.clone();
+    p.merge(
+        host,
+        &[Cost {
+            path: CostPath::Pollution,
+            protocol: Protocol::Ipv4,
+            frame_size: 64,
+            cycles_per_packet: 400.0,
+            scenario: "flows-churn".into(),
+            flows: None,
+            date: String::new(),
+        }],
+    );
+    p
+}
+
+#[test]
+fn pollution_adds_h_times_miss_share_and_counts_with_the_misses() {
+    // 0.75 x 200 + 0.25 x 2000 + 0.75 x 0.25 x 400 = 150 + 500 + 75 = 725 cycles/packet.
+    let w = workload(Rate::PacketsPerSecond(10e6), "64", Some(0.75), None);
+    let p = plan(&polluted_profile(), &w).expect("plan");
+    assert!(close(p.cost.cycles_per_packet, 725.0));
+    assert!(p.cost.pollution_in_profile);
+    let pol = p
+        .cost
+        .parts
+        .iter()
+        .find(|x| x.path == CostPath::Pollution)
+        .expect("pollution part");
+    // The hits pay it: 0.75 of packets, (1 - 0.75) x 400 = 100 cycles each.
+    assert!(close(pol.packet_share, 0.75));
+    assert!(close(pol.cycles_per_packet, 100.0));
+    assert!(close(pol.cycles_per_average_packet, 75.0));
+    assert!(close(pol.sizes[0].cycles_per_packet, 400.0));
+    // Misses' own 500 and their pollution 75 of 725: 79.3% (69.0% + 10.3%).
+    assert_eq!(p.limit.path, CostPath::Miss);
+    assert!(close(p.limit.cycle_share, 575.0 / 725.0));
+    assert!(close(p.limit.pollution_share, 75.0 / 725.0));
+    assert_eq!(
+        p.limit.text,
+        "misses take 79.3% of the cycles (69.0% missing, 10.3% in the hits they pollute)"
+    );
+    assert!(close(p.pps_per_core, 2e9 / 725.0));
+    // Parts in order: the pollution right after the misses.
+    let order: Vec<CostPath> = p.cost.parts.iter().map(|x| x.path).collect();
+    assert_eq!(
+        order,
+        vec![CostPath::MegaflowHit, CostPath::Miss, CostPath::Pollution]
+    );
+
+    // No term at all hits or all misses: h (1 - h) = 0.
+    let t = traffic("64");
+    let pp = polluted_profile();
+    assert!(close(pps_per_core(&pp, &t, 1.0).expect("1"), 1e7));
+    assert!(close(pps_per_core(&pp, &t, 0.0).expect("0"), 1e6));
+    // Largest at h = 0.5: 100 + 1000 + 100 = 1200.
+    assert!(close(pps_per_core(&pp, &t, 0.5).expect(".5"), 2e9 / 1200.0));
+
+    // Hits still the larger part: the megaflow hits lead, the pollution is not theirs.
+    // 0.99 x 200 + 0.01 x 2000 + 0.99 x 0.01 x 400 = 198 + 20 + 3.96.
+    let w = workload(Rate::PacketsPerSecond(10e6), "64", Some(0.99), None);
+    let p = plan(&pp, &w).expect("plan");
+    assert!(close(p.cost.cycles_per_packet, 221.96));
+    assert_eq!(p.limit.path, CostPath::MegaflowHit);
+    assert!(close(p.limit.cycle_share, 198.0 / 221.96));
+    assert!(close(p.limit.pollution_share, 3.96 / 221.96));
+    assert_eq!(p.limit.text, "megaflow hits take 89.2% of the cycles");
+}
+
+#[test]
+fn a_profile_without_pollution_means_zero() {
+    // The same arithmetic as before the term existed, and the plan says the term is missing.
+    let w = workload(Rate::PacketsPerSecond(10e6), "64", Some(0.75), None);
+    let p = plan(&profile(), &w).expect("plan");
+    assert!(!p.cost.pollution_in_profile);
+    assert!(close(p.cost.cycles_per_packet, 650.0));
+    assert!(p.cost.parts.iter().all(|x| x.path != CostPath::Pollution));
+    assert_eq!(p.limit.pollution_share, 0.0);
+    assert_eq!(p.limit.text, "misses take 76.9% of the cycles");
+    // A measured pollution of 0 is a part of 0 cycles, not an absence.
+    let mut pp = polluted_profile();
+    for c in &mut pp.costs {
+        if c.path == CostPath::Pollution {
+            c.cycles_per_packet = 0.0;
+        }
+    }
+    let p = plan(&pp, &w).expect("plan");
+    assert!(p.cost.pollution_in_profile);
+    assert!(close(p.cost.cycles_per_packet, 650.0));
+    assert_eq!(p.limit.text, "misses take 76.9% of the cycles");
+}
