@@ -9,7 +9,10 @@
 //! `lb set interface`; `show lb` says which applies.
 
 use crate::model::LbState;
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU8,
+    Ordering::{Acquire, Relaxed, Release},
+};
 
 const NAT4_IN: u8 = 1;
 const NAT6_IN: u8 = 2;
@@ -52,7 +55,7 @@ impl NatInside {
     /// True when the family has at least one inside port.
     #[inline(always)]
     pub fn configured(&self, nat6: bool) -> bool {
-        self.configured.load(Relaxed) & bit(nat6) != 0
+        self.configured.load(Acquire) & bit(nat6) != 0
     }
 
     /// True when a reply of the family received on `port` is looked up in the NAT reverse
@@ -62,23 +65,30 @@ impl NatInside {
         !self.configured(nat6) || self.is_inside(port, nat6)
     }
 
-    /// Take the inside ports of `state`; `ports` are the data plane's port names by id.
+    /// Take the inside ports of `state`; `ports` are the data plane's port names by id. While
+    /// the flags change, a family that has inside ports before or after counts as having none
+    /// (replies are translated on every port), so that no moment translates on no port.
     pub fn set_from(&self, state: &LbState, ports: &[String]) {
-        let mut configured = 0;
-        for (i, name) in ports.iter().enumerate() {
-            let mut v = 0;
-            if state.nat_inside(false).contains(name) {
-                v |= NAT4_IN;
-            }
-            if state.nat_inside(true).contains(name) {
-                v |= NAT6_IN;
-            }
-            configured |= v;
-            if let Some(f) = self.flags.get(i) {
-                f.store(v, Relaxed);
-            }
+        let flags: Vec<u8> = ports
+            .iter()
+            .map(|name| {
+                let mut v = 0;
+                if state.nat_inside(false).contains(name) {
+                    v |= NAT4_IN;
+                }
+                if state.nat_inside(true).contains(name) {
+                    v |= NAT6_IN;
+                }
+                v
+            })
+            .collect();
+        let configured = flags.iter().fold(0, |a, &v| a | v);
+        let before = self.configured.load(Acquire);
+        self.configured.store(before & configured, Release);
+        for (f, v) in self.flags.iter().zip(flags) {
+            f.store(v, Release);
         }
-        self.configured.store(configured, Relaxed);
+        self.configured.store(configured, Release);
     }
 }
 
