@@ -6,47 +6,29 @@
 //! scratch directory are gone afterwards. Refused arguments are checked without root. Traffic
 //! stays in the lab's namespaces (198.18.0.0/15).
 
-use serde_json::Value;
+mod support;
+
 use std::path::Path;
 use std::time::Duration;
+use support::{bench_json, num, veth_bench_possible, BIN};
 
-const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+const TOOLS: &[&str] = &["ip", "ethtool", "tc", "nft", "nginx", "curl"];
 
-fn prerequisites() -> bool {
-    if let Some(why) =
-        netlab::missing_prerequisite(&["ip", "ethtool", "tc", "nft", "nginx", "curl"])
-    {
-        testenv::skip(&why);
-        return false;
-    }
-    if std::thread::available_parallelism().map_or(0, |n| n.get()) < 2 {
-        testenv::skip("the veth benchmarks need two CPUs");
-        return false;
-    }
-    true
-}
-
+/// `vecplane bench --scenario veth-lb <extra>`, bounded, for the refusals.
 fn bench(extra: &[&str]) -> std::process::Output {
     let mut args = vec![BIN, "bench", "--scenario", "veth-lb"];
     args.extend(extra);
     netlab::cmd::run_bounded(&args, Duration::from_secs(300)).expect("bench ran")
 }
 
-fn num(v: &Value, path: &[&str]) -> f64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_f64()
-        .unwrap_or_else(|| panic!("no number at {path:?} in {v}"))
-}
-
 #[test]
 fn veth_lb_against_nftables_delivers_rewritten_packets_and_cleans_up() {
-    if !prerequisites() {
+    if !veth_bench_possible(TOOLS) {
         return;
     }
-    let out = bench(&[
+    let r = bench_json(&[
+        "--scenario",
+        "veth-lb",
         "--encap",
         "nat4",
         "--reference",
@@ -62,15 +44,6 @@ fn veth_lb_against_nftables_delivers_rewritten_packets_and_cleans_up() {
         "--json",
         "--no-progress",
     ]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "bench failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    let r: Value = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("bench printed no JSON ({e}):\n{stdout}\n{stderr}"));
     assert_eq!(r["scenario"], "veth-lb");
     assert_eq!(r["encap"], "nat4");
     assert_eq!(r["flows"], 256);

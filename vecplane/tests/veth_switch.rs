@@ -6,23 +6,18 @@
 //! namespaces, its scratch and Open vSwitch directories and the Open vSwitch daemons. Traffic
 //! stays in the bench's own namespaces (198.18.0.0/15).
 
+mod support;
+
 use serde_json::Value;
 use std::path::Path;
-use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+use support::{bench_json, num, veth_bench_possible};
 
 fn prerequisites() -> bool {
-    if let Some(why) = netlab::missing_prerequisite(&["ip", "ethtool", "tc"]) {
-        testenv::skip(&why);
+    if !veth_bench_possible(&["ip", "ethtool", "tc"]) {
         return false;
     }
     if let Some(why) = netlab::ovs::missing_prerequisite() {
         testenv::skip(&why);
-        return false;
-    }
-    if std::thread::available_parallelism().map_or(0, |n| n.get()) < 2 {
-        testenv::skip("the veth benchmarks need two CPUs");
         return false;
     }
     true
@@ -31,8 +26,6 @@ fn prerequisites() -> bool {
 /// Run the bench and return its JSON report.
 fn bench(extra: &[&str]) -> Value {
     let mut args = vec![
-        BIN,
-        "bench",
         "--scenario",
         "veth-switch",
         "--reference",
@@ -49,25 +42,7 @@ fn bench(extra: &[&str]) -> Value {
         "--no-progress",
     ];
     args.extend(extra);
-    let out = netlab::cmd::run_bounded(&args, Duration::from_secs(300)).expect("bench ran");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "bench {extra:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("bench printed no JSON ({e}):\n{stdout}\n{stderr}"))
-}
-
-fn num(v: &Value, path: &[&str]) -> f64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_f64()
-        .unwrap_or_else(|| panic!("no number at {path:?} in {v}"))
+    bench_json(&args)
 }
 
 /// Nothing the run made is left: namespaces, directories, Open vSwitch daemons.

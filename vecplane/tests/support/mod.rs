@@ -162,3 +162,46 @@ impl Drop for Daemon {
         }
     }
 }
+
+// --- veth benchmarks run as tests ------------------------------------------------------------
+
+/// True when a veth bench can run here: the lab `tools` and two CPUs; else the test is skipped
+/// (`testenv::skip`, which fails under CI=true).
+pub fn veth_bench_possible(tools: &[&str]) -> bool {
+    if let Some(why) = netlab::missing_prerequisite(tools) {
+        testenv::skip(&why);
+        return false;
+    }
+    if std::thread::available_parallelism().map_or(0, |n| n.get()) < 2 {
+        testenv::skip("the veth benchmarks need two CPUs");
+        return false;
+    }
+    true
+}
+
+/// `vecplane bench <args>`, bounded to 300 s: its JSON report (panics with the bench's output
+/// when it failed or printed no JSON).
+pub fn bench_json(args: &[&str]) -> Value {
+    let mut all = vec![BIN, "bench"];
+    all.extend(args);
+    let out = netlab::cmd::run_bounded(&all, Duration::from_secs(300)).expect("bench ran");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "bench {args:?} failed: {}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("bench printed no JSON ({e}):\n{stdout}\n{stderr}"))
+}
+
+/// The number at `path` in `v` (panics naming the path when there is none).
+pub fn num(v: &Value, path: &[&str]) -> f64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_f64()
+        .unwrap_or_else(|| panic!("no number at {path:?} in {v}"))
+}
