@@ -10,7 +10,7 @@ mod support;
 
 use std::path::Path;
 use std::time::Duration;
-use support::{bench_json, num, veth_bench_possible, BIN};
+use support::{bench_json, num, veth_bench_possible, BIN, SHORT_RUN};
 
 const TOOLS: &[&str] = &["ip", "ethtool", "tc", "nft", "nginx", "curl"];
 
@@ -26,24 +26,16 @@ fn veth_lb_against_nftables_delivers_rewritten_packets_and_cleans_up() {
     if !veth_bench_possible(TOOLS) {
         return;
     }
-    let r = bench_json(&[
+    let mut args = vec![
         "--scenario",
         "veth-lb",
         "--encap",
         "nat4",
         "--reference",
         "nftables",
-        "--runs",
-        "1",
-        "--seconds",
-        "1",
-        "--warmup",
-        "0.5",
-        "--flows",
-        "256",
-        "--json",
-        "--no-progress",
-    ]);
+    ];
+    args.extend(SHORT_RUN);
+    let r = bench_json(&args);
     assert_eq!(r["scenario"], "veth-lb");
     assert_eq!(r["encap"], "nat4");
     assert_eq!(r["flows"], 256);

@@ -10,7 +10,7 @@ mod support;
 
 use serde_json::Value;
 use std::path::Path;
-use support::{bench_json, num, veth_bench_possible};
+use support::{bench_json, num, veth_bench_possible, SHORT_RUN};
 
 fn prerequisites() -> bool {
     if !veth_bench_possible(&["ip", "ethtool", "tc"]) {
@@ -25,22 +25,8 @@ fn prerequisites() -> bool {
 
 /// Run the bench and return its JSON report.
 fn bench(extra: &[&str]) -> Value {
-    let mut args = vec![
-        "--scenario",
-        "veth-switch",
-        "--reference",
-        "ovs",
-        "--runs",
-        "1",
-        "--seconds",
-        "1",
-        "--warmup",
-        "0.5",
-        "--flows",
-        "256",
-        "--json",
-        "--no-progress",
-    ];
+    let mut args = vec!["--scenario", "veth-switch", "--reference", "ovs"];
+    args.extend(SHORT_RUN);
     args.extend(extra);
     bench_json(&args)
 }

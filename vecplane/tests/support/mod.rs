@@ -165,6 +165,21 @@ impl Drop for Daemon {
 
 // --- veth benchmarks run as tests ------------------------------------------------------------
 
+/// The arguments of a short veth bench run: one run of 1 s after a 0.5 s warm-up, 256 flows,
+/// JSON, no progress lines.
+pub const SHORT_RUN: [&str; 10] = [
+    "--runs",
+    "1",
+    "--seconds",
+    "1",
+    "--warmup",
+    "0.5",
+    "--flows",
+    "256",
+    "--json",
+    "--no-progress",
+];
+
 /// True when a veth bench can run here: the lab `tools` and two CPUs; else the test is skipped
 /// (`testenv::skip`, which fails under CI=true).
 pub fn veth_bench_possible(tools: &[&str]) -> bool {
