@@ -382,6 +382,11 @@ impl FlowSwitch {
         shared: &FlowWorkerShared,
     ) -> u16 {
         let acts = actions.as_slice();
+        // The usual megaflow: one output, nothing else.
+        if let [DpAction::Output(port)] = acts {
+            cx.pool.meta_mut(b).tx_port = *port;
+            return FlowNext::Output.id();
+        }
         let Some(last) = acts.iter().rposition(is_output) else {
             return fail(cx, b, FlowDrop::DroppedByRules);
         };
