@@ -73,6 +73,35 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Parse the lines of an included file (`label` in messages): `content` gives what of a
+    /// line counts (None for a comment or blank line, skipped), `parse` reads it, and each bad
+    /// line is an issue at LABEL:LINE. The items read, with their 1-based lines.
+    pub(super) fn file_lines<'t, T, E: std::fmt::Display>(
+        &mut self,
+        text: &'t str,
+        label: &str,
+        content: impl Fn(&'t str) -> Option<&'t str>,
+        parse: impl Fn(&'t str) -> Result<T, E>,
+    ) -> Vec<(T, usize)> {
+        let mut out = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let Some(body) = content(line) else {
+                continue;
+            };
+            match parse(body) {
+                Ok(item) => out.push((item, i + 1)),
+                Err(e) => self.issues.push(Issue {
+                    file: label.to_string(),
+                    line: i + 1,
+                    section: String::new(),
+                    field: None,
+                    message: e.to_string(),
+                }),
+            }
+        }
+        out
+    }
+
     pub(super) fn line_of(&self, offset: usize) -> usize {
         match self.line_starts.binary_search(&offset) {
             Ok(i) => i + 1,

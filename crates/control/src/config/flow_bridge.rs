@@ -207,27 +207,9 @@ impl Ctx<'_> {
                 return;
             }
         };
-        for (i, line) in text.lines().enumerate() {
-            let rule = line.trim();
-            if rule.is_empty() || rule.starts_with('#') {
-                continue;
-            }
-            match flow::ofctl::parse_flow(rule) {
-                Ok(r) => out.rules.push((
-                    r,
-                    Origin::File {
-                        label: label.clone(),
-                        line: i + 1,
-                    },
-                )),
-                Err(e) => self.issues.push(Issue {
-                    file: label.clone(),
-                    line: i + 1,
-                    section: String::new(),
-                    field: None,
-                    message: e.to_string(),
-                }),
-            }
+        for (r, line) in self.file_lines(&text, &label, rule_content, flow::ofctl::parse_flow) {
+            let label = label.clone();
+            out.rules.push((r, Origin::File { label, line }));
         }
     }
 
@@ -393,4 +375,11 @@ fn check_flow_bridge(
 ) -> Result<(), (usize, String)> {
     let tunnels = dataplane::flows::tunnel_ports(ports.iter().map(Option::as_ref));
     dataplane::flows::initial_tables(spec, &tunnels).map(|_| ())
+}
+
+/// What of a flow-file line is read: the trimmed rule, None for a blank line or a comment (a
+/// line starting with `#`).
+fn rule_content(line: &str) -> Option<&str> {
+    let rule = line.trim();
+    (!rule.is_empty() && !rule.starts_with('#')).then_some(rule)
 }

@@ -149,27 +149,15 @@ impl Ctx<'_> {
                 return;
             }
         };
-        for (i, line) in text.lines().enumerate() {
-            let body = line.split('#').next().unwrap_or("");
-            if body.trim().is_empty() {
-                continue;
-            }
-            match lb::cli::parse_line(body) {
-                Ok(c) => out.push((
-                    c,
-                    Origin::File {
-                        label: label.clone(),
-                        line: i + 1,
-                    },
-                )),
-                Err(e) => self.issues.push(Issue {
-                    file: label.clone(),
-                    line: i + 1,
-                    section: String::new(),
-                    field: None,
-                    message: e.to_string(),
-                }),
-            }
+        for (c, line) in self.file_lines(&text, &label, lb_line_content, lb::cli::parse_line) {
+            let label = label.clone();
+            out.push((c, Origin::File { label, line }));
         }
     }
+}
+
+/// What of an `[lb] file` line is read: all before a `#` (a comment anywhere), None when blank.
+fn lb_line_content(line: &str) -> Option<&str> {
+    let body = line.split('#').next().unwrap_or("");
+    (!body.trim().is_empty()).then_some(body)
 }
