@@ -8,10 +8,10 @@ use crate::api::ApiError;
 use axum::http::StatusCode;
 use dataplane::lb::{AsTotals, LbApplyError, LbControl, VipTotals};
 use dataplane::RuntimeView;
-use lb::cli::format_command;
+use lb::cli::{conf_command, format_command};
 use lb::model::{
-    AsSpec, AsState, ConfChange, Encap, LbCommand, LbErrorKind, LbState, Prefix, SourceAddress,
-    VipId, VipKey, VipProtocol, VipSpec, DEFAULT_NEW_LEN,
+    AsSpec, AsState, Encap, LbCommand, LbErrorKind, LbState, Prefix, SourceAddress, VipId, VipKey,
+    VipProtocol, VipSpec, DEFAULT_NEW_LEN,
 };
 use lb::snapshot::LbTables;
 use serde::Deserialize;
@@ -73,14 +73,7 @@ pub fn conf_json(state: &LbState) -> Value {
         "timeout-tcp": c.timeouts.tcp,
         "timeout-udp": c.timeouts.udp,
         "timeout-other": c.timeouts.other,
-        "line": format_command(&LbCommand::Conf(ConfChange {
-            ip4_src: c.ip4_src,
-            ip6_src: c.ip6_src,
-            buckets: Some(c.buckets),
-            tcp_timeout: Some(c.timeouts.tcp),
-            udp_timeout: Some(c.timeouts.udp),
-            other_timeout: Some(c.timeouts.other),
-        })),
+        "line": format_command(&conf_command(state)),
     })
 }
 

@@ -109,19 +109,24 @@ pub fn format_command(cmd: &LbCommand) -> String {
     }
 }
 
-/// The commands that rebuild `state` from an empty one (same VIPs, servers and weights; ids,
-/// generations and removed servers are not part of it), in a stable order: conf, VIPs with
-/// their servers (by key, servers by address), NAT inside ports.
-pub fn state_commands(state: &LbState) -> Vec<LbCommand> {
+/// The `lb conf` command that sets every setting of `state`'s conf.
+pub fn conf_command(state: &LbState) -> LbCommand {
     let c = state.conf();
-    let mut out = vec![LbCommand::Conf(ConfChange {
+    LbCommand::Conf(ConfChange {
         ip4_src: c.ip4_src,
         ip6_src: c.ip6_src,
         buckets: Some(c.buckets),
         tcp_timeout: Some(c.timeouts.tcp),
         udp_timeout: Some(c.timeouts.udp),
         other_timeout: Some(c.timeouts.other),
-    })];
+    })
+}
+
+/// The commands that rebuild `state` from an empty one (same VIPs, servers and weights; ids,
+/// generations and removed servers are not part of it), in a stable order: conf, VIPs with
+/// their servers (by key, servers by address), NAT inside ports.
+pub fn state_commands(state: &LbState) -> Vec<LbCommand> {
+    let mut out = vec![conf_command(state)];
     for v in state.vips() {
         out.push(LbCommand::AddVip(v.spec));
         let servers: Vec<_> = v

@@ -37,7 +37,7 @@ mod show;
 mod tests;
 
 pub use error::{CliError, CliFileError};
-pub use format::{format_command, format_state, state_commands};
+pub use format::{conf_command, format_command, format_state, state_commands};
 pub use parse::parse_line;
 pub use show::format_show;
 
