@@ -93,6 +93,19 @@ impl LoadResult {
         self.errors.values().sum()
     }
 
+    /// What was wrong when not every request completed, or not `expected` of them (0: any
+    /// number); None when all is well. For tests' assertions.
+    pub fn incomplete(&self, expected: u64) -> Option<String> {
+        if self.failures() != 0 {
+            return Some(format!(
+                "failures {:?} over {} requests ({:?})",
+                self.errors, self.requests, self.per_server
+            ));
+        }
+        (expected > 0 && self.requests != expected)
+            .then(|| format!("{} requests, {expected} expected: {self:?}", self.requests))
+    }
+
     /// Requests per second.
     pub fn rate(&self) -> f64 {
         if self.duration_us == 0 {
