@@ -620,11 +620,7 @@ pub fn run_with(
             Some(L2xcBeside {
                 cycles_per_packet: m.cycles_per_packet,
                 mpps: m.mpps,
-                ratio: if m.cycles_per_packet > 0.0 {
-                    s.cycles_per_packet / m.cycles_per_packet
-                } else {
-                    0.0
-                },
+                ratio: crate::report::ratio(s.cycles_per_packet, m.cycles_per_packet),
                 runs: cpp,
                 on_cpu_cycles_per_packet: m.on_cpu_cycles_per_packet,
                 on_cpu_ratio: if m.on_cpu_cycles_per_packet > 0.0 {

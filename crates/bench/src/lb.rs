@@ -309,11 +309,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         let ip4 = beside.map(|m| Beside {
             cycles_per_packet: m.cycles_per_packet,
             mpps: m.mpps,
-            ratio: if m.cycles_per_packet > 0.0 {
-                s.cycles_per_packet / m.cycles_per_packet
-            } else {
-                0.0
-            },
+            ratio: crate::report::ratio(s.cycles_per_packet, m.cycles_per_packet),
         });
         let out = LbSummary {
             new_flows_per_second: if args.miss { s.mpps * 1e6 } else { 0.0 },

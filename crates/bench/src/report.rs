@@ -8,6 +8,15 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// `a / b`, or 0 when `b` is not positive (a run that measured nothing).
+pub fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
 /// Bytes of preamble, start-of-frame delimiter and inter-frame gap around every frame on the
 /// wire (line rate counts them).
 pub const WIRE_OVERHEAD: usize = 20;
