@@ -29,9 +29,9 @@
 //! fingerprint, so no key is needed to find it). An insert is refused only when that fails
 //! too, which below about half load is rare (a test counts it). A lookup reads the alternate
 //! only when the primary has no match. `prefetch` hints the primary bucket (callers issue it
-//! as soon as they have the hash, ahead of the lookup); `lookup_batch` prefetches the
-//! primaries of a vector, matches them, then prefetches and matches the alternates of the keys
-//! still unresolved. The tables are advised to transparent huge pages (fewer TLB misses).
+//! as soon as they have the hash, ahead of the lookup); `lookup_batch` matches the primaries of
+//! a vector, then prefetches and matches the alternates of the keys still unresolved. The
+//! tables are advised to transparent huge pages (fewer TLB misses).
 //!
 //! # Time, expiry, counts
 //! Time is whole seconds (`now`, any monotonic origin but never 0); an entry with expiry 0 is
@@ -521,8 +521,9 @@ impl<V: FlowValue> FlowTable<V> {
 
     /// Look up to `BATCH` keys up: `out[i]` for `keys[i]` with hash `hashes[i]` and touch
     /// `touch[i]` (all slices at least `keys.len()` long; extra keys are ignored). The primary
-    /// buckets of the whole batch are prefetched and matched first, then the alternates of
-    /// the keys still unresolved.
+    /// buckets of the whole batch are matched first (the caller has issued `prefetch` for each
+    /// when it made the hash), then the alternates of the keys still unresolved are prefetched
+    /// and matched.
     pub fn lookup_batch(
         &mut self,
         keys: &[FlowKey],
@@ -537,9 +538,6 @@ impl<V: FlowValue> FlowTable<V> {
             .min(touch.len())
             .min(out.len())
             .min(BATCH);
-        for &h in &hashes[..n] {
-            self.prefetch(h);
-        }
         let mut unresolved = 0;
         for i in 0..n {
             let h = hashes[i];

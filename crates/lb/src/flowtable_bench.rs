@@ -66,6 +66,7 @@ fn run(flows: u32, entries: usize) {
         for c in keys[..n].chunks(BATCH) {
             for (h, k) in hashes.iter_mut().zip(c) {
                 *h = t.hash(k);
+                t.prefetch(*h);
             }
             t.lookup_batch(c, &hashes, &touch, 11, &mut out);
             black_box(&out);
