@@ -167,7 +167,9 @@ impl FlowKey {
             w(&t.src, 8),
             w(&t.dst, 0),
             w(&t.dst, 8),
-            u64::from(t.src_port) | u64::from(t.dst_port) << 16,
+            // Not `src | dst << 16`: that becomes one 32-bit load of both ports, which stalls
+            // when the parser has just written them as two 16-bit stores.
+            u64::from(t.src_port) | u64::from(t.dst_port) << 32,
         ])
     }
 

@@ -149,8 +149,9 @@ pub fn parse(l3: &[u8], ip6: bool) -> Result<Parsed, Malformed> {
 }
 
 /// [`parse`] into `out`, in place: a node parsing into its own per-vector array avoids moving
-/// the result (copies of a struct whose fields were just written piecemeal stall on
-/// store-to-load forwarding). On an error `out` holds partial values.
+/// the result. `out` is written whole, once, at the end (a field written piecemeal and then
+/// read back in a wider load, e.g. both ports as one word, stalls on store-to-load
+/// forwarding). On an error `out` holds partial values.
 #[inline]
 pub fn parse_into(l3: &[u8], ip6: bool, out: &mut Parsed) -> Result<(), Malformed> {
     let h = if ip6 {
@@ -158,26 +159,12 @@ pub fn parse_into(l3: &[u8], ip6: bool, out: &mut Parsed) -> Result<(), Malforme
     } else {
         ip4_header(l3)?
     };
-    *out = Parsed {
-        tuple: h.tuple,
-        kind: Kind::Normal,
-        len: h.len,
-        l4: h.l4,
-        ports: (0, 0),
-        inner_l3: 0,
-        inner_l4: 0,
-        inner_later_fragment: false,
-    };
-    let p = out;
     let pkt = &l3[..h.len];
     let l4 = &pkt[h.l4..];
-    match h.frag {
-        Frag::Later => {
-            p.kind = Kind::LaterFragment;
-            return Ok(());
-        }
+    let mut tuple = h.tuple;
+    let (kind, ports) = match h.frag {
+        Frag::Later => (Kind::LaterFragment, (0, 0)),
         Frag::First => {
-            p.kind = Kind::FirstFragment;
             let need = match h.tuple.protocol {
                 proto::TCP => tcp_header_len(l4).ok_or(Malformed::TinyFragment)?,
                 proto::UDP => 8,
@@ -186,53 +173,69 @@ pub fn parse_into(l3: &[u8], ip6: bool, out: &mut Parsed) -> Result<(), Malforme
             if l4.len() < need {
                 return Err(Malformed::TinyFragment);
             }
-            if need > 0 {
-                p.ports = (be16(l4, 0), be16(l4, 2));
-            }
-            return Ok(());
+            let ports = if need > 0 {
+                (be16(l4, 0), be16(l4, 2))
+            } else {
+                (0, 0)
+            };
+            (Kind::FirstFragment, ports)
         }
-        Frag::None => {}
-    }
-    match h.tuple.protocol {
-        proto::TCP => {
-            let n = tcp_header_len(l4).ok_or(Malformed::TruncatedL4)?;
-            if l4.len() < n {
-                return Err(Malformed::TruncatedL4);
-            }
-            p.ports = (be16(l4, 0), be16(l4, 2));
-            let flags = l4[13];
-            if flags & (TCP_FIN | TCP_RST) != 0 {
-                p.kind = Kind::FinRst;
-            } else if flags & (TCP_SYN | TCP_ACK) == TCP_SYN {
-                p.kind = Kind::Syn;
-            }
-        }
-        proto::UDP => {
-            if l4.len() < 8 {
-                return Err(Malformed::TruncatedL4);
-            }
-            p.ports = (be16(l4, 0), be16(l4, 2));
-        }
-        proto::ICMP if !ip6 => {
-            if let Some(&t) = l4.first() {
-                if matches!(t, 3 | 4 | 5 | 11 | 12) {
-                    icmp_error(p, pkt, false)?;
+        Frag::None => match h.tuple.protocol {
+            proto::TCP => {
+                let n = tcp_header_len(l4).ok_or(Malformed::TruncatedL4)?;
+                if l4.len() < n {
+                    return Err(Malformed::TruncatedL4);
                 }
+                let flags = l4[13];
+                let kind = if flags & (TCP_FIN | TCP_RST) != 0 {
+                    Kind::FinRst
+                } else if flags & (TCP_SYN | TCP_ACK) == TCP_SYN {
+                    Kind::Syn
+                } else {
+                    Kind::Normal
+                };
+                (tuple.src_port, tuple.dst_port) = (be16(l4, 0), be16(l4, 2));
+                (kind, (tuple.src_port, tuple.dst_port))
             }
-            return Ok(());
-        }
-        proto::ICMP6 if ip6 => {
-            if let Some(&t) = l4.first() {
-                if (1..=4).contains(&t) {
-                    icmp_error(p, pkt, true)?;
+            proto::UDP => {
+                if l4.len() < 8 {
+                    return Err(Malformed::TruncatedL4);
                 }
+                (tuple.src_port, tuple.dst_port) = (be16(l4, 0), be16(l4, 2));
+                (Kind::Normal, (tuple.src_port, tuple.dst_port))
             }
-            return Ok(());
-        }
-        _ => return Ok(()),
-    }
-    p.tuple.src_port = p.ports.0;
-    p.tuple.dst_port = p.ports.1;
+            proto::ICMP | proto::ICMP6 => {
+                let error = match l4.first() {
+                    Some(&t) if !ip6 && h.tuple.protocol == proto::ICMP => {
+                        matches!(t, 3 | 4 | 5 | 11 | 12)
+                    }
+                    Some(&t) if ip6 && h.tuple.protocol == proto::ICMP6 => (1..=4).contains(&t),
+                    _ => false,
+                };
+                if error {
+                    *out = Parsed {
+                        tuple,
+                        len: h.len,
+                        l4: h.l4,
+                        ..Parsed::EMPTY
+                    };
+                    return icmp_error(out, pkt, ip6);
+                }
+                (Kind::Normal, (0, 0))
+            }
+            _ => (Kind::Normal, (0, 0)),
+        },
+    };
+    *out = Parsed {
+        tuple,
+        kind,
+        len: h.len,
+        l4: h.l4,
+        ports,
+        inner_l3: 0,
+        inner_l4: 0,
+        inner_later_fragment: false,
+    };
     Ok(())
 }
 
