@@ -30,6 +30,8 @@ pub const LB: &str = "lb";
 /// is swept in 32k vectors, under a second at 10 Mpps and far less when idle. A larger budget
 /// reads more cold lines per packet: 64 cost 7-13 cycles per packet at 1M flows.
 const SWEEP_BUDGET: usize = 16;
+/// Packets handled per chunk of a vector (see `process`).
+const CHUNK: usize = 64;
 /// Outer TTL / hop limit of GRE packets.
 const GRE_TTL: u8 = 64;
 /// Seconds between copies of the flow tables' live counts into the counters.
@@ -276,266 +278,287 @@ impl Node for LbNode {
         }
         let now = now_s(cx);
         let counters = &**counters;
-        // Pass 1a: parse every packet in place into its own slot of this vector's work array.
-        // Nothing reads a parse result in this loop: the parser writes fields piecemeal, and
-        // reading them back as wider words while the stores are still in flight stalls on
-        // store-to-load forwarding (measured: ~10% of the node). Pass 1b reads them once they
-        // have reached the cache.
-        let count = frame.len().min(work.len());
-        for (i, &b) in frame.iter().enumerate().take(count) {
-            let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
-            nexts[i] = lookup_next(ip6);
-            let slot = &mut work[i];
-            let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
-            slot.parsed_ok = parse::parse_into(l3, ip6, &mut slot.parsed).is_ok();
-            if !slot.parsed_ok && tables.is_vip_address(&dst_only(l3, ip6)) {
-                counters.malformed.add(1);
-                cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
-                nexts[i] = LbNext::Drop.id();
-            }
-        }
-        // Pass 1b: find the VIP, make the flow keys and hashes (prefetching each flow's
-        // bucket), answer NAT replies; everything else is decided here. `sel` lists the VIP
-        // packets.
-        let mut n = 0;
-        let mut memo = VipMemo::EMPTY;
-        for (i, slot) in work.iter_mut().enumerate().take(count) {
-            if !slot.parsed_ok {
-                continue;
-            }
-            let b = frame[i];
-            let parsed = &slot.parsed;
-            let ip6 = parsed.tuple.ip6;
-            let vip = match parsed.kind {
-                // A first fragment has its ports: find the VIP by them (its tuple keeps 0s so
-                // that every fragment of the datagram hashes alike).
-                Kind::FirstFragment => {
-                    let mut t = parsed.tuple;
-                    (t.src_port, t.dst_port) = parsed.ports;
-                    tables.vip_for(&t)
-                }
-                Kind::LaterFragment => tables
-                    .vip_for(&parsed.tuple)
-                    .or_else(|| fragment_vip(tables, &parsed.tuple)),
-                _ => memo.vip_for(tables, &parsed.tuple),
-            };
-            match vip {
-                Some(vip) => {
-                    keys[n] = FlowKey::new(vip.0, &parsed.tuple);
-                    hashes[n] = flows.hash(&keys[n]);
-                    // Start loading the flow's bucket now: the work on the rest of the
-                    // vector hides the memory latency.
-                    flows.prefetch(hashes[n]);
-                    touch[n] = match parsed.kind {
-                        Kind::Syn => Touch::Open,
-                        Kind::FinRst => Touch::Close,
-                        _ => Touch::Refresh,
-                    };
-                    sel[n] = i as u16;
-                    slot.vip = vip;
-                    n += 1;
-                }
-                None if tables.is_vip_address(&parsed.tuple) => {
-                    counters.no_vip_for_port.add(1);
-                    cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
+        // The vector is handled in chunks of `CHUNK` packets: the passes below keep per-packet
+        // scratch (parse results, keys, hashes), and a chunk's scratch stays in L1 between
+        // passes where a whole vector's would not; a chunk still spans enough work to hide the
+        // latency of the flow-table lines it prefetches.
+        let (whole_frame, whole_nexts) = (frame, nexts);
+        for start in (0..whole_frame.len()).step_by(CHUNK) {
+            let end = (start + CHUNK).min(whole_frame.len());
+            let frame = &whole_frame[start..end];
+            let nexts = &mut whole_nexts[start..end];
+            // Pass 1a: parse every packet in place into its own slot of this vector's work array.
+            // Nothing reads a parse result in this loop: the parser writes fields piecemeal, and
+            // reading them back as wider words while the stores are still in flight stalls on
+            // store-to-load forwarding (measured: ~10% of the node). Pass 1b reads them once they
+            // have reached the cache.
+            let count = frame.len().min(work.len());
+            for (i, &b) in frame.iter().enumerate().take(count) {
+                let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
+                nexts[i] = lookup_next(ip6);
+                let slot = &mut work[i];
+                let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
+                slot.parsed_ok = parse::parse_into(l3, ip6, &mut slot.parsed).is_ok();
+                if !slot.parsed_ok && tables.is_vip_address(&dst_only(l3, ip6)) {
+                    counters.malformed.add(1);
+                    cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
                     nexts[i] = LbNext::Drop.id();
                 }
-                None if seen.has_nat
-                    && nat_inside.translates_on(usize::from(cx.pool.meta(b).rx_port), ip6) =>
-                {
-                    // Maybe a NAT server's reply: server:target_port -> client.
-                    let k = FlowKey::reverse(&parsed.tuple);
-                    let h = nat.hash(&k);
-                    let t = if parsed.kind == Kind::FinRst {
-                        Touch::Close
-                    } else {
-                        Touch::Refresh
-                    };
-                    match nat.lookup(&k, h, now, t) {
-                        Some(r) => {
-                            let (meta, buf) = cx.pool.slot_mut(b);
-                            if encap::nat_reverse(meta, buf, parsed, r.addr, r.port).is_ok() {
-                                counters.nat_replies.add(1);
-                            }
-                        }
-                        None => counters.nat_reply_misses.add(1),
-                    }
-                }
-                None => {}
             }
-        }
-        // Pass 2: the flow table, batched (the primary buckets were prefetched in pass 1).
-        if n > 0 {
-            flows.lookup_batch(&keys[..n], &hashes[..n], &touch[..n], now, &mut found[..n]);
-        }
-        // Pass 3: choose, count, encapsulate.
-        for j in 0..n {
-            let i = usize::from(sel[j]);
-            let w = &work[i];
-            let b = frame[i];
-            let Some(vip) = tables.vip(w.vip) else {
-                continue;
-            };
-            let vc = counters.vip(w.vip);
-            let p = &w.parsed;
-            let kind = p.kind;
-            // Fragments bypass the flow table: every fragment of a datagram (ports 0, an
-            // address-only hash) goes where Maglev says, whatever order they arrive in.
-            let fragment = matches!(kind, Kind::FirstFragment | Kind::LaterFragment);
-            let existing = found[j].filter(|_| !fragment).filter(|r| {
-                if kind == Kind::Syn {
-                    tables.usable_for_syn(AsSlot(r.slot), r.gen)
-                } else {
-                    tables.flow_still_valid(AsSlot(r.slot), r.gen)
+            // Pass 1b: find the VIP, make the flow keys and hashes (prefetching each flow's
+            // bucket), answer NAT replies; everything else is decided here. `sel` lists the VIP
+            // packets.
+            let mut n = 0;
+            let mut memo = VipMemo::EMPTY;
+            for (i, slot) in work.iter_mut().enumerate().take(count) {
+                if !slot.parsed_ok {
+                    continue;
                 }
-            });
-            // The stable hash is needed only to choose a server and for GRE's outer source.
-            let hash = || stable_hash(&p.tuple, vip.src_ip_sticky);
-            let slot = match existing {
-                Some(r) => AsSlot(r.slot),
-                None => {
-                    if !matches!(kind, Kind::Syn | Kind::IcmpError)
-                        && !fragment
-                        && p.tuple.protocol == packet::headers::proto::TCP
-                    {
-                        if let Some(c) = vc {
-                            c.nonsyn_misses.add(1);
-                        }
+                let b = frame[i];
+                let parsed = &slot.parsed;
+                let ip6 = parsed.tuple.ip6;
+                let vip = match parsed.kind {
+                    // A first fragment has its ports: find the VIP by them (its tuple keeps 0s so
+                    // that every fragment of the datagram hashes alike).
+                    Kind::FirstFragment => {
+                        let mut t = parsed.tuple;
+                        (t.src_port, t.dst_port) = parsed.ports;
+                        tables.vip_for(&t)
                     }
-                    let Some(slot) = tables.choose(w.vip, hash()) else {
-                        if let Some(c) = vc {
-                            c.no_server.add(1);
-                        }
-                        let meta = cx.pool.meta_mut(b);
-                        meta.error = cx.error_base + LbError::NoServer.id();
+                    Kind::LaterFragment => tables
+                        .vip_for(&parsed.tuple)
+                        .or_else(|| fragment_vip(tables, &parsed.tuple)),
+                    _ => memo.vip_for(tables, &parsed.tuple),
+                };
+                match vip {
+                    Some(vip) => {
+                        keys[n] = FlowKey::new(vip.0, &parsed.tuple);
+                        hashes[n] = flows.hash(&keys[n]);
+                        // Start loading the flow's bucket now: the work on the rest of the
+                        // vector hides the memory latency.
+                        flows.prefetch(hashes[n]);
+                        touch[n] = match parsed.kind {
+                            Kind::Syn => Touch::Open,
+                            Kind::FinRst => Touch::Close,
+                            _ => Touch::Refresh,
+                        };
+                        sel[n] = i as u16;
+                        slot.vip = vip;
+                        n += 1;
+                    }
+                    None if tables.is_vip_address(&parsed.tuple) => {
+                        counters.no_vip_for_port.add(1);
+                        cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
                         nexts[i] = LbNext::Drop.id();
-                        continue;
-                    };
-                    if kind == Kind::IcmpError || fragment {
-                        // An error about a flow this worker does not know, or a fragment:
-                        // follow Maglev, create no flow.
-                    } else {
-                        let gen = tables.as_entry(slot).gen;
-                        let v = AsRef { slot: slot.0, gen };
-                        match flows.insert(&keys[j], hashes[j], v, now) {
-                            flowtable::Insert::Full => {
-                                if let Some(c) = vc {
-                                    c.table_full.add(1);
+                    }
+                    None if seen.has_nat
+                        && nat_inside.translates_on(usize::from(cx.pool.meta(b).rx_port), ip6) =>
+                    {
+                        // Maybe a NAT server's reply: server:target_port -> client.
+                        let k = FlowKey::reverse(&parsed.tuple);
+                        let h = nat.hash(&k);
+                        let t = if parsed.kind == Kind::FinRst {
+                            Touch::Close
+                        } else {
+                            Touch::Refresh
+                        };
+                        match nat.lookup(&k, h, now, t) {
+                            Some(r) => {
+                                let (meta, buf) = cx.pool.slot_mut(b);
+                                if encap::nat_reverse(meta, buf, parsed, r.addr, r.port).is_ok() {
+                                    counters.nat_replies.add(1);
                                 }
                             }
-                            flowtable::Insert::New | flowtable::Insert::Replaced => {}
+                            None => counters.nat_reply_misses.add(1),
                         }
+                    }
+                    None => {}
+                }
+            }
+            // Pass 2: the flow table, batched (the primary buckets were prefetched in pass 1).
+            if n > 0 {
+                flows.lookup_batch(&keys[..n], &hashes[..n], &touch[..n], now, &mut found[..n]);
+            }
+            // Pass 3: choose, count, encapsulate.
+            for j in 0..n {
+                let i = usize::from(sel[j]);
+                let w = &work[i];
+                let b = frame[i];
+                let Some(vip) = tables.vip(w.vip) else {
+                    continue;
+                };
+                let vc = counters.vip(w.vip);
+                let p = &w.parsed;
+                let kind = p.kind;
+                // Fragments bypass the flow table: every fragment of a datagram (ports 0, an
+                // address-only hash) goes where Maglev says, whatever order they arrive in.
+                let fragment = matches!(kind, Kind::FirstFragment | Kind::LaterFragment);
+                let existing = found[j].filter(|_| !fragment).filter(|r| {
+                    if kind == Kind::Syn {
+                        tables.usable_for_syn(AsSlot(r.slot), r.gen)
+                    } else {
+                        tables.flow_still_valid(AsSlot(r.slot), r.gen)
+                    }
+                });
+                // The stable hash is needed only to choose a server and for GRE's outer source.
+                let hash = || stable_hash(&p.tuple, vip.src_ip_sticky);
+                let slot = match existing {
+                    Some(r) => AsSlot(r.slot),
+                    None => {
+                        if !matches!(kind, Kind::Syn | Kind::IcmpError)
+                            && !fragment
+                            && p.tuple.protocol == packet::headers::proto::TCP
+                        {
+                            if let Some(c) = vc {
+                                c.nonsyn_misses.add(1);
+                            }
+                        }
+                        let Some(slot) = tables.choose(w.vip, hash()) else {
+                            if let Some(c) = vc {
+                                c.no_server.add(1);
+                            }
+                            let meta = cx.pool.meta_mut(b);
+                            meta.error = cx.error_base + LbError::NoServer.id();
+                            nexts[i] = LbNext::Drop.id();
+                            continue;
+                        };
+                        if kind == Kind::IcmpError || fragment {
+                            // An error about a flow this worker does not know, or a fragment:
+                            // follow Maglev, create no flow.
+                        } else {
+                            let gen = tables.as_entry(slot).gen;
+                            let v = AsRef { slot: slot.0, gen };
+                            match flows.insert(&keys[j], hashes[j], v, now) {
+                                flowtable::Insert::Full => {
+                                    if let Some(c) = vc {
+                                        c.table_full.add(1);
+                                    }
+                                }
+                                flowtable::Insert::New | flowtable::Insert::Replaced => {}
+                            }
+                            if let Some(c) = vc {
+                                c.new_flows.add(1);
+                            }
+                            if let Some(c) = counters.slot(slot) {
+                                c.new_flows.add(1);
+                            }
+                        }
+                        slot
+                    }
+                };
+                let server = tables.as_entry(slot).addr16;
+                let len = p.len as u64;
+                let (meta, buf) = cx.pool.slot_mut(b);
+                let result = match vip.encap {
+                    Encap::L3dsr { dscp } => encap::l3dsr(meta, buf, p, v4_of(&server), dscp),
+                    Encap::Gre4 => {
+                        let src = tables.conf().ip4_src.map(|s| match s.addr {
+                            std::net::IpAddr::V4(a) => {
+                                encap::gre_source4(a.octets(), 32 - s.len.min(32), hash())
+                            }
+                            std::net::IpAddr::V6(_) => [0; 4],
+                        });
+                        match src {
+                            Some(src) => encap::gre4(
+                                meta,
+                                buf,
+                                p,
+                                src,
+                                v4_of(&server),
+                                GRE_TTL,
+                                *mtu,
+                                hash(),
+                            ),
+                            None => Err(EncapError::FamilyMismatch),
+                        }
+                    }
+                    Encap::Gre6 => {
+                        let src = tables.conf().ip6_src.map(|s| match s.addr {
+                            std::net::IpAddr::V6(a) => encap::gre_source6(
+                                a.octets(),
+                                (128 - s.len.min(128)).min(32),
+                                hash(),
+                            ),
+                            std::net::IpAddr::V4(_) => [0; 16],
+                        });
+                        match src {
+                            Some(src) => {
+                                encap::gre6(meta, buf, p, src, server, GRE_TTL, *mtu, hash())
+                            }
+                            None => Err(EncapError::FamilyMismatch),
+                        }
+                    }
+                    Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => {
+                        let r = encap::nat_forward(meta, buf, p, server, target_port);
+                        // The reply server:target_port -> client comes back to this VIP: its
+                        // reverse entry is written when the flow starts (a new flow-table entry,
+                        // or a SYN); replies refresh it. Not per packet: it is a second random
+                        // table access (it made NAT ~3x the cost of L3DSR).
+                        let starts = existing.is_none() || kind == Kind::Syn;
+                        if r.is_ok() && starts && kind != Kind::IcmpError && !fragment {
+                            let mut reply = p.tuple.reversed();
+                            reply.src = server;
+                            reply.src_port = if p.tuple.src_port == 0 && p.tuple.dst_port == 0 {
+                                0
+                            } else {
+                                target_port
+                            };
+                            let k = FlowKey::reverse(&reply);
+                            let h = nat.hash(&k);
+                            let v = NatReverse {
+                                vip: w.vip.0,
+                                addr: p.tuple.dst,
+                                port: p.tuple.dst_port,
+                            };
+                            nat.prefetch_for_insert(h);
+                            nat_pending.push((k, h, v));
+                        }
+                        r
+                    }
+                };
+                match result {
+                    Ok(()) => {
+                        if matches!(vip.encap, Encap::Gre4 | Encap::Gre6) {
+                            meta.flags |= FLAG_LOCAL_ORIGIN;
+                        }
+                        nexts[i] = lookup_next(meta.flags & FLAG_IP6 != 0);
                         if let Some(c) = vc {
-                            c.new_flows.add(1);
+                            c.packets.add(1);
+                            c.bytes.add(len);
+                            match kind {
+                                Kind::FirstFragment | Kind::LaterFragment => c.fragments.add(1),
+                                Kind::IcmpError => c.icmp_errors.add(1),
+                                _ => {}
+                            }
                         }
                         if let Some(c) = counters.slot(slot) {
-                            c.new_flows.add(1);
+                            c.packets.add(1);
+                            c.bytes.add(len);
                         }
                     }
-                    slot
-                }
-            };
-            let server = tables.as_entry(slot).addr16;
-            let len = p.len as u64;
-            let (meta, buf) = cx.pool.slot_mut(b);
-            let result = match vip.encap {
-                Encap::L3dsr { dscp } => encap::l3dsr(meta, buf, p, v4_of(&server), dscp),
-                Encap::Gre4 => {
-                    let src = tables.conf().ip4_src.map(|s| match s.addr {
-                        std::net::IpAddr::V4(a) => {
-                            encap::gre_source4(a.octets(), 32 - s.len.min(32), hash())
+                    Err(EncapError::TooBig { mtu, signal: true }) => {
+                        if let Some(c) = vc {
+                            c.too_big.add(1);
                         }
-                        std::net::IpAddr::V6(_) => [0; 4],
-                    });
-                    match src {
-                        Some(src) => {
-                            encap::gre4(meta, buf, p, src, v4_of(&server), GRE_TTL, *mtu, hash())
-                        }
-                        None => Err(EncapError::FamilyMismatch),
-                    }
-                }
-                Encap::Gre6 => {
-                    let src = tables.conf().ip6_src.map(|s| match s.addr {
-                        std::net::IpAddr::V6(a) => {
-                            encap::gre_source6(a.octets(), (128 - s.len.min(128)).min(32), hash())
-                        }
-                        std::net::IpAddr::V4(_) => [0; 16],
-                    });
-                    match src {
-                        Some(src) => encap::gre6(meta, buf, p, src, server, GRE_TTL, *mtu, hash()),
-                        None => Err(EncapError::FamilyMismatch),
-                    }
-                }
-                Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => {
-                    let r = encap::nat_forward(meta, buf, p, server, target_port);
-                    // The reply server:target_port -> client comes back to this VIP: its
-                    // reverse entry is written when the flow starts (a new flow-table entry,
-                    // or a SYN); replies refresh it. Not per packet: it is a second random
-                    // table access (it made NAT ~3x the cost of L3DSR).
-                    let starts = existing.is_none() || kind == Kind::Syn;
-                    if r.is_ok() && starts && kind != Kind::IcmpError && !fragment {
-                        let mut reply = p.tuple.reversed();
-                        reply.src = server;
-                        reply.src_port = if p.tuple.src_port == 0 && p.tuple.dst_port == 0 {
-                            0
+                        if p.tuple.ip6 {
+                            meta.next_scratch = icmp_request(2, 0, mtu);
+                            nexts[i] = LbNext::Ip6IcmpError.id();
                         } else {
-                            target_port
-                        };
-                        let k = FlowKey::reverse(&reply);
-                        let h = nat.hash(&k);
-                        let v = NatReverse {
-                            vip: w.vip.0,
-                            addr: p.tuple.dst,
-                            port: p.tuple.dst_port,
-                        };
-                        nat.prefetch_for_insert(h);
-                        nat_pending.push((k, h, v));
-                    }
-                    r
-                }
-            };
-            match result {
-                Ok(()) => {
-                    if matches!(vip.encap, Encap::Gre4 | Encap::Gre6) {
-                        meta.flags |= FLAG_LOCAL_ORIGIN;
-                    }
-                    nexts[i] = lookup_next(meta.flags & FLAG_IP6 != 0);
-                    if let Some(c) = vc {
-                        c.packets.add(1);
-                        c.bytes.add(len);
-                        match kind {
-                            Kind::FirstFragment | Kind::LaterFragment => c.fragments.add(1),
-                            Kind::IcmpError => c.icmp_errors.add(1),
-                            _ => {}
+                            meta.next_scratch = icmp_request(3, 4, mtu);
+                            nexts[i] = LbNext::Ip4IcmpError.id();
                         }
                     }
-                    if let Some(c) = counters.slot(slot) {
-                        c.packets.add(1);
-                        c.bytes.add(len);
+                    Err(EncapError::TooBig { .. }) => {
+                        if let Some(c) = vc {
+                            c.too_big.add(1);
+                        }
+                        meta.error = cx.error_base + LbError::TooBig.id();
+                        nexts[i] = LbNext::Drop.id();
                     }
-                }
-                Err(EncapError::TooBig { mtu, signal: true }) => {
-                    if let Some(c) = vc {
-                        c.too_big.add(1);
+                    Err(_) => {
+                        meta.error = cx.error_base + LbError::EncapFailed.id();
+                        nexts[i] = LbNext::Drop.id();
                     }
-                    if p.tuple.ip6 {
-                        meta.next_scratch = icmp_request(2, 0, mtu);
-                        nexts[i] = LbNext::Ip6IcmpError.id();
-                    } else {
-                        meta.next_scratch = icmp_request(3, 4, mtu);
-                        nexts[i] = LbNext::Ip4IcmpError.id();
-                    }
-                }
-                Err(EncapError::TooBig { .. }) => {
-                    if let Some(c) = vc {
-                        c.too_big.add(1);
-                    }
-                    meta.error = cx.error_base + LbError::TooBig.id();
-                    nexts[i] = LbNext::Drop.id();
-                }
-                Err(_) => {
-                    meta.error = cx.error_base + LbError::EncapFailed.id();
-                    nexts[i] = LbNext::Drop.id();
                 }
             }
         }
