@@ -372,3 +372,11 @@ proptest! {
         prop_assert_eq!(t.counts().total(), live);
     }
 }
+
+#[test]
+fn the_largest_accepted_buckets_setting_fits_the_largest_table() {
+    let entries = crate::model::MAX_BUCKETS as usize;
+    assert!(buckets_for(entries) * WAYS >= entries);
+    assert!(buckets_for(entries) <= MAX_BUCKETS);
+    assert_eq!(1usize << crate::model::MAX_BUCKETS_LOG2, entries);
+}

@@ -81,8 +81,11 @@ pub const MAX_TIMEOUT: u32 = 86_400;
 /// The default flow-table entries per worker (`lb conf buckets`; each worker's table holds at
 /// least that many, rounded up to 3 x a power of two, at most 48M).
 pub const DEFAULT_BUCKETS: u32 = 1 << 20;
-/// The largest `buckets` accepted.
-pub const MAX_BUCKETS: u32 = 1 << 28;
+/// The largest `buckets` accepted: 2^25 entries, which the flow table holds in its largest
+/// size (2^24 buckets of 3 entries, 1 GiB per worker); a larger request could not be honoured.
+pub const MAX_BUCKETS: u32 = 1 << 25;
+/// `MAX_BUCKETS` as a power of two (`buckets-log2`).
+pub const MAX_BUCKETS_LOG2: u32 = 25;
 /// Seconds a `Removed` slot is kept beyond the flow timeout before it may be freed, so that
 /// every worker has moved to a snapshot without it in the Maglev table.
 pub const COLLECT_GRACE: u64 = 5;

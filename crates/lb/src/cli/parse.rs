@@ -5,8 +5,8 @@
 use super::error::CliError;
 use crate::model::{
     check_vip_spec, AsSpec, ConfChange, Encap, LbCommand, LbErrorKind, LbShow, Prefix,
-    SourceAddress, VipKey, VipProtocol, VipSpec, DEFAULT_NEW_LEN, MAX_BUCKETS, MAX_NEW_LEN,
-    MAX_TIMEOUT,
+    SourceAddress, VipKey, VipProtocol, VipSpec, DEFAULT_NEW_LEN, MAX_BUCKETS, MAX_BUCKETS_LOG2,
+    MAX_NEW_LEN, MAX_TIMEOUT,
 };
 use std::net::IpAddr;
 
@@ -418,11 +418,16 @@ fn parse_conf(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
                 once(&mut c.ip6_src, t, a)?;
             }
             "buckets" => {
-                let n = w.number("buckets", 1, MAX_BUCKETS as u64, "entries 1..268435456")?;
+                let n = w.number("buckets", 1, MAX_BUCKETS as u64, "entries 1..33554432")?;
                 once(&mut c.buckets, t, n as u32)?;
             }
             "buckets-log2" => {
-                let n = w.number("buckets-log2", 0, 28, "a power of two exponent 0..28")?;
+                let n = w.number(
+                    "buckets-log2",
+                    0,
+                    u64::from(MAX_BUCKETS_LOG2),
+                    "a power of two exponent 0..25",
+                )?;
                 once(&mut c.buckets, t, 1u32 << n)?;
             }
             "timeout" => {
