@@ -380,3 +380,33 @@ fn the_largest_accepted_buckets_setting_fits_the_largest_table() {
     assert!(buckets_for(entries) <= MAX_BUCKETS);
     assert_eq!(1usize << crate::model::MAX_BUCKETS_LOG2, entries);
 }
+
+/// A table sized by `buckets_for(n)` takes n flows without refusing one: with n a power of
+/// two the load is 2/3 (the lb bench's 1M flows in the default 1M-entry setting), which the
+/// cuckoo moves fill.
+#[test]
+fn a_table_sized_for_n_flows_takes_n_flows() {
+    let n = 1u32 << 18;
+    let mut t = FlowTable::<AsRef>::with_key(
+        buckets_for(n as usize),
+        Timeouts::default(),
+        8,
+        1 << 20,
+        KEY,
+    )
+    .expect("t");
+    let full = (0..n)
+        .filter(|&i| {
+            let k = FlowKey::new(i % 8, &tuple(i, 17));
+            let h = t.hash(&k);
+            t.insert(&k, h, AsRef { slot: i, gen: i }, 5) == Insert::Full
+        })
+        .count();
+    assert_eq!(
+        full,
+        0,
+        "refused at load {:.2}",
+        f64::from(n) / t.capacity() as f64
+    );
+    assert_eq!(t.counts().total(), n);
+}
