@@ -169,10 +169,14 @@ pub fn spec(
             port: 1,
         },
     ];
-    // One entry per flow, rounded up to a power of two: the table then has 3 x that / 2..3
-    // places (3 ways a bucket), a load of at most ~67%, which its cuckoo moves fill without
-    // refusing (`table_full` stays 0). 1M flows get the product's default size.
-    let buckets = flows.min(1 << 22).next_power_of_two().max(1024);
+    // Existing flows: one entry per flow, rounded up to a power of two: the table then has
+    // 1.5-3x that many places (3 ways a bucket), a load of at most 2/3, which its cuckoo moves
+    // fill without refusing. 1M flows get the product's default size. New flows (`--miss`):
+    // twice that, as the flows of the last second (the timeout) are all live.
+    let per_flow = if miss { 2 } else { 1 };
+    let buckets = (flows.min(1 << 22) * per_flow)
+        .next_power_of_two()
+        .max(1024);
     let timeout = if miss { 1 } else { 40 };
     let text = lb_lines(encap, servers, buckets, timeout).join("\n");
     let cmds = lb::cli::parse_lines(&text).map_err(|e| anyhow::anyhow!("lb lines: {e}"))?;

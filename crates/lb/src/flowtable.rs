@@ -51,9 +51,10 @@ use std::sync::Arc;
 
 /// Entries per bucket.
 pub const WAYS: usize = 3;
-/// Longest chain of moves an insert into two full buckets tries (3 reads 2 x (3 + 9 + 27)
-/// buckets at worst; 1 refused ~0.03% of inserts at 2/3 load).
-const CUCKOO_DEPTH: usize = 3;
+/// Longest chain of moves an insert into two full buckets tries: 2 reads at most 30 buckets
+/// (6 + 2 x 3 x 4, so a full table of live flows does not make every insert expensive); 1
+/// refused ~0.03% of inserts at 2/3 load, 2 refuses none (`a_table_sized_for_n_flows_...`).
+const CUCKOO_DEPTH: usize = 2;
 /// Most buckets a table may have (2^24: 48M entries).
 pub const MAX_BUCKETS: usize = 1 << 24;
 /// The VIP id a tag holds for NAT reverse keys and for ids it cannot hold (never counted).
