@@ -52,8 +52,8 @@ use std::sync::Arc;
 /// Entries per bucket.
 pub const WAYS: usize = 3;
 /// Longest chain of moves an insert into two full buckets tries: 2 reads at most 30 buckets
-/// (6 + 2 x 3 x 4, so a full table of live flows does not make every insert expensive); 1
-/// refused ~0.03% of inserts at 2/3 load, 2 refuses none (`a_table_sized_for_n_flows_...`).
+/// (6 + 2 x 3 x 4); 1 refused ~0.03% of inserts at 2/3 load, 2 refuses none
+/// (`a_table_sized_for_n_flows_...`). Only 1 once the table is 7/8 full (`cuckoo_depth`).
 const CUCKOO_DEPTH: usize = 2;
 /// Most buckets a table may have (2^24: 48M entries).
 pub const MAX_BUCKETS: usize = 1 << 24;
@@ -599,7 +599,7 @@ impl<V: FlowValue> FlowTable<V> {
         }
         let (b, i) = match free {
             Some(place) => place,
-            None => match self.make_room(b1, b2, now) {
+            None => match self.make_room(b1, b2, now, self.cuckoo_depth()) {
                 Some(place) => place,
                 None => {
                     let r = &self.counts.refused;
@@ -620,8 +620,14 @@ impl<V: FlowValue> FlowTable<V> {
     /// bucket, making room there first by moving one of that bucket's entries on to its own
     /// other bucket when needed (a cuckoo path of at most `CUCKOO_DEPTH` moves), and give back
     /// the place the first move left. None: no such path.
-    fn make_room(&mut self, b1: usize, b2: usize, now: u32) -> Option<(usize, usize)> {
-        for depth in 1..=CUCKOO_DEPTH {
+    fn make_room(
+        &mut self,
+        b1: usize,
+        b2: usize,
+        now: u32,
+        max_depth: usize,
+    ) -> Option<(usize, usize)> {
+        for depth in 1..=max_depth.min(CUCKOO_DEPTH) {
             for b in [b1, b2] {
                 let mut path = [usize::MAX; CUCKOO_DEPTH + 2];
                 (path[0], path[1]) = (b1, b2);
@@ -631,6 +637,18 @@ impl<V: FlowValue> FlowTable<V> {
             }
         }
         None
+    }
+
+    /// How deep `make_room` searches: `CUCKOO_DEPTH` while at most 7/8 of the places hold
+    /// entries, 1 move beyond (a table full of live flows, e.g. under a SYN flood, refuses
+    /// nearly every insert: a deep search there would only make each refusal dearer).
+    #[inline]
+    fn cuckoo_depth(&self) -> usize {
+        if (self.counts.total() as usize) * 8 <= self.capacity() * 7 {
+            CUCKOO_DEPTH
+        } else {
+            1
+        }
     }
 
     /// Empty a place of bucket `b` by moving its entry to that entry's other bucket, with a
