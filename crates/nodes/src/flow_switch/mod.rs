@@ -243,6 +243,8 @@ struct TraceNote {
 pub struct FlowSwitch {
     inner: Arc<WorkerCell<Inner>>,
     keys: Box<[FlowKey]>,
+    /// The key words extraction wrote, per packet (for the exact-match cache).
+    words: Box<[u32]>,
     parsed: Box<[Parsed]>,
     sources: Box<[Source]>,
     /// Each packet's group (bridge * 4 + EMC bit * 2 + megaflow bit), `NO_GROUP` when dropped.
@@ -253,6 +255,7 @@ pub struct FlowSwitch {
     /// Packets and bytes per (bridge, megaflow) of this vector, credited once at its end.
     tally: Vec<(u16, MegaflowId, u64, u64)>,
     group_keys: Box<[FlowKey]>,
+    group_words: Box<[u32]>,
     group_hits: Box<[Hit]>,
     group_index: Vec<u16>,
     scratch: Vec<DpActions>,
@@ -299,6 +302,7 @@ pub fn flow_switch_nodes(
         FlowSwitch {
             inner: inner.clone(),
             keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            words: vec![0; VECTOR_SIZE].into_boxed_slice(),
             parsed: vec![Parsed::NONE; VECTOR_SIZE].into_boxed_slice(),
             sources: vec![Source::Pending; VECTOR_SIZE].into_boxed_slice(),
             group_of: vec![NO_GROUP; VECTOR_SIZE].into_boxed_slice(),
@@ -306,6 +310,7 @@ pub fn flow_switch_nodes(
             notes: Vec::with_capacity(VECTOR_SIZE),
             tally: Vec::with_capacity(VECTOR_SIZE),
             group_keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            group_words: vec![0; VECTOR_SIZE].into_boxed_slice(),
             group_hits: vec![Hit::Miss; VECTOR_SIZE].into_boxed_slice(),
             group_index: Vec::with_capacity(VECTOR_SIZE),
             scratch: Vec::with_capacity(VECTOR_SIZE),
@@ -520,7 +525,7 @@ impl Node for FlowSwitch {
                     tun_src: m.tun_src,
                     tun_dst: m.tun_dst,
                 });
-                extract_to(
+                self.words[i] = extract_to(
                     &mut self.keys[i],
                     &mut self.parsed[i],
                     cx.pool.data(b),
@@ -708,6 +713,7 @@ impl FlowSwitch {
             for i in 0..packets {
                 if self.group_of[i] == g as u8 {
                     self.group_keys[self.group_index.len()] = self.keys[i];
+                    self.group_words[self.group_index.len()] = self.words[i];
                     self.group_index.push(i as u16);
                 }
             }
@@ -720,13 +726,13 @@ impl FlowSwitch {
         s.cache.set_megaflow_enabled(megaflow);
         let tables = s.tables.get();
         let xl = Xl(tables);
-        let keys = if whole {
-            &self.keys[..n]
+        let (keys, words) = if whole {
+            (&self.keys[..n], &self.words[..n])
         } else {
-            &self.group_keys[..n]
+            (&self.group_keys[..n], &self.group_words[..n])
         };
         s.cache
-            .lookup_batch(&xl, now, keys, &mut self.group_hits[..n]);
+            .lookup_batch_words(&xl, now, keys, words, &mut self.group_hits[..n]);
         self.recent.clear();
         for j in 0..n {
             let i = self.group_index[j] as usize;
@@ -762,7 +768,10 @@ impl FlowSwitch {
                     mask: &t.mask,
                     rules: t.rules.as_slice(),
                 };
-                match s.cache.insert_parts(key, tr, tables.version(), now) {
+                match s
+                    .cache
+                    .insert_parts_words(key, self.words[i], tr, tables.version(), now)
+                {
                     Ok(id) => Source::Megaflow(id),
                     Err(flow::cache::InsertRefused::Overlap(id)) => Source::Megaflow(id),
                     Err(_) => {
