@@ -129,8 +129,8 @@ impl SparseKey {
             bits &= bits.wrapping_sub(1);
         }
         self.m[0] = words as u64 | (N as u64) << 32;
-        for t in 0..N {
-            self.m[t + 1] = key.w[idx[t]];
+        for (t, &j) in idx.iter().enumerate() {
+            self.m[t + 1] = key.w[j];
         }
         let end = if N < SHORT { SHORT + 1 } else { LONG + 1 };
         for t in N + 1..end {
