@@ -731,9 +731,9 @@ impl FlowSwitch {
         let packets = frame.len();
         let (sw, emc, megaflow) = (g / 4, g & 2 != 0, g & 1 != 0);
         self.group_index.clear();
-        if whole {
-            // Filled below, only when some packet missed.
-        } else {
+        // A whole vector is looked up in place; its index is filled below, only when some
+        // packet missed.
+        if !whole {
             for i in 0..packets {
                 if self.group_of[i] == g as u8 {
                     self.group_keys[self.group_index.len()] = self.keys[i];
