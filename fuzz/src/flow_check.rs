@@ -4,7 +4,7 @@
 //! It only asserts; it never decides what a correct key is beyond the invariants below.
 
 use flow::execute::{crc32c, pop_vlan, push_vlan, set_field, SlotFrame};
-use flow::extract::{extract, extract_into, Parsed, L3, L4, NO_OFFSET};
+use flow::extract::{extract, extract_into, extract_to, Parsed, L3, L4, NO_OFFSET};
 use flow::{Field, FlowKey};
 use packet::checksum::{fold, pseudo_header_v4, pseudo_header_v6, sum};
 
@@ -112,6 +112,22 @@ pub fn check_extract(frame: &[u8], in_port: u16) -> (FlowKey, Parsed) {
     };
     assert_eq!(extract_into(&mut again, frame, in_port, None), p);
     assert_eq!(again, key, "extraction is a function of the bytes");
+    // The words extraction says it wrote cover every non-zero word (the exact-match cache
+    // compares only those), with and without a tunnel.
+    let mut p2 = Parsed::NONE;
+    let words = extract_to(&mut again, &mut p2, frame, in_port, None);
+    assert_eq!(
+        flow::cache::nonzero_words(&again) & !words,
+        0,
+        "a non-zero word outside the words extract_to returned ({words:#x})"
+    );
+    let t = flow::extract::Tunnel {
+        tun_id: 5000,
+        tun_src: 0xc612_0001,
+        tun_dst: 0xc612_0002,
+    };
+    let words = extract_to(&mut again, &mut p2, frame, in_port, Some(&t));
+    assert_eq!(flow::cache::nonzero_words(&again) & !words, 0);
     assert_eq!(key.get(Field::InPort), in_port as u128);
     if frame.len() < 14 {
         assert_eq!(p.l3_offset, NO_OFFSET);

@@ -318,9 +318,65 @@ pub fn extract_into(
 
 /// As `extract`, writing into `key` and `p` in place (every word and field is overwritten). A
 /// node keeping arrays of keys and `Parsed`s uses this: a returned `Parsed` is assembled on the
-/// stack field by field and then copied, which stalls store forwarding.
+/// stack field by field and then copied, which stalls store forwarding. Returns the words of
+/// `key` it may have written (bit `j`: word `j`; every other word is zero), for
+/// `FlowCache::lookup_batch_words`: the same frame always gives the same words.
 #[inline]
 pub fn extract_to(
+    key: &mut FlowKey,
+    p: &mut Parsed,
+    frame: &[u8],
+    in_port: u16,
+    tunnel: Option<&Tunnel>,
+) -> u32 {
+    extract_fields(key, p, frame, in_port, tunnel);
+    written_words(p, tunnel.is_some(), frame.len())
+}
+
+const fn bit(w: usize) -> u32 {
+    1 << w
+}
+
+/// The words `extract_fields` may have written, from what it found: the port (and the tunnel),
+/// L2 when the frame has an Ethernet header, the L3 words of the network header found, the L4
+/// word when a transport header was found, the ND addresses for ICMPv6. A word is included
+/// whenever its header was found, written or not (a superset is all that is asked).
+#[inline(always)]
+fn written_words(p: &Parsed, tunnel: bool, len: usize) -> u32 {
+    const IP4: u32 = bit(W_NW) | bit(W_NW_MISC);
+    const IP6_ADDRS: u32 =
+        bit(W_IP6_SRC) | bit(W_IP6_SRC + 1) | bit(W_IP6_DST) | bit(W_IP6_DST + 1);
+    const ND: u32 = bit(W_ARP_SHA) | bit(W_ARP_THA);
+    // By `L3` discriminant: None, Other, Ipv4, Ipv6, Arp (checked below).
+    const _: () = assert!(
+        L3::None as usize == 0
+            && L3::Other as usize == 1
+            && L3::Ipv4 as usize == 2
+            && L3::Ipv6 as usize == 3
+            && L3::Arp as usize == 4
+    );
+    const L3_WORDS: [u32; 5] = [0, 0, IP4, IP6_ADDRS | bit(W_NW_MISC), IP4 | ND];
+    let mut words = bit(W_IN_PORT);
+    if tunnel {
+        words |= bit(W_TUN_ID) | bit(W_TUN);
+    }
+    if len >= 14 {
+        words |= bit(W_SRC_TCI) | bit(W_DST_TYPE);
+    }
+    words |= L3_WORDS[p.l3 as usize];
+    if p.l4 != L4::None {
+        words |= bit(W_TP);
+    }
+    if p.l4 == L4::Icmp6 {
+        // Neighbour discovery's link-layer addresses.
+        words |= ND;
+    }
+    words
+}
+
+/// The body of `extract_to`.
+#[inline(always)]
+fn extract_fields(
     key: &mut FlowKey,
     p: &mut Parsed,
     frame: &[u8],

@@ -574,8 +574,19 @@ fn every_truncation_is_safe() {
         ),
     ];
     frames.push(tagged(0x88a8, 5, 0x8100, &frames[1][14..]));
+    let tunnel = Tunnel {
+        tun_id: 7,
+        tun_src: 1,
+        tun_dst: 2,
+    };
     for f in &frames {
         for n in 0..=f.len() {
+            // The words extract_to says it wrote cover every non-zero word.
+            for t in [None, Some(&tunnel)] {
+                let (mut k, mut p) = (FlowKey::ZERO, Parsed::NONE);
+                let words = extract_to(&mut k, &mut p, &f[..n], 1, t);
+                assert_eq!(crate::cache::nonzero_words(&k) & !words, 0, "{n} bytes");
+            }
             let (_, p) = extract(&f[..n], 1, None);
             if p.l3_offset != NO_OFFSET {
                 assert!(p.l3_offset as usize <= n);

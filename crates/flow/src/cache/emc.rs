@@ -1,19 +1,30 @@
-//! The exact-match cache: full flow key -> megaflow id, 2-way set associative, filled with a
-//! probability of 1/N per megaflow hit so that a flood of new flows cannot thrash it. Owns only
-//! its entries; never decides anything about a megaflow (the megaflow cache says whether the
-//! entry's megaflow still exists, by generation, and is current). Never allocates after
-//! construction.
+//! The exact-match cache: full flow key (as its present words, a [`SparseKey`]) -> megaflow id,
+//! 2-way set associative, filled with a probability of 1/N per megaflow hit so that a flood of
+//! new flows cannot thrash it. Owns only its entries; never decides anything about a megaflow
+//! (the megaflow cache says whether the entry's megaflow still exists, by generation, and is
+//! current). Never allocates after construction.
+//!
+//! An entry is two cache lines: id, generation and the first 7 words of the sparse key (the
+//! map and 6 key words: an untagged IPv4 key's all) in the first, the rest in the second, so a
+//! lookup of such a key reads one line per way. Equal map and equal words is equal full key
+//! (words outside the map are zero), so a hit is exact.
 
+use super::hash::{SparseKey, LONG, SHORT};
 use super::megaflow::MegaflowId;
-use crate::key::FlowKey;
 
-/// One entry: 152 bytes of key, the megaflow and its generation when the entry was written.
+/// One entry: the megaflow and its generation when the entry was written, and the key.
 #[derive(Clone, Copy)]
+#[repr(C, align(64))]
 struct Entry {
-    key: FlowKey,
     id: MegaflowId,
     gen: u32,
+    /// `SparseKey::m` without its last (pad) word.
+    m: [u64; LONG],
 }
+const _: () = assert!(std::mem::size_of::<Entry>() == 128);
+
+/// Sparse-key words in an entry's first cache line.
+const FIRST_LINE_WORDS: usize = SHORT;
 
 const NONE: MegaflowId = u32::MAX;
 
@@ -33,9 +44,9 @@ impl ExactMatchCache {
         let mut e = ExactMatchCache {
             entries: vec![
                 Entry {
-                    key: FlowKey::ZERO,
                     id: NONE,
                     gen: 0,
+                    m: [0; LONG],
                 };
                 entries.max(1)
             ],
@@ -65,20 +76,25 @@ impl ExactMatchCache {
         [h as usize & self.mask, (h >> 32) as usize & self.mask]
     }
 
-    /// Start loading the two ways of hash `h` (a hint).
+    /// Start loading the two ways of hash `h` for a key of `len` sparse words (a hint).
     #[inline(always)]
-    pub(crate) fn prefetch(&self, h: u64) {
+    pub(crate) fn prefetch(&self, h: u64, short: bool) {
         for w in self.ways(h) {
-            super::megaflow::prefetch(&self.entries[w]);
+            let e = &self.entries[w];
+            super::megaflow::prefetch(e);
+            if !short {
+                super::megaflow::prefetch(&e.m[FIRST_LINE_WORDS]);
+            }
         }
     }
 
     /// The `(megaflow, generation)` stored for `key` (whose hash is `h`).
     #[inline]
-    pub(crate) fn lookup(&self, key: &FlowKey, h: u64) -> Option<(MegaflowId, u32)> {
+    pub(crate) fn lookup(&self, key: &SparseKey, h: u64) -> Option<(MegaflowId, u32)> {
+        let short = key.is_short();
         for w in self.ways(h) {
             let e = &self.entries[w];
-            if e.id != NONE && e.key == *key {
+            if e.id != NONE && same(e, key, short) {
                 return Some((e.id, e.gen));
             }
         }
@@ -104,17 +120,18 @@ impl ExactMatchCache {
     #[inline]
     pub(crate) fn insert(
         &mut self,
-        key: &FlowKey,
+        key: &SparseKey,
         h: u64,
         id: MegaflowId,
         gen: u32,
         dead: impl Fn(MegaflowId, u32) -> bool,
     ) {
+        let short = key.is_short();
         let ways = self.ways(h);
         let mut pick = ways[(self.rng & 1) as usize];
         for w in ways {
             let e = &self.entries[w];
-            if e.id != NONE && e.key == *key {
+            if e.id != NONE && same(e, key, short) {
                 pick = w;
                 break;
             }
@@ -122,7 +139,10 @@ impl ExactMatchCache {
                 pick = w;
             }
         }
-        self.entries[pick] = Entry { key: *key, id, gen };
+        let e = &mut self.entries[pick];
+        e.id = id;
+        e.gen = gen;
+        e.m.copy_from_slice(&key.m[..LONG]);
     }
 
     /// Forget every entry.
@@ -141,4 +161,22 @@ impl ExactMatchCache {
     pub fn capacity(&self) -> usize {
         self.mask + 1
     }
+}
+
+/// True when entry `e` holds `key` (`short`: `key.is_short()`): same map (so the same word
+/// count), same words; straight branch-free code over the first `SHORT` words (one cache line)
+/// or all `LONG` (a short key's words past its own are zero in the entry as in the key, and
+/// equal maps mean equal lengths).
+#[inline(always)]
+fn same(e: &Entry, key: &SparseKey, short: bool) -> bool {
+    let mut diff = 0u64;
+    for t in 0..SHORT {
+        diff |= e.m[t] ^ key.m[t];
+    }
+    if !short {
+        for t in SHORT..LONG {
+            diff |= e.m[t] ^ key.m[t];
+        }
+    }
+    diff == 0
 }

@@ -16,7 +16,8 @@
 //!   caller: translate through the tables (`Translator`), `insert`, run the actions
 //! ```
 //!
-//! Sizes (defaults, [`CacheConfig`]): EMC 8192 entries x 160 bytes = 1.25 MiB; megaflows 200,000
+//! Sizes (defaults, [`CacheConfig`]): EMC 8192 entries x 128 bytes = 1 MiB (a key is stored
+//! as its present words, a [`SparseKey`]: the words extraction wrote, hashed and compared alone); megaflows 200,000
 //! (Open vSwitch's flow limit): the shared hash table is sized for half load in buckets of one
 //! cache line (200,000 -> 65,536 buckets, 4 MiB); a megaflow's slab entry is its masked key,
 //! its creating key, its actions and counters (the slab is reserved up front and touched as it
@@ -69,7 +70,7 @@ mod bench;
 mod tests;
 
 pub use emc::ExactMatchCache;
-pub use hash::HashKey;
+pub use hash::{nonzero_words, HashKey, SparseKey, LONG, SHORT, SPARSE_WORDS};
 pub use megaflow::{MegaflowCache, MegaflowId};
 pub use stats::{CacheStats, CycleHistogram, PublishedStats, CYCLE_BUCKETS};
 
@@ -353,6 +354,8 @@ pub struct FlowCache {
     emc: ExactMatchCache,
     mf: MegaflowCache,
     emc_enabled: bool,
+    /// One chunk's keys in sparse form (scratch of `lookup_chunk`).
+    sparse: Box<[SparseKey]>,
 }
 
 impl FlowCache {
@@ -368,6 +371,7 @@ impl FlowCache {
             emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob, hk.derive(1)),
             mf: MegaflowCache::new(cfg, hk.clone()),
             emc_enabled: cfg.emc_enabled && cfg.emc_entries > 0,
+            sparse: vec![SparseKey::ZERO; CHUNK].into_boxed_slice(),
             hk,
         })
     }
@@ -383,12 +387,50 @@ impl FlowCache {
         keys: &[FlowKey],
         out: &mut [Hit],
     ) -> usize {
-        self.mf.observe_version(xl.version());
+        let mut words = [0u32; CHUNK];
         let n = keys.len().min(out.len());
         let mut misses = 0;
         for start in (0..n).step_by(CHUNK) {
             let end = (start + CHUNK).min(n);
-            misses += self.lookup_chunk(xl, now_ms, &keys[start..end], &mut out[start..end]);
+            for (w, k) in words.iter_mut().zip(&keys[start..end]) {
+                *w = nonzero_words(k);
+            }
+            misses += self.lookup_batch_words(
+                xl,
+                now_ms,
+                &keys[start..end],
+                &words[..end - start],
+                &mut out[start..end],
+            );
+        }
+        misses
+    }
+
+    /// [`FlowCache::lookup_batch`] where `words[i]` names a superset of the non-zero words of
+    /// `keys[i]` (as [`crate::extract::extract_to`] returns): the exact-match cache hashes and
+    /// compares only those. A key's EMC entry is found only with the `words` it was inserted
+    /// with (give [`FlowCache::insert_parts_words`] the same), so one caller should derive
+    /// `words` one way. `words` must be at least as long as `keys`.
+    pub fn lookup_batch_words<T: Translator + ?Sized>(
+        &mut self,
+        xl: &T,
+        now_ms: u64,
+        keys: &[FlowKey],
+        words: &[u32],
+        out: &mut [Hit],
+    ) -> usize {
+        self.mf.observe_version(xl.version());
+        let n = keys.len().min(out.len()).min(words.len());
+        let mut misses = 0;
+        for start in (0..n).step_by(CHUNK) {
+            let end = (start + CHUNK).min(n);
+            misses += self.lookup_chunk(
+                xl,
+                now_ms,
+                &keys[start..end],
+                &words[start..end],
+                &mut out[start..end],
+            );
         }
         misses
     }
@@ -398,6 +440,7 @@ impl FlowCache {
         xl: &T,
         now_ms: u64,
         keys: &[FlowKey],
+        words: &[u32],
         out: &mut [Hit],
     ) -> usize {
         let n = keys.len();
@@ -413,15 +456,24 @@ impl FlowCache {
         }
         let mut want = all;
         let mut emc_hash = [0u64; CHUNK];
+        // Keys whose sparse form fits the EMC (all extracted keys do).
+        let mut sparse_ok = 0u64;
         if self.emc_enabled {
             self.mf.stats.emc_lookups += n as u64;
             for i in 0..n {
-                let h = self.hk.hash_key(&keys[i]);
-                emc_hash[i] = h;
-                self.emc.prefetch(h);
+                let sk = &mut self.sparse[i];
+                if sk.gather(&keys[i], words[i]) {
+                    let h = self.hk.hash_sparse(sk);
+                    emc_hash[i] = h;
+                    self.emc.prefetch(h, sk.is_short());
+                    sparse_ok |= 1 << i;
+                }
             }
-            for i in 0..n {
-                if let Some((id, gen)) = self.emc.lookup(&keys[i], emc_hash[i]) {
+            let mut look = sparse_ok;
+            while look != 0 {
+                let i = look.trailing_zeros() as usize;
+                look &= look - 1;
+                if let Some((id, gen)) = self.emc.lookup(&self.sparse[i], emc_hash[i]) {
                     if self.mf.is_current(id, gen) {
                         self.mf.touch(id, now_ms);
                         out[i] = Hit::Emc(id);
@@ -437,13 +489,13 @@ impl FlowCache {
         let before = want;
         let missing = self.mf.lookup_chunk(xl, now_ms, keys, out, want);
         if self.emc_enabled {
-            let mut hits = before & !missing;
+            let mut hits = before & !missing & sparse_ok;
             while hits != 0 {
                 let i = hits.trailing_zeros() as usize;
                 hits &= hits - 1;
                 if self.emc.should_insert() {
                     if let Some(id) = out[i].id() {
-                        self.emc_insert(&keys[i], emc_hash[i], id);
+                        self.emc_insert(i, emc_hash[i], id);
                     }
                 }
             }
@@ -451,8 +503,9 @@ impl FlowCache {
         missing.count_ones() as usize
     }
 
-    fn emc_insert(&mut self, key: &FlowKey, h: u64, id: MegaflowId) {
-        if let Some((gen, _)) = self.mf.gen_of(id) {
+    /// Insert the sparse key in scratch slot `i` (hash `h`) -> `id` into the EMC.
+    fn emc_insert(&mut self, i: usize, h: u64, id: MegaflowId) {
+        if let (Some((gen, _)), Some(key)) = (self.mf.gen_of(id), self.sparse.get(i)) {
             let mf = &self.mf;
             self.emc
                 .insert(key, h, id, gen, |eid, egen| !mf.is_current(eid, egen));
@@ -489,10 +542,23 @@ impl FlowCache {
         version: u64,
         now_ms: u64,
     ) -> Result<MegaflowId, InsertRefused> {
+        self.insert_parts_words(key, nonzero_words(key), t, version, now_ms)
+    }
+
+    /// [`FlowCache::insert_parts`] for a key looked up with [`FlowCache::lookup_batch_words`]
+    /// (`words` as given there).
+    pub fn insert_parts_words(
+        &mut self,
+        key: &FlowKey,
+        words: u32,
+        t: TranslatedRef<'_>,
+        version: u64,
+        now_ms: u64,
+    ) -> Result<MegaflowId, InsertRefused> {
         let id = self.mf.insert(key, t, version, now_ms)?;
-        if self.emc_enabled && self.emc.should_insert() {
-            let h = self.hk.hash_key(key);
-            self.emc_insert(key, h, id);
+        if self.emc_enabled && self.emc.should_insert() && self.sparse[0].gather(key, words) {
+            let h = self.hk.hash_sparse(&self.sparse[0]);
+            self.emc_insert(0, h, id);
         }
         Ok(id)
     }

@@ -243,6 +243,8 @@ struct TraceNote {
 pub struct FlowSwitch {
     inner: Arc<WorkerCell<Inner>>,
     keys: Box<[FlowKey]>,
+    /// The key words extraction wrote, per packet (for the exact-match cache).
+    words: Box<[u32]>,
     parsed: Box<[Parsed]>,
     sources: Box<[Source]>,
     /// Each packet's group (bridge * 4 + EMC bit * 2 + megaflow bit), `NO_GROUP` when dropped.
@@ -253,6 +255,7 @@ pub struct FlowSwitch {
     /// Packets and bytes per (bridge, megaflow) of this vector, credited once at its end.
     tally: Vec<(u16, MegaflowId, u64, u64)>,
     group_keys: Box<[FlowKey]>,
+    group_words: Box<[u32]>,
     group_hits: Box<[Hit]>,
     group_index: Vec<u16>,
     scratch: Vec<DpActions>,
@@ -299,6 +302,7 @@ pub fn flow_switch_nodes(
         FlowSwitch {
             inner: inner.clone(),
             keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            words: vec![0; VECTOR_SIZE].into_boxed_slice(),
             parsed: vec![Parsed::NONE; VECTOR_SIZE].into_boxed_slice(),
             sources: vec![Source::Pending; VECTOR_SIZE].into_boxed_slice(),
             group_of: vec![NO_GROUP; VECTOR_SIZE].into_boxed_slice(),
@@ -306,6 +310,7 @@ pub fn flow_switch_nodes(
             notes: Vec::with_capacity(VECTOR_SIZE),
             tally: Vec::with_capacity(VECTOR_SIZE),
             group_keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            group_words: vec![0; VECTOR_SIZE].into_boxed_slice(),
             group_hits: vec![Hit::Miss; VECTOR_SIZE].into_boxed_slice(),
             group_index: Vec::with_capacity(VECTOR_SIZE),
             scratch: Vec::with_capacity(VECTOR_SIZE),
@@ -498,16 +503,18 @@ impl Node for FlowSwitch {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let now = now_ms(cx.now_tsc, self.ms_per_tick);
         let inner = self.inner.clone();
-        inner.with(|inner| {
+        let all_out = inner.with(|inner| {
             inner.maintain(now);
             // 1. Keys, extracted in place.
             let mut switches_seen = 0u64;
             let mut dropped = false;
+            let mut traced = false;
             for (i, &b) in frame.iter().enumerate() {
                 if let Some(&next) = frame.get(i + 4) {
                     cx.pool.prefetch(next);
                 }
                 let m = cx.pool.meta(b);
+                traced |= m.flags & packet::meta::FLAG_TRACE != 0;
                 let Some(info) = inner.ports.get(m.rx_port as usize).copied().flatten() else {
                     self.sources[i] = Source::Drop(FlowDrop::NotFlowPort.id());
                     self.group_of[i] = NO_GROUP;
@@ -520,7 +527,7 @@ impl Node for FlowSwitch {
                     tun_src: m.tun_src,
                     tun_dst: m.tun_dst,
                 });
-                extract_to(
+                self.words[i] = extract_to(
                     &mut self.keys[i],
                     &mut self.parsed[i],
                     cx.pool.data(b),
@@ -544,59 +551,74 @@ impl Node for FlowSwitch {
             }
             self.scratch.clear();
             // 2. Look up each group of packets (same bridge, same cache switches) together;
-            // the usual vector (one port, no drop) is one group looked up in place.
+            // the usual vector (one port, no drop) is one group looked up in place, and when
+            // every packet of it hit, its actions are run straight from the hits.
             let whole = !dropped && switches_seen.count_ones() == 1;
+            let mut hits_only = false;
             while switches_seen != 0 {
                 let g = switches_seen.trailing_zeros() as u16;
                 switches_seen &= switches_seen - 1;
-                self.lookup_group(cx, inner, frame, g, whole, now);
+                hits_only = self.lookup_group(cx, inner, frame, g, whole, now);
             }
             // Traced packets: which tier answered and through which rules (cold).
             self.notes.clear();
-            for (i, &b) in frame.iter().enumerate() {
-                if cx.pool.meta(b).flags & packet::meta::FLAG_TRACE != 0 {
-                    self.note(cx.pool, inner, i, b);
+            if traced {
+                if hits_only {
+                    self.sources_from_hits(frame.len());
+                }
+                for (i, &b) in frame.iter().enumerate() {
+                    if cx.pool.meta(b).flags & packet::meta::FLAG_TRACE != 0 {
+                        self.note(cx.pool, inner, i, b);
+                    }
                 }
             }
             // 3. Actions.
             self.tally.clear();
-            for (i, &b) in frame.iter().enumerate() {
-                let source = self.sources[i];
-                let sw = (self.group_of[i] != NO_GROUP).then_some(self.group_of[i] as usize / 4);
-                nexts[i] = match (source, sw.and_then(|s| inner.switches.get_mut(s))) {
-                    (Source::Pending, _) => fail(cx, b, FlowDrop::NotFlowPort),
-                    (Source::Drop(reason), _) => {
-                        let id = cx.error_id(reason);
-                        cx.pool.meta_mut(b).error = id;
-                        FlowNext::Drop.id()
-                    }
-                    (_, None) => fail(cx, b, FlowDrop::NotFlowPort),
-                    (Source::Megaflow(id), Some(s)) => {
-                        let len = cx.pool.meta(b).length as u64;
-                        // Borrowed, not copied: a DpActions is ~800 bytes.
-                        let Some(actions) = s.cache.actions(id) else {
-                            nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
-                            continue;
-                        };
-                        let sw = sw.unwrap_or(0) as u16;
-                        match self.tally.last_mut() {
-                            Some(t) if t.0 == sw && t.1 == id => {
-                                t.2 += 1;
-                                t.3 += len;
+            let sw = self.group_of.first().map_or(0, |&g| g as usize / 4);
+            let all_out = match inner.switches.get_mut(sw) {
+                Some(s) if hits_only => self.run_hits(cx, s, sw as u16, frame, nexts),
+                _ => {
+                    for (i, &b) in frame.iter().enumerate() {
+                        let source = self.sources[i];
+                        let sw =
+                            (self.group_of[i] != NO_GROUP).then_some(self.group_of[i] as usize / 4);
+                        nexts[i] = match (source, sw.and_then(|s| inner.switches.get_mut(s))) {
+                            (Source::Pending, _) => fail(cx, b, FlowDrop::NotFlowPort),
+                            (Source::Drop(reason), _) => {
+                                let id = cx.error_id(reason);
+                                cx.pool.meta_mut(b).error = id;
+                                FlowNext::Drop.id()
                             }
-                            _ => self.tally.push((sw, id, 1, len)),
-                        }
-                        self.run(cx, i, b, actions, &s.members, &s.shared)
-                    }
-                    (Source::Scratch(k), Some(s)) => {
-                        let Some(actions) = self.scratch.get(k as usize).copied() else {
-                            nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
-                            continue;
+                            (_, None) => fail(cx, b, FlowDrop::NotFlowPort),
+                            (Source::Megaflow(id), Some(s)) => {
+                                let len = cx.pool.meta(b).length as u64;
+                                // Borrowed, not copied: a DpActions is ~800 bytes.
+                                let Some(actions) = s.cache.actions(id) else {
+                                    nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
+                                    continue;
+                                };
+                                let sw = sw.unwrap_or(0) as u16;
+                                match self.tally.last_mut() {
+                                    Some(t) if t.0 == sw && t.1 == id => {
+                                        t.2 += 1;
+                                        t.3 += len;
+                                    }
+                                    _ => self.tally.push((sw, id, 1, len)),
+                                }
+                                self.run(cx, i, b, actions, &s.members, &s.shared)
+                            }
+                            (Source::Scratch(k), Some(s)) => {
+                                let Some(actions) = self.scratch.get(k as usize).copied() else {
+                                    nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
+                                    continue;
+                                };
+                                self.run(cx, i, b, &actions, &s.members, &s.shared)
+                            }
                         };
-                        self.run(cx, i, b, &actions, &s.members, &s.shared)
                     }
-                };
-            }
+                    false
+                }
+            };
             // 4. Megaflow and rule counters, once per megaflow of the vector.
             for &(sw, id, packets, bytes) in &self.tally {
                 if let Some(s) = inner.switches.get_mut(sw as usize) {
@@ -609,8 +631,13 @@ impl Node for FlowSwitch {
                     }
                 }
             }
+            all_out
         });
-        Dispatch::PerPacket
+        if all_out {
+            Dispatch::AllTo(FlowNext::Output.id())
+        } else {
+            Dispatch::PerPacket
+        }
     }
 
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
@@ -689,7 +716,9 @@ impl FlowSwitch {
 
 impl FlowSwitch {
     /// Look up the packets of group `g` (bridge `g / 4`, EMC bit 1, megaflow bit 0), translate
-    /// and install their misses, and set their sources.
+    /// and install their misses, and set their sources. Returns true, with no source set, when
+    /// the group is the `whole` vector and every packet hit: `group_hits` then has the answers
+    /// in frame order (see `run_hits`).
     fn lookup_group(
         &mut self,
         cx: &mut NodeContext<'_>,
@@ -698,35 +727,47 @@ impl FlowSwitch {
         g: u16,
         whole: bool,
         now: u64,
-    ) {
+    ) -> bool {
         let packets = frame.len();
         let (sw, emc, megaflow) = (g / 4, g & 2 != 0, g & 1 != 0);
         self.group_index.clear();
-        if whole {
-            self.group_index.extend(0..packets as u16);
-        } else {
+        // A whole vector is looked up in place; its index is filled below, only when some
+        // packet missed.
+        if !whole {
             for i in 0..packets {
                 if self.group_of[i] == g as u8 {
                     self.group_keys[self.group_index.len()] = self.keys[i];
+                    self.group_words[self.group_index.len()] = self.words[i];
                     self.group_index.push(i as u16);
                 }
             }
         }
         let Some(s) = inner.switches.get_mut(sw as usize) else {
-            return;
+            return false;
         };
-        let n = self.group_index.len();
+        let n = if whole {
+            packets
+        } else {
+            self.group_index.len()
+        };
         s.cache.set_emc_enabled(emc);
         s.cache.set_megaflow_enabled(megaflow);
         let tables = s.tables.get();
         let xl = Xl(tables);
-        let keys = if whole {
-            &self.keys[..n]
+        let (keys, words) = if whole {
+            (&self.keys[..n], &self.words[..n])
         } else {
-            &self.group_keys[..n]
+            (&self.group_keys[..n], &self.group_words[..n])
         };
-        s.cache
-            .lookup_batch(&xl, now, keys, &mut self.group_hits[..n]);
+        let misses = s
+            .cache
+            .lookup_batch_words(&xl, now, keys, words, &mut self.group_hits[..n]);
+        if whole {
+            if misses == 0 {
+                return true;
+            }
+            self.group_index.extend(0..packets as u16);
+        }
         self.recent.clear();
         for j in 0..n {
             let i = self.group_index[j] as usize;
@@ -762,7 +803,10 @@ impl FlowSwitch {
                     mask: &t.mask,
                     rules: t.rules.as_slice(),
                 };
-                match s.cache.insert_parts(key, tr, tables.version(), now) {
+                match s
+                    .cache
+                    .insert_parts_words(key, self.words[i], tr, tables.version(), now)
+                {
                     Ok(id) => Source::Megaflow(id),
                     Err(flow::cache::InsertRefused::Overlap(id)) => Source::Megaflow(id),
                     Err(_) => {
@@ -783,6 +827,73 @@ impl FlowSwitch {
                 installed: matches!(source, Source::Megaflow(_)),
             };
         }
+        false
+    }
+
+    /// Sources and tiers of a vector `lookup_group` answered with hits only (for the trace).
+    #[cold]
+    fn sources_from_hits(&mut self, packets: usize) {
+        for i in 0..packets {
+            (self.sources[i], self.tiers[i]) = match self.group_hits[i] {
+                Hit::Emc(id) => (Source::Megaflow(id), Tier::Emc),
+                Hit::Megaflow(id) => (Source::Megaflow(id), Tier::Megaflow),
+                Hit::Miss => (Source::Pending, Tier::None),
+            };
+        }
+    }
+
+    /// The actions of a vector whose packets all hit (one group, `group_hits` in frame order,
+    /// bridge `sw`): for a run of packets of one megaflow whose only action is one output, the
+    /// port is set and nothing else is looked at. Returns true when every packet goes to
+    /// `interface-output`.
+    fn run_hits(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        s: &mut SwitchState,
+        sw: u16,
+        frame: &[u32],
+        nexts: &mut [u16],
+    ) -> bool {
+        let output = FlowNext::Output.id();
+        let mut all_out = true;
+        let mut cur = MegaflowId::MAX;
+        let mut port = None;
+        for (i, &b) in frame.iter().enumerate() {
+            let id = match self.group_hits[i] {
+                Hit::Emc(id) | Hit::Megaflow(id) => id,
+                Hit::Miss => {
+                    nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
+                    all_out = false;
+                    continue;
+                }
+            };
+            if id != cur {
+                cur = id;
+                port = match s.cache.actions(id).map(DpActions::as_slice) {
+                    Some(&[DpAction::Output(p)]) => Some(p),
+                    _ => None,
+                };
+                self.tally.push((sw, id, 0, 0));
+            }
+            let m = cx.pool.meta_mut(b);
+            if let Some(t) = self.tally.last_mut() {
+                t.2 += 1;
+                t.3 += m.length as u64;
+            }
+            let next = match port {
+                Some(p) => {
+                    m.tx_port = p;
+                    output
+                }
+                None => match s.cache.actions(id) {
+                    Some(actions) => self.run(cx, i, b, actions, &s.members, &s.shared),
+                    None => fail(cx, b, FlowDrop::TranslationFailed),
+                },
+            };
+            nexts[i] = next;
+            all_out &= next == output;
+        }
+        all_out
     }
 }
 

@@ -244,6 +244,16 @@ fn flood_and_several_outputs_copy_the_packet() {
     // OpenFlow never sends a packet back out of its input port with output:N.
     let got = s.send(vec![(2, g.clone())]);
     assert_eq!(got, vec![(1, g.clone())]);
+    // The same flows again, now all cache hits (the vector's actions run from the hits):
+    // still copied, each port in order.
+    let got = s.send(vec![(0, f.clone()), (0, g.clone()), (0, f.clone())]);
+    for port in [1, 2] {
+        let on: Vec<&Vec<u8>> = got.iter().filter(|o| o.0 == port).map(|o| &o.1).collect();
+        assert_eq!(on, vec![&f, &g, &f], "port {port}");
+    }
+    assert_eq!(got.len(), 6);
+    let st = s.stats();
+    assert_eq!(st.misses, 3, "{st:?}");
 }
 
 #[test]
