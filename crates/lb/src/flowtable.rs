@@ -270,7 +270,8 @@ pub enum Insert {
     New,
     /// The key was there (live, expired or stale): its value was replaced.
     Replaced,
-    /// Both buckets hold 4 live entries: nothing stored (counted in `FlowCounts::refused`).
+    /// Both buckets hold 3 live entries and no short path of moves frees a place: nothing
+    /// stored (counted in `FlowCounts::refused`).
     Full,
 }
 
