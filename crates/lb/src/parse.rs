@@ -151,7 +151,8 @@ pub fn parse(l3: &[u8], ip6: bool) -> Result<Parsed, Malformed> {
 /// [`parse`] into `out`, in place: a node parsing into its own per-vector array avoids moving
 /// the result. `out` is written whole, once, at the end (a field written piecemeal and then
 /// read back in a wider load, e.g. both ports as one word, stalls on store-to-load
-/// forwarding). On an error `out` holds partial values.
+/// forwarding). On an error `out` is left as it was, or partly written for a malformed ICMP
+/// error: callers must not read it.
 #[inline]
 pub fn parse_into(l3: &[u8], ip6: bool, out: &mut Parsed) -> Result<(), Malformed> {
     let h = if ip6 {
