@@ -90,7 +90,7 @@ fn mapped(a: [u8; 4]) -> [u8; 16] {
 
 fn v6_octets(a: IpAddr) -> [u8; 16] {
     match a {
-        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V4(v4) => mapped(v4.octets()),
         IpAddr::V6(v6) => v6.octets(),
     }
 }

@@ -2,7 +2,7 @@
 //! kept), and the IPv4 and TCP/UDP checksums are updated incrementally. The server maps the
 //! DSCP back to the VIP and replies straight to the client. It never changes the length.
 
-use super::{l3_mut, update_at, Delta, EncapError};
+use super::{l3_mut, set_addr, set_word, update_at, Delta, EncapError};
 use crate::parse::{Kind, Parsed};
 use packet::headers::{ip4, proto};
 use packet::BufferMeta;
@@ -37,25 +37,18 @@ pub fn l3dsr(
     // Fixed-size views: one length check above, no per-byte bounds checks below.
     let (ip, rest) = h.split_at_mut(ip4::MIN_HEADER_LEN);
     let ip: &mut [u8; ip4::MIN_HEADER_LEN] = ip.try_into().map_err(|_| EncapError::BadFrame)?;
-    let old_tos = u16::from_be_bytes([ip[0], ip[1]]);
-    let new_tos = old_tos & 0xff03 | u16::from(dscp & 0x3f) << 2;
-    let old_dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
-    let new_dst = u32::from_be_bytes(server);
+    let mut tos_delta = Delta::default();
     let mut addr = Delta::default();
-    addr.word((old_dst >> 16) as u16, (new_dst >> 16) as u16);
-    addr.word(old_dst as u16, new_dst as u16);
-    let mut ip_delta = addr;
-    ip_delta.word(old_tos, new_tos);
-    ip[ip4::TOS] = new_tos as u8;
-    ip[16..20].copy_from_slice(&server);
-    let check = u16::from_be_bytes([ip[ip4::CHECKSUM], ip[ip4::CHECKSUM + 1]]);
-    ip[ip4::CHECKSUM..ip4::CHECKSUM + 2].copy_from_slice(&ip_delta.apply(check).to_be_bytes());
+    let tos = u16::from(ip[0]) << 8 | u16::from((dscp & 0x3f) << 2 | ip[ip4::TOS] & 0x03);
+    set_word(ip, 0, tos, &mut tos_delta);
+    set_addr(ip, ip4::DST, &server, &mut addr);
+    let mut unused = Delta::default();
+    update_at(ip, ip4::CHECKSUM, tos_delta.plus(addr), false, &mut unused);
     // The L4 checksum is after the 20 fixed IP header bytes (`sum_at` is 0 or at least 26).
     if let Some(at) = sum_at
         .checked_sub(ip4::MIN_HEADER_LEN)
         .filter(|_| sum_at != 0)
     {
-        let mut unused = Delta::default();
         update_at(rest, at, addr, p.tuple.protocol == proto::UDP, &mut unused);
     }
     Ok(())
