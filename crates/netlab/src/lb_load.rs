@@ -6,7 +6,7 @@
 use crate::cmd::{self, describe_status};
 use crate::lb::{LbLab, ServerInfo, Vip};
 use anyhow::{bail, Context, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 /// The wrk script: count 200 answers by their first word (the server's name), others by
@@ -85,6 +85,11 @@ pub struct LoadResult {
     pub p99_us: u64,
     /// Each answer's body line (curl loops only), in order.
     pub bodies: Vec<String>,
+    /// The client's distinct TCP source ports among the answers with status 200, by server
+    /// name (curl loops only). The kernel may give a later connection a port an earlier one
+    /// used (the server closes first, so the client keeps no TIME_WAIT): that connection has
+    /// the same 5-tuple, and a load balancer rightly keeps it on the flow it already has.
+    pub ports: BTreeMap<String, BTreeSet<u16>>,
 }
 
 impl LoadResult {
@@ -120,6 +125,15 @@ impl LoadResult {
         servers
             .iter()
             .map(|s| self.per_server.get(&s.name).copied().unwrap_or(0))
+            .collect()
+    }
+
+    /// Distinct 5-tuples (client source ports) answered by each of `servers`, in their order
+    /// (curl loops only): the new flows a load balancer makes for them.
+    pub fn flow_counts(&self, servers: &[ServerInfo]) -> Vec<u64> {
+        servers
+            .iter()
+            .map(|s| self.ports.get(&s.name).map_or(0, |p| p.len() as u64))
             .collect()
     }
 
@@ -242,8 +256,11 @@ pub fn parse_curl(stdout: &str) -> Result<LoadResult> {
         if let Some(rest) = line.strip_prefix(CURL_MARK) {
             let mut w = rest.split_whitespace();
             let (Some(code), Some(exit)) = (w.next(), w.next()) else {
-                bail!("curl output `{line}`: accepted: {CURL_MARK} HTTP_CODE EXIT_CODE");
+                bail!(
+                    "curl output `{line}`: accepted: {CURL_MARK} HTTP_CODE EXIT_CODE [LOCAL_PORT]"
+                );
             };
+            let port = w.next().and_then(|p| p.parse::<u16>().ok());
             r.requests += 1;
             let b = body.take().unwrap_or_default();
             if code == "200" && exit == "0" {
@@ -251,6 +268,9 @@ pub fn parse_curl(stdout: &str) -> Result<LoadResult> {
                 if name.is_empty() {
                     *r.errors.entry("empty-body".to_string()).or_default() += 1;
                 } else {
+                    if let Some(p) = port {
+                        r.ports.entry(name.clone()).or_default().insert(p);
+                    }
                     *r.per_server.entry(name).or_default() += 1;
                 }
             } else if exit != "0" {
@@ -346,7 +366,7 @@ impl LbLab {
             text.push_str(&format!("url = \"{url}\"\n"));
         }
         std::fs::write(&config, text).with_context(|| format!("write {}", config.display()))?;
-        let wout = format!("\\n{CURL_MARK} %{{http_code}} %{{exitcode}}\\n");
+        let wout = format!("\\n{CURL_MARK} %{{http_code}} %{{exitcode}} %{{local_port}}\\n");
         let config_s = config.to_string_lossy().into_owned();
         let args = [
             "curl",
@@ -407,11 +427,17 @@ mod tests {
 
     #[test]
     fn curl_output_is_parsed() {
-        let out = "s0 198.18.100.1 80\n\nvlb-curl 200 0\ns1 198.18.100.1 80\n\nvlb-curl 200 0\n\
-                   \nvlb-curl 000 28\nbad gateway\n\nvlb-curl 502 0\n";
+        let out =
+            "s0 198.18.100.1 80\n\nvlb-curl 200 0 40000\ns1 198.18.100.1 80\n\nvlb-curl 200 0\n\
+                   \nvlb-curl 000 28\nbad gateway\n\nvlb-curl 502 0\ns0 198.18.100.1 80\n\
+                   \nvlb-curl 200 0 40000\n";
         let r = parse_curl(out).expect("parsed");
-        assert_eq!(r.requests, 4);
+        assert_eq!(r.requests, 5);
         assert_eq!(r.per_server.len(), 2);
+        // s0's two answers came over one reused source port: one flow.
+        assert_eq!(r.per_server.get("s0"), Some(&2));
+        assert_eq!(r.ports.get("s0").map(BTreeSet::len), Some(1));
+        assert_eq!(r.ports.get("s1"), None);
         assert_eq!(r.errors.get("curl-28"), Some(&1));
         assert_eq!(r.errors.get("status-502"), Some(&1));
         assert_eq!(r.bodies[0], "s0 198.18.100.1 80");
