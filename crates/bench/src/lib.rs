@@ -7,6 +7,7 @@
 
 pub mod churn;
 pub mod fibref;
+pub mod fleet_sim;
 pub mod flows;
 pub mod flows_churn;
 pub mod lb;
@@ -119,7 +120,8 @@ pub struct BenchArgs {
     /// flows --churn: one point, K packets per flow, in one-second windows (stability).
     #[arg(long, value_name = "K")]
     pub packets_per_flow: Option<u32>,
-    /// flows --churn: write the pps-against-hit-% plot to this SVG file.
+    /// flows --churn: write the pps-against-hit-% plot to this SVG file; fleet-sim: the plot of
+    /// the flows whose server changes against the servers removed.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
     /// flows: the planner profile the measured costs are merged into (default
@@ -298,7 +300,10 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         veth::ScenarioArg::VethSwitch => Some(Reference::Ovs),
         veth::ScenarioArg::VethLb => Some(Reference::Nftables),
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
-        veth::ScenarioArg::Poll | veth::ScenarioArg::Flows | veth::ScenarioArg::Lb => None,
+        veth::ScenarioArg::Poll
+        | veth::ScenarioArg::Flows
+        | veth::ScenarioArg::Lb
+        | veth::ScenarioArg::FleetSim => None,
         veth::ScenarioArg::RouteChurn | veth::ScenarioArg::Veth(_) => Some(Reference::Kernel),
         veth::ScenarioArg::Engine(_) => Some(Reference::Testpmd),
     };
@@ -323,6 +328,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::Lb {
         return lb::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::FleetSim {
+        return fleet_sim::run(args);
     }
     if args.scenario == veth::ScenarioArg::VethSwitch {
         return veth_switch::run(args);

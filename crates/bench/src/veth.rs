@@ -89,6 +89,8 @@ pub enum ScenarioArg {
     Lb,
     /// `veth-lb`: the NAT4 load balancer in the netlab LB lab, against nftables DNAT.
     VethLb,
+    /// `fleet-sim`: the scale-out simulation (load balancers behind ECMP; no packets).
+    FleetSim,
 }
 
 impl ScenarioArg {
@@ -103,7 +105,8 @@ impl ScenarioArg {
             | ScenarioArg::Flows
             | ScenarioArg::VethSwitch
             | ScenarioArg::Lb
-            | ScenarioArg::VethLb => None,
+            | ScenarioArg::VethLb
+            | ScenarioArg::FleetSim => None,
         }
     }
 }
@@ -123,6 +126,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::VethSwitch,
             ScenarioArg::Lb,
             ScenarioArg::VethLb,
+            ScenarioArg::FleetSim,
         ]
     }
 
@@ -159,6 +163,11 @@ impl clap::ValueEnum for ScenarioArg {
                 "The load balancer in a client - router - LB - servers veth lab: NAT4, --flows \
                  UDP flows to one VIP over --servers servers (vs nftables DNAT through a jhash \
                  map with --reference nftables)",
+            )),
+            ScenarioArg::FleetSim => Some(PossibleValue::new("fleet-sim").help(
+                "Scale-out simulation, no packets: 100 load balancers behind ECMP, --servers \
+                 servers [1000], --flows flows [1000000]; the share of flows whose server changes \
+                 when load balancers or servers come and go (--plot FILE: SVG)",
             )),
             ScenarioArg::Poll => Some(PossibleValue::new("poll").help(
                 "The veth router polling adaptively and busily: idle CPU and forwarding rate",
