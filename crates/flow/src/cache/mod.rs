@@ -469,16 +469,24 @@ impl FlowCache {
                     sparse_ok |= 1 << i;
                 }
             }
+            // The last megaflow found current (and touched) in this chunk: keys of one
+            // megaflow often come in a row, and for them the check and the touch are done.
+            let mut current: Option<(MegaflowId, u32)> = None;
             let mut look = sparse_ok;
             while look != 0 {
                 let i = look.trailing_zeros() as usize;
                 look &= look - 1;
-                if let Some((id, gen)) = self.emc.lookup(&self.sparse[i], emc_hash[i]) {
-                    if self.mf.is_current(id, gen) {
+                if let Some(found) = self.emc.lookup(&self.sparse[i], emc_hash[i]) {
+                    if current != Some(found) {
+                        let (id, gen) = found;
+                        if !self.mf.is_current(id, gen) {
+                            continue;
+                        }
                         self.mf.touch(id, now_ms);
-                        out[i] = Hit::Emc(id);
-                        want &= !(1u64 << i);
+                        current = Some(found);
                     }
+                    out[i] = Hit::Emc(found.0);
+                    want &= !(1u64 << i);
                 }
             }
             self.mf.stats.emc_hits += (all & !want).count_ones() as u64;
