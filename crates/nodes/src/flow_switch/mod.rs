@@ -518,12 +518,9 @@ impl Node for FlowSwitch {
                 .zip(self.words.iter_mut())
                 .zip(self.group_of.iter_mut())
                 .zip(self.sources.iter_mut());
-            for (i, (&b, ((((key, parsed), words), group_of), source))) in
-                frame.iter().zip(slots).enumerate()
-            {
-                if let Some(&next) = frame.get(i + 4) {
-                    cx.pool.prefetch(next);
-                }
+            // No prefetch of later packets: `ethernet-input`, which hands every packet to this
+            // node, has just read their metadata and headers.
+            for (&b, ((((key, parsed), words), group_of), source)) in frame.iter().zip(slots) {
                 let m = cx.pool.meta(b);
                 traced |= m.flags & packet::meta::FLAG_TRACE != 0;
                 let Some(info) = inner.ports.get(m.rx_port as usize).copied().flatten() else {
