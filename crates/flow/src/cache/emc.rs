@@ -9,8 +9,9 @@
 //! lookup of such a key reads one line per way. Equal map and equal words is equal full key
 //! (words outside the map are zero), so a hit is exact.
 
-use super::hash::{SparseKey, LONG, SHORT};
+use super::hash::{SparseKey, IP4_L4_HEAD, IP4_L4_WORDS, LONG, SHORT};
 use super::megaflow::MegaflowId;
+use crate::key::FlowKey;
 
 /// One entry: the megaflow and its generation when the entry was written, and the key.
 #[derive(Clone, Copy)]
@@ -88,6 +89,12 @@ impl ExactMatchCache {
         }
     }
 
+    /// Start loading the first line of the first way of hash `h` (a hint).
+    #[inline(always)]
+    pub(crate) fn prefetch_first(&self, h: u64) {
+        super::megaflow::prefetch(&self.entries[self.ways(h)[0]]);
+    }
+
     /// The `(megaflow, generation)` stored for `key` (whose hash is `h`).
     #[inline]
     pub(crate) fn lookup(&self, key: &SparseKey, h: u64) -> Option<(MegaflowId, u32)> {
@@ -95,6 +102,23 @@ impl ExactMatchCache {
         for w in self.ways(h) {
             let e = &self.entries[w];
             if e.id != NONE && same(e, key, short) {
+                return Some((e.id, e.gen));
+            }
+        }
+        None
+    }
+
+    /// [`ExactMatchCache::lookup`] for the sparse key of `key` with word map `IP4_L4` (hash
+    /// `h`), compared with `key`'s words in place.
+    #[inline]
+    pub(crate) fn lookup_ip4_l4(&self, key: &FlowKey, h: u64) -> Option<(MegaflowId, u32)> {
+        for w in self.ways(h) {
+            let e = &self.entries[w];
+            let mut diff = e.m[0] ^ IP4_L4_HEAD;
+            for (t, &j) in IP4_L4_WORDS.iter().enumerate() {
+                diff |= e.m[t + 1] ^ key.w[j];
+            }
+            if e.id != NONE && diff == 0 {
                 return Some((e.id, e.gen));
             }
         }
@@ -115,8 +139,10 @@ impl ExactMatchCache {
         ((x >> 32) as u32) <= self.threshold
     }
 
-    /// Write `key -> (id, gen)`: into the way already holding `key`, else a way whose megaflow is
-    /// gone (`dead` says so), else the way picked by the generator.
+    /// Write `key -> (id, gen)`: into the way already holding `key`, else the first way whose
+    /// megaflow is gone (`dead` says so), else the way picked by the generator. The first way
+    /// is preferred so that most keys are found by the first comparison of a lookup (the
+    /// second way's line is then prefetched but not read).
     #[inline]
     pub(crate) fn insert(
         &mut self,
@@ -128,17 +154,18 @@ impl ExactMatchCache {
     ) {
         let short = key.is_short();
         let ways = self.ways(h);
-        let mut pick = ways[(self.rng & 1) as usize];
+        let mut pick = None;
         for w in ways {
             let e = &self.entries[w];
             if e.id != NONE && same(e, key, short) {
-                pick = w;
+                pick = Some(w);
                 break;
             }
-            if e.id == NONE || dead(e.id, e.gen) {
-                pick = w;
+            if pick.is_none() && (e.id == NONE || dead(e.id, e.gen)) {
+                pick = Some(w);
             }
         }
+        let pick = pick.unwrap_or(ways[(self.rng & 1) as usize]);
         let e = &mut self.entries[pick];
         e.id = id;
         e.gen = gen;

@@ -47,7 +47,7 @@ const fn w(f: crate::key::Field) -> u32 {
     1 << f.def().word
 }
 /// The word map of an untagged or tagged IPv4 packet with a transport header, no tunnel.
-const IP4_L4: u32 = w(Field::InPort)
+pub(crate) const IP4_L4: u32 = w(Field::InPort)
     | w(Field::EthSrc)
     | w(Field::EthDst)
     | w(Field::NwSrc)
@@ -65,6 +65,21 @@ const IP6_L4: u32 = w(Field::InPort)
     | w(Field::TpSrc);
 /// Tunnel metadata words (a packet a VXLAN port decapsulated).
 const TUNNEL: u32 = w(Field::TunId) | w(Field::TunSrc);
+
+/// Words of an `IP4_L4` key: its sparse form is `[IP4_L4_HEAD, key.w[IP4_L4_WORDS[0]], ...]`.
+pub(crate) const IP4_L4_WORDS: [usize; 6] = {
+    let mut out = [0usize; 6];
+    let (mut bits, mut t) = (IP4_L4, 0);
+    while bits != 0 {
+        out[t] = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        t += 1;
+    }
+    assert!(t == 6);
+    out
+};
+/// The first word (map and count) of an `IP4_L4` key's sparse form.
+pub(crate) const IP4_L4_HEAD: u64 = IP4_L4 as u64 | 6 << 32;
 
 /// A flow key as its present words: `m[0]` says which words of the `FlowKey` are present (bit
 /// `j`: word `j`) and, in its high half, how many (n); `m[1..=n]` are those words in order, and
@@ -269,6 +284,19 @@ impl HashKey {
         } else {
             self.nh_prefix::<{ LONG.div_ceil(2) }>(s)
         }
+    }
+
+    /// [`HashKey::hash_sparse`] of the sparse key of `key` with word map `IP4_L4` (the usual
+    /// shape), read from `key` in place: the same value, without gathering the words first.
+    #[inline(always)]
+    pub(crate) fn hash_ip4_l4(&self, key: &FlowKey) -> u64 {
+        let w = |t: usize| key.w[IP4_L4_WORDS[t]];
+        let k = &self.k;
+        let acc = nh_pair(IP4_L4_HEAD, k[0], w(0), k[1])
+            .wrapping_add(nh_pair(w(1), k[2], w(2), k[3]))
+            .wrapping_add(nh_pair(w(3), k[4], w(4), k[5]))
+            .wrapping_add(nh_pair(w(5), k[6], 0, k[7]));
+        self.finish(acc.wrapping_add(self.tail[SHORT.div_ceil(2)]))
     }
 
     #[inline(always)]
@@ -493,6 +521,17 @@ mod tests {
                     assert_ne!(sa.m[..pad], s2.m[..pad]);
                 }
             }
+        }
+        // The usual shape hashed in place is the sparse hash of its gathered form.
+        for _ in 0..200 {
+            let a = random_key(IP4_L4, &mut seed);
+            let mut sa = SparseKey::ZERO;
+            assert!(sa.gather(&a, IP4_L4) && sa.is_short());
+            assert_eq!(sa.m[0], IP4_L4_HEAD);
+            for (t, &j) in IP4_L4_WORDS.iter().enumerate() {
+                assert_eq!(sa.m[t + 1], a.w[j]);
+            }
+            assert_eq!(hk.hash_ip4_l4(&a), hk.hash_sparse(&sa));
         }
         // The same key under two maps (a word written as zero): different sparse keys, so at
         // worst an EMC miss, never a false hit.

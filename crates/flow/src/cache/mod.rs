@@ -21,7 +21,10 @@
 //! (Open vSwitch's flow limit): the shared hash table is sized for half load in buckets of one
 //! cache line (200,000 -> 65,536 buckets, 4 MiB); a megaflow's slab entry is its masked key,
 //! its creating key, its actions and counters (the slab is reserved up front and touched as it
-//! fills). Up to 512 subtables.
+//! fills). Up to 512 subtables. A key of the usual shape (IPv4 with a transport header, no
+//! tunnel) is hashed and compared in place, straight from its `FlowKey` words, with only the
+//! first way prefetched (inserts fill the first way first); its sparse form is gathered only
+//! to insert it.
 //!
 //! Hashing: [`HashKey`] (NH with a per-process random key, see `hash.rs`), so crafted flows
 //! cannot be aimed at one bucket.
@@ -75,8 +78,9 @@ pub use megaflow::{MegaflowCache, MegaflowId};
 pub use stats::{CacheStats, CycleHistogram, PublishedStats, CYCLE_BUCKETS};
 
 use crate::dpaction::DpActions;
-use crate::key::FlowKey;
+use crate::key::{FlowKey, KEY_WORDS};
 use crate::rule::RuleId;
+use hash::IP4_L4;
 use megaflow::CHUNK;
 
 /// Most rules a megaflow remembers (more are dropped and `RuleList::truncated` is set).
@@ -458,9 +462,19 @@ impl FlowCache {
         let mut emc_hash = [0u64; CHUNK];
         // Keys whose sparse form fits the EMC (all extracted keys do).
         let mut sparse_ok = 0u64;
+        // Of those, keys of the usual shape (`IP4_L4`), hashed and compared in place: their
+        // sparse form is gathered only to insert them.
+        let mut in_place = 0u64;
         if self.emc_enabled {
             self.mf.stats.emc_lookups += n as u64;
             for i in 0..n {
+                if words[i] & ((1 << KEY_WORDS) - 1) == IP4_L4 {
+                    let h = self.hk.hash_ip4_l4(&keys[i]);
+                    emc_hash[i] = h;
+                    self.emc.prefetch_first(h);
+                    in_place |= 1 << i;
+                    continue;
+                }
                 let sk = &mut self.sparse[i];
                 if sk.gather(&keys[i], words[i]) {
                     let h = self.hk.hash_sparse(sk);
@@ -469,16 +483,30 @@ impl FlowCache {
                     sparse_ok |= 1 << i;
                 }
             }
+            sparse_ok |= in_place;
+            // The last megaflow found current (and touched) in this chunk: keys of one
+            // megaflow often come in a row, and for them the check and the touch are done.
+            let mut current: Option<(MegaflowId, u32)> = None;
             let mut look = sparse_ok;
             while look != 0 {
                 let i = look.trailing_zeros() as usize;
                 look &= look - 1;
-                if let Some((id, gen)) = self.emc.lookup(&self.sparse[i], emc_hash[i]) {
-                    if self.mf.is_current(id, gen) {
+                let found = if in_place & (1 << i) != 0 {
+                    self.emc.lookup_ip4_l4(&keys[i], emc_hash[i])
+                } else {
+                    self.emc.lookup(&self.sparse[i], emc_hash[i])
+                };
+                if let Some(found) = found {
+                    if current != Some(found) {
+                        let (id, gen) = found;
+                        if !self.mf.is_current(id, gen) {
+                            continue;
+                        }
                         self.mf.touch(id, now_ms);
-                        out[i] = Hit::Emc(id);
-                        want &= !(1u64 << i);
+                        current = Some(found);
                     }
+                    out[i] = Hit::Emc(found.0);
+                    want &= !(1u64 << i);
                 }
             }
             self.mf.stats.emc_hits += (all & !want).count_ones() as u64;
@@ -495,6 +523,9 @@ impl FlowCache {
                 hits &= hits - 1;
                 if self.emc.should_insert() {
                     if let Some(id) = out[i].id() {
+                        if in_place & (1 << i) != 0 {
+                            self.sparse[i].gather(&keys[i], words[i]);
+                        }
                         self.emc_insert(i, emc_hash[i], id);
                     }
                 }

@@ -566,3 +566,64 @@ proptest! {
         prop_assert_eq!(c.megaflows().len(), 0);
     }
 }
+
+/// Keys of the usual shape (word map `IP4_L4`, as extraction gives for IPv4 with a transport
+/// header) are hashed and compared in place; beside keys of other shapes in one chunk, every
+/// key finds its own entry, whichever path inserted it (install, or a megaflow hit).
+#[test]
+fn in_place_keys_and_gathered_keys_share_the_emc() {
+    let xl = FakeTables::new(l3_l4_rules());
+    let mut c = cache(&small(1000));
+    let usual = |k: &FlowKey| {
+        let mut k = *k;
+        k.set(Field::EthSrc, 0x0200_0000_0001);
+        k.set(Field::TpSrc, 7);
+        k
+    };
+    let mut keys = Vec::new();
+    let mut words = Vec::new();
+    for i in 0..40u32 {
+        let k = usual(&key(1, 0xc612_0200 + i, 80 + (i % 2) as u16));
+        keys.push(k);
+        words.push(hash::IP4_L4);
+        // The same key with the tunnel words named as well (written as zero): another shape.
+        keys.push(k);
+        words.push(hash::IP4_L4 | 1 << 1 | 1 << 2);
+    }
+    assert!(keys.iter().all(|k| nonzero_words(k) & !hash::IP4_L4 == 0));
+    let mut out = vec![Hit::Miss; keys.len()];
+    // First round: all miss; install them with their words (the EMC gets each, probability 1).
+    assert_eq!(
+        c.lookup_batch_words(&xl, 0, &keys, &words, &mut out),
+        keys.len()
+    );
+    for (k, &w) in keys.iter().zip(&words) {
+        let t = xl.translate(k);
+        let _ = c.insert_parts_words(k, w, t.as_ref(), xl.version(), 0);
+    }
+    // Second round: every key hits; those whose install was refused (their megaflow was
+    // already there) hit the megaflow and go into the EMC now.
+    assert_eq!(c.lookup_batch_words(&xl, 1, &keys, &words, &mut out), 0);
+    assert!(out.iter().any(|h| matches!(h, Hit::Emc(_))), "{out:?}");
+    // Third round: every key is an EMC hit on its own megaflow, whichever its shape.
+    assert_eq!(c.lookup_batch_words(&xl, 2, &keys, &words, &mut out), 0);
+    for (k, h) in keys.iter().zip(&out) {
+        assert!(matches!(h, Hit::Emc(_)), "{h:?}");
+        let a = *c.actions(h.id().unwrap()).unwrap();
+        assert_eq!(a, xl.translate(k).actions);
+    }
+    // Keys the EMC has not seen that hit a megaflow are inserted from the megaflow hit (the
+    // usual ones gathered first) and found in the EMC next time.
+    let fresh: Vec<FlowKey> = keys
+        .iter()
+        .map(|k| {
+            let mut k = *k;
+            k.set(Field::TpSrc, 9);
+            k
+        })
+        .collect();
+    assert_eq!(c.lookup_batch_words(&xl, 3, &fresh, &words, &mut out), 0);
+    assert!(out.iter().all(|h| matches!(h, Hit::Megaflow(_))), "{out:?}");
+    assert_eq!(c.lookup_batch_words(&xl, 4, &fresh, &words, &mut out), 0);
+    assert!(out.iter().all(|h| matches!(h, Hit::Emc(_))), "{out:?}");
+}

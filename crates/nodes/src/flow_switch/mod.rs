@@ -509,15 +509,23 @@ impl Node for FlowSwitch {
             let mut switches_seen = 0u64;
             let mut dropped = false;
             let mut traced = false;
-            for (i, &b) in frame.iter().enumerate() {
-                if let Some(&next) = frame.get(i + 4) {
-                    cx.pool.prefetch(next);
-                }
+            // Each packet's source and tier are set by its group's lookup (not here: on the usual
+            // vector, whose packets all hit, they are never read).
+            let slots = self
+                .keys
+                .iter_mut()
+                .zip(self.parsed.iter_mut())
+                .zip(self.words.iter_mut())
+                .zip(self.group_of.iter_mut())
+                .zip(self.sources.iter_mut());
+            // No prefetch of later packets: `ethernet-input`, which hands every packet to this
+            // node, has just read their metadata and headers.
+            for (&b, ((((key, parsed), words), group_of), source)) in frame.iter().zip(slots) {
                 let m = cx.pool.meta(b);
                 traced |= m.flags & packet::meta::FLAG_TRACE != 0;
                 let Some(info) = inner.ports.get(m.rx_port as usize).copied().flatten() else {
-                    self.sources[i] = Source::Drop(FlowDrop::NotFlowPort.id());
-                    self.group_of[i] = NO_GROUP;
+                    *source = Source::Drop(FlowDrop::NotFlowPort.id());
+                    *group_of = NO_GROUP;
                     dropped = true;
                     continue;
                 };
@@ -527,26 +535,18 @@ impl Node for FlowSwitch {
                     tun_src: m.tun_src,
                     tun_dst: m.tun_dst,
                 });
-                self.words[i] = extract_to(
-                    &mut self.keys[i],
-                    &mut self.parsed[i],
-                    cx.pool.data(b),
-                    info.ofport,
-                    tunnel.as_ref(),
-                );
-                if let Some(bad) = self.parsed[i].malformed {
+                *words = extract_to(key, parsed, cx.pool.data(b), info.ofport, tunnel.as_ref());
+                if let Some(bad) = parsed.malformed {
                     if let Some(s) = inner.switches.get(info.switch as usize) {
                         if let Some(c) = s.shared.malformed.get(bad as usize) {
                             c.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                 }
-                self.sources[i] = Source::Pending;
-                self.tiers[i] = Tier::None;
                 // Config allows at most MAX_SWITCHES bridges, so the group fits in 64 bits.
                 let group =
                     (info.switch as u32 * 4 + (info.emc as u32) * 2 + info.megaflow as u32).min(63);
-                self.group_of[i] = group as u8;
+                *group_of = group as u8;
                 switches_seen |= 1u64 << group;
             }
             self.scratch.clear();
@@ -743,6 +743,12 @@ impl FlowSwitch {
             }
         }
         let Some(s) = inner.switches.get_mut(sw as usize) else {
+            // Not looked up: the actions step drops them (not a flow port).
+            for i in 0..packets {
+                if whole || self.group_of[i] == g as u8 {
+                    (self.sources[i], self.tiers[i]) = (Source::Pending, Tier::None);
+                }
+            }
             return false;
         };
         let n = if whole {
@@ -858,29 +864,32 @@ impl FlowSwitch {
         let mut all_out = true;
         let mut cur = MegaflowId::MAX;
         let mut port = None;
-        for (i, &b) in frame.iter().enumerate() {
-            let id = match self.group_hits[i] {
+        // Packets and bytes of the current run of one megaflow, tallied when the run ends.
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        for (i, (&b, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
+            let id = match self.group_hits.get(i).copied().unwrap_or_default() {
                 Hit::Emc(id) | Hit::Megaflow(id) => id,
                 Hit::Miss => {
-                    nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
+                    *next = fail(cx, b, FlowDrop::TranslationFailed);
                     all_out = false;
                     continue;
                 }
             };
             if id != cur {
+                if packets != 0 {
+                    self.tally.push((sw, cur, packets, bytes));
+                }
+                (packets, bytes) = (0, 0);
                 cur = id;
                 port = match s.cache.actions(id).map(DpActions::as_slice) {
                     Some(&[DpAction::Output(p)]) => Some(p),
                     _ => None,
                 };
-                self.tally.push((sw, id, 0, 0));
             }
             let m = cx.pool.meta_mut(b);
-            if let Some(t) = self.tally.last_mut() {
-                t.2 += 1;
-                t.3 += m.length as u64;
-            }
-            let next = match port {
+            packets += 1;
+            bytes += m.length as u64;
+            *next = match port {
                 Some(p) => {
                     m.tx_port = p;
                     output
@@ -890,8 +899,10 @@ impl FlowSwitch {
                     None => fail(cx, b, FlowDrop::TranslationFailed),
                 },
             };
-            nexts[i] = next;
-            all_out &= next == output;
+            all_out &= *next == output;
+        }
+        if packets != 0 {
+            self.tally.push((sw, cur, packets, bytes));
         }
         all_out
     }
