@@ -654,7 +654,7 @@ fn fragment_vip(tables: &LbTables, t: &FiveTuple) -> Option<VipId> {
 
 /// `AllTo` when every packet of the vector goes to the same next node: the graph then moves
 /// the frame in one copy instead of scattering it packet by packet (its cost is charged to this
-/// node; the check is a vectorised compare over 2-byte ids).
+/// node; the check is one pass over 2-byte ids).
 fn uniform(nexts: &[u16]) -> Dispatch {
     match nexts.first() {
         Some(&first) if nexts.iter().all(|&n| n == first) => Dispatch::AllTo(first),
