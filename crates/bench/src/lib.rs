@@ -56,7 +56,8 @@ pub struct BenchArgs {
     /// Random routes in the FIB [default: ip4 1000000, ip6 100000; l2xc has none].
     #[arg(long)]
     pub routes: Option<usize>,
-    /// Distinct flows generated [default: l2xc 1, ip4/ip6 65536].
+    /// Distinct flows generated [default: l2xc 1, ip4/ip6 65536; fleet-sim 1000000, at most
+    /// 1048576].
     #[arg(long)]
     pub flows: Option<u32>,
     /// Frame size in bytes including the FCS (ip6 raises sizes below 78 to 78).
@@ -134,7 +135,8 @@ pub struct BenchArgs {
     /// lb: the VIP's encapsulation [default: l3dsr]; veth-lb: nat4 only (the default).
     #[arg(long, value_enum)]
     pub encap: Option<lb::EncapArg>,
-    /// lb: servers behind the VIP [default: 100]; veth-lb: 1..=16 [default: 3].
+    /// lb: servers behind the VIP [default: 100]; veth-lb: 1..=16 [default: 3]; fleet-sim:
+    /// [default: 1000].
     #[arg(long)]
     pub servers: Option<u32>,
     /// veth-switch with --churn: new flows per second [default: 100000].
