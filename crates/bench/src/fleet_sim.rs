@@ -171,11 +171,14 @@ pub struct Fleet {
 impl Fleet {
     /// Build the fleet and settle every flow on a load balancer and a server.
     pub fn new(cfg: FleetConfig) -> Result<Fleet> {
-        if cfg.lbs == 0 || cfg.servers == 0 || cfg.flows == 0 {
-            bail!("a fleet needs load balancers, servers and flows");
+        if !(2..=60_000).contains(&cfg.servers) {
+            bail!("--servers {}: fleet-sim accepts 2..=60000", cfg.servers);
         }
-        if cfg.servers > 60_000 || cfg.flows > 1 << 20 {
-            bail!("fleet-sim takes up to 60,000 servers and 1,048,576 flows");
+        if !(1..=1 << 20).contains(&cfg.flows) {
+            bail!("--flows {}: fleet-sim accepts 1..=1048576", cfg.flows);
+        }
+        if !(2..=10_000).contains(&cfg.lbs) {
+            bail!("{} load balancers: fleet-sim accepts 2..=10000", cfg.lbs);
         }
         let all: Vec<usize> = (0..cfg.servers).collect();
         let lbs = (0..cfg.lbs)
