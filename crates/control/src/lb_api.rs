@@ -77,7 +77,9 @@ pub fn conf_json(state: &LbState) -> Value {
     })
 }
 
-/// One server of VIP `id` as JSON (from the published tables, with its counters).
+/// One server of VIP `id` as JSON (from the published tables, with its counters): `weight` is
+/// the configured weight, `effective_weight` what the Maglev table uses (0 when draining,
+/// removed or down), `health` "down" when a health check has it out of the table.
 fn server_json(lb: &LbControl, t: &LbTables, slot: lb::model::AsSlot, entries: u32) -> Value {
     let a = t.as_entry(slot);
     let size = t.vip(a.vip).map_or(1, |v| v.maglev_size.max(1));
@@ -85,7 +87,9 @@ fn server_json(lb: &LbControl, t: &LbTables, slot: lb::model::AsSlot, entries: u
         "address": a.addr.to_string(),
         "slot": slot.0,
         "gen": a.gen,
-        "weight": a.weight,
+        "weight": a.configured_weight,
+        "effective_weight": a.weight,
+        "health": if a.health_down { "down" } else { "up" },
         "state": state_name(a.state),
         "maglev_entries": entries,
         "share_percent": entries as f64 * 100.0 / size as f64,

@@ -465,3 +465,70 @@ fn metrics_and_stats_carry_the_lb() {
     assert_eq!(stats["lb"]["vips"][0]["counters"]["packets"], 5, "{stats}");
     assert!(crate::stats::final_stats_json(&view(1), &spec())["lb"].is_null());
 }
+
+#[test]
+fn a_server_down_by_health_shows_its_configured_weight_and_health() {
+    let (v, lb) = lb_view(1);
+    lb.apply(
+        &lb::cli::parse_lines(
+            "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 3\n",
+        )
+        .expect("lines"),
+    )
+    .expect("applied");
+    let key = lb.state().vips().next().expect("vip").spec.key;
+    lb.apply(&[lb::model::LbCommand::SetHealth {
+        vip: key,
+        servers: vec!["198.18.2.2".parse().expect("addr")],
+        down: true,
+        flush: false,
+    }])
+    .expect("marked down");
+    let api = Api::new(v.clone());
+    let (s, r) = api.call("GET", "/v1/lb/vips/0/servers/198.18.2.2", None);
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        (
+            &r["weight"],
+            &r["effective_weight"],
+            &r["health"],
+            &r["state"]
+        ),
+        (&json!(3), &json!(0), &json!("down"), &json!("draining")),
+        "{r}"
+    );
+    assert_eq!(r["maglev_entries"], 0, "{r}");
+    let (_, r) = api.call("GET", "/v1/lb/vips/0/servers/198.18.2.1", None);
+    assert_eq!(
+        (&r["weight"], &r["effective_weight"], &r["health"]),
+        (&json!(1), &json!(1), &json!("up")),
+        "{r}"
+    );
+    // A weight change through the API while down: configured weight changes, still down.
+    let (s, r) = api.call(
+        "PATCH",
+        "/v1/lb/vips/0/servers/198.18.2.2",
+        Some(json!({"weight": 5})),
+    );
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let (_, r) = api.call("GET", "/v1/lb/vips/0/servers/198.18.2.2", None);
+    assert_eq!(
+        (&r["weight"], &r["effective_weight"], &r["health"]),
+        (&json!(5), &json!(0), &json!("down")),
+        "{r}"
+    );
+    let control = Control::new(v, Arc::new(spec()));
+    let text = control
+        .execute("show lb vips verbose", true)
+        .text
+        .unwrap_or_default();
+    assert!(
+        text.contains("198.18.2.2 slot 1 gen 0 weight 5 (down: health) draining entries 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("198.18.2.1 slot 0 gen 0 weight 1 active entries"),
+        "{text}"
+    );
+}

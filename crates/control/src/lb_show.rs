@@ -100,12 +100,17 @@ pub fn show(lb: &LbControl, what: LbShow) -> (String, Value) {
             let c = &s["counters"];
             let _ = writeln!(
                 o,
-                "    {} slot {} gen {} weight {} {} entries {} ({:.2}%) packets {} bytes {} \
+                "    {} slot {} gen {} weight {}{} {} entries {} ({:.2}%) packets {} bytes {} \
                  new-flows {} live-flows {}",
                 str_of(&s["address"]),
                 s["slot"],
                 s["gen"],
                 s["weight"],
+                if s["health"] == "down" {
+                    " (down: health)"
+                } else {
+                    ""
+                },
                 str_of(&s["state"]),
                 s["maglev_entries"],
                 s["share_percent"].as_f64().unwrap_or(0.0),

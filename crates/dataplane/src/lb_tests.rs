@@ -192,3 +192,67 @@ fn replace_turns_one_state_into_another_without_touching_what_stays() {
     let v1 = c.version();
     assert_eq!(c.replace(&target).expect("same"), v1);
 }
+
+#[test]
+fn replace_keeps_health_marks_and_never_marks_anything_down() {
+    let c = control(1);
+    c.apply(&cmds(WEB)).expect("applied");
+    let key = c.state().vips().next().expect("web").spec.key;
+    let (a1, a2): (IpAddr, IpAddr) = ("198.18.2.1".parse().unwrap(), "198.18.2.2".parse().unwrap());
+    c.apply(&[LbCommand::SetHealth {
+        vip: key,
+        servers: vec![a2],
+        down: true,
+        flush: false,
+    }])
+    .expect("marked down");
+    let slot2 = c.state().vips().next().expect("web").servers[&a2];
+    let slot1 = c.state().vips().next().expect("web").servers[&a1];
+    // The same configuration: nothing to do, .2 stays down.
+    let same = LbState::new().apply(&cmds(WEB)).expect("same");
+    assert!(diff_commands(&c.state(), &same).is_empty());
+    let v = c.version();
+    assert_eq!(c.replace(&same).expect("same"), v);
+    assert!(c.state().slot(slot2).health_down);
+    // A new weight for the down server (and a new server): its configured weight changes, it
+    // stays out of the Maglev table; the healthy server is not marked down.
+    let target = LbState::new()
+        .apply(&cmds(
+            "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 5 198.18.2.4\n",
+        ))
+        .expect("target");
+    let plan = c.plan_replace(&target).expect("planned");
+    assert!(
+        !plan
+            .iter()
+            .any(|p| matches!(p, LbCommand::SetHealth { .. })),
+        "{plan:?}"
+    );
+    c.replace(&target).expect("replaced");
+    let st = c.state();
+    let s2 = st.slot(slot2);
+    assert_eq!(
+        (s2.weight, s2.health_down, s2.state),
+        (5, true, AsState::Draining)
+    );
+    assert!(!st.slot(slot1).health_down);
+    c.with_tables(|t| {
+        let id = st.vips().next().expect("web").id;
+        let m = t.maglev(id).expect("table");
+        assert!(!m.entries().contains(&slot2.0), "the down server stays out");
+        assert!(m.entries().contains(&slot1.0));
+        assert_eq!(t.as_entry(slot2).weight, 0);
+        assert_eq!(t.as_entry(slot2).configured_weight, 5);
+    });
+    // Marked up: the weight from the reload returns.
+    c.apply(&[LbCommand::SetHealth {
+        vip: key,
+        servers: vec![a2],
+        down: false,
+        flush: false,
+    }])
+    .expect("marked up");
+    assert_eq!(c.with_tables(|t| t.as_entry(slot2).weight), 5);
+    assert!(diff_commands(&c.state(), &target).is_empty());
+}

@@ -56,7 +56,9 @@
 //!   `LbState::collect` frees it; re-adding the address before that revives the same slot;
 //! - `lb as ... del flush`, `lb flush vip` and `lb vip ... del`: the gen is bumped at once
 //!   (flows invalid); the slot is freed (deletes) or stays (flush vip);
-//! - a slot is freed with its gen bumped, so a reused slot never matches an old flow entry.
+//! - a slot is freed with its gen bumped, so a reused slot never matches an old flow entry;
+//! - marked down by a health check (`SetHealth`, see `model_health.rs`): `Draining` whatever
+//!   its configured weight, which is kept (and may change) until it is marked up again.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -65,6 +67,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 #[path = "model_error.rs"]
 mod error;
 pub use error::{LbError, LbErrorKind};
+#[path = "model_health.rs"]
+mod health;
+use health::state_for;
+#[path = "model_check.rs"]
+mod check;
+pub use check::check_vip_spec;
+use check::{check_server_addr, check_server_family};
 
 /// At most this many VIPs (`VipId` < `MAX_VIPS`): per-worker counter arrays are this long.
 pub const MAX_VIPS: usize = 4096;
@@ -431,14 +440,29 @@ pub enum LbCommand {
     },
     /// `show lb ...`: changes nothing.
     Show(LbShow),
+    /// A health check's verdict (no `lb` line: runtime state, not configuration): `down`
+    /// takes the servers out of the Maglev table like weight 0 while their configured weights
+    /// are kept; `flush` also evicts their flows (gen bumped) when they go down. Setting the
+    /// state a server already has changes nothing.
+    SetHealth {
+        /// The VIP.
+        vip: VipKey,
+        /// The servers (each once; each must be on the VIP and not removed).
+        servers: Vec<IpAddr>,
+        /// Marked down (true) or up (false).
+        down: bool,
+        /// When going down: evict their flows now (ignored when marking up).
+        flush: bool,
+    },
 }
 
 /// Where an AS slot is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AsState {
-    /// In the Maglev table (weight > 0).
+    /// In the Maglev table (weight > 0, not marked down).
     Active,
-    /// Weight 0: out of the Maglev table, established flows stay.
+    /// Weight 0 or marked down by a health check: out of the Maglev table, established flows
+    /// stay.
     Draining,
     /// Deleted without flush: out of the table, established flows stay until collected.
     Removed,
@@ -453,7 +477,7 @@ pub struct AsSlotInfo {
     pub vip: VipId,
     /// The server's address (meaningless when `Free`).
     pub addr: IpAddr,
-    /// Its weight (0 when draining).
+    /// Its configured weight (0 when removed); the Maglev table uses `effective_weight()`.
     pub weight: u32,
     /// Generation: bumped on flush and when freed.
     pub gen: u32,
@@ -461,6 +485,8 @@ pub struct AsSlotInfo {
     pub state: AsState,
     /// For `Removed`: the first `collect` time that saw it removed.
     pub removed_since: Option<u64>,
+    /// Marked down by a health check: out of the Maglev table whatever its weight.
+    pub health_down: bool,
 }
 
 /// A VIP as the control plane keeps it.
@@ -493,6 +519,7 @@ const FREE_SLOT: AsSlotInfo = AsSlotInfo {
     gen: 0,
     state: AsState::Free,
     removed_since: None,
+    health_down: false,
 };
 
 impl LbState {
@@ -633,6 +660,12 @@ impl LbState {
                 Ok(())
             }
             LbCommand::Show(_) => Ok(()),
+            LbCommand::SetHealth {
+                vip,
+                servers,
+                down,
+                flush,
+            } => self.set_health(vip, servers, *down, *flush),
         }
     }
 
@@ -760,8 +793,11 @@ impl LbState {
                         (None, AsState::Removed) => 1,
                         (None, _) => info.weight,
                     };
+                    if info.state == AsState::Removed {
+                        info.health_down = false; // a revived server starts up
+                    }
                     info.weight = weight;
-                    info.state = state_for(weight);
+                    info.state = state_for(weight, info.health_down);
                     info.removed_since = None;
                 }
                 None => {
@@ -773,8 +809,9 @@ impl LbState {
                         addr: s.addr,
                         weight,
                         gen: info.gen,
-                        state: state_for(weight),
+                        state: state_for(weight, false),
                         removed_since: None,
+                        health_down: false,
                     };
                     self.vip_mut(id).servers.insert(s.addr, slot);
                 }
@@ -807,6 +844,7 @@ impl LbState {
                 info.state = AsState::Removed;
                 info.weight = 0;
                 info.removed_since = None;
+                info.health_down = false;
             }
         }
         Ok(())
@@ -911,86 +949,6 @@ impl LbState {
             }
         }
         Ok(())
-    }
-}
-
-fn state_for(weight: u32) -> AsState {
-    if weight == 0 {
-        AsState::Draining
-    } else {
-        AsState::Active
-    }
-}
-
-fn check_server_addr(a: IpAddr) -> Result<(), LbErrorKind> {
-    if a.is_unspecified() || a.is_multicast() || a == IpAddr::V4(Ipv4Addr::BROADCAST) {
-        return Err(LbErrorKind::BadServer(a));
-    }
-    Ok(())
-}
-
-fn check_server_family(vip: &VipKey, encap: Encap, addr: IpAddr) -> Result<(), LbErrorKind> {
-    let want6 = encap.wants_ipv6_servers();
-    if addr.is_ipv6() != want6 {
-        return Err(LbErrorKind::ServerFamily {
-            vip: *vip,
-            addr,
-            encap: encap.name(),
-            want: if want6 { "IPv6" } else { "IPv4" },
-        });
-    }
-    Ok(())
-}
-
-/// The rules of one VIP's settings taken alone (the CLI parser refuses these too, naming the
-/// token; this catches API callers).
-pub fn check_vip_spec(spec: &VipSpec) -> Result<(), LbErrorKind> {
-    let key = spec.key;
-    let bad = |reason: &str| {
-        Err(LbErrorKind::BadVip {
-            vip: key,
-            reason: reason.to_string(),
-        })
-    };
-    if Prefix::new(key.prefix.addr(), key.prefix.prefix_len()).is_none() {
-        return bad("the prefix has host bits set");
-    }
-    if key.port != 0 && key.protocol == VipProtocol::Any {
-        return bad("a port needs `protocol tcp` or `protocol udp`");
-    }
-    if spec.new_len == 0 || spec.new_len > MAX_NEW_LEN {
-        return bad("new_len must be 1..=4194304");
-    }
-    let v6 = key.prefix.is_ipv6();
-    match spec.encap {
-        Encap::Gre4 | Encap::Gre6 => Ok(()),
-        Encap::L3dsr { dscp } => {
-            if v6 {
-                bad("encap l3dsr is IPv4 only; use gre4, gre6 or nat6 for an IPv6 VIP")
-            } else if !key.prefix.is_host() {
-                bad("encap l3dsr needs a /32 VIP (the server maps the DSCP back to one address)")
-            } else if dscp > 63 {
-                bad("dscp must be 0..=63")
-            } else {
-                Ok(())
-            }
-        }
-        Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => {
-            let nat6 = matches!(spec.encap, Encap::Nat6 { .. });
-            if nat6 != v6 {
-                bad(if nat6 {
-                    "encap nat6 needs an IPv6 VIP (NAT46 is not supported); use nat4"
-                } else {
-                    "encap nat4 needs an IPv4 VIP (NAT64 is not supported); use nat6"
-                })
-            } else if key.port == 0 {
-                bad("NAT needs a port: `protocol tcp|udp port <n>`")
-            } else if target_port == 0 {
-                bad("NAT needs `target_port <1..65535>`")
-            } else {
-                Ok(())
-            }
-        }
     }
 }
 

@@ -395,3 +395,211 @@ fn many_servers_on_one_line_get_consecutive_slots() {
     assert_eq!(s.slot_capacity(), 5000);
     assert_eq!(slot_of(&s, &http(), "198.19.19.135"), AsSlot(4999));
 }
+
+fn health(k: VipKey, servers: &[&str], down: bool, flush: bool) -> LbCommand {
+    LbCommand::SetHealth {
+        vip: k,
+        servers: servers.iter().map(|a| ip(a)).collect(),
+        down,
+        flush,
+    }
+}
+
+/// A web VIP with .1 (weight 1), .2 (weight 3) and .3 (weight 0).
+fn web() -> LbState {
+    LbState::new()
+        .apply(&[
+            vip(http(), dsr()),
+            add(
+                http(),
+                &[
+                    ("198.18.2.1", None),
+                    ("198.18.2.2", Some(3)),
+                    ("198.18.2.3", Some(0)),
+                ],
+            ),
+        ])
+        .unwrap()
+}
+
+#[test]
+fn health_down_drains_and_keeps_the_configured_weight() {
+    let s = web();
+    let s2 = slot_of(&s, &http(), "198.18.2.2");
+    let g = s.slot(s2).gen;
+    let d = s
+        .apply(&[health(http(), &["198.18.2.2"], true, false)])
+        .unwrap();
+    assert_eq!(d.version(), s.version() + 1);
+    let info = d.slot(s2);
+    assert_eq!(
+        (info.state, info.weight, info.health_down, info.gen),
+        (AsState::Draining, 3, true, g),
+        "drained: out of the table, flows and configured weight kept"
+    );
+    assert_eq!(info.effective_weight(), 0);
+    assert_eq!(s.slot(s2).effective_weight(), 3);
+    // A weight change while down changes the configured weight only.
+    let d = d.apply(&[add(http(), &[("198.18.2.2", Some(5))])]).unwrap();
+    assert_eq!(
+        (d.slot(s2).state, d.slot(s2).weight, d.slot(s2).health_down),
+        (AsState::Draining, 5, true)
+    );
+    // Re-adding without a weight keeps it (and keeps it down).
+    let d = d.apply(&[add(http(), &[("198.18.2.2", None)])]).unwrap();
+    assert_eq!((d.slot(s2).weight, d.slot(s2).health_down), (5, true));
+    // Up again: the configured weight returns.
+    let u = d
+        .apply(&[health(http(), &["198.18.2.2"], false, false)])
+        .unwrap();
+    let info = u.slot(s2);
+    assert_eq!(
+        (info.state, info.weight, info.health_down, info.gen),
+        (AsState::Active, 5, false, g)
+    );
+    assert_eq!(info.effective_weight(), 5);
+    // A weight-0 server marked down and up stays draining.
+    let s3 = slot_of(&s, &http(), "198.18.2.3");
+    let z = s
+        .apply(&[
+            health(http(), &["198.18.2.3"], true, false),
+            health(http(), &["198.18.2.3"], false, false),
+        ])
+        .unwrap();
+    assert_eq!(z.slot(s3).state, AsState::Draining);
+    assert_eq!(z, s, "down then up in one batch changes nothing");
+}
+
+#[test]
+fn health_down_with_flush_bumps_the_gen_once() {
+    let s = web();
+    let s1 = slot_of(&s, &http(), "198.18.2.1");
+    let g = s.slot(s1).gen;
+    let d = s
+        .apply(&[health(http(), &["198.18.2.1"], true, true)])
+        .unwrap();
+    let info = d.slot(s1);
+    assert_eq!(
+        (info.state, info.weight, info.gen),
+        (AsState::Draining, 1, g.wrapping_add(1)),
+        "flushed but still configured"
+    );
+    assert!(d
+        .vip_by_key(&http())
+        .unwrap()
+        .servers
+        .contains_key(&ip("198.18.2.1")));
+    // Already down: a second flush is a no-op (idempotent), as is marking up twice.
+    assert_eq!(
+        d.apply(&[health(http(), &["198.18.2.1"], true, true)])
+            .unwrap(),
+        d
+    );
+    let u = d
+        .apply(&[health(http(), &["198.18.2.1"], false, true)])
+        .unwrap();
+    assert_eq!(
+        u.slot(s1).gen,
+        g.wrapping_add(1),
+        "flush is ignored when going up"
+    );
+    assert_eq!(u.slot(s1).state, AsState::Active);
+    assert_eq!(
+        u.apply(&[health(http(), &["198.18.2.1"], false, false)])
+            .unwrap(),
+        u
+    );
+}
+
+#[test]
+fn health_marks_are_idempotent_without_a_version_bump() {
+    let s = web();
+    let up = s
+        .apply(&[health(http(), &["198.18.2.1", "198.18.2.2"], false, true)])
+        .unwrap();
+    assert_eq!(up, s);
+    assert_eq!(up.version(), s.version());
+    let d = s
+        .apply(&[health(http(), &["198.18.2.1"], true, false)])
+        .unwrap();
+    let again = d
+        .apply(&[health(http(), &["198.18.2.1"], true, false)])
+        .unwrap();
+    assert_eq!((again.version(), &again), (d.version(), &d));
+}
+
+#[test]
+fn health_of_unknown_vips_or_servers_is_refused_and_applies_nothing() {
+    let s = web();
+    let other = key("198.18.1.9/32", VipProtocol::Tcp, 80);
+    let e = s
+        .apply(&[health(other, &["198.18.2.1"], true, false)])
+        .unwrap_err();
+    assert!(matches!(e.kind, LbErrorKind::NoSuchVip(_)), "{e}");
+    let e = s
+        .apply(&[health(http(), &["198.18.2.1", "198.18.2.7"], true, false)])
+        .unwrap_err();
+    assert!(
+        matches!(e.kind, LbErrorKind::NoSuchServer { addr, .. } if addr == ip("198.18.2.7")),
+        "{e}"
+    );
+    assert!(e.to_string().contains("198.18.2.7"), "{e}");
+    let e = s
+        .apply(&[health(http(), &["198.18.2.1", "198.18.2.1"], true, false)])
+        .unwrap_err();
+    assert!(matches!(e.kind, LbErrorKind::DuplicateServer(_)), "{e}");
+    // A batch whose second command is a bad SetHealth applies nothing (not even the first).
+    let e = s
+        .apply(&[
+            health(http(), &["198.18.2.1"], true, true),
+            add(http(), &[("198.18.2.2", Some(9))]),
+            health(http(), &["198.18.2.9"], true, false),
+        ])
+        .unwrap_err();
+    assert_eq!(e.index, 2);
+    let s1 = slot_of(&s, &http(), "198.18.2.1");
+    assert!(!s.slot(s1).health_down);
+    assert_eq!(s.slot(slot_of(&s, &http(), "198.18.2.2")).weight, 3);
+    // A removed server is not there any more.
+    let r = s.apply(&[del(http(), &["198.18.2.1"], false)]).unwrap();
+    let e = r
+        .apply(&[health(http(), &["198.18.2.1"], true, false)])
+        .unwrap_err();
+    assert!(matches!(e.kind, LbErrorKind::NoSuchServer { .. }), "{e}");
+}
+
+#[test]
+fn a_server_deleted_and_added_again_starts_up() {
+    let s = web();
+    let s2 = slot_of(&s, &http(), "198.18.2.2");
+    let d = s
+        .apply(&[health(http(), &["198.18.2.2"], true, false)])
+        .unwrap();
+    // Removed without flush then revived: same slot, up.
+    let r = d
+        .apply(&[
+            del(http(), &["198.18.2.2"], false),
+            add(http(), &[("198.18.2.2", Some(3))]),
+        ])
+        .unwrap();
+    assert_eq!(slot_of(&r, &http(), "198.18.2.2"), s2);
+    assert_eq!(
+        (r.slot(s2).state, r.slot(s2).health_down),
+        (AsState::Active, false)
+    );
+    // Deleted with flush then added: a fresh slot, up.
+    let f = d
+        .apply(&[
+            del(http(), &["198.18.2.2"], true),
+            add(http(), &[("198.18.2.2", Some(3))]),
+        ])
+        .unwrap();
+    let n = slot_of(&f, &http(), "198.18.2.2");
+    assert_eq!(
+        (f.slot(n).state, f.slot(n).health_down),
+        (AsState::Active, false)
+    );
+    // Health is not configuration: the running config still lists the configured weight.
+    let lines = crate::cli::format_state(&d);
+    assert!(lines.contains("198.18.2.2 weight 3"), "{lines}");
+}

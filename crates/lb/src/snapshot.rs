@@ -60,8 +60,13 @@ pub struct AsEntry {
     pub vip: VipId,
     /// Generation (flow entries hold it).
     pub gen: u32,
-    /// Weight (0 when draining or removed).
+    /// Effective weight, what the Maglev table uses (0 when draining, removed or marked down
+    /// by a health check).
     pub weight: u32,
+    /// The configured weight (kept while marked down; 0 when removed).
+    pub configured_weight: u32,
+    /// Marked down by a health check: out of the Maglev table whatever its weight.
+    pub health_down: bool,
     /// Where the slot is in its life.
     pub state: AsState,
 }
@@ -72,6 +77,8 @@ const FREE_ENTRY: AsEntry = AsEntry {
     vip: VipId(0),
     gen: 0,
     weight: 0,
+    configured_weight: 0,
+    health_down: false,
     state: AsState::Free,
 };
 
@@ -109,14 +116,14 @@ struct PortVip {
 }
 
 /// The snapshot. Cheap to share (`Arc`); Maglev tables are shared with the previous snapshot
-/// when a VIP's servers, weights and size did not change.
+/// when a VIP's servers, effective weights (health marks included) and size did not change.
 #[derive(Clone, Debug)]
 pub struct LbTables {
     version: u64,
     conf: LbConf,
     vips: Vec<Option<VipEntry>>,
     maglev: Vec<Arc<MaglevTable>>,
-    /// The server list each Maglev table was built from (to reuse it).
+    /// The server list (effective weights) each Maglev table was built from (to reuse it).
     maglev_input: Vec<(u32, Vec<MaglevServer>)>,
     slots: Vec<AsEntry>,
     index: Box<[PrefixSlot]>,
@@ -130,7 +137,9 @@ pub struct LbTables {
 
 impl LbTables {
     /// Builds the snapshot of `state`, reusing `previous`'s Maglev tables where a VIP's servers,
-    /// weights and `new_len` are unchanged.
+    /// effective weights and `new_len` are unchanged. A server marked down by a health check
+    /// is left out of the Maglev input as a weight-0 one is, so the table is the one a node
+    /// without that server builds.
     pub fn build(state: &LbState, previous: Option<&LbTables>) -> LbTables {
         let nv = state.vip_capacity();
         let empty = Arc::new(MaglevTable::build(2, &[]));
@@ -143,10 +152,10 @@ impl LbTables {
                 .servers
                 .iter()
                 .filter_map(|(addr, slot)| {
-                    let s = state.slot(*slot);
-                    (s.state == AsState::Active && s.weight > 0).then_some(MaglevServer {
+                    let weight = state.slot(*slot).effective_weight();
+                    (weight > 0).then_some(MaglevServer {
                         addr: *addr,
-                        weight: s.weight,
+                        weight,
                         slot: *slot,
                     })
                 })
@@ -189,7 +198,9 @@ impl LbTables {
                         addr16: addr_bytes(s.addr),
                         vip: s.vip,
                         gen: s.gen,
-                        weight: s.weight,
+                        weight: s.effective_weight(),
+                        configured_weight: s.weight,
+                        health_down: s.health_down,
                         state: s.state,
                     }
                 }

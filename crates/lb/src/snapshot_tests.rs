@@ -280,3 +280,150 @@ proptest! {
         }
     }
 }
+
+fn health(vip: &str, servers: &[&str], down: bool, flush: bool) -> LbCommand {
+    let LbCommand::FlushVip(key) = crate::cli::parse_line(&format!("lb flush vip {vip}")).unwrap()
+    else {
+        unreachable!("`lb flush vip` parses to FlushVip")
+    };
+    LbCommand::SetHealth {
+        vip: key,
+        servers: servers.iter().map(|a| a.parse().unwrap()).collect(),
+        down,
+        flush,
+    }
+}
+
+/// A VIP's Maglev table as server addresses (what two nodes with different slots compare).
+fn table_addrs(t: &LbTables, id: VipId) -> Vec<IpAddr> {
+    t.maglev(id)
+        .unwrap()
+        .entries()
+        .iter()
+        .map(|&s| t.as_entry(AsSlot(s)).addr)
+        .collect()
+}
+
+const WEB: &str = "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 1031\n\
+    lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 3 198.18.2.3\n";
+const WEB_VIP: &str = "198.18.1.1/32 protocol tcp port 80";
+
+#[test]
+fn a_server_down_by_health_leaves_the_maglev_table_and_drains() {
+    let s = state(WEB);
+    let t = LbTables::build(&s, None);
+    let id = VipId(0);
+    let down: IpAddr = "198.18.2.2".parse().unwrap();
+    let slot = s.vip(id).unwrap().servers[&down];
+    let g = t.as_entry(slot).gen;
+    assert!(t.maglev(id).unwrap().entries().contains(&slot.0));
+    let s2 = s
+        .apply(&[health(WEB_VIP, &["198.18.2.2"], true, false)])
+        .unwrap();
+    let t2 = LbTables::build(&s2, Some(&t));
+    let e = t2.as_entry(slot);
+    assert_eq!(
+        (e.weight, e.configured_weight, e.health_down, e.state),
+        (0, 3, true, AsState::Draining)
+    );
+    assert!(!t2.maglev(id).unwrap().entries().contains(&slot.0));
+    assert_eq!(t2.vip(id).unwrap().active_servers, 2);
+    assert!(!t2.shares_maglev_with(&t, id));
+    // Its flows stay (drain) but a SYN chooses again.
+    assert!(t2.flow_still_valid(slot, g) && !t2.usable_for_syn(slot, g));
+    // Maglev's small disruption: few entries of healthy servers move.
+    let (before, after) = (t.maglev(id).unwrap(), t2.maglev(id).unwrap());
+    let moved = before
+        .entries()
+        .iter()
+        .zip(after.entries())
+        .filter(|(b, a)| **b != slot.0 && a != b)
+        .count();
+    assert!(moved * 20 < before.entries().len(), "{moved} moved");
+    // With flush instead: its old flows are invalid, it stays configured.
+    let s3 = s
+        .apply(&[health(WEB_VIP, &["198.18.2.2"], true, true)])
+        .unwrap();
+    let t3 = LbTables::build(&s3, Some(&t));
+    assert!(!t3.flow_still_valid(slot, g) && !t3.usable_for_syn(slot, g));
+    assert_eq!(t3.as_entry(slot).state, AsState::Draining);
+    assert_eq!(t3.as_entry(slot).configured_weight, 3);
+    assert_eq!(t3.maglev(id), t2.maglev(id));
+    // Up again: the original table, and SYNs may use its flows.
+    let s4 = s2
+        .apply(&[health(WEB_VIP, &["198.18.2.2"], false, false)])
+        .unwrap();
+    let t4 = LbTables::build(&s4, Some(&t2));
+    assert_eq!(t4.maglev(id), t.maglev(id));
+    assert!(t4.usable_for_syn(slot, g));
+    assert_eq!(t4.as_entry(slot).weight, 3);
+}
+
+#[test]
+fn a_down_server_gives_the_table_of_a_node_without_it() {
+    // Another node configured without .2, in another order (other slot numbers).
+    let without = state(
+        "lb vip 198.18.1.9/32 encap l3dsr dscp 9\n\
+         lb as 198.18.1.9/32 198.18.2.9\n\
+         lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 1031\n\
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.3 198.18.2.1\n",
+    );
+    let tw = LbTables::build(&without, None);
+    let wid = without.vips().find(|v| v.spec.key.port == 80).unwrap().id;
+    let s = state(WEB)
+        .apply(&[health(WEB_VIP, &["198.18.2.2"], true, false)])
+        .unwrap();
+    let t = LbTables::build(&s, None);
+    assert_eq!(table_addrs(&t, VipId(0)), table_addrs(&tw, wid));
+    // A weight change while down keeps it out (and the table is reused as is).
+    let s2 = s
+        .apply(&parse_lines(&format!("lb as {WEB_VIP} 198.18.2.2 weight 7\n")).unwrap())
+        .unwrap();
+    let t2 = LbTables::build(&s2, Some(&t));
+    assert!(t2.shares_maglev_with(&t, VipId(0)));
+    assert_eq!(table_addrs(&t2, VipId(0)), table_addrs(&tw, wid));
+    assert_eq!(
+        t2.as_entry(s2.vip(VipId(0)).unwrap().servers[&"198.18.2.2".parse().unwrap()])
+            .configured_weight,
+        7
+    );
+    // Up again: the table of a node where .2 has weight 7.
+    let s3 = s2
+        .apply(&[health(WEB_VIP, &["198.18.2.2"], false, false)])
+        .unwrap();
+    let t3 = LbTables::build(&s3, Some(&t2));
+    assert!(!t3.shares_maglev_with(&t2, VipId(0)));
+    let with7 = state(
+        "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 1031\n\
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 7 198.18.2.3\n",
+    );
+    assert_eq!(
+        table_addrs(&t3, VipId(0)),
+        table_addrs(&LbTables::build(&with7, None), VipId(0))
+    );
+    // A mark that changes nothing keeps the table shared.
+    let s4 = s3
+        .apply(&[health(WEB_VIP, &["198.18.2.2"], false, false)])
+        .unwrap();
+    assert!(LbTables::build(&s4, Some(&t3)).shares_maglev_with(&t3, VipId(0)));
+}
+
+#[test]
+fn every_server_down_leaves_no_choice() {
+    let s = state(WEB)
+        .apply(&[health(
+            WEB_VIP,
+            &["198.18.2.1", "198.18.2.2", "198.18.2.3"],
+            true,
+            false,
+        )])
+        .unwrap();
+    let t = LbTables::build(&s, None);
+    assert_eq!(t.choose(VipId(0), 12345), None);
+    assert_eq!(t.vip(VipId(0)).unwrap().active_servers, 0);
+    let text = crate::cli::format_show(&t, crate::model::LbShow::Vips { verbose: true });
+    assert!(
+        text.contains("198.18.2.2 slot 1 gen 0 weight 3 (down: health) draining entries 0"),
+        "{text}"
+    );
+}

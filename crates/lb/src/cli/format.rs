@@ -1,5 +1,7 @@
 //! Printing `lb` commands and a whole `LbState` back as canonical `lb` lines: what `parse_line`
-//! reads back to the same value. Owns no state; never fails.
+//! reads back to the same value (`SetHealth`, runtime state with no `lb` line, prints as a
+//! `#` comment). Health marks are not configuration: `state_commands` gives configured
+//! weights. Owns no state; never fails.
 
 use crate::model::{
     AsState, ConfChange, Encap, LbCommand, LbShow, LbState, SourceAddress, DEFAULT_NEW_LEN,
@@ -96,6 +98,24 @@ pub fn format_command(cmd: &LbCommand) -> String {
             if *del {
                 o.push_str(" del");
             }
+            o
+        }
+        LbCommand::SetHealth {
+            vip,
+            servers,
+            down,
+            flush,
+        } => {
+            // Runtime state with no `lb` line: a comment (`parse_lines` skips it).
+            let mut o = format!("# health: lb as {vip}");
+            for a in servers {
+                let _ = write!(o, " {a}");
+            }
+            o.push_str(match (*down, *flush) {
+                (true, true) => " marked down (flush)",
+                (true, false) => " marked down",
+                (false, _) => " marked up",
+            });
             o
         }
         LbCommand::Show(LbShow::Summary) => "show lb".into(),

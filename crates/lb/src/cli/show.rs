@@ -1,5 +1,6 @@
 //! `show lb` and `show lb vips [verbose]` as text, from a published `LbTables` (what the workers
-//! use, not the pending configuration). Owns nothing; counters are added by the caller (this
+//! use, not the pending configuration). A server's weight is its configured one, followed by
+//! `(down: health)` when a health check has it out of the Maglev table. Owns nothing; counters are added by the caller (this
 //! text has none), JSON is the control plane's.
 
 use crate::model::{AsState, LbShow, SourceAddress};
@@ -20,6 +21,16 @@ fn state_name(s: AsState) -> &'static str {
         AsState::Draining => "draining",
         AsState::Removed => "removed",
         AsState::Free => "free",
+    }
+}
+
+/// What follows a server's configured weight: a mark when a health check has it down (out of
+/// the Maglev table whatever its weight), nothing otherwise.
+fn health_note(health_down: bool) -> &'static str {
+    if health_down {
+        " (down: health)"
+    } else {
+        ""
     }
 }
 
@@ -99,11 +110,12 @@ pub fn format_show(t: &LbTables, show: LbShow) -> String {
                     let n = counts.get(&slot).copied().unwrap_or(0);
                     let _ = writeln!(
                         o,
-                        "    {} slot {} gen {} weight {} {} entries {} ({:.2}%)",
+                        "    {} slot {} gen {} weight {}{} {} entries {} ({:.2}%)",
                         a.addr,
                         slot.0,
                         a.gen,
-                        a.weight,
+                        a.configured_weight,
+                        health_note(a.health_down),
                         state_name(a.state),
                         n,
                         n as f64 * 100.0 / v.maglev_size.max(1) as f64

@@ -499,3 +499,26 @@ fn seed_lines() {
     }
     assert!(n > 20);
 }
+
+#[test]
+fn health_marks_print_as_comments_and_are_not_configuration() {
+    let LbCommand::AddAs { vip, .. } = ok("lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1")
+    else {
+        panic!("lb as")
+    };
+    let mark = LbCommand::SetHealth {
+        vip,
+        servers: vec!["198.18.2.1".parse().unwrap()],
+        down: true,
+        flush: true,
+    };
+    let line = format_command(&mark);
+    assert_eq!(
+        line,
+        "# health: lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 marked down (flush)"
+    );
+    assert!(
+        parse_lines(&line).unwrap().is_empty(),
+        "a comment reads back as nothing"
+    );
+}
