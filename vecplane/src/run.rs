@@ -8,6 +8,9 @@ use control::api::{ApiError, ApiState, HttpStatus as StatusCode, Limits};
 use control::reload::Reloader;
 use control::{final_stats_json, Config, Control, ControlSocket, DEFAULT_SOCKET};
 
+use control::health::runner::HealthRunner;
+use control::health_host::{HealthReporter, LbHealthHost};
+use dataplane::probe_host::ProbeHost;
 use dataplane::{Dataplane, DataplaneSpec, PortDriver};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -85,6 +88,7 @@ fn describe(spec: &DataplaneSpec) -> String {
                 PortDriver::AfPacket { .. } => "af-packet",
                 PortDriver::AfXdp { .. } => "af-xdp",
                 PortDriver::Tap { .. } => "tap",
+                PortDriver::ProbeHost(_) => "probe-host",
                 PortDriver::Vxlan(_) => "vxlan",
             };
             format!("{} {d}", p.name)
@@ -154,6 +158,28 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let api_config = config.api.clone();
     let reload_base = config.clone();
+    let mut config = config;
+    // Health checks: a private namespace whose kernel makes the probes, as one more port.
+    let health = config
+        .spec
+        .lb
+        .as_ref()
+        .map(|l| l.health.clone())
+        .filter(|h| !h.checks.is_empty());
+    let probe_host = match &health {
+        None => None,
+        Some(_) => match ProbeHost::create() {
+            Ok(h) => {
+                config.spec.ports.push(h.port_spec());
+                Some(h)
+            }
+            Err(e) => {
+                eprintln!("vecplane run: {e}");
+                eprintln!("vecplane run: nothing was started");
+                return Ok(ExitCode::from(2));
+            }
+        },
+    };
     let spec = Arc::new(config.spec);
     install_signal_handlers();
 
@@ -176,6 +202,10 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let dp = Dataplane::new(&spec)
         .with_context(|| format!("cannot build the data plane described by {shown}"))?;
     let view = dp.view().clone();
+    if let (Some(h), Some(host)) = (&health, &probe_host) {
+        host.configure(&h.sources)
+            .map_err(|e| anyhow::anyhow!("cannot set up the health checks of {shown}: {e}"))?;
+    }
     say(format!(
         "vecplane: running {shown}: {} buffers x {} B on {}, {}, {}; control socket {}",
         view.pool_buffers,
@@ -188,8 +218,30 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     let running = dp.start();
-    let control =
-        Arc::new(Control::new(running.view().clone(), spec.clone()).protect(&args.config));
+    let mut control = Control::new(running.view().clone(), spec.clone()).protect(&args.config);
+    let reporter = match (health, probe_host, &running.view().lb) {
+        (Some(h), Some(host), Some(lb)) => {
+            let keys = h.checks.iter().map(|c| c.vip).collect();
+            say(format!(
+                "vecplane: health checks: {} from {}",
+                plural(h.checks.len(), "checked VIP"),
+                [
+                    h.sources.ip4.map(|a| a.to_string()),
+                    h.sources.ip6.map(|a| a.to_string())
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" and ")
+            ));
+            let host = LbHealthHost::new(lb.clone(), host, keys);
+            let r = HealthReporter::new(HealthRunner::start(h, Arc::new(host)));
+            control = control.with_health(r.clone());
+            Some(r)
+        }
+        _ => None,
+    };
+    let control = Arc::new(control);
     let reloader = Arc::new(
         Reloader::new(
             &args.config,
@@ -255,6 +307,9 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    if let Some(r) = &reporter {
+        r.stop();
+    }
     running.stop();
     server.shutdown();
 

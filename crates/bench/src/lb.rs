@@ -183,7 +183,10 @@ pub fn spec(
     let state = lb::model::LbState::new()
         .apply(&cmds)
         .map_err(|e| anyhow::anyhow!("lb lines: {e}"))?;
-    spec.lb = Some(LbSpec { state });
+    spec.lb = Some(LbSpec {
+        state,
+        health: Default::default(),
+    });
     Ok(spec)
 }
 

@@ -63,6 +63,10 @@ struct Baselines {
 ///   "target_port","new_len","maglev_size","src_ip_sticky","active_servers","warnings","line",
 ///   "counters":{..VipTotals..},"servers":[{"address","slot","gen","weight","state",
 ///   "maglev_entries","share_percent","counters":{..AsTotals..}}]}],"node":{..NodeTotals..}}`
+/// * `show lb health` → `GET /v1/lb/health`: `{"error","totals":{"targets","up","down",
+///   "unprobed","probes","ok","failed","not_sent","transitions"},"targets":[{"check","vip",
+///   "server","slot","type","via","on_down","destination","source","via_vip","state",..}],
+///   "transitions":[{"at_unix_ms","vip","server","state","count","last_result",..}]}`
 /// * `lb which ...` → `{"flow","vip","vip_id","server","slot","gen","hash","maglev_entry",
 ///   "maglev_size","encap","reason":"maglev"|"no_server"|"no_vip_for_port"|"not_a_vip","why"}`
 /// * `show errors` → `{"time_since_clear","errors":[{"node","reason","count"}],"total"}` (non-zero only)
@@ -86,6 +90,8 @@ pub struct Control {
     capture: Mutex<Option<CaptureJob>>,
     /// Files no capture may overwrite (the config file, the run's inputs).
     protected: Vec<ports::outfile::FileId>,
+    /// The running health checks, if any.
+    health: Option<crate::health_host::HealthReporter>,
 }
 
 impl Control {
@@ -93,6 +99,17 @@ impl Control {
     pub fn protect(mut self, path: &std::path::Path) -> Control {
         self.protected.extend(ports::outfile::file_id(path));
         self
+    }
+
+    /// Report the running health checks (`show lb health`, the API, the metrics).
+    pub fn with_health(mut self, health: crate::health_host::HealthReporter) -> Control {
+        self.health = Some(health);
+        self
+    }
+
+    /// The running health checks, if any.
+    pub fn health(&self) -> Option<&crate::health_host::HealthReporter> {
+        self.health.as_ref()
     }
 
     fn protected_files(&self) -> Vec<ports::outfile::FileId> {
@@ -118,6 +135,7 @@ impl Control {
             }),
             capture: Mutex::new(None),
             protected,
+            health: None,
         }
     }
 
@@ -219,6 +237,12 @@ impl Control {
                 let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
                 Ok(crate::lb_show::show(&lb, *what))
             }
+            Command::ShowLbHealth => match &self.health {
+                Some(h) => Ok(crate::health_host::show(&h.status())),
+                None => Err(CommandError(
+                    "no health checks run: add [[lb.health-check]] tables to the config".into(),
+                )),
+            },
             Command::LbWhich(t) => {
                 let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
                 Ok(crate::lb_show::which(&lb, t))

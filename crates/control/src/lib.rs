@@ -11,6 +11,8 @@ pub mod commands;
 pub mod config;
 mod fibview;
 pub mod flows_api;
+pub mod health;
+pub mod health_host;
 pub mod lb_api;
 mod lb_show;
 pub mod metrics;

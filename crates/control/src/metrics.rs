@@ -3,6 +3,7 @@
 //! reason, the buffer pool and the routing tables — with labels, counters as counters. Built
 //! with `prometheus-client` from a fresh snapshot per scrape; it only reads counters.
 
+use crate::health::status::{HealthStatus, TargetState};
 use crate::stats::{port_counts, worker_errors, worker_nodes};
 use dataplane::RuntimeView;
 use prometheus_client::encoding::text::encode;
@@ -38,6 +39,11 @@ fn gauge(v: usize) -> i64 {
 
 /// The exposition of `view` now.
 pub fn render(view: &RuntimeView) -> String {
+    render_with_health(view, None)
+}
+
+/// The exposition of `view` and of the health checks' `health` now.
+pub fn render_with_health(view: &RuntimeView, health: Option<&HealthStatus>) -> String {
     let mut reg = Registry::with_prefix("vecplane");
 
     let rx_packets = counter_family(&mut reg, "port_rx_packets", "Packets received by a port");
@@ -175,6 +181,9 @@ pub fn render(view: &RuntimeView) -> String {
 
     flow_metrics(&mut reg, view);
     lb_metrics(&mut reg, view);
+    if let Some(h) = health {
+        health_metrics(&mut reg, h);
+    }
 
     let mut out = String::new();
     // Writing into a String cannot fail.
@@ -320,8 +329,8 @@ fn lb_metrics(reg: &mut Registry, view: &RuntimeView) {
     let node = counter_family(
         reg,
         "lb_node_packets",
-        "Packets the LB node handled outside any VIP, by reason (no_vip_for_port, malformed, \
-         nat_replies, nat_reply_misses)",
+        "Packets the LB node handled outside any VIP's client traffic, by reason \
+         (no_vip_for_port, malformed, nat_replies, nat_reply_misses, probes, probes_unleased)",
     );
     let n = lb.node_totals();
     for (name, v) in dataplane::lb::NodeTotals::NAMES.iter().zip(n.values()) {
@@ -373,6 +382,57 @@ fn lb_metrics(reg: &mut Registry, view: &RuntimeView) {
             }
         }
     });
+}
+
+/// The health checks: per probed server its state, its probes by result and its state
+/// changes; the runner's totals.
+fn health_metrics(reg: &mut Registry, h: &HealthStatus) {
+    let up = gauge_family(
+        reg,
+        "lb_health_up",
+        "A checked server's health: 1 up, 0 down (unprobed servers are left out)",
+    );
+    let probes = counter_family(
+        reg,
+        "lb_health_probes",
+        "Health probes of a server by result (ok, or the failure reason)",
+    );
+    let changes = counter_family(
+        reg,
+        "lb_health_transitions",
+        "Times a checked server went down or came up",
+    );
+    let running = gauge_family(
+        reg,
+        "lb_health_running",
+        "1 while the health checks run, 0 when they could not start",
+    );
+    running
+        .get_or_create(&Vec::new())
+        .set(i64::from(h.error.is_none()));
+    for t in &h.targets {
+        let vip = t.vip.to_string();
+        let server = t.server.to_string();
+        let l = labels(&[("vip", &vip), ("server", &server), ("check", t.kind)]);
+        match t.state {
+            TargetState::Up => {
+                up.get_or_create(&l).set(1);
+            }
+            TargetState::Down => {
+                up.get_or_create(&l).set(0);
+            }
+            TargetState::Unprobed => {}
+        }
+        let mut lr = l.clone();
+        lr.push(("result".to_string(), "ok".to_string()));
+        probes.get_or_create(&lr).inc_by(t.ok);
+        for (reason, n) in &t.failures {
+            let mut lr = l.clone();
+            lr.push(("result".to_string(), reason.to_string()));
+            probes.get_or_create(&lr).inc_by(*n);
+        }
+        changes.get_or_create(&l).inc_by(t.transitions);
+    }
 }
 
 /// The same in the classic Prometheus text format (0.0.4), which `promtool check metrics` and

@@ -145,7 +145,9 @@ impl Reloader {
                 what: n.to_string(),
             })?;
         // The LB part is checked first against the running LB (the API may have changed it):
-        // a refusal there applies nothing at all.
+        // a refusal there applies nothing at all. The health checks (`[lb]` probe sources and
+        // `[[lb.health-check]]`, `LbSpec::health`) are not reloaded: the runner keeps the
+        // checks it started with until vecplane restarts.
         let lb_plan = match (&diff.lb, &self.lb) {
             (Some(target), Some(lb)) => {
                 Some(lb.plan_replace(target).map_err(|e| ReloadError::Refused {

@@ -495,6 +495,15 @@ pub fn add_protocol_nodes_with(
         ethernet = ethernet.with_capture(c.clone());
         output = output.with_capture(c);
     }
+    let has_vxlan = !crate::drivers::vxlan::tunnels(spec).is_empty();
+    let probe_host = crate::probe_host::find(&spec.ports);
+    if let Some((port, _)) = probe_host {
+        b.add_node(Box::new(nodes::probe_reply::ProbeReply::new(
+            port as u16,
+            crate::probe_host::PROBE_MAC,
+            has_vxlan,
+        )));
+    }
     let (mut ip4_input, mut ip6_input) = (
         Ip4Input::shared(policies.ip4_options.clone()),
         Ip6Input::new().with_nd(),
@@ -506,6 +515,19 @@ pub fn add_protocol_nodes_with(
             flow_entries: lb.with_tables(|t| t.conf().buckets) as usize,
             mtu: spec.ports.iter().map(|p| p.mtu).min().unwrap_or(1500),
             nat_inside: lb.nat_inside(),
+            probe: probe_host.map(|(port, h)| nodes::lb::LbProbe {
+                port: port as u16,
+                leases: h.leases.clone(),
+                sources: spec
+                    .lb
+                    .as_ref()
+                    .map(|l| {
+                        let s = l.health.sources;
+                        let v4 = s.ip4.map(|a| a.to_ipv6_mapped().octets());
+                        v4.into_iter().chain(s.ip6.map(|a| a.octets())).collect()
+                    })
+                    .unwrap_or_default(),
+            }),
         })
         .map_err(|e| BuildError::Routing(format!("load balancer: {e}")))?;
         b.add_node(Box::new(node));
@@ -517,11 +539,14 @@ pub fn add_protocol_nodes_with(
         .add_node(Box::new(ip4_input))
         .add_node(Box::new({
             let lookup = Ip4Lookup::new(fib4, lookup4).with_neighbours(neighbours.clone());
+            // The probe host receives its probes' replies (and hands the rest to VXLAN);
             // VXLAN ports (their driver added `vxlan-input`) receive what is sent to us.
-            if crate::drivers::vxlan::tunnels(spec).is_empty() {
-                lookup
-            } else {
+            if probe_host.is_some() {
+                lookup.with_local(nodes::probe_reply::PROBE_REPLY)
+            } else if has_vxlan {
                 lookup.with_local(nodes::vxlan::VXLAN_INPUT)
+            } else {
+                lookup
             }
         }))
         .add_node(Box::new(
@@ -538,9 +563,14 @@ pub fn add_protocol_nodes_with(
             .with_addresses(policies.port_addrs.clone()),
         ))
         .add_node(Box::new(ip6_input))
-        .add_node(Box::new(
-            Ip6Lookup::new(fib6, lookup6).with_neighbours(neighbours.clone()),
-        ))
+        .add_node(Box::new({
+            let lookup = Ip6Lookup::new(fib6, lookup6).with_neighbours(neighbours.clone());
+            if probe_host.is_some() {
+                lookup.with_local(nodes::probe_reply::PROBE_REPLY)
+            } else {
+                lookup
+            }
+        }))
         .add_node(Box::new(
             Ip6Rewrite::new(rewrite6).with_neighbours(neighbours.clone()),
         ))

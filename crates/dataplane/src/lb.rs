@@ -173,24 +173,32 @@ pub struct NodeTotals {
     pub nat_replies: u64,
     /// NAT replies without a session.
     pub nat_reply_misses: u64,
+    /// Health probes wrapped for their leased server.
+    pub probes: u64,
+    /// Health probes dropped: their source port was not leased to one of the VIP's servers.
+    pub probes_unleased: u64,
 }
 
 impl NodeTotals {
     /// The counters' names, in `values` order.
-    pub const NAMES: [&'static str; 4] = [
+    pub const NAMES: [&'static str; 6] = [
         "no_vip_for_port",
         "malformed",
         "nat_replies",
         "nat_reply_misses",
+        "probes",
+        "probes_unleased",
     ];
 
     /// The values, in `NAMES` order.
-    pub fn values(&self) -> [u64; 4] {
+    pub fn values(&self) -> [u64; 6] {
         [
             self.no_vip_for_port,
             self.malformed,
             self.nat_replies,
             self.nat_reply_misses,
+            self.probes,
+            self.probes_unleased,
         ]
     }
 }
@@ -339,7 +347,9 @@ impl LbControl {
 
     /// Make the configuration equal `target` (a reload): the difference as commands, applied
     /// as one change. Servers that go away are removed without flush (their flows finish);
-    /// VIPs that go away are deleted.
+    /// VIPs that go away are deleted. Health marks are runtime state, not configuration: the
+    /// servers that stay keep theirs (a down server stays out of the Maglev table with its new
+    /// configured weight; nothing is marked down), whatever `target` holds.
     pub fn replace(&self, target: &LbState) -> Result<u64, LbApplyError> {
         let cmds = diff_commands(&self.lock().state, target);
         if cmds.is_empty() {
@@ -504,6 +514,8 @@ impl LbControl {
             t.malformed += c.malformed.get();
             t.nat_replies += c.nat_replies.get();
             t.nat_reply_misses += c.nat_reply_misses.get();
+            t.probes += c.probes.get();
+            t.probes_unleased += c.probes_unleased.get();
         }
         t
     }
@@ -519,10 +531,12 @@ fn set_base<T: Default + Copy>(v: &mut Vec<T>, i: usize, value: T, max: usize) {
     v[i] = value;
 }
 
-/// The commands that turn `current` into `target` (empty when they are equal): `lb conf` with
-/// every value of `target` (a source `target` does not set is left as it is: the language has
-/// no way to unset one), servers that go away removed without flush, VIPs that go away
-/// deleted, VIPs added or changed, servers added or re-weighted, NAT inside ports set.
+/// The commands that turn `current`'s configuration into `target`'s (empty when they are
+/// equal): `lb conf` with every value of `target` (a source `target` does not set is left as
+/// it is: the language has no way to unset one), servers that go away removed without flush,
+/// VIPs that go away deleted, VIPs added or changed, servers added or re-weighted (configured
+/// weights are compared), NAT inside ports set. Health marks (`SetHealth`) are never part of
+/// it: they are runtime state, and applying these commands keeps `current`'s marks.
 pub fn diff_commands(current: &LbState, target: &LbState) -> Vec<LbCommand> {
     let mut out = Vec::new();
     let (c, t) = (current.conf(), target.conf());
@@ -536,6 +550,7 @@ pub fn diff_commands(current: &LbState, target: &LbState) -> Vec<LbCommand> {
             other_timeout: Some(t.timeouts.other),
         }));
     }
+    // Configured weights of the servers that are not removed (health marks left aside).
     let live = |s: &LbState, v: &::lb::model::Vip| -> BTreeMap<IpAddr, u32> {
         v.servers
             .iter()

@@ -9,6 +9,7 @@ pub mod flows;
 pub mod handoff;
 pub mod idle;
 pub mod lb;
+pub mod probe_host;
 pub mod routing;
 pub mod spec;
 pub mod view;

@@ -59,6 +59,9 @@ pub struct DataplaneSpec {
 pub struct LbSpec {
     /// VIPs, servers and `lb conf`, with their stable ids.
     pub state: ::lb::model::LbState,
+    /// The servers' health checks and the probe sources (`[lb]` `probe-source4`,
+    /// `probe-source6`, `[[lb.health-check]]`), validated against `state`.
+    pub health: ::lb::health::HealthConfig,
 }
 
 impl DataplaneSpec {
@@ -359,6 +362,9 @@ pub enum PortDriver {
         /// Exchange virtio-net headers (offloads stay off).
         vnet_hdr: bool,
     },
+    /// The health-check probe host's port: a TAP created inside vecplane's private network
+    /// namespace (`probe_host`), never named in a config file.
+    ProbeHost(crate::probe_host::ProbeHostPort),
     /// A VXLAN tunnel: frames sent on the port are encapsulated towards `remote` and routed;
     /// VXLAN packets from `remote` to `local` are received on it. Its `mtu` is the largest
     /// inner packet (frame minus its Ethernet header).

@@ -82,6 +82,10 @@ pub struct LbWorkerCounters {
     pub nat_replies: Counter,
     /// NAT replies with no session (passed on unchanged).
     pub nat_reply_misses: Counter,
+    /// Health probes wrapped for the server their source port is leased to.
+    pub probes: Counter,
+    /// Health probes to a VIP whose source port is not leased to one of its servers (dropped).
+    pub probes_unleased: Counter,
     /// Entries this worker's flow table holds (a gauge set when the node is made: `lb conf
     /// buckets` rounded as the table rounds it).
     pub flow_table_entries: Counter,
@@ -103,6 +107,8 @@ impl LbWorkerCounters {
             malformed: Counter::default(),
             nat_replies: Counter::default(),
             nat_reply_misses: Counter::default(),
+            probes: Counter::default(),
+            probes_unleased: Counter::default(),
             flow_table_entries: Counter::default(),
         }
     }

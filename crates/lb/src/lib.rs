@@ -15,7 +15,9 @@ pub mod counters;
 
 pub use tuple::{stable_hash, FiveTuple};
 pub mod cli;
+pub mod health;
 pub mod maglev;
 pub mod model;
 pub mod nat_inside;
+pub mod probe;
 pub mod snapshot;

@@ -20,6 +20,7 @@ pub mod lb;
 pub mod lookup;
 pub mod neighbour;
 pub mod output;
+pub mod probe_reply;
 pub mod rewrite;
 pub mod vxlan;
 pub mod xconnect;

@@ -9,6 +9,7 @@ pub mod af_packet;
 pub mod error;
 pub mod flows;
 pub mod memory;
+pub mod netns;
 pub mod outfile;
 pub mod pcap;
 pub mod pcapfile;

@@ -54,6 +54,8 @@ pub struct TapConfig {
     pub name: String,
     /// Exchange a virtio-net header with every frame (IFF_VNET_HDR), offloads off.
     pub vnet_hdr: bool,
+    /// Create the device in this network namespace (None: the calling thread's).
+    pub netns: Option<crate::netns::Netns>,
 }
 
 impl TapConfig {
@@ -62,6 +64,7 @@ impl TapConfig {
         TapConfig {
             name: name.into(),
             vnet_hdr: false,
+            netns: None,
         }
     }
 }
@@ -118,8 +121,18 @@ impl TapDevice {
         self.fd.as_raw_fd()
     }
 
-    /// Create (or attach to) the TAP device of `config`. Cold path.
+    /// Create (or attach to) the TAP device of `config`, in its namespace if it names one.
+    /// Cold path.
     pub fn open(config: &TapConfig) -> Result<Arc<TapDevice>, PortError> {
+        match &config.netns {
+            None => TapDevice::open_here(config),
+            Some(ns) => crate::netns::run_in(ns, || TapDevice::open_here(config))
+                .map_err(|e| tap_err(&config.name, "enter the port's network namespace", e))?,
+        }
+    }
+
+    /// `open` in the calling thread's namespace.
+    fn open_here(config: &TapConfig) -> Result<Arc<TapDevice>, PortError> {
         let name = &config.name;
         let cname = check_ifname(DRIVER, name)?;
         // SAFETY: `cname` is a valid NUL-terminated string.

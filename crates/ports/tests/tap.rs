@@ -346,7 +346,11 @@ fn open_in(n: &Netns, vnet_hdr: bool, stats: &Arc<PortStats>) -> TapPort {
     let (name, stats) = (n.tap.clone(), stats.clone());
     n.inside(move || {
         TapPort::open(
-            &TapConfig { name, vnet_hdr },
+            &TapConfig {
+                name,
+                vnet_hdr,
+                netns: None,
+            },
             0,
             "tap-rx".into(),
             "tap-tx".into(),

@@ -1,5 +1,5 @@
 //! The load balancer's resources: `/v1/lb` (everything), `/v1/lb/commands` (VPP `lb` lines,
-//! all or nothing), `/v1/lb/conf`, `/v1/lb/vips[/{id}[/servers[/{address}]]]`. Handlers
+//! all or nothing), `/v1/lb/conf`, `/v1/lb/health`, `/v1/lb/vips[/{id}[/servers[/{address}]]]`. Handlers
 //! translate HTTP to `lb_api` and run its work off the runtime's thread; they hold no lock
 //! across an await.
 
@@ -43,6 +43,24 @@ pub(super) async fn get_lb(s: Shared, q: Params) -> Response {
 /// `POST /v1/lb/commands`.
 pub(super) async fn post_commands(s: Shared, q: Params, b: Body) -> Response {
     on_lb(s, q, &[], move |lb, _| lb_api::commands(lb, &body(b)?)).await
+}
+
+/// `GET /v1/lb/health`: the health checks' status (404 when none run).
+pub(super) async fn get_health(s: Shared, q: Params) -> Response {
+    answer(
+        blocking(move || {
+            params(q, &[])?;
+            match s.control.health() {
+                Some(h) => Ok(crate::health::json::status_json(&h.status())),
+                None => Err(ApiError::new(
+                    axum::http::StatusCode::NOT_FOUND,
+                    "no health checks run: add [[lb.health-check]] tables to the config"
+                        .to_string(),
+                )),
+            }
+        })
+        .await,
+    )
 }
 
 /// `GET /v1/lb/conf`.

@@ -131,6 +131,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/lb", get(lb::get_lb))
         .route("/v1/lb/commands", post(lb::post_commands))
         .route("/v1/lb/conf", get(lb::get_conf).patch(lb::patch_conf))
+        .route("/v1/lb/health", get(lb::get_health))
         .route("/v1/lb/vips", get(lb::get_vips).post(lb::post_vip))
         .route(
             "/v1/lb/vips/{id}",

@@ -304,6 +304,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     ep("get", "/v1/lb/conf", "lb conf: GRE sources, buckets, timeouts", &[], None),
     ep(
+        "get",
+        "/v1/lb/health",
+        "Health checks: every checked server's state, probes and the recent transitions",
+        &[],
+        None,
+    ),
+    ep(
         "patch",
         "/v1/lb/conf",
         "Change some lb conf values",

@@ -669,7 +669,8 @@ pub(crate) async fn get_metrics(State(s): Shared, headers: axum::http::HeaderMap
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("application/openmetrics-text"));
     let text = blocking(move || {
-        let t = crate::metrics::render(&s.view);
+        let health = s.control.health().map(|h| h.status());
+        let t = crate::metrics::render_with_health(&s.view, health.as_ref());
         Ok(if open {
             t
         } else {

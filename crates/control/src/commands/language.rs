@@ -86,6 +86,8 @@ pub enum Command {
     ShowPcap,
     /// `show lb [vips [verbose]]`
     ShowLb(lb::model::LbShow),
+    /// `show lb health`
+    ShowLbHealth,
     /// `lb which PROTO SRC SPORT DST DPORT`
     LbWhich(lb::tuple::FiveTuple),
     /// `pcap start PORT FILE [rx|tx|both] [count N] [snaplen N]`
@@ -140,6 +142,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "the load balancer: lb conf and node counters; per VIP: encap, Maglev size, warnings, \
          packets, bytes, new/live flows, non-SYN misses, no-server drops, table-full \
          (`verbose`: per server: weight, state, Maglev share and counters)",
+    ),
+    (
+        "show lb health",
+        "the health checks: per server of a checked VIP: check, state (up, down, unprobed), \
+         successful/finished probes, the last result, state changes; the recent transitions",
     ),
     (
         "lb which PROTO SRC SPORT DST DPORT",
@@ -370,6 +377,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     Ok(Command::ShowPcap)
                 }
                 "lb" => {
+                    if words.get(2).is_some_and(|w| pick(w, &["health"]).is_ok()) {
+                        extra(3, "show lb health")?;
+                        return Ok(Command::ShowLbHealth);
+                    }
                     let verbose = match (words.get(2), words.get(3)) {
                         (None, _) => return Ok(Command::ShowLb(lb::model::LbShow::Summary)),
                         (Some(v), None) if pick(v, &["vips"]).is_ok() => false,
@@ -380,7 +391,8 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                         }
                         _ => {
                             return Err(bad(
-                                "accepted: `show lb`, `show lb vips`, `show lb vips verbose`"
+                                "accepted: `show lb`, `show lb vips`, `show lb vips verbose`, \
+                                 `show lb health`"
                                     .into(),
                             ))
                         }

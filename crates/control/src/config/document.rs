@@ -145,7 +145,7 @@ impl Ctx<'_> {
 
         // The load balancer (its NAT inside ports name ports of this config).
         if let Some(n) = top.get("lb") {
-            spec.lb = self.lb(n, base_dir, &port_names);
+            spec.lb = self.lb(n, base_dir, &port_names, &port_specs);
         }
 
         spec.ports = port_specs.into_iter().flatten().collect();

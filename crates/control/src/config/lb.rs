@@ -2,19 +2,29 @@
 //! `lines` and/or a `file`, parsed with `lb::cli` and applied with `LbState::apply` as one batch.
 //! Every malformed line is reported at its FILE:LINE (or at the `lines` item), a batch the model
 //! refuses at the line of the refused command, and `lb set interface` port names are checked
-//! against the config's ports. It never publishes anything; `dataplane::lb` does.
+//! against the config's ports. The health checks (`probe-source4`, `probe-source6`,
+//! `[[lb.health-check]]`) are read by the `health` submodule against the applied state. It never
+//! publishes anything; `dataplane::lb` does.
+
+mod health;
 
 use super::ctx::{Ctx, Field, Fields};
 use super::read::{included_file, read_text};
 use super::value::Node;
 use super::Issue;
-use dataplane::LbSpec;
+use dataplane::{LbSpec, PortSpec};
 use lb::model::{LbCommand, LbState};
 use std::ops::Range;
 use std::path::Path;
 
 /// The keys of `[lb]`.
-pub(super) const LB_KEYS: &[&str] = &["lines", "file"];
+pub(super) const LB_KEYS: &[&str] = &[
+    "lines",
+    "file",
+    "probe-source4",
+    "probe-source6",
+    "health-check",
+];
 
 /// Largest `[lb] file`.
 pub(super) const LB_FILE_MAX_BYTES: u64 = 64 << 20;
@@ -29,12 +39,14 @@ enum Origin {
 
 impl Ctx<'_> {
     /// `[lb]`: the lines, then the file's lines, applied to an empty state as one batch; None
-    /// (with issues) when anything is wrong. `port_names` are the config's ports.
+    /// (with issues) when anything is wrong. `port_names` are the config's ports, `ports` their
+    /// specs (the probe sources must be their addresses).
     pub(super) fn lb(
         &mut self,
         node: &Node,
         base_dir: &Path,
         port_names: &[Option<String>],
+        ports: &[Option<PortSpec>],
     ) -> Option<LbSpec> {
         let f = self.fields("[lb]".to_string(), Some("lb"), node, LB_KEYS)?;
         self.remember_lines(&f);
@@ -88,20 +100,31 @@ impl Ctx<'_> {
                 self.lb_issue(origin, message);
             }
         }
+        let state = if self.issues.len() > before {
+            None
+        } else {
+            let batch: Vec<LbCommand> = cmds.iter().map(|(c, _)| c.clone()).collect();
+            match LbState::new().apply(&batch) {
+                Ok(state) => Some(state),
+                Err(e) => {
+                    match cmds.get(e.index) {
+                        Some((_, origin)) => self.lb_issue(origin, e.kind.to_string()),
+                        None => self.error(&f.span, "[lb]", None, e.kind.to_string()),
+                    }
+                    None
+                }
+            }
+        };
+        // The health checks are read even when the lines are refused, so that every problem is
+        // reported at once (their VIPs are only looked up in a state that was built).
+        let health = self.lb_health(&f, state.as_ref(), ports);
         if self.issues.len() > before {
             return None;
         }
-        let batch: Vec<LbCommand> = cmds.iter().map(|(c, _)| c.clone()).collect();
-        match LbState::new().apply(&batch) {
-            Ok(state) => Some(LbSpec { state }),
-            Err(e) => {
-                match cmds.get(e.index) {
-                    Some((_, origin)) => self.lb_issue(origin, e.kind.to_string()),
-                    None => self.error(&f.span, "[lb]", None, e.kind.to_string()),
-                }
-                None
-            }
-        }
+        Some(LbSpec {
+            state: state?,
+            health: health?,
+        })
     }
 
     fn lb_issue(&mut self, origin: &Origin, message: String) {

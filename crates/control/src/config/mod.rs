@@ -252,6 +252,36 @@ fn display_issues(issues: &[Issue]) -> String {
 /// file = "lb.conf"                  # more lines, one per line (`#` comments), relative to the
 ///                                   #   config's directory; errors name LB-FILE:LINE.
 ///                                   #   `lb set interface nat4|nat6 in PORT` names a [[port]]
+/// probe-source4 = "198.18.3.1"      # health probes to IPv4 addresses leave from here: an ip4
+///                                   #   address of a [[port]]; needed when a check probes one
+/// probe-source6 = "2001:db8:3::1"   # the same for IPv6 (an ip6 address of a [[port]])
+///
+/// [[lb.health-check]]               # optional, at most one per VIP: every server of the VIP is
+///                                   #   probed; `fall` failures in a row mark it down (out of
+///                                   #   the Maglev table), `rise` successes bring it back
+/// vip = "198.18.1.1/32 protocol tcp port 80"
+///                                   # a VIP of the lines, as `lb vip` writes it
+/// type = "http"                     # "tcp" (connect) | "http" (GET, status) | "udp" | "icmp"
+/// port = 8080                       # not icmp: 1..=65535 (default: the VIP's port, or its NAT
+///                                   #   target_port); required for an all-ports VIP
+/// path = "/healthz"                 # http only: starts with `/` (default "/")
+/// host = "www.example"              # http only: the Host header (default: the probed address)
+/// expect = 200                      # http only: the status required, 100..=599 (default 200)
+/// payload = "ping"                  # udp only: text sent, at most 1024 bytes (default empty)
+/// expect-reply = false              # udp only: a datagram must come back (default false:
+///                                   #   healthy unless ICMP port unreachable comes back)
+/// interval-ms = 1000                # 100..=3600000 (default 1000)
+/// timeout-ms = 500                  # 10..interval-ms (default: 500, at most half the interval)
+/// rise = 2                          # 1..=100 (default 2)
+/// fall = 3                          # 1..=100 (default 3)
+/// on-down = "drain"                 # "drain" (flows stay) | "flush" (flows evicted)
+/// via = "encap"                     # "encap": on an L3DSR/GRE VIP the probe is addressed to the
+///                                   #   VIP and wrapped for the server as client traffic (a
+///                                   #   server that cannot decapsulate is marked down; the
+///                                   #   probe's protocol must be the VIP's); NAT VIPs and icmp
+///                                   #   are probed at the server. "direct": at the server's
+///                                   #   address. Health settings are read at start; a reload
+///                                   #   does not change them
 /// ```
 ///
 /// The route file (a regular file of at most 1 GiB; the config itself at most 64 MiB) holds one

@@ -108,6 +108,12 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
         PortDriver::Tap { name, vnet_hdr } => Box::new(tap::Tap {
             name,
             vnet_hdr: *vnet_hdr,
+            netns: None,
+        }),
+        PortDriver::ProbeHost(p) => Box::new(tap::Tap {
+            name: &p.name,
+            vnet_hdr: false,
+            netns: Some(&p.netns),
         }),
         PortDriver::Vxlan(v) => Box::new(vxlan::Vxlan(v)),
     }

@@ -10,6 +10,8 @@ use ports::{TapConfig, TapPort};
 pub(super) struct Tap<'a> {
     pub(super) name: &'a str,
     pub(super) vnet_hdr: bool,
+    /// The namespace the device is created in (the probe host's), None: ours.
+    pub(super) netns: Option<&'a ports::netns::Netns>,
 }
 
 impl<'a> Driver<'a> for Tap<'a> {
@@ -32,6 +34,7 @@ impl<'a> Driver<'a> for Tap<'a> {
         let config = TapConfig {
             name: self.name.to_string(),
             vnet_hdr: self.vnet_hdr,
+            netns: self.netns.cloned(),
         };
         // With several workers, worker 0 spreads the TAP's flows (software RSS).
         let workers = cx.spec.workers;

@@ -23,6 +23,9 @@ use std::sync::Arc;
 
 #[cfg(test)]
 mod tests;
+mod wrap;
+
+pub use wrap::LbProbe;
 
 /// The node's name.
 pub const LB: &str = "lb";
@@ -66,6 +69,8 @@ graph::node_indices! {
         TooBig = "too-big",
         /// The encapsulation could not be applied (no headroom, family mismatch).
         EncapFailed = "encap-failed",
+        /// A health probe whose source port is not leased to one of its VIP's servers.
+        ProbeNotLeased = "probe-not-leased",
     }
 }
 
@@ -82,6 +87,8 @@ pub struct LbConfig {
     pub mtu: u16,
     /// The NAT inside ports (where replies are looked up in the NAT reverse table).
     pub nat_inside: Arc<NatInside>,
+    /// Where health probes enter (None: no health checks).
+    pub probe: Option<LbProbe>,
 }
 
 /// One packet of the vector: whether it parsed, its parse, and its VIP (per vector scratch).
@@ -99,6 +106,7 @@ pub struct LbNode {
     flows: FlowTable<AsRef>,
     nat: FlowTable<NatReverse>,
     nat_inside: Arc<NatInside>,
+    probe: Option<LbProbe>,
     mtu: u16,
     seen: Observed,
     last_publish_s: u32,
@@ -131,6 +139,7 @@ impl LbNode {
             flows,
             nat: FlowTable::new(nat_buckets, timeouts, MAX_VIPS, 1)?,
             nat_inside: cfg.nat_inside,
+            probe: cfg.probe,
             mtu: cfg.mtu,
             seen: Observed {
                 version: u64::MAX,
@@ -260,6 +269,7 @@ impl Node for LbNode {
             flows,
             nat,
             nat_inside,
+            probe,
             mtu,
             seen,
             last_publish_s,
@@ -331,6 +341,27 @@ impl Node for LbNode {
                     _ => memo.vip_for(tables, &parsed.tuple),
                 };
                 match vip {
+                    Some(vip)
+                        if probe
+                            .as_ref()
+                            .is_some_and(|pr| pr.port == cx.pool.meta(b).rx_port) =>
+                    {
+                        // A health probe: to the server its source port is leased to.
+                        if let Some(pr) = probe.as_ref() {
+                            let (meta, buf) = cx.pool.slot_mut(b);
+                            nexts[i] = wrap::wrap_probe(
+                                tables,
+                                &pr.leases,
+                                counters,
+                                vip,
+                                meta,
+                                buf,
+                                parsed,
+                                *mtu,
+                                cx.error_base,
+                            );
+                        }
+                    }
                     Some(vip) => {
                         keys[n] = FlowKey::new(vip.0, &parsed.tuple);
                         hashes[n] = flows.hash(&keys[n]);
@@ -352,7 +383,8 @@ impl Node for LbNode {
                         nexts[i] = LbNext::Drop.id();
                     }
                     None if seen.has_nat
-                        && nat_inside.translates_on(usize::from(cx.pool.meta(b).rx_port), ip6) =>
+                        && nat_inside.translates_on(usize::from(cx.pool.meta(b).rx_port), ip6)
+                        && !probe.as_ref().is_some_and(|pr| pr.is_reply(&parsed.tuple)) =>
                     {
                         // Maybe a NAT server's reply: server:target_port -> client.
                         let k = FlowKey::reverse(&parsed.tuple);
@@ -449,73 +481,34 @@ impl Node for LbNode {
                 let server = tables.as_entry(slot).addr16;
                 let len = p.len as u64;
                 let (meta, buf) = cx.pool.slot_mut(b);
-                let result = match vip.encap {
-                    Encap::L3dsr { dscp } => encap::l3dsr(meta, buf, p, v4_of(&server), dscp),
-                    Encap::Gre4 => {
-                        let src = tables.conf().ip4_src.map(|s| match s.addr {
-                            std::net::IpAddr::V4(a) => {
-                                encap::gre_source4(a.octets(), 32 - s.len.min(32), hash())
-                            }
-                            std::net::IpAddr::V6(_) => [0; 4],
-                        });
-                        match src {
-                            Some(src) => encap::gre4(
-                                meta,
-                                buf,
-                                p,
-                                src,
-                                v4_of(&server),
-                                GRE_TTL,
-                                *mtu,
-                                hash(),
-                            ),
-                            None => Err(EncapError::FamilyMismatch),
-                        }
+                let result = wrap::wrap(tables, vip, meta, buf, p, server, *mtu, hash);
+                if let (Encap::Nat4 { target_port } | Encap::Nat6 { target_port }, Ok(())) =
+                    (vip.encap, result)
+                {
+                    // The reply server:target_port -> client comes back to this VIP: its
+                    // reverse entry is written when the flow starts (a new flow-table entry,
+                    // or a SYN); replies refresh it. Not per packet: it is a second random
+                    // table access (it made NAT ~3x the cost of L3DSR).
+                    let starts = existing.is_none() || kind == Kind::Syn;
+                    if starts && kind != Kind::IcmpError && !fragment {
+                        let mut reply = p.tuple.reversed();
+                        reply.src = server;
+                        reply.src_port = if p.tuple.src_port == 0 && p.tuple.dst_port == 0 {
+                            0
+                        } else {
+                            target_port
+                        };
+                        let k = FlowKey::reverse(&reply);
+                        let h = nat.hash(&k);
+                        let v = NatReverse {
+                            vip: w.vip.0,
+                            addr: p.tuple.dst,
+                            port: p.tuple.dst_port,
+                        };
+                        nat.prefetch_for_insert(h);
+                        nat_pending.push((k, h, v));
                     }
-                    Encap::Gre6 => {
-                        let src = tables.conf().ip6_src.map(|s| match s.addr {
-                            std::net::IpAddr::V6(a) => encap::gre_source6(
-                                a.octets(),
-                                (128 - s.len.min(128)).min(32),
-                                hash(),
-                            ),
-                            std::net::IpAddr::V4(_) => [0; 16],
-                        });
-                        match src {
-                            Some(src) => {
-                                encap::gre6(meta, buf, p, src, server, GRE_TTL, *mtu, hash())
-                            }
-                            None => Err(EncapError::FamilyMismatch),
-                        }
-                    }
-                    Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => {
-                        let r = encap::nat_forward(meta, buf, p, server, target_port);
-                        // The reply server:target_port -> client comes back to this VIP: its
-                        // reverse entry is written when the flow starts (a new flow-table entry,
-                        // or a SYN); replies refresh it. Not per packet: it is a second random
-                        // table access (it made NAT ~3x the cost of L3DSR).
-                        let starts = existing.is_none() || kind == Kind::Syn;
-                        if r.is_ok() && starts && kind != Kind::IcmpError && !fragment {
-                            let mut reply = p.tuple.reversed();
-                            reply.src = server;
-                            reply.src_port = if p.tuple.src_port == 0 && p.tuple.dst_port == 0 {
-                                0
-                            } else {
-                                target_port
-                            };
-                            let k = FlowKey::reverse(&reply);
-                            let h = nat.hash(&k);
-                            let v = NatReverse {
-                                vip: w.vip.0,
-                                addr: p.tuple.dst,
-                                port: p.tuple.dst_port,
-                            };
-                            nat.prefetch_for_insert(h);
-                            nat_pending.push((k, h, v));
-                        }
-                        r
-                    }
-                };
+                }
                 match result {
                     Ok(()) => {
                         if matches!(vip.encap, Encap::Gre4 | Encap::Gre6) {

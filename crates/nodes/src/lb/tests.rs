@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 
 /// The lab's port names, by id (for `lb set interface`).
 const PORTS: [&str; 2] = ["p0", "p1"];
+/// The port health probes arrive on.
+const PROBE_PORT: u16 = 7;
 
 /// What `ip*-input` leaves for the `lb` node: the L3 offset, and the family.
 fn ip_input_like(meta: &mut BufferMeta, f: &[u8]) {
@@ -30,6 +32,7 @@ struct Lab {
     state: LbState,
     counters: Arc<LbWorkerCounters>,
     nat_inside: Arc<NatInside>,
+    leases: Arc<lb::probe::ProbeLeases>,
     graph: Graph,
     pool: BufferPool,
     queue: Queue,
@@ -45,12 +48,20 @@ impl Lab {
         let counters = Arc::new(LbWorkerCounters::new());
         let nat_inside = Arc::new(NatInside::new(PORTS.len()));
         nat_inside.set_from(&state, &PORTS.map(String::from));
+        let leases = Arc::new(lb::probe::ProbeLeases::new());
         let node = LbNode::new(LbConfig {
             tables: publisher.reader(),
             counters: counters.clone(),
             flow_entries: 4096,
             mtu: 1500,
             nat_inside: nat_inside.clone(),
+            probe: Some(LbProbe {
+                port: PROBE_PORT,
+                leases: leases.clone(),
+                sources: vec![std::net::Ipv4Addr::new(198, 18, 12, 1)
+                    .to_ipv6_mapped()
+                    .octets()],
+            }),
         })
         .expect("node");
         let seen: Seen = Arc::default();
@@ -81,6 +92,7 @@ impl Lab {
             state,
             counters,
             nat_inside,
+            leases,
             graph: b.build(0, 2_000_000_000).expect("graph"),
             pool,
             queue,
@@ -420,4 +432,113 @@ fn fragments_of_a_datagram_reach_one_server_of_a_per_port_vip() {
     let v = lab.counters.vip(VipId(0)).expect("vip counters");
     assert_eq!(v.fragments.get(), 80);
     assert_eq!(v.new_flows.get(), 0, "fragments create no flow");
+}
+
+/// The AS slot of `server` in the current tables.
+fn slot_of(lab: &Lab, server: [u8; 4]) -> lb::model::AsSlot {
+    let t = lab.publisher.current();
+    t.vips()
+        .flat_map(|v| v.slots.iter().copied())
+        .find(|&s| t.as_entry(s).addr == std::net::IpAddr::from(server))
+        .expect("server has a slot")
+}
+
+#[test]
+fn a_probe_goes_to_the_server_its_port_is_leased_to_and_makes_no_flow() {
+    let mut lab = Lab::new(L3DSR);
+    let port = lb::probe::PROBE_PORT_BASE + 5;
+    for server in [S1, S2, S3, S2] {
+        assert!(lab.leases.lease(port, slot_of(&lab, server)));
+        let probe = tcp4([198, 18, 12, 1], VIP, port, 80, SYN);
+        let out = lab.run_on(PROBE_PORT, vec![probe]);
+        let (next, _, f) = &out[0];
+        assert_eq!(next, names::IP4_LOOKUP);
+        assert_eq!(dst4(f), server, "the leased server, whatever Maglev says");
+        assert_eq!(f[15] >> 2, 23, "wrapped as L3DSR");
+        assert!(checksums_ok(f));
+    }
+    assert_eq!(lab.counters.probes.get(), 4);
+    let counters = lab.counters.clone();
+    let v = counters.vip(VipId(0)).expect("vip counters");
+    assert_eq!(v.new_flows.get(), 0, "probes make no flow");
+    assert_eq!(v.packets.get(), 0, "probes are not client traffic");
+    // The same packet from a client port is balanced as usual and makes a flow.
+    let out = lab.run_on(0, vec![tcp4([198, 18, 12, 1], VIP, port, 80, SYN)]);
+    assert_eq!(out[0].0, names::IP4_LOOKUP);
+    assert_eq!(v.new_flows.get(), 1);
+}
+
+#[test]
+fn an_unleased_probe_or_one_leased_to_another_vip_is_dropped() {
+    let mut lab = Lab::new(&format!(
+        "{L3DSR}lb vip 198.18.100.3/32 protocol tcp port 80 encap l3dsr dscp 24\n\
+         lb as 198.18.100.3/32 protocol tcp port 80 198.18.12.14\n"
+    ));
+    let port = lb::probe::PROBE_PORT_BASE;
+    let out = lab.run_on(PROBE_PORT, vec![tcp4([198, 18, 12, 1], VIP, port, 80, SYN)]);
+    assert_eq!(out[0].0, "drop:probe-not-leased");
+    // Leased to the other VIP's server: not a server of this VIP.
+    assert!(lab.leases.lease(port, slot_of(&lab, [198, 18, 12, 14])));
+    let out = lab.run_on(PROBE_PORT, vec![tcp4([198, 18, 12, 1], VIP, port, 80, SYN)]);
+    assert_eq!(out[0].0, "drop:probe-not-leased");
+    // A source port outside the band is never leased.
+    let out = lab.run_on(
+        PROBE_PORT,
+        vec![tcp4([198, 18, 12, 1], VIP, 40000, 80, SYN)],
+    );
+    assert_eq!(out[0].0, "drop:probe-not-leased");
+    assert_eq!(lab.counters.probes_unleased.get(), 3);
+    // Released: dropped again.
+    assert!(lab.leases.lease(port, slot_of(&lab, S1)));
+    lab.leases.release(port);
+    let out = lab.run_on(PROBE_PORT, vec![tcp4([198, 18, 12, 1], VIP, port, 80, SYN)]);
+    assert_eq!(out[0].0, "drop:probe-not-leased");
+}
+
+#[test]
+fn a_probe_to_a_drained_server_still_reaches_it_and_gre_probes_are_wrapped() {
+    let mut lab = Lab::new(
+        "lb conf ip4-src-address 198.18.12.1\n\
+         lb vip 198.18.100.2/32 encap gre4\n\
+         lb as 198.18.100.2/32 198.18.12.12 198.18.12.13\n",
+    );
+    // A server out of the table (weight 0) is still probed: that is how it comes back.
+    lab.change("lb as 198.18.100.2/32 198.18.12.12 weight 0\n");
+    let port = lb::probe::PROBE_PORT_BASE + 77;
+    assert!(lab.leases.lease(port, slot_of(&lab, S2)));
+    let out = lab.run_on(
+        PROBE_PORT,
+        vec![tcp4([198, 18, 12, 1], [198, 18, 100, 2], port, 80, SYN)],
+    );
+    let (next, meta, f) = &out[0];
+    assert_eq!(next, names::IP4_LOOKUP);
+    assert!(meta.flags & FLAG_LOCAL_ORIGIN != 0);
+    let outer = &f[meta.l3_offset as usize..];
+    assert_eq!(outer[9], 47, "GRE");
+    assert_eq!(&outer[16..20], &S2);
+    assert_eq!(
+        &outer[24 + 16..24 + 20],
+        &[198, 18, 100, 2],
+        "inner: the VIP"
+    );
+}
+
+#[test]
+fn a_probe_reply_on_a_nat_inside_port_is_not_a_nat_miss() {
+    let mut lab = Lab::new(
+        "lb vip 198.18.100.4/32 protocol tcp port 80 encap nat4 type clusterip target_port 8080\n\
+         lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11\n",
+    );
+    // A NAT VIP's probe goes straight to server:8080; its reply comes back to the probe
+    // source on a band port and passes untouched, counted as neither a reply nor a miss.
+    let band = lb::probe::PROBE_PORT_BASE + 1;
+    let reply = tcp4(S1, [198, 18, 12, 1], 8080, band, SYN | ACK);
+    let out = lab.run(vec![reply.clone()]);
+    assert_eq!(out[0].0, names::IP4_LOOKUP);
+    assert_eq!(out[0].2, reply);
+    assert_eq!(lab.counters.nat_replies.get(), 0);
+    assert_eq!(lab.counters.nat_reply_misses.get(), 0);
+    // A client on the same band port at another address is a NAT reply as ever (a miss here).
+    lab.run(vec![tcp4(S1, CLIENT, 8080, band, SYN | ACK)]);
+    assert_eq!(lab.counters.nat_reply_misses.get(), 1);
 }
