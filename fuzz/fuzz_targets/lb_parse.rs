@@ -1,5 +1,5 @@
 //! Arbitrary bytes as an IP packet through the load balancer's parser and every rewrite
-//! (`lb::parse`, `lb::encap`): no panic; offsets inside the packet; L3DSR and NAT keep the
+//! (`lb::parse`, `lb::encap`) and the probe-reply filter (`lb::probe::is_probe_reply`): no panic; offsets inside the packet; L3DSR and NAT keep the
 //! length and keep a valid IPv4 header checksum valid; GRE leaves the buffer's offsets inside
 //! the slot or the packet untouched. The first byte chooses the family (bit 0) and the rewrite
 //! (bits 1-3); the rest is the L3 packet, after a 14-byte Ethernet header in a buffer with
@@ -21,6 +21,8 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let ip6 = sel & 1 != 0;
+    // The probe-reply filter reads the same untrusted bytes.
+    let _ = lb::probe::is_probe_reply(l3, ip6);
     let Ok(p) = parse(l3, ip6) else {
         return;
     };

@@ -162,4 +162,16 @@ mod tests {
             StatusLine::Incomplete
         );
     }
+
+    proptest::proptest! {
+        /// A server's answer is untrusted: any bytes give a verdict, never a panic, and a
+        /// status comes only from a well-formed line.
+        #[test]
+        fn any_answer_gets_a_verdict(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            if let StatusLine::Status(n) = status_line(&bytes) {
+                proptest::prop_assert!((100..=999).contains(&n));
+                proptest::prop_assert!(bytes.starts_with(b"HTTP/"));
+            }
+        }
+    }
 }
