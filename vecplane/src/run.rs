@@ -8,6 +8,7 @@ use control::api::{ApiError, ApiState, HttpStatus as StatusCode, Limits};
 use control::reload::Reloader;
 use control::{final_stats_json, Config, Control, ControlSocket, DEFAULT_SOCKET};
 
+use control::announcer::Announcer;
 use control::health::runner::HealthRunner;
 use control::health_host::{HealthReporter, LbHealthHost};
 use dataplane::probe_host::ProbeHost;
@@ -139,6 +140,9 @@ fn plural(n: usize, what: &str) -> String {
     format!("{n} {what}{}", if n == 1 { "" } else { "s" })
 }
 
+/// How long the data plane keeps forwarding after the VIPs were withdrawn at shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
 /// Run the daemon; `Ok(2)` when the config is invalid.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let shown = args.config.display().to_string();
@@ -157,6 +161,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let api_config = config.api.clone();
+    let bgp = config.bgp.clone();
     let reload_base = config.clone();
     let mut config = config;
     // Health checks: a private namespace whose kernel makes the probes, as one more port.
@@ -241,6 +246,27 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         _ => None,
     };
+    // BGP: announce the VIPs through BIRD once the data plane forwards.
+    let announcer = match (bgp, &running.view().lb) {
+        (Some(cfg), Some(lb)) => {
+            let workers = running.view().workers.iter().map(|w| w.idle.clone()).collect();
+            match Announcer::start(cfg, lb.clone(), workers, reporter.clone()) {
+                Ok(a) => {
+                    let a = Arc::new(a);
+                    control = control.with_announcer(a.clone());
+                    Some(a)
+                }
+                Err(e) => {
+                    if let Some(r) = &reporter {
+                        r.stop();
+                    }
+                    running.stop();
+                    return Err(anyhow::anyhow!("vecplane run: {e}"));
+                }
+            }
+        }
+        _ => None,
+    };
     let control = Arc::new(control);
     let reloader = Arc::new(
         Reloader::new(
@@ -305,8 +331,17 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         if let Some(lb) = &running.view().lb {
             lb.tick(lb.now_secs());
         }
+        if let Some(a) = &announcer {
+            a.tick();
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
+    if let Some(a) = &announcer {
+        // Withdraw first and keep forwarding a moment, so the routers move the traffic away
+        // before it would be dropped.
+        a.shutdown();
+        std::thread::sleep(SHUTDOWN_GRACE);
+    }
     if let Some(r) = &reporter {
         r.stop();
     }

@@ -67,6 +67,9 @@ struct Baselines {
 ///   "unprobed","probes","ok","failed","not_sent","transitions"},"targets":[{"check","vip",
 ///   "server","slot","type","via","on_down","destination","source","via_vip","state",..}],
 ///   "transitions":[{"at_unix_ms","vip","server","state","count","last_result",..}]}`
+/// * `show bgp`, `drain`, `drain cancel` → `{"phase":"waiting"|"serving"|"draining"|"ready"|
+///   "stopping","detail","ready_to_stop","forwarding","announced":[PREFIX],"liveness_device",
+///   "liveness_up","stalls","configures","errors","announcements","withdrawals","last_error"}`
 /// * `lb which ...` → `{"flow","vip","vip_id","server","slot","gen","hash","maglev_entry",
 ///   "maglev_size","encap","reason":"maglev"|"no_server"|"no_vip_for_port"|"not_a_vip","why"}`
 /// * `show errors` → `{"time_since_clear","errors":[{"node","reason","count"}],"total"}` (non-zero only)
@@ -92,6 +95,8 @@ pub struct Control {
     protected: Vec<ports::outfile::FileId>,
     /// The running health checks, if any.
     health: Option<crate::health_host::HealthReporter>,
+    /// The BGP announcer, if any.
+    announcer: Option<Arc<crate::announcer::Announcer>>,
 }
 
 impl Control {
@@ -110,6 +115,29 @@ impl Control {
     /// The running health checks, if any.
     pub fn health(&self) -> Option<&crate::health_host::HealthReporter> {
         self.health.as_ref()
+    }
+
+    /// Serve `show bgp` and `drain` from `announcer`.
+    pub fn with_announcer(mut self, announcer: Arc<crate::announcer::Announcer>) -> Control {
+        self.announcer = Some(announcer);
+        self
+    }
+
+    /// The BGP announcer, if any.
+    pub fn announcer(&self) -> Option<&Arc<crate::announcer::Announcer>> {
+        self.announcer.as_ref()
+    }
+
+    fn on_announcer(
+        &self,
+        f: impl FnOnce(&crate::announcer::Announcer) -> (String, Value),
+    ) -> Result<(String, Value), CommandError> {
+        match &self.announcer {
+            Some(a) => Ok(f(a)),
+            None => Err(CommandError(
+                "no VIPs are announced: add a [bgp] table to the config".into(),
+            )),
+        }
     }
 
     fn protected_files(&self) -> Vec<ports::outfile::FileId> {
@@ -136,6 +164,7 @@ impl Control {
             capture: Mutex::new(None),
             protected,
             health: None,
+            announcer: None,
         }
     }
 
@@ -243,6 +272,9 @@ impl Control {
                     "no health checks run: add [[lb.health-check]] tables to the config".into(),
                 )),
             },
+            Command::ShowBgp => self.on_announcer(|a| a.show()),
+            Command::Drain => self.on_announcer(|a| a.drain()),
+            Command::DrainCancel => self.on_announcer(|a| a.undrain()),
             Command::LbWhich(t) => {
                 let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
                 Ok(crate::lb_show::which(&lb, t))

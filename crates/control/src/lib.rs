@@ -3,8 +3,10 @@
 //! It reads the data plane's counters and arms traces through `RuntimeView`; it never touches packets.
 #![deny(missing_docs)]
 
+pub mod announcer;
 pub mod api;
 pub mod api_config;
+pub mod bgp;
 pub mod capture;
 pub mod client;
 pub mod commands;

@@ -11,6 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use serde_json::Value;
 
 type Labels = Vec<(String, String)>;
 
@@ -39,11 +40,16 @@ fn gauge(v: usize) -> i64 {
 
 /// The exposition of `view` now.
 pub fn render(view: &RuntimeView) -> String {
-    render_with_health(view, None)
+    render_with(view, None, None)
 }
 
-/// The exposition of `view` and of the health checks' `health` now.
-pub fn render_with_health(view: &RuntimeView, health: Option<&HealthStatus>) -> String {
+/// The exposition of `view`, of the health checks' `health` and of the BGP announcer's
+/// status (`show bgp`'s JSON) now.
+pub fn render_with(
+    view: &RuntimeView,
+    health: Option<&HealthStatus>,
+    bgp: Option<&Value>,
+) -> String {
     let mut reg = Registry::with_prefix("vecplane");
 
     let rx_packets = counter_family(&mut reg, "port_rx_packets", "Packets received by a port");
@@ -183,6 +189,9 @@ pub fn render_with_health(view: &RuntimeView, health: Option<&HealthStatus>) -> 
     lb_metrics(&mut reg, view);
     if let Some(h) = health {
         health_metrics(&mut reg, h);
+    }
+    if let Some(b) = bgp {
+        bgp_metrics(&mut reg, b);
     }
 
     let mut out = String::new();
@@ -432,6 +441,56 @@ fn health_metrics(reg: &mut Registry, h: &HealthStatus) {
             probes.get_or_create(&lr).inc_by(*n);
         }
         changes.get_or_create(&l).inc_by(t.transitions);
+    }
+}
+
+/// The BGP announcer: what is announced, whether the node serves and the liveness device is
+/// up, and its counters.
+fn bgp_metrics(reg: &mut Registry, b: &Value) {
+    let announced = gauge_family(
+        reg,
+        "bgp_announced",
+        "1 for each VIP prefix this node announces through BIRD",
+    );
+    for p in b["announced"].as_array().into_iter().flatten() {
+        if let Some(p) = p.as_str() {
+            announced.get_or_create(&labels(&[("prefix", p)])).set(1);
+        }
+    }
+    let phase = gauge_family(
+        reg,
+        "bgp_phase",
+        "1 for the announcer's phase (waiting, serving, draining, ready, stopping)",
+    );
+    if let Some(p) = b["phase"].as_str() {
+        phase.get_or_create(&labels(&[("phase", p)])).set(1);
+    }
+    let up = gauge_family(
+        reg,
+        "bgp_liveness_up",
+        "1 while the liveness device the VIP routes go via is up (down: a worker stalled)",
+    );
+    up.get_or_create(&Vec::new())
+        .set(i64::from(b["liveness_up"] == true));
+    for (key, help) in [
+        (
+            "configures",
+            "Times BIRD was asked to re-read the routes file",
+        ),
+        (
+            "errors",
+            "Failed writes of the routes file or refused BIRD requests",
+        ),
+        (
+            "stalls",
+            "Times a worker stalled and the liveness device went down",
+        ),
+        ("announcements", "VIP prefixes announced"),
+        ("withdrawals", "VIP prefixes withdrawn"),
+    ] {
+        let fam = counter_family(reg, &format!("bgp_{key}"), help);
+        fam.get_or_create(&Vec::new())
+            .inc_by(b[key].as_u64().unwrap_or(0));
     }
 }
 

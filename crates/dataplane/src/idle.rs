@@ -38,6 +38,10 @@ pub struct IdleStats {
     pub slept_ns: Counter,
     /// Sleeps ended by an input or the doorbell becoming readable (the rest timed out).
     pub woken_by_input: Counter,
+    /// The worker's heartbeat: bumped every few dispatch rounds and after every sleep (at most
+    /// `poll-sleep-max-us`, 100 ms), so it advances while the worker idles and stops only when
+    /// the worker stalls or ended.
+    pub heartbeat: Counter,
 }
 
 /// How other threads wake a worker that sleeps: an eventfd in its wait set and a flag the

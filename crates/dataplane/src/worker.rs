@@ -227,6 +227,7 @@ fn run_worker(
         let slept = idler.should_sleep(n)
             && idler.sleep(&w.graph, epoch.0.as_deref_mut(), stop, deadline) != Woken::NotSlept;
         if slept || rounds.is_multiple_of(CHECK_EVERY) {
+            stats.heartbeat.add(1);
             if stop.load(Ordering::Relaxed) {
                 break;
             }

@@ -7,6 +7,7 @@
 //! To add a resource: write its handler in `resources`, add its route in `router` and its line
 //! in `openapi::ENDPOINTS` (a test checks the two agree).
 
+mod bgp;
 pub mod error;
 mod flows;
 mod lb;
@@ -132,6 +133,11 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/lb/commands", post(lb::post_commands))
         .route("/v1/lb/conf", get(lb::get_conf).patch(lb::patch_conf))
         .route("/v1/lb/health", get(lb::get_health))
+        .route("/v1/bgp", get(bgp::get_bgp))
+        .route(
+            "/v1/bgp/drain",
+            post(bgp::post_drain).delete(bgp::delete_drain),
+        )
         .route("/v1/lb/vips", get(lb::get_vips).post(lb::post_vip))
         .route(
             "/v1/lb/vips/{id}",

@@ -305,6 +305,21 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep("get", "/v1/lb/conf", "lb conf: GRE sources, buckets, timeouts", &[], None),
     ep(
         "get",
+        "/v1/bgp",
+        "BGP announcements: phase, announced VIPs, liveness device, counters",
+        &[],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/bgp/drain",
+        "Withdraw every VIP, then wait until their traffic stopped (GET /v1/bgp: ready)",
+        &[],
+        None,
+    ),
+    ep("delete", "/v1/bgp/drain", "Cancel a drain: announce again", &[], None),
+    ep(
+        "get",
         "/v1/lb/health",
         "Health checks: every checked server's state, probes and the recent transitions",
         &[],

@@ -670,7 +670,8 @@ pub(crate) async fn get_metrics(State(s): Shared, headers: axum::http::HeaderMap
         .is_some_and(|a| a.contains("application/openmetrics-text"));
     let text = blocking(move || {
         let health = s.control.health().map(|h| h.status());
-        let t = crate::metrics::render_with_health(&s.view, health.as_ref());
+        let bgp = s.control.announcer().map(|a| a.show().1);
+        let t = crate::metrics::render_with(&s.view, health.as_ref(), bgp.as_ref());
         Ok(if open {
             t
         } else {

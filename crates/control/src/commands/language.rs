@@ -88,6 +88,12 @@ pub enum Command {
     ShowLb(lb::model::LbShow),
     /// `show lb health`
     ShowLbHealth,
+    /// `show bgp`
+    ShowBgp,
+    /// `drain`: withdraw every VIP, then wait for the traffic to stop
+    Drain,
+    /// `drain cancel`: announce again
+    DrainCancel,
     /// `lb which PROTO SRC SPORT DST DPORT`
     LbWhich(lb::tuple::FiveTuple),
     /// `pcap start PORT FILE [rx|tx|both] [count N] [snaplen N]`
@@ -147,6 +153,16 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "show lb health",
         "the health checks: per server of a checked VIP: check, state (up, down, unprobed), \
          successful/finished probes, the last result, state changes; the recent transitions",
+    ),
+    (
+        "show bgp",
+        "the VIP announcements through BIRD: phase (waiting, serving, draining, ready), what is \
+         announced, the liveness device, configures, errors, stalls",
+    ),
+    (
+        "drain [cancel]",
+        "withdraw every VIP from BGP, then wait until their traffic stopped (`show bgp` says \
+         ready); `cancel` announces again",
     ),
     (
         "lb which PROTO SRC SPORT DST DPORT",
@@ -290,7 +306,22 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
             accepted_commands()
         )));
     };
-    match pick(first, &["help", "show", "trace", "clear", "pcap", "lb"]).map_err(bad)? {
+    match pick(
+        first,
+        &["help", "show", "trace", "clear", "pcap", "lb", "drain"],
+    )
+    .map_err(bad)?
+    {
+        "drain" => match words.get(1) {
+            None => Ok(Command::Drain),
+            Some(w) if pick(w, &["cancel"]).is_ok() => {
+                extra(2, "drain cancel")?;
+                Ok(Command::DrainCancel)
+            }
+            Some(w) => Err(bad(format!(
+                "`drain {w}`: accepted: `drain`, `drain cancel`"
+            ))),
+        },
         "lb" => match words.get(1) {
             Some(&"which") => crate::lb_show::parse_which(&words[2..]).map(Command::LbWhich),
             _ => Err(CommandError(format!(
@@ -336,6 +367,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     "flow-cache",
                     "pcap",
                     "lb",
+                    "bgp",
                 ],
             )
             .map_err(bad)?
@@ -375,6 +407,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "pcap" => {
                     extra(2, "show pcap")?;
                     Ok(Command::ShowPcap)
+                }
+                "bgp" => {
+                    extra(2, "show bgp")?;
+                    Ok(Command::ShowBgp)
                 }
                 "lb" => {
                     if words.get(2).is_some_and(|w| pick(w, &["health"]).is_ok()) {

@@ -1,6 +1,6 @@
 //! The whole document: the top-level keys, the order sections are read in (dataplane, api, ports,
-//! neighbours, routes, the route file, xconnects, bridges, lb) and what each needs from the ones
-//! before. The rules of each section live in its own module; this one only wires them together.
+//! neighbours, routes, the route file, xconnects, bridges, lb, bgp) and what each needs from the
+//! ones before. The rules of each section live in its own module; this one only wires them together.
 
 use super::bridges::Membership;
 use super::ctx::{Ctx, Fields};
@@ -20,6 +20,7 @@ pub(super) struct Parsed {
     pub(super) spec: DataplaneSpec,
     pub(super) files: Vec<FileRef>,
     pub(super) api: ApiConfig,
+    pub(super) bgp: Option<crate::bgp::BgpConfig>,
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
@@ -32,6 +33,7 @@ pub(super) const TOP_KEYS: &[&str] = &[
     "api",
     "route-file",
     "lb",
+    "bgp",
 ];
 
 impl Ctx<'_> {
@@ -40,7 +42,12 @@ impl Ctx<'_> {
         let mut files = Vec::new();
         let mut api = ApiConfig::default();
         let Some(top) = self.fields(String::new(), None, root, TOP_KEYS) else {
-            return Parsed { spec, files, api };
+            return Parsed {
+                spec,
+                files,
+                api,
+                bgp: None,
+            };
         };
 
         if let Some(n) = top.get("dataplane") {
@@ -148,9 +155,19 @@ impl Ctx<'_> {
             spec.lb = self.lb(n, base_dir, &port_names, &port_specs);
         }
 
+        // BGP announces the VIPs of [lb].
+        let bgp = top
+            .get("bgp")
+            .and_then(|n| self.bgp(n, base_dir, top.get("lb").is_some(), &mut files));
+
         spec.ports = port_specs.into_iter().flatten().collect();
         spec.neighbours = neigh.into_iter().flatten().collect();
-        Parsed { spec, files, api }
+        Parsed {
+            spec,
+            files,
+            api,
+            bgp,
+        }
     }
 
     pub(super) fn array_of_tables<'t>(&mut self, top: &Fields<'t>, key: &str) -> Vec<&'t Node> {

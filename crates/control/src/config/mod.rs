@@ -5,11 +5,12 @@
 //!
 //! Layout: `read` (bounded reads of regular files), `value` (spanned TOML tree), `ctx` (issues and
 //! key readers), `document` (section order), then one module per concept: `policies`
-//! ([dataplane]), `api` ([api]), `ports`, `routes` (routes, neighbours, xconnects), `route_file`,
-//! `bridges`, `validation` (own addresses); `diff` compares two configs for a reload; `util` holds
-//! pure helpers shared with the command language.
+//! ([dataplane]), `api` (`[api]`), `bgp` (`[bgp]`), `ports`, `routes` (routes, neighbours,
+//! xconnects), `route_file`, `bridges`, `validation` (own addresses); `diff` compares two configs
+//! for a reload; `util` holds pure helpers shared with the command language.
 
 mod api;
+mod bgp;
 mod bridges;
 mod ctx;
 mod diff;
@@ -282,6 +283,35 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   are probed at the server. "direct": at the server's
 ///                                   #   address. Health settings are read at start; a reload
 ///                                   #   does not change them
+///
+/// [bgp]                             # optional, needs [lb]: announce the VIPs through the
+///                                   #   operator's BIRD 2, whose bird.conf has `include
+///                                   #   "<routes-file>";` at its top level and a BGP export
+///                                   #   filter taking the routes of the static protocols below
+/// daemon = "bird"                   # "bird" (the default and only daemon)
+/// control-socket = "/run/bird/bird.ctl" # required: BIRD's control socket (`bird -s`); relative
+///                                   #   to the config's directory
+/// routes-file = "/etc/bird/vecplane.conf" # required: the file vecplane rewrites (atomically)
+///                                   #   and BIRD includes; its directory must exist (checked
+///                                   #   with the pcap files)
+/// interface = "vplbgp0"             # the device routes go via, held open by vecplane (it
+///                                   #   vanishes when vecplane dies, and BIRD withdraws): 1..=15
+///                                   #   bytes of a-z A-Z 0-9 _ . - (default vplbgp0)
+/// protocol = "vecplane"             # static protocols `<protocol>4` and `<protocol>6`: a letter
+///                                   #   or _, then letters, digits, _; 1..=32 (default vecplane)
+/// med = 10                          # bgp_med, 0..=4294967295 (default: not set)
+/// communities = ["65000:100"]       # ASN:VALUE, 0..=65535 each, added to every route
+/// large-communities = ["65000:1:2"] # GLOBAL:LOCAL1:LOCAL2, 0..=4294967295 each
+/// next-hop4 = "198.18.11.2"         # bgp_next_hop of the IPv4 routes (BIRD's BGP channel
+///                                   #   replaces it unless `next hop keep` or its export
+///                                   #   filter sets it)
+/// next-hop6 = "2001:db8:11::2"      # bgp_next_hop of the IPv6 routes
+/// drain-timeout-ms = 30000          # 100..=3600000: `vecplane ctl drain` waits at most this
+///                                   #   long after the withdrawal before traffic stops
+/// drain-quiet-ms = 2000             # 100..=600000: the drain ends early once no new flow came
+///                                   #   for this long after the withdrawal
+/// stall-ms = 500                    # 50..=60000: workers making no progress this long
+///                                   #   withdraw the announcement
 /// ```
 ///
 /// The route file (a regular file of at most 1 GiB; the config itself at most 64 MiB) holds one
@@ -302,6 +332,8 @@ pub struct Config {
     pub label: String,
     /// The HTTP API's TCP listener (`[api]`).
     pub api: crate::api_config::ApiConfig,
+    /// How the VIPs are announced over BGP (`[bgp]`); None: not announced.
+    pub bgp: Option<crate::bgp::BgpConfig>,
     files: Vec<FileRef>,
     /// Lines of sections and keys ("[[port]] #2", "[[port]] #2.driver"), for reload messages.
     lines: HashMap<String, usize>,
@@ -378,6 +410,7 @@ impl Config {
                 spec: parsed.spec,
                 label: file_label.to_string(),
                 api: parsed.api,
+                bgp: parsed.bgp,
                 files: parsed.files,
                 lines: ctx.lines,
             })

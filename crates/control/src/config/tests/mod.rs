@@ -14,6 +14,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 mod addresses;
+mod bgp;
 mod bridges;
 mod diff;
 mod examples;
