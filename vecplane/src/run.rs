@@ -249,7 +249,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     // BGP: announce the VIPs through BIRD once the data plane forwards.
     let announcer = match (bgp, &running.view().lb) {
         (Some(cfg), Some(lb)) => {
-            let workers = running.view().workers.iter().map(|w| w.idle.clone()).collect();
+            let workers = running
+                .view()
+                .workers
+                .iter()
+                .map(|w| w.idle.clone())
+                .collect();
             match Announcer::start(cfg, lb.clone(), workers, reporter.clone()) {
                 Ok(a) => {
                     let a = Arc::new(a);

@@ -61,11 +61,13 @@ pub struct LbNames {
 }
 
 /// Roles of the lab's namespaces (`<prefix>-<pid>-<seq>-<role>`).
+/// (`lb<N>` are the load balancers of a fleet, [`crate::lb_fleet::LbFleet`].)
 fn is_lb_role(role: &str) -> bool {
-    matches!(role, "c" | "rt" | "lb")
-        || role
-            .strip_prefix('s')
+    let numbered = |p: &str| {
+        role.strip_prefix(p)
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    matches!(role, "c" | "rt" | "lb") || numbered("s") || numbered("lb")
 }
 
 /// The process id encoded in a lab namespace made with `prefix`, if it is one.
@@ -325,38 +327,7 @@ impl LbLab {
             ],
         )?;
 
-        // Client.
-        let c = &n.ns_client;
-        addr_add(c, &n.c0, addr::CLIENT4, addr::CLIENT6)?;
-        ip(c, &["link", "set", &n.c0, "up"])?;
-        neigh(c, &addr::ROUTER_C4.to_string(), addr::MAC_ROUTER_C, &n.c0)?;
-        neigh(c, &addr::ROUTER_C6.to_string(), addr::MAC_ROUTER_C, &n.c0)?;
-        ip(
-            c,
-            &[
-                "route",
-                "add",
-                "default",
-                "via",
-                &addr::ROUTER_C4.to_string(),
-            ],
-        )?;
-        ip(
-            c,
-            &[
-                "-6",
-                "route",
-                "add",
-                "default",
-                "via",
-                &addr::ROUTER_C6.to_string(),
-            ],
-        )?;
-        // Real frames for a data plane reading them (no checksum offload, no super-frames),
-        // and many short connections in a row.
-        ethtool_off(c, &n.c0)?;
-        cmd::write_sysctl(c, "net/ipv4/ip_local_port_range", "10000 65000")?;
-        cmd::write_sysctl(c, "net/ipv4/tcp_tw_reuse", "1")?;
+        setup_client(&n.ns_client, &n.c0)?;
 
         // Servers.
         for i in 0..self.servers.len() {
@@ -370,115 +341,23 @@ impl LbLab {
     }
 
     fn setup_server(&mut self, i: usize) -> Result<()> {
-        let n = &self.names;
-        let s = &self.servers[i];
-        let mtu = self.spec.server_mtu.to_string();
-        veth(
-            &s.ifname,
-            &s.ns,
-            Some(&s.mac),
-            &n.ports[i],
-            &n.ns_router,
-            None,
-        )?;
-        let ns = &s.ns;
-        ip(ns, &["link", "set", &s.ifname, "mtu", &mtu])?;
-        ip(&n.ns_router, &["link", "set", &n.ports[i], "mtu", &mtu])?;
-        ip(&n.ns_router, &["link", "set", &n.ports[i], "master", &n.br])?;
-        ip(&n.ns_router, &["link", "set", &n.ports[i], "up"])?;
-        addr_add(ns, &s.ifname, s.ip4, s.ip6)?;
-        ip(ns, &["link", "set", &s.ifname, "up"])?;
-        ethtool_off(ns, &s.ifname)?;
-        for conf in ["all", "default"] {
-            // The VIPs on lo are not announced on the segment.
-            cmd::write_sysctl(ns, &format!("net/ipv4/conf/{conf}/arp_ignore"), "1")?;
-            cmd::write_sysctl(ns, &format!("net/ipv4/conf/{conf}/arp_announce"), "2")?;
-        }
-        for (a, mac) in [
+        let neighbours = [
             (IpAddr::V4(addr::LB_DOWN4), addr::MAC_LB_DOWN),
             (IpAddr::V6(addr::LB_DOWN6), addr::MAC_LB_DOWN),
             (IpAddr::V4(addr::ROUTER_S4), addr::MAC_ROUTER_S),
             (IpAddr::V6(addr::ROUTER_S6), addr::MAC_ROUTER_S),
-        ] {
-            neigh(ns, &a.to_string(), mac, &s.ifname)?;
-        }
+        ];
         // Replies from the server's own address (NAT) go back through the LB; replies from a
         // VIP (L3DSR, GRE) go straight to the router.
-        ip(
-            ns,
-            &[
-                "route",
-                "add",
-                "default",
-                "via",
-                &addr::LB_DOWN4.to_string(),
-            ],
-        )?;
-        ip(
-            ns,
-            &[
-                "-6",
-                "route",
-                "add",
-                "default",
-                "via",
-                &addr::LB_DOWN6.to_string(),
-            ],
-        )?;
-        ip(
-            ns,
-            &[
-                "route",
-                "add",
-                "default",
-                "via",
-                &addr::ROUTER_S4.to_string(),
-                "table",
-                "100",
-            ],
-        )?;
-        ip(
-            ns,
-            &[
-                "-6",
-                "route",
-                "add",
-                "default",
-                "via",
-                &addr::ROUTER_S6.to_string(),
-                "table",
-                "100",
-            ],
-        )?;
-        let (v4net, v4len) = addr::VIP_NET4;
-        let (v6net, v6len) = addr::VIP_NET6;
-        ip(
-            ns,
-            &[
-                "rule",
-                "add",
-                "from",
-                &format!("{v4net}/{v4len}"),
-                "lookup",
-                "100",
-                "pref",
-                "100",
-            ],
-        )?;
-        ip(
-            ns,
-            &[
-                "-6",
-                "rule",
-                "add",
-                "from",
-                &format!("{v6net}/{v6len}"),
-                "lookup",
-                "100",
-                "pref",
-                "100",
-            ],
-        )?;
+        let seg = crate::lb_servers::ServerSegment {
+            router_ns: &self.names.ns_router,
+            bridge: &self.names.br,
+            mtu: self.spec.server_mtu,
+            neighbours: &neighbours,
+            gateway: (addr::LB_DOWN4, addr::LB_DOWN6),
+            vip_gateway: (addr::ROUTER_S4, addr::ROUTER_S6),
+        };
+        crate::lb_servers::attach_server(&self.servers[i], &self.names.ports[i], &seg)?;
         crate::lb_servers::setup_encaps(self, i)?;
         Ok(())
     }
@@ -735,7 +614,7 @@ pub(crate) fn ip(ns: &str, args: &[&str]) -> Result<()> {
     run_ok(&v).map(|_| ())
 }
 
-fn veth(
+pub(crate) fn veth(
     x: &str,
     x_ns: &str,
     x_mac: Option<&str>,
@@ -755,7 +634,7 @@ fn veth(
     run_ok(&v).map(|_| ())
 }
 
-fn addr_add(ns: &str, dev: &str, a4: Ipv4Addr, a6: Ipv6Addr) -> Result<()> {
+pub(crate) fn addr_add(ns: &str, dev: &str, a4: Ipv4Addr, a6: Ipv6Addr) -> Result<()> {
     ip(
         ns,
         &["addr", "add", &format!("{a4}/{}", addr::LEN4), "dev", dev],
@@ -791,7 +670,7 @@ pub(crate) fn neigh(ns: &str, ip_s: &str, mac: &str, dev: &str) -> Result<()> {
     )
 }
 
-fn ethtool_off(ns: &str, dev: &str) -> Result<()> {
+pub(crate) fn ethtool_off(ns: &str, dev: &str) -> Result<()> {
     run_ok(&cmd::in_ns(
         ns,
         &[
@@ -799,6 +678,41 @@ fn ethtool_off(ns: &str, dev: &str) -> Result<()> {
         ],
     ))
     .map(|_| ())
+}
+
+/// Set up the client namespace `c` with its veth `c0` (peer of the router's client port):
+/// addresses, static neighbour and default routes via the router, no offloads (real frames
+/// for a data plane reading them), and a wide port range with TIME_WAIT reuse for many short
+/// connections in a row.
+pub(crate) fn setup_client(c: &str, c0: &str) -> Result<()> {
+    addr_add(c, c0, addr::CLIENT4, addr::CLIENT6)?;
+    ip(c, &["link", "set", c0, "up"])?;
+    neigh(c, &addr::ROUTER_C4.to_string(), addr::MAC_ROUTER_C, c0)?;
+    neigh(c, &addr::ROUTER_C6.to_string(), addr::MAC_ROUTER_C, c0)?;
+    ip(
+        c,
+        &[
+            "route",
+            "add",
+            "default",
+            "via",
+            &addr::ROUTER_C4.to_string(),
+        ],
+    )?;
+    ip(
+        c,
+        &[
+            "-6",
+            "route",
+            "add",
+            "default",
+            "via",
+            &addr::ROUTER_C6.to_string(),
+        ],
+    )?;
+    ethtool_off(c, c0)?;
+    cmd::write_sysctl(c, "net/ipv4/ip_local_port_range", "10000 65000")?;
+    cmd::write_sysctl(c, "net/ipv4/tcp_tw_reuse", "1")
 }
 
 #[cfg(test)]

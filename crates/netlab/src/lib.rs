@@ -10,12 +10,14 @@
 //! dead runs carrying its own prefix), and it only uses addresses from 198.18.0.0/15 and
 //! 2001:db8::/32. [`LbLab`] is the load-balancer lab: client, router, the LB's namespace (bare
 //! veth ends for vecplane, or the kernel reference) and nginx servers set up for every
-//! encapsulation.
+//! encapsulation; [`LbFleet`] is its scale-out sibling: a BIRD router with ECMP in front of
+//! several vecplane load balancers, each announcing the VIP over eBGP with its own BIRD.
 #![deny(missing_docs)]
 
 pub mod cleanup;
 pub mod cmd;
 pub mod lb;
+pub mod lb_fleet;
 pub mod lb_kernel;
 pub mod lb_load;
 pub mod lb_servers;
@@ -32,6 +34,7 @@ pub use lb::{
     Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LAB_TOOLS,
     LB_PREFIX, VIP_PORT,
 };
+pub use lb_fleet::{FleetNames, FleetSpec, LbFleet, FLEET_PREFIX, FLEET_TOOLS};
 pub use lb_load::{LoadResult, WrkSpec};
 pub use names::{Names, DEFAULT_PREFIX};
 pub use ovs::{AfxdpSwitch, Ovs, Trace};
