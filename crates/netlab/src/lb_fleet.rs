@@ -26,6 +26,7 @@ mod lbs;
 mod spec;
 
 pub use bird::{lb_config, render_routes_file, router_config, Bird, BIRD_READY_TIMEOUT};
+pub use lbs::WrkJob;
 pub use spec::{
     addr, delete_fleet_leftovers, parse_nexthops, FleetNames, FleetSpec, FLEET_PREFIX, FLEET_TOOLS,
     MAX_FLEET_SERVERS, MAX_LBS,

@@ -34,7 +34,7 @@ pub use lb::{
     Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LAB_TOOLS,
     LB_PREFIX, VIP_PORT,
 };
-pub use lb_fleet::{FleetNames, FleetSpec, LbFleet, FLEET_PREFIX, FLEET_TOOLS};
+pub use lb_fleet::{FleetNames, FleetSpec, LbFleet, WrkJob, FLEET_PREFIX, FLEET_TOOLS};
 pub use lb_load::{LoadResult, WrkSpec};
 pub use names::{Names, DEFAULT_PREFIX};
 pub use ovs::{AfxdpSwitch, Ovs, Trace};

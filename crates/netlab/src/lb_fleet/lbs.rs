@@ -21,8 +21,8 @@ impl LbFleet {
     /// server, a default route via the router, `[lb]` with `lb conf` (IPv4 source: its `down`
     /// address), the L3DSR VIP [`addr::VIP4`] tcp port 80 dscp 23 with every server (weights
     /// as given), the spec's extra lines, `probe-source4` = its `down` address and the spec's
-    /// extra keys, then `[bgp]` (the LB's BIRD socket, its routes file, its liveness device)
-    /// and the spec's extra TOML. Empty for an LB the fleet does not have.
+    /// extra keys, then `[bgp]` (the LB's BIRD socket, its routes file, its liveness device,
+    /// the spec's extra `[bgp]` keys) and the spec's extra TOML. Empty for an LB the fleet does not have.
     pub fn vecplane_config(&self, i: usize) -> String {
         if i >= self.spec.lbs {
             return String::new();
@@ -104,6 +104,7 @@ impl LbFleet {
             toml_string(&self.routes_file(i).to_string_lossy()),
             self.names.liveness[i]
         );
+        push_block(&mut s, &self.spec.bgp_keys);
         if !self.spec.extra_toml.trim().is_empty() {
             s.push('\n');
             push_block(&mut s, &self.spec.extra_toml);
@@ -213,6 +214,12 @@ impl LbFleet {
     /// Run wrk from the client against the VIP as `spec` says (bounded: wrk's own duration,
     /// killed 15 s after it), counting the answers by server name.
     pub fn run_wrk(&self, spec: &WrkSpec) -> Result<LoadResult> {
+        self.wrk_job(spec)?.run()
+    }
+
+    /// The wrk run of [`LbFleet::run_wrk`], made but not started: it owns what it needs, so
+    /// it can run on another thread while the fleet is changed (LBs killed, restarted).
+    pub fn wrk_job(&self, spec: &WrkSpec) -> Result<WrkJob> {
         if let Some(why) = cmd::missing_prerequisite(&["wrk"]) {
             bail!("cannot run wrk: {why}");
         }
@@ -230,39 +237,46 @@ impl LbFleet {
         let script = self.path("wrk-count.lua");
         std::fs::write(&script, WRK_SCRIPT)
             .with_context(|| format!("write {}", script.display()))?;
-        let (d, c, t, to) = (
-            format!("{}s", spec.seconds),
-            spec.connections.to_string(),
-            spec.threads.to_string(),
-            format!("{}s", spec.timeout_seconds),
-        );
-        let url = self.vip().url();
-        let script_s = script.to_string_lossy().into_owned();
         let mode = if spec.new_connection_per_request {
             "close"
         } else {
             "keep"
         };
-        let args = [
-            "wrk",
-            "-t",
-            &t,
-            "-c",
-            &c,
-            "-d",
-            &d,
-            "--timeout",
-            &to,
-            "-s",
-            &script_s,
-            &url,
-            "--",
-            mode,
-        ];
-        let out = cmd::run_bounded(
-            &cmd::in_ns(self.client_ns(), &args),
-            Duration::from_secs(u64::from(spec.seconds) + 15),
-        )?;
+        let args: Vec<String> = [
+            "wrk".to_string(),
+            "-t".into(),
+            spec.threads.to_string(),
+            "-c".into(),
+            spec.connections.to_string(),
+            "-d".into(),
+            format!("{}s", spec.seconds),
+            "--timeout".into(),
+            format!("{}s", spec.timeout_seconds),
+            "-s".into(),
+            script.to_string_lossy().into_owned(),
+            self.vip().url(),
+            "--".into(),
+            mode.into(),
+        ]
+        .into();
+        Ok(WrkJob {
+            args: cmd::in_ns(self.client_ns(), &args),
+            limit: Duration::from_secs(u64::from(spec.seconds) + 15),
+        })
+    }
+}
+
+/// A wrk run from the fleet's client, ready to start ([`LbFleet::wrk_job`]).
+#[derive(Clone, Debug)]
+pub struct WrkJob {
+    args: Vec<String>,
+    limit: Duration,
+}
+
+impl WrkJob {
+    /// Run it to the end (bounded) and read what it got.
+    pub fn run(&self) -> Result<LoadResult> {
+        let out = cmd::run_bounded(&self.args, self.limit)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             bail!(
@@ -271,7 +285,7 @@ impl LbFleet {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        parse_wrk(&stdout).with_context(|| format!("wrk {}", args.join(" ")))
+        parse_wrk(&stdout).with_context(|| format!("{}", self.args.join(" ")))
     }
 }
 

@@ -98,6 +98,8 @@ pub struct FleetSpec {
     pub lb_lines: Vec<String>,
     /// TOML key lines inside `[lb]` after `lines` and `probe-source4` (e.g. `probe-source6`).
     pub lb_keys: String,
+    /// TOML key lines inside `[bgp]` after the fleet's own (e.g. `drain-quiet-ms = 500`).
+    pub bgp_keys: String,
     /// TOML appended at the end of every LB's config (e.g. `[[lb.health-check]]` tables).
     pub extra_toml: String,
 }
@@ -112,6 +114,7 @@ impl FleetSpec {
             driver: Driver::AfPacket,
             lb_lines: Vec::new(),
             lb_keys: String::new(),
+            bgp_keys: String::new(),
             extra_toml: String::new(),
         }
     }

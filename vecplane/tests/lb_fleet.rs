@@ -1,0 +1,229 @@
+//! The load-balancer fleet end to end (issue 11), in netlab's `LbFleet` (needs root, `ip`,
+//! `bridge`, `nft`, `nginx`, `curl`, `wrk`, `bird`, `birdc`; prints `skipped: <why>` and returns
+//! otherwise, fails under CI=true): three vecplanes on AF_PACKET ports in front of three nginx
+//! servers (L3DSR, HTTP health checks through the encapsulation), each announcing the VIP
+//! through its own BIRD to a router whose BIRD installs an ECMP route (L4 hash). Checked:
+//! - the VIP is announced by all three and the router spreads new flows over them;
+//! - SIGKILL of one vecplane under keep-alive load withdraws its route (its liveness device
+//!   goes with the process) and the load goes on (requests lost and errors are reported; L3DSR
+//!   flows ECMP moves keep their server, so none should break);
+//! - a rolling upgrade (drain, ready, stop, start, announce) of all three under continuous
+//!   load of new connections completes with zero failed requests;
+//! - every server of the VIP down by health withdraws the VIP everywhere.
+//! Traffic stays in the fleet's namespaces (198.18.0.0/15), bounded in packets and seconds.
+
+use netlab::lb_fleet::addr;
+use netlab::{FleetSpec, LbFleet, LoadResult, WrkSpec};
+use serde_json::Value;
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// How long the router may take to follow an announcement or a withdrawal.
+const ROUTE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a drain may take to become ready.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
+
+macro_rules! require_root {
+    () => {
+        let mut tools = netlab::FLEET_TOOLS.to_vec();
+        tools.push("wrk");
+        if let Some(why) = netlab::missing_prerequisite(&tools) {
+            testenv::skip(&why);
+            return;
+        }
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    };
+}
+
+fn vip_prefix() -> String {
+    format!("{}/32", addr::VIP4)
+}
+
+/// A fleet of `lbs` vecplanes over three servers, with HTTP health checks and a short drain.
+fn fleet(lbs: usize) -> LbFleet {
+    let spec = FleetSpec {
+        prefix: "vlbx".to_string(),
+        bgp_keys: "drain-quiet-ms = 700\ndrain-timeout-ms = 10000\n".to_string(),
+        extra_toml: format!(
+            "[[lb.health-check]]\nvip = \"{} protocol tcp port 80\"\ntype = \"http\"\n\
+             interval-ms = 200\ntimeout-ms = 150\nrise = 2\nfall = 2\n",
+            vip_prefix()
+        ),
+        ..FleetSpec::new(lbs, &[1, 1, 1])
+    };
+    LbFleet::build(&spec).expect("fleet")
+}
+
+fn uplinks(lbs: &[usize]) -> Vec<Ipv4Addr> {
+    let mut v: Vec<Ipv4Addr> = lbs.iter().map(|&i| addr::lb_up4(i)).collect();
+    v.sort();
+    v
+}
+
+/// Wait until the router's route to the VIP goes via exactly `lbs`; how long it took.
+fn wait_route(f: &LbFleet, lbs: &[usize], what: &str) -> Duration {
+    let t0 = Instant::now();
+    f.wait_nexthops(&vip_prefix(), &uplinks(lbs), ROUTE_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+    t0.elapsed()
+}
+
+/// `show …` of LB `i` as JSON.
+fn show(f: &LbFleet, i: usize, command: &str) -> Value {
+    f.lb(i)
+        .unwrap_or_else(|| panic!("LB {i} is not running"))
+        .request(command, true)
+        .unwrap_or_else(|e| panic!("LB {i}: {command}: {e:#}"))
+        .data
+        .unwrap_or(Value::Null)
+}
+
+/// VIP packets LB `i` sent to servers.
+fn vip_packets(f: &LbFleet, i: usize) -> u64 {
+    show(f, i, "show lb")["vips"][0]["counters"]["packets"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+fn start_all(f: &mut LbFleet, lbs: usize) {
+    for i in 0..lbs {
+        f.start_lb(i, Path::new(BIN)).expect("start vecplane");
+    }
+    let took = wait_route(f, &(0..lbs).collect::<Vec<_>>(), "every LB announces");
+    println!("the router has the VIP via all {lbs} LBs {took:?} after the last start");
+}
+
+fn report(what: &str, r: &LoadResult) {
+    println!(
+        "{what}: {} requests in {:.1} s, errors {:?}, by server {:?}",
+        r.requests,
+        r.duration_us as f64 / 1e6,
+        r.errors,
+        r.per_server
+    );
+}
+
+#[test]
+fn three_lbs_share_a_vip_survive_a_sigkill_and_a_rolling_upgrade() {
+    require_root!();
+    let mut f = fleet(3);
+    start_all(&mut f, 3);
+
+    // New flows spread over the three LBs, and every request is answered.
+    let r = f.curl_loop(90).expect("curl");
+    assert!(r.incomplete(90).is_none(), "{:?}", r.incomplete(90));
+    let per_lb: Vec<u64> = (0..3).map(|i| vip_packets(&f, i)).collect();
+    println!("VIP packets per LB after 90 new connections: {per_lb:?}");
+    assert!(
+        per_lb.iter().all(|&p| p > 0),
+        "ECMP uses every LB: {per_lb:?}"
+    );
+
+    // SIGKILL of LB 1 under keep-alive load.
+    let job = f
+        .wrk_job(&WrkSpec {
+            seconds: 6,
+            connections: 24,
+            threads: 2,
+            new_connection_per_request: false,
+            timeout_seconds: 3,
+        })
+        .expect("wrk");
+    let load = std::thread::spawn(move || job.run());
+    std::thread::sleep(Duration::from_secs(2));
+    let before = vip_packets(&f, 1);
+    let pid = f.lb(1).expect("LB 1").pid();
+    let killed = Instant::now();
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .expect("kill");
+    let took = wait_route(&f, &[0, 2], "LB 1's route withdrawn after SIGKILL");
+    println!(
+        "SIGKILL of LB 1 (it had sent {before} VIP packets): the router moved its flows to LBs 0 \
+         and 2 in {:?} ({took:?} of polling)",
+        killed.elapsed()
+    );
+    let r = load
+        .join()
+        .expect("the load thread")
+        .expect("wrk under SIGKILL");
+    report("keep-alive load across the SIGKILL", &r);
+    assert!(r.requests > 0);
+    assert_eq!(
+        r.failures(),
+        0,
+        "no request fails when an LB dies: its L3DSR flows keep their server on the others"
+    );
+    f.kill_lb(1).expect("reap LB 1");
+    f.start_lb(1, Path::new(BIN)).expect("restart LB 1");
+    let took = wait_route(&f, &[0, 1, 2], "LB 1 announces again");
+    println!("restarted LB 1 announced again after {took:?}");
+
+    // A rolling upgrade of all three under continuous load of new connections.
+    let job = f
+        .wrk_job(&WrkSpec {
+            seconds: 12,
+            connections: 8,
+            threads: 1,
+            new_connection_per_request: true,
+            timeout_seconds: 3,
+        })
+        .expect("wrk");
+    let started = Instant::now();
+    let load = std::thread::spawn(move || job.run());
+    std::thread::sleep(Duration::from_secs(1));
+    for i in 0..3 {
+        let t0 = Instant::now();
+        let v = show(&f, i, "drain");
+        assert_eq!(v["phase"], "draining", "{v}");
+        let others: Vec<usize> = (0..3).filter(|&j| j != i).collect();
+        let withdrawn = wait_route(&f, &others, "drained LB withdrawn");
+        loop {
+            let v = show(&f, i, "show bgp");
+            if v["ready_to_stop"] == true {
+                println!(
+                    "LB {i}: withdrawn in {withdrawn:?}, ready to stop after {:?} ({})",
+                    t0.elapsed(),
+                    v["detail"]
+                );
+                break;
+            }
+            assert!(t0.elapsed() < DRAIN_TIMEOUT, "LB {i} never ready: {v}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        f.stop_lb(i).expect("stop the drained LB");
+        f.start_lb(i, Path::new(BIN)).expect("start the new LB");
+        let took = wait_route(&f, &[0, 1, 2], "the new LB announces");
+        println!("LB {i}: new vecplane announced {took:?} after its start");
+    }
+    println!(
+        "rolling upgrade of 3 LBs done in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let r = load
+        .join()
+        .expect("the load thread")
+        .expect("wrk during the upgrade");
+    report("new connections during the rolling upgrade", &r);
+    assert!(r.requests > 0);
+    assert_eq!(r.failures(), 0, "a rolling upgrade fails no request");
+
+    // Every server down: no LB announces the VIP; one back: all announce it again.
+    for j in 0..3 {
+        f.stop_server(j).expect("stop server");
+    }
+    let took = wait_route(&f, &[], "the VIP withdrawn when no server is up");
+    println!("every server down: VIP withdrawn from the router in {took:?}");
+    f.start_server(0).expect("start server 0");
+    let took = wait_route(&f, &[0, 1, 2], "the VIP back with one server");
+    println!("one server back: VIP announced by all 3 LBs again in {took:?}");
+    let r = f.curl_loop(20).expect("curl");
+    assert!(r.incomplete(20).is_none(), "{:?}", r.incomplete(20));
+}
