@@ -285,7 +285,7 @@ impl WrkJob {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        parse_wrk(&stdout).with_context(|| format!("{}", self.args.join(" ")))
+        parse_wrk(&stdout).with_context(|| self.args.join(" "))
     }
 }
 
