@@ -10,6 +10,7 @@
 //! - a rolling upgrade (drain, ready, stop, start, announce) of all three under continuous
 //!   load of new connections completes with zero failed requests;
 //! - every server of the VIP down by health withdraws the VIP everywhere.
+//!
 //! Traffic stays in the fleet's namespaces (198.18.0.0/15), bounded in packets and seconds.
 
 use netlab::lb_fleet::addr;
