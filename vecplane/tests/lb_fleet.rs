@@ -228,3 +228,130 @@ fn three_lbs_share_a_vip_survive_a_sigkill_and_a_rolling_upgrade() {
     let r = f.curl_loop(20).expect("curl");
     assert!(r.incomplete(20).is_none(), "{:?}", r.incomplete(20));
 }
+
+/// `lines` through LB `i`'s API (`POST /v1/lb/commands`), all or nothing.
+fn lb_lines(f: &LbFleet, i: usize, lines: &[String]) {
+    let vp = f.lb(i).unwrap_or_else(|| panic!("LB {i} is not running"));
+    let body = serde_json::json!({ "lines": lines })
+        .to_string()
+        .into_bytes();
+    let r = control::http(
+        &control::Endpoint::Unix(vp.socket().to_path_buf()),
+        "POST",
+        "/v1/lb/commands",
+        Some(body),
+    )
+    .expect("POST /v1/lb/commands");
+    assert_eq!(r.status, 200, "LB {i}: {}", r.error_message());
+}
+
+/// The health transitions LB `i` counted.
+fn transitions(f: &LbFleet, i: usize) -> u64 {
+    show(f, i, "show lb health")["totals"]["transitions"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// Wait until LB `i` says server `server` of the VIP is `state`.
+fn wait_health(f: &LbFleet, i: usize, server: Ipv4Addr, state: &str, limit: Duration) -> Duration {
+    let t0 = Instant::now();
+    let s = server.to_string();
+    loop {
+        let h = show(f, i, "show lb health");
+        let ok = h["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|t| t["server"] == s.as_str() && t["state"] == state);
+        if ok {
+            return t0.elapsed();
+        }
+        assert!(t0.elapsed() < limit, "LB {i}: {server} not {state}: {h}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn bird_restarts_a_hanging_server_and_api_changes_under_load_fail_nothing() {
+    require_root!();
+    let mut f = fleet(3);
+    start_all(&mut f, 3);
+    let servers: Vec<Ipv4Addr> = f.servers().iter().map(|s| s.ip4).collect();
+    let job = f
+        .wrk_job(&WrkSpec {
+            seconds: 12,
+            connections: 8,
+            threads: 1,
+            new_connection_per_request: true,
+            timeout_seconds: 3,
+        })
+        .expect("wrk");
+    let load = std::thread::spawn(move || job.run());
+    std::thread::sleep(Duration::from_secs(1));
+
+    // LB 0's BIRD restarts: its route goes and comes back; nothing fails meanwhile.
+    f.restart_lb_bird(0).expect("restart LB 0's BIRD");
+    let took = wait_route(
+        &f,
+        &[0, 1, 2],
+        "LB 0 announces again after its BIRD restarted",
+    );
+    println!("LB 0's BIRD restarted: the VIP via all three again {took:?} after BIRD answered");
+
+    // Server 2 hangs (packets to port 80 dropped): every LB's probes time out and take it
+    // out within fall x interval + timeout; its clients move to the others.
+    let ns = f.names().ns_servers[2].clone();
+    let hang = "add table inet vlbx_hang\n\
+                add chain inet vlbx_hang input { type filter hook input priority 0; }\n\
+                add rule inet vlbx_hang input tcp dport 80 drop\n";
+    let rules = f.path("hang.nft");
+    std::fs::write(&rules, hang).expect("write rules");
+    f.exec_ok(&ns, &["nft", "-f", &rules.to_string_lossy()])
+        .expect("hang server 2");
+    let limit = Duration::from_millis(2 * 200 + 150 + 1500);
+    for i in 0..3 {
+        let took = wait_health(&f, i, servers[2], "down", limit);
+        println!("hung server 2 down on LB {i} after {took:?}");
+    }
+
+    // The API changes the servers on every LB at once (the same change keeps their Maglev
+    // tables identical): server 0 to weight 2, then back.
+    let vip = vip_prefix();
+    for w in [2, 1] {
+        let line = format!("lb as {vip} protocol tcp port 80 {} weight {w}", servers[0]);
+        for i in 0..3 {
+            lb_lines(&f, i, std::slice::from_ref(&line));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // Server 2 answers again: up everywhere.
+    f.exec_ok(&ns, &["nft", "delete", "table", "inet", "vlbx_hang"])
+        .expect("unhang server 2");
+    for i in 0..3 {
+        let took = wait_health(&f, i, servers[2], "up", limit);
+        println!("server 2 up again on LB {i} after {took:?}");
+    }
+    let r = load
+        .join()
+        .expect("the load thread")
+        .expect("wrk during the failures");
+    report(
+        "new connections through a BIRD restart, a hung server and API changes",
+        &r,
+    );
+    // A connection the hung server accepted before the probes took it out cannot answer.
+    let lost = r.failures();
+    println!("requests lost to the hung server before it was marked down: {lost}");
+    assert!(r.requests > 0);
+    assert!(
+        lost <= 8 * 3,
+        "at most the connections open on the hung server fail: {:?}",
+        r.errors
+    );
+    for i in 0..3 {
+        assert_eq!(transitions(&f, i), 2, "LB {i}: one down, one up");
+        let b = show(&f, i, "show bgp");
+        assert_eq!(b["phase"], "serving", "{b}");
+    }
+}

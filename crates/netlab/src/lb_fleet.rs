@@ -294,6 +294,20 @@ impl LbFleet {
         lb_servers::start_slot(&env, &self.servers, &mut self.nginx, i)
     }
 
+    /// Restart LB `i`'s BIRD (killed, then started with the same config): its BGP session
+    /// drops and comes back; the routes file is left as vecplane last wrote it.
+    pub fn restart_lb_bird(&mut self, i: usize) -> Result<()> {
+        let n = self.names.clone();
+        let routes = self.routes_file(i);
+        let Some(slot) = self.lb_birds.get_mut(i) else {
+            bail!("LB {i}: the fleet has {} LBs", self.spec.lbs);
+        };
+        *slot = None;
+        let conf = lb_config(&n.dir, i, &routes);
+        *slot = Some(Bird::start(&n.ns_lbs[i], &n.dir, &format!("lb{i}"), &conf)?);
+        Ok(())
+    }
+
     fn start_birds(&mut self) -> Result<()> {
         let n = self.names.clone();
         let conf = router_config(&n.dir, self.spec.lbs);
