@@ -145,9 +145,9 @@ impl Reloader {
                 what: n.to_string(),
             })?;
         // The LB part is checked first against the running LB (the API may have changed it):
-        // a refusal there applies nothing at all. The health checks (`[lb]` probe sources and
-        // `[[lb.health-check]]`, `LbSpec::health`) are not reloaded: the runner keeps the
-        // checks it started with until vecplane restarts.
+        // a refusal there applies nothing at all. A change of the health checks (`[lb]` probe
+        // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
+        // take effect at a restart.
         let lb_plan = match (&diff.lb, &self.lb) {
             (Some(target), Some(lb)) => {
                 Some(lb.plan_replace(target).map_err(|e| ReloadError::Refused {

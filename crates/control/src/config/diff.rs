@@ -129,7 +129,8 @@ impl std::error::Error for NotLive {}
 const LIVE: &str = "changes that need a restart of vecplane; live: routes (and the route file), \
                     [[neighbour]], icmp-errors-per-second, icmp-errors-burst, \
                     neighbour-reachable-seconds, neighbour-gc-seconds, bridge-age-seconds, \
-                    poll-mode, poll-sleep-max-us, the contents of [lb]";
+                    poll-mode, poll-sleep-max-us, the contents of [lb] but its health checks \
+                    and probe sources";
 
 /// Compare two validated configs: what a reload from `old` to `new` changes, or why it cannot
 /// be applied while running (then nothing of it may be applied).
@@ -210,6 +211,25 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
             },
         );
     }
+    // Health checks run in a thread started with vecplane, and the BGP announcer owns its
+    // liveness device: both change at a restart.
+    if let (Some(a), Some(b)) = (&o.lb, lb) {
+        if a.health != b.health {
+            refusals.refuse(
+                "[lb]",
+                Some("health-check"),
+                "the health checks or probe sources changed".to_string(),
+            );
+        }
+    }
+    if old.bgp != new.bgp {
+        let what = match (&old.bgp, &new.bgp) {
+            (None, Some(_)) => "[bgp] is added",
+            (Some(_), None) => "[bgp] is removed",
+            _ => "[bgp] changed",
+        };
+        refusals.refuse("[bgp]", None, what.to_string());
+    }
     refusals.value("[api]", "tcp", &old.api.tcp, &new.api.tcp);
     refusals.value(
         "[api]",
@@ -259,7 +279,7 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
             })
             .collect(),
         lb: match (&o.lb, lb) {
-            (Some(a), Some(b)) if a != b => Some(b.state.clone()),
+            (Some(a), Some(b)) if a.state != b.state => Some(b.state.clone()),
             _ => None,
         },
         mtus: o

@@ -279,3 +279,19 @@ fn routes_file_directory_is_checked_with_the_pcap_files() {
     // The control socket need not exist yet: BIRD may start after vecplane.
     assert_eq!(c.bgp.unwrap().control_socket, dir.0.join("bird.ctl"));
 }
+
+#[test]
+fn reload_refuses_a_changed_bgp() {
+    let cfg = |t: &str| Config::parse(t, FILE, Path::new("/base")).expect("valid");
+    let old = cfg(&bgp(""));
+    assert!(crate::config::live_diff(&old, &old)
+        .expect("same")
+        .is_empty());
+    for (new, needle) in [
+        (cfg(&bgp("med = 5\n")), "[bgp] changed"),
+        (cfg("[lb]\n"), "[bgp] is removed"),
+    ] {
+        let e = crate::config::live_diff(&old, &new).expect_err("refused");
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+}

@@ -538,3 +538,17 @@ fn any_health_error_refuses_the_whole_lb_and_all_are_reported() {
     check(&v[0], B + 6, Some("lines"), "`99`");
     check(&v[1], H + 4, Some("rise"), "1..=100");
 }
+
+#[test]
+fn reload_refuses_changed_health_checks() {
+    let cfg = |t: &str| Config::parse(t, FILE, Path::new("/base")).expect("valid");
+    let old = cfg(&one_check(WEB_VIP, "type = \"tcp\"\n"));
+    let new = cfg(&one_check(WEB_VIP, "type = \"tcp\"\nrise = 5\n"));
+    assert!(live_diff(&old, &old).expect("same").is_empty());
+    let e = live_diff(&old, &new).expect_err("health changed");
+    assert!(
+        e.to_string()
+            .contains("the health checks or probe sources changed"),
+        "{e}"
+    );
+}
