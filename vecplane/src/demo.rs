@@ -3,7 +3,8 @@
 //! IPv6, an iperf3 TCP transfer, an iperf3 UDP flood at a bounded rate), prints per-port rates
 //! once a second from the control socket, then `show runtime`, and deletes everything, also on
 //! Ctrl-C and on any error. It owns only the topology it builds and the processes it starts
-//! there; it never sends traffic anywhere but to the hosts it created.
+//! there; it never sends traffic anywhere but to the hosts it created. `vecplane demo --fleet`
+//! runs the load-balancer fleet demo of `demo_fleet` instead.
 
 use anyhow::{bail, Context, Result};
 use netlab::{
@@ -30,18 +31,31 @@ pub enum DemoDriver {
 /// Arguments of `vecplane demo`.
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
-    /// Seconds of the TCP transfer and, again, of the UDP flood (each bounded by this).
-    #[arg(long, default_value_t = 5.0, value_parser = parse_seconds)]
-    seconds: f64,
+    /// Seconds of the TCP transfer and, again, of the UDP flood (each bounded by this; default
+    /// 5); with --fleet, seconds of the HTTP load (a whole number from 10 to 300; default 20).
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<f64>,
     /// Port driver of vecplane's two ports.
-    #[arg(long, value_enum, default_value_t = DemoDriver::AfXdp)]
+    #[arg(long, value_enum, default_value_t = DemoDriver::AfXdp, conflicts_with = "fleet")]
     driver: DemoDriver,
     /// Rate of the UDP flood (iperf3 `-b`, bits per second with K/M/G suffixes).
-    #[arg(long, default_value = "200M")]
+    #[arg(long, default_value = "200M", conflicts_with = "fleet")]
     udp_rate: String,
-    /// Do not print the per-second port rates.
+    /// Do not print the per-second port rates (with --fleet: the per-second LB rates).
     #[arg(long)]
     no_progress: bool,
+    /// The load-balancer fleet instead: a client, a BIRD router with ECMP, three vecplane load
+    /// balancers and three nginx servers (L3DSR), under HTTP load through a SIGKILL, a restart
+    /// and a rolling upgrade (needs bird2, nginx-light, wrk, nftables, curl).
+    #[arg(long)]
+    fleet: bool,
+}
+
+impl DemoArgs {
+    /// Seconds of each iperf3 run.
+    fn seconds(&self) -> f64 {
+        self.seconds.unwrap_or(5.0)
+    }
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -61,6 +75,9 @@ const TOOLS: &[&str] = &["ip", "ethtool", "ping", "iperf3"];
 
 /// `vecplane demo`.
 pub fn main(args: DemoArgs) -> Result<ExitCode> {
+    if args.fleet {
+        return crate::demo_fleet::main(args.seconds, !args.no_progress);
+    }
     if let Some(why) = netlab::missing_prerequisite(TOOLS) {
         bail!(
             "cannot run the demo: {why}; it needs root and {} (Debian: apt-get install iproute2 \
@@ -214,10 +231,10 @@ fn traffic(topo: &Topology, args: &DemoArgs) -> Result<Vec<Check>> {
         "iperf3-server",
     )?;
     std::thread::sleep(Duration::from_millis(300));
-    let secs = format!("{}", args.seconds.ceil() as u64);
+    let secs = format!("{}", args.seconds().ceil() as u64);
     let b4 = topo.b_ip4().to_string();
     println!("== iperf3 TCP, {secs} s, A -> {b4}");
-    let tcp = iperf3(topo, &["-c", &b4, "-t", &secs], args.seconds)?;
+    let tcp = iperf3(topo, &["-c", &b4, "-t", &secs], args.seconds())?;
     checks.push(tcp_check(&tcp));
     println!(
         "== iperf3 UDP at {} bit/s, {secs} s, 1200-byte datagrams, A -> {b4}",
@@ -236,7 +253,7 @@ fn traffic(topo: &Topology, args: &DemoArgs) -> Result<Vec<Check>> {
             "-t",
             &secs,
         ],
-        args.seconds,
+        args.seconds(),
     )?;
     checks.push(udp_check(&udp));
     drop(server);

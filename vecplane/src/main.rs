@@ -3,6 +3,7 @@
 
 mod ctl;
 mod demo;
+mod demo_fleet;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -26,7 +27,8 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// How many cores for a traffic (rate, frame mix, hit ratio, new flows), from the bench profile.
     Plan(bench::plan::PlanArgs),
-    /// Build namespaces A - R - B with vecplane routing in R, send real traffic, show the counters.
+    /// Build namespaces A - R - B with vecplane routing in R, send real traffic, show the counters
+    /// (--fleet: three load balancers behind BGP/ECMP under HTTP load).
     Demo(demo::DemoArgs),
     /// AF_XDP traffic generator (`gen tx`) and sink (`gen sink`) for measurements on real interfaces.
     Gen(trafficgen::GenArgs),

@@ -2,7 +2,9 @@
 //! `tc`; each test prints `skipped: <why>` and returns otherwise): `vecplane run` inside a netlab
 //! topology routes IPv4 and IPv6 pings between A and B over af-packet and af-xdp (skipped if this
 //! build refuses af-xdp), `vecplane demo --seconds 3 --driver af-packet` passes, a demo
-//! interrupted by SIGINT leaves no namespace and no process behind, and `vecplane bench
+//! interrupted by SIGINT leaves no namespace and no process behind, `vecplane demo --fleet
+//! --seconds 10` (also needs `bridge`, `nft`, `nginx`, `curl`, `bird`, `birdc`, `wrk`) tells its
+//! SIGKILL and rolling-upgrade story with no failed request and deletes its fleet, and `vecplane bench
 //! --scenario veth-router|veth-bridge --reference kernel` (packet rate and `--stability`) report
 //! both sides (no figures are asserted beyond "traffic got through"). Tests run one at a time;
 //! all traffic is bounded (pings by count and deadline, iperf3 by `-t`, the generator by
@@ -117,8 +119,8 @@ fn vecplane_run_routes_ping_between_namespaces_over_af_xdp() {
 #[test]
 fn demo_with_af_packet_gets_traffic_through_and_cleans_up() {
     require_root!(&["ip", "ethtool", "ping", "iperf3"]);
-    let mut child = Command::new(BIN)
-        .args([
+    let (status, out, err, pid) = run_vecplane(
+        &[
             "demo",
             "--seconds",
             "3",
@@ -126,32 +128,9 @@ fn demo_with_af_packet_gets_traffic_through_and_cleans_up() {
             "af-packet",
             "--udp-rate",
             "50M",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("vecplane demo");
-    let pid = child.id();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("vecplane demo did not finish within 180 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let mut out = String::new();
-    let mut err = String::new();
-    if let Some(mut s) = child.stdout.take() {
-        let _ = std::io::Read::read_to_string(&mut s, &mut out);
-    }
-    if let Some(mut s) = child.stderr.take() {
-        let _ = std::io::Read::read_to_string(&mut s, &mut err);
-    }
+        ],
+        Duration::from_secs(180),
+    );
     println!("{out}\n{err}");
     assert!(status.success(), "demo failed: {status:?}\n{out}\n{err}");
     for line in [
@@ -166,6 +145,87 @@ fn demo_with_af_packet_gets_traffic_through_and_cleans_up() {
         assert!(out.contains(line), "missing `{line}`");
     }
     assert_eq!(namespaces_of("vdm", pid), Vec::<String>::new());
+}
+
+/// Run `vecplane ARGS` to its end, bounded by `limit` (killed and a panic after it); its exit
+/// status, stdout and stderr (read while it runs, so a full pipe never blocks it) and its id.
+fn run_vecplane(args: &[&str], limit: Duration) -> (std::process::ExitStatus, String, String, u32) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("vecplane runs");
+    let pid = child.id();
+    let read = |s: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut s) = s {
+                let _ = s.read_to_string(&mut text);
+            }
+            text
+        })
+    };
+    let out = read(child.stdout.take().map(|s| Box::new(s) as _));
+    let err = read(child.stderr.take().map(|s| Box::new(s) as _));
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vecplane {args:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let out = out.join().unwrap_or_default();
+    let err = err.join().unwrap_or_default();
+    (status, out, err, pid)
+}
+
+#[test]
+fn demo_fleet_survives_a_sigkill_and_a_rolling_upgrade_with_no_failed_request() {
+    let mut tools = netlab::FLEET_TOOLS.to_vec();
+    tools.push("wrk");
+    require_root!(&tools);
+    let started = Instant::now();
+    let (status, out, err, pid) = run_vecplane(
+        &["demo", "--fleet", "--seconds", "10"],
+        Duration::from_secs(240),
+    );
+    println!("{out}\n{err}");
+    println!(
+        "vecplane demo --fleet took {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        status.success(),
+        "demo --fleet failed: {status:?}\n{out}\n{err}"
+    );
+    for line in [
+        "the router's next hops for 198.18.100.1/32: 198.18.11.2 (lb0), 198.18.11.3 (lb1), \
+         198.18.11.4 (lb2)",
+        "[  1 s] lb0",
+        "| router -> lb0 lb1 lb2",
+        "SIGKILL LB 1 (vecplane pid",
+        "the router dropped LB 1",
+        "restarting LB 1",
+        "rolling upgrade of LB 0: drain",
+        "LB 0 withdrawn",
+        "LB 0 ready to stop",
+        "LB 0 stopped by SIGTERM",
+        "new LB 0 answers",
+        "rolling upgrade done",
+        "failed requests: 0 (none)",
+        "vecplane ctl show bgp (LB 2)",
+        "deleted the namespaces",
+        "no request failed",
+    ] {
+        assert!(out.contains(line), "missing `{line}`");
+    }
+    assert_eq!(namespaces_of("vdf", pid), Vec::<String>::new());
 }
 
 #[test]
