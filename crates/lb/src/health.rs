@@ -15,7 +15,9 @@ use std::time::Duration;
 pub enum ProbeKind {
     /// A TCP connection is established (then reset).
     Tcp,
-    /// An HTTP/1.1 `GET path` whose status line carries `expect`.
+    /// An HTTP/1.1 `GET path` whose status line carries `expect`; over TLS with `tls`
+    /// (HTTPS: the server's certificate is not verified, as a health check only reads the
+    /// status).
     Http {
         /// The request path (starts with `/`).
         path: String,
@@ -23,6 +25,8 @@ pub enum ProbeKind {
         host: Option<String>,
         /// The status the server must answer with.
         expect: u16,
+        /// HTTPS.
+        tls: bool,
     },
     /// A UDP datagram with `payload`; healthy when any datagram comes back before the
     /// timeout (`expect_reply`), or when no ICMP "port unreachable" does (not `expect_reply`).
@@ -42,7 +46,8 @@ impl ProbeKind {
     pub fn name(&self) -> &'static str {
         match self {
             ProbeKind::Tcp => "tcp",
-            ProbeKind::Http { .. } => "http",
+            ProbeKind::Http { tls: false, .. } => "http",
+            ProbeKind::Http { tls: true, .. } => "https",
             ProbeKind::Udp { .. } => "udp",
             ProbeKind::Icmp => "icmp",
         }

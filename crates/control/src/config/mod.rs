@@ -262,7 +262,7 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   the Maglev table), `rise` successes bring it back
 /// vip = "198.18.1.1/32 protocol tcp port 80"
 ///                                   # a VIP of the lines, as `lb vip` writes it
-/// type = "http"                     # "tcp" (connect) | "http" (GET, status) | "udp" | "icmp"
+/// type = "http"                     # "tcp" (connect) | "http" / "https" (GET, status; HTTPS: certificate not verified) | "udp" | "icmp"
 /// port = 8080                       # not icmp: 1..=65535 (default: the VIP's port, or its NAT
 ///                                   #   target_port); required for an all-ports VIP
 /// path = "/healthz"                 # http only: starts with `/` (default "/")

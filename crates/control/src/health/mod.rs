@@ -18,6 +18,7 @@ pub mod runner;
 pub mod state;
 pub mod status;
 pub mod target;
+pub mod tls;
 
 #[cfg(test)]
 mod probe_tests;

@@ -12,7 +12,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream, UdpSocket};
 use tokio::time::{timeout_at, Instant};
 
@@ -30,9 +30,14 @@ pub async fn probe(
         ProbeKind::Tcp => connect(local, target, deadline).await.map(|s| {
             reset(&s);
         }),
-        ProbeKind::Http { path, host, expect } => {
+        ProbeKind::Http {
+            path,
+            host,
+            expect,
+            tls,
+        } => {
             let host = host.clone().unwrap_or_else(|| host_header(target));
-            http(local, target, deadline, path, &host, *expect).await
+            http(local, target, deadline, path, &host, *expect, *tls).await
         }
         ProbeKind::Udp {
             payload,
@@ -92,7 +97,8 @@ fn reset(s: &TcpStream) {
     let _ = s.set_zero_linger();
 }
 
-/// HTTP: connect, send the request, read until the status line is complete.
+/// HTTP(S): connect (and shake hands), send the request, read until the status line is
+/// complete.
 async fn http(
     local: SocketAddr,
     target: SocketAddr,
@@ -100,8 +106,33 @@ async fn http(
     path: &str,
     host: &str,
     expect: u16,
+    tls: bool,
 ) -> Result<(), ProbeOutcome> {
-    let mut s = connect(local, target, deadline).await?;
+    let s = connect(local, target, deadline).await?;
+    if !tls {
+        return exchange(s, deadline, path, host, expect).await;
+    }
+    let Some(connector) = super::tls::connector() else {
+        return Err(ProbeOutcome::NotSent(io::ErrorKind::Unsupported));
+    };
+    let name = super::tls::server_name(host, target);
+    match timeout_at(deadline, connector.connect(name, s)).await {
+        Err(_) => Err(TIMEOUT),
+        // A failed handshake: the server is not speaking TLS we can use.
+        Ok(Err(e)) if e.kind() == io::ErrorKind::InvalidData => Err(BAD_RESPONSE),
+        Ok(Err(e)) => Err(failed(e)),
+        Ok(Ok(tls)) => exchange(tls, deadline, path, host, expect).await,
+    }
+}
+
+/// Send the request on `s` and read its answer's status line, by `deadline`.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    mut s: S,
+    deadline: Instant,
+    path: &str,
+    host: &str,
+    expect: u16,
+) -> Result<(), ProbeOutcome> {
     let exchange = async {
         s.write_all(&request(path, host)).await.map_err(failed)?;
         let mut buf = vec![0u8; MAX_STATUS_BYTES];

@@ -9,6 +9,7 @@ use super::testns::{missing, TestNs};
 use lb::health::ProbeKind;
 use lb::probe::PROBE_PORT_BASE;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, UdpSocket};
@@ -127,6 +128,7 @@ fn http_probes_compare_the_status() {
             path: "/healthz".to_string(),
             host: None,
             expect,
+            tls: false,
         };
         let o = probe(&get(200), local(2), sa("198.18.2.1:80"), SHORT).await;
         assert!(is_ok(o), "{o}");
@@ -152,6 +154,7 @@ fn http_probes_compare_the_status() {
             path: "/".to_string(),
             host: Some("www.example".to_string()),
             expect: 200,
+            tls: false,
         };
         let o = probe(&with_host, local(2), sa("198.18.2.1:80"), SHORT).await;
         assert!(is_ok(o), "{o}");
@@ -205,5 +208,68 @@ fn icmp_probes_are_answered_by_echo_replies() {
         assert!(is_ok(o), "{o}");
         let o = probe(&ProbeKind::Icmp, v6, sa("[2001:db8:99::1]:0"), SHORT).await;
         assert_eq!(o, ProbeOutcome::Failure(FailReason::Timeout));
+    });
+}
+
+/// An HTTPS server on `addr` (a fresh self-signed certificate for `www.example`) answering
+/// every request with `answer`.
+async fn https_server(addr: &str, answer: &'static str) {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let ck = rcgen::generate_simple_self_signed(vec!["www.example".to_string()]).expect("cert");
+    let cert = CertificateDer::from(ck.cert.der().to_vec());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(vec![cert], key)
+    .expect("server config");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let l = TcpListener::bind(sa(addr)).await.expect("listen");
+    tokio::spawn(async move {
+        while let Ok((s, _)) = l.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut s) = acceptor.accept(s).await else {
+                    return;
+                };
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s.write_all(answer.as_bytes()).await;
+                let _ = s.shutdown().await;
+            });
+        }
+    });
+}
+
+#[test]
+fn https_probes_shake_hands_and_compare_the_status() {
+    let Some(ns) = ns() else { return };
+    ns.block_on(|| async {
+        https_server(
+            "198.18.2.1:443",
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        )
+        .await;
+        https_server("198.18.2.1:444", "HTTP/1.1 503 Service Unavailable\r\n\r\n").await;
+        let _plain = http_server("198.18.2.1:445", "HTTP/1.1 200 OK\r\n\r\n").await;
+        let get = |host: Option<&str>| ProbeKind::Http {
+            path: "/".to_string(),
+            host: host.map(str::to_string),
+            expect: 200,
+            tls: true,
+        };
+        for host in [None, Some("www.example")] {
+            let o = probe(&get(host), local(2), sa("198.18.2.1:443"), SHORT).await;
+            assert!(is_ok(o), "{host:?}: {o}");
+        }
+        let o = probe(&get(None), local(2), sa("198.18.2.1:444"), SHORT).await;
+        assert_eq!(o, ProbeOutcome::Failure(FailReason::BadStatus(503)));
+        // Plain HTTP where TLS is expected: the handshake fails.
+        let o = probe(&get(None), local(2), sa("198.18.2.1:445"), SHORT).await;
+        assert!(matches!(o, ProbeOutcome::Failure(_)), "{o}");
+        assert!(!is_ok(o));
     });
 }

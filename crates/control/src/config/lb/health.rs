@@ -39,17 +39,17 @@ pub(in crate::config) const CHECK_KEYS: &[&str] = &[
 const VIP_ACCEPTED: &str = "a VIP of [lb] as `lb vip` writes it: PREFIX [protocol tcp|udp] \
     [port N], e.g. \"198.18.1.1/32 protocol tcp port 80\"";
 /// What `type` accepts.
-const TYPES: &str = "tcp, http, udp, icmp";
+const TYPES: &str = "tcp, http, https, udp, icmp";
 /// What `path` and `host` accept.
 const TEXT_ACCEPTED: &str = "at most 1024 visible ASCII characters (no spaces or control \
     characters)";
 
 /// The keys that apply to some types only, and those types.
 const TYPED_KEYS: &[(&str, &[&str])] = &[
-    ("port", &["tcp", "http", "udp"]),
-    ("path", &["http"]),
-    ("host", &["http"]),
-    ("expect", &["http"]),
+    ("port", &["tcp", "http", "https", "udp"]),
+    ("path", &["http", "https"]),
+    ("host", &["http", "https"]),
+    ("expect", &["http", "https"]),
     ("payload", &["udp"]),
     ("expect-reply", &["udp"]),
 ];
@@ -342,7 +342,7 @@ impl Ctx<'_> {
         match ty {
             "tcp" => Some(ProbeKind::Tcp),
             "icmp" => Some(ProbeKind::Icmp),
-            "http" => {
+            "http" | "https" => {
                 let path = self.http_text(f, "path", true);
                 let host = self.http_text(f, "host", false);
                 let expect = self.int(f, "expect", 100..=599);
@@ -356,6 +356,7 @@ impl Ctx<'_> {
                         Field::Missing => defaults::HTTP_EXPECT,
                         Field::Bad => return None,
                     },
+                    tls: ty == "https",
                 })
             }
             _ => {

@@ -225,7 +225,8 @@ expect-reply = true
         ProbeKind::Http {
             path: "/healthz".to_string(),
             host: Some("www.example".to_string()),
-            expect: 204
+            expect: 204,
+            tls: false,
         }
     );
     assert_eq!((web.rise, web.fall, web.on_down), (3, 4, OnDown::Flush));
@@ -306,19 +307,19 @@ fn a_check_type_and_its_keys_are_checked() {
         &one_check(WEB_VIP, "type = \"grpc\"\n"),
         H + 3,
         Some("type"),
-        "`grpc` is not a check type; accepted: tcp, http, udp, icmp",
+        "`grpc` is not a check type; accepted: tcp, http, https, udp, icmp",
     );
     one_error(
         &one_check(WEB_VIP, ""),
         H + 1,
         Some("type"),
-        "accepted: tcp, http, udp, icmp",
+        "accepted: tcp, http, https, udp, icmp",
     );
     let e = one_error(
         &one_check(WEB_VIP, "type = \"tcp\"\npath = \"/\"\n"),
         H + 4,
         Some("path"),
-        "`path` does not apply to a tcp check (only to http)",
+        "`path` does not apply to a tcp check (only to http, https)",
     );
     assert!(
         e.contains("accepted for tcp: vip, type, port, interval-ms"),
@@ -551,4 +552,28 @@ fn reload_refuses_changed_health_checks() {
             .contains("the health checks or probe sources changed"),
         "{e}"
     );
+}
+
+#[test]
+fn an_https_check_takes_the_http_keys() {
+    let cfg = Config::parse(
+        &one_check(
+            WEB_VIP,
+            "type = \"https\"\npath = \"/healthz\"\nhost = \"www.example\"\nexpect = 204\n",
+        ),
+        FILE,
+        Path::new("/base"),
+    )
+    .expect("valid");
+    let check = &cfg.spec.lb.expect("lb").health.checks[0];
+    assert_eq!(
+        check.kind,
+        ProbeKind::Http {
+            path: "/healthz".to_string(),
+            host: Some("www.example".to_string()),
+            expect: 204,
+            tls: true,
+        }
+    );
+    assert_eq!(check.kind.name(), "https");
 }
