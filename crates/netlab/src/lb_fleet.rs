@@ -25,8 +25,8 @@ mod bird;
 mod lbs;
 mod spec;
 
+pub use crate::lb_load::WrkJob;
 pub use bird::{lb_config, render_routes_file, router_config, Bird, BIRD_READY_TIMEOUT};
-pub use lbs::WrkJob;
 pub use spec::{
     addr, delete_fleet_leftovers, parse_nexthops, FleetNames, FleetSpec, FLEET_PREFIX, FLEET_TOOLS,
     MAX_FLEET_SERVERS, MAX_LBS,
@@ -87,20 +87,7 @@ impl LbFleet {
                 weight,
             })
             .collect();
-        let mut fleet = LbFleet {
-            names,
-            spec: spec.clone(),
-            servers,
-            encaps: vec![Encap::L3dsr {
-                dscp: addr::VIP_DSCP,
-            }],
-            nginx: Vec::new(),
-            helpers: Vec::new(),
-            router_bird: None,
-            lb_birds: (0..spec.lbs).map(|_| None).collect(),
-            vecplanes: (0..spec.lbs).map(|_| None).collect(),
-            deleted: false,
-        };
+        let mut fleet = LbFleet::assemble(names, spec, servers, false);
         fleet
             .setup()
             .context("cannot build the load-balancer fleet")?;
@@ -117,7 +104,17 @@ impl LbFleet {
             FleetNames::from_names(&Names::for_ids("vlbx", 1, 2)?, spec.lbs, spec.weights.len())?;
         names.dir = PathBuf::from("/tmp/vlbf-1-2");
         let servers = ServerInfo::unbuilt(&spec.weights);
-        Ok(LbFleet {
+        Ok(LbFleet::assemble(names, spec, servers, true))
+    }
+
+    /// The fleet's record before anything runs (`deleted`: nothing to delete on drop).
+    fn assemble(
+        names: FleetNames,
+        spec: &FleetSpec,
+        servers: Vec<ServerInfo>,
+        deleted: bool,
+    ) -> LbFleet {
+        LbFleet {
             names,
             spec: spec.clone(),
             servers,
@@ -129,8 +126,8 @@ impl LbFleet {
             router_bird: None,
             lb_birds: (0..spec.lbs).map(|_| None).collect(),
             vecplanes: (0..spec.lbs).map(|_| None).collect(),
-            deleted: true,
-        })
+            deleted,
+        }
     }
 
     fn setup(&mut self) -> Result<()> {

@@ -7,11 +7,12 @@ use crate::cmd::{self, describe_status};
 use crate::lb::{LbLab, ServerInfo, Vip};
 use anyhow::{bail, Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// The wrk script: count 200 answers by their first word (the server's name), others by
 /// status; print the totals of every thread and the error counters at the end.
-const WRK_SCRIPT: &str = r#"-- netlab LbLab: count answers by server
+const WRK_SCRIPT: &str = r#"-- netlab: count answers by server
 threads = {}
 function setup(thread) table.insert(threads, thread) end
 function init(args)
@@ -290,56 +291,40 @@ impl LbLab {
     /// Run wrk from the client against `vip` as `spec` says (bounded: wrk's own duration, and
     /// killed 15 s after it), and parse its counts.
     pub fn run_wrk(&self, vip: &Vip, spec: &WrkSpec) -> Result<LoadResult> {
-        if let Some(why) = cmd::missing_prerequisite(&["wrk"]) {
-            bail!("cannot run wrk: {why}");
-        }
-        if !(1..=300).contains(&spec.seconds)
-            || !(1..=16).contains(&spec.threads)
-            || spec.connections < spec.threads
-            || spec.connections > 10_000
-            || spec.timeout_seconds == 0
-        {
-            bail!(
-                "WrkSpec {spec:?}; accepted: seconds 1..=300, threads 1..=16, connections \
-                 threads..=10000, timeout_seconds >= 1"
-            );
-        }
-        let script = self.path("wrk-count.lua");
-        std::fs::write(&script, WRK_SCRIPT)
-            .with_context(|| format!("write {}", script.display()))?;
-        let (d, c, t, to) = (
-            format!("{}s", spec.seconds),
-            spec.connections.to_string(),
-            spec.threads.to_string(),
-            format!("{}s", spec.timeout_seconds),
-        );
-        let url = vip.url();
-        let script_s = script.to_string_lossy().into_owned();
-        let mode = if spec.new_connection_per_request {
-            "close"
-        } else {
-            "keep"
-        };
-        let args = [
-            "wrk",
-            "-t",
-            &t,
-            "-c",
-            &c,
-            "-d",
-            &d,
-            "--timeout",
-            &to,
-            "-s",
-            &script_s,
-            &url,
-            "--",
-            mode,
-        ];
-        let out = cmd::run_bounded(
-            &cmd::in_ns(self.client_ns(), &args),
-            Duration::from_secs(u64::from(spec.seconds) + 15),
-        )?;
+        wrk_job(
+            self.client_ns(),
+            &self.path("wrk-count.lua"),
+            &vip.url(),
+            spec,
+        )?
+        .run()
+    }
+
+    /// `count` sequential requests from the client to `vip` with curl, each on a new
+    /// connection (`Connection: close`), each bounded by 2 s to connect and 3 s in all.
+    pub fn curl_loop(&self, vip: &Vip, count: u32) -> Result<LoadResult> {
+        curl_loop_in(
+            self.client_ns(),
+            &self.path("curl-loop.txt"),
+            &vip.url(),
+            count,
+        )
+    }
+}
+
+/// A wrk run from a client namespace, made but not started ([`wrk_job`]): it owns what it
+/// needs, so it can run on another thread while the lab changes.
+#[derive(Clone, Debug)]
+pub struct WrkJob {
+    args: Vec<String>,
+    limit: Duration,
+}
+
+impl WrkJob {
+    /// Run it to the end (bounded: wrk's own duration, killed 15 s after it) and parse its
+    /// counts.
+    pub fn run(&self) -> Result<LoadResult> {
+        let out = cmd::run_bounded(&self.args, self.limit)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         if !out.status.success() {
             bail!(
@@ -348,54 +333,95 @@ impl LbLab {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        parse_wrk(&stdout).with_context(|| format!("wrk {}", args.join(" ")))
+        parse_wrk(&stdout).with_context(|| self.args.join(" "))
     }
+}
 
-    /// `count` sequential requests from the client to `vip` with curl, each on a new
-    /// connection (`Connection: close`), each bounded by 2 s to connect and 3 s in all.
-    pub fn curl_loop(&self, vip: &Vip, count: u32) -> Result<LoadResult> {
-        if !(1..=20_000).contains(&count) {
-            bail!("curl loop of {count} requests; accepted: 1..=20000");
-        }
-        let url = vip.url();
-        // One curl process, one URL per request (curl opens a new connection for each since the
-        // server closes it); the write-out marks the end of every transfer.
-        let config = self.path("curl-loop.txt");
-        let mut text = String::new();
-        for _ in 0..count {
-            text.push_str(&format!("url = \"{url}\"\n"));
-        }
-        std::fs::write(&config, text).with_context(|| format!("write {}", config.display()))?;
-        let wout = format!("\\n{CURL_MARK} %{{http_code}} %{{exitcode}} %{{local_port}}\\n");
-        let config_s = config.to_string_lossy().into_owned();
-        let args = [
-            "curl",
-            "-g",
-            "-s",
-            "-H",
-            "Connection: close",
-            "--connect-timeout",
-            "2",
-            "-m",
-            "3",
-            "-w",
-            &wout,
-            "-K",
-            &config_s,
-        ];
-        let start = Instant::now();
-        let out = cmd::run_bounded(
-            &cmd::in_ns(self.client_ns(), &args),
-            Duration::from_secs(15 + u64::from(count) * 3),
-        )?;
-        let mut r = parse_curl(&String::from_utf8_lossy(&out.stdout))?;
-        r.duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        if r.requests != u64::from(count) {
-            let missing = u64::from(count).saturating_sub(r.requests);
-            *r.errors.entry("not-attempted".to_string()).or_default() += missing;
-        }
-        Ok(r)
+/// wrk from namespace `ns` against `url` as `spec` says, its counting script written to
+/// `script`.
+pub(crate) fn wrk_job(ns: &str, script: &Path, url: &str, spec: &WrkSpec) -> Result<WrkJob> {
+    if let Some(why) = cmd::missing_prerequisite(&["wrk"]) {
+        bail!("cannot run wrk: {why}");
     }
+    if !(1..=300).contains(&spec.seconds)
+        || !(1..=16).contains(&spec.threads)
+        || spec.connections < spec.threads
+        || spec.connections > 10_000
+        || spec.timeout_seconds == 0
+    {
+        bail!(
+            "WrkSpec {spec:?}; accepted: seconds 1..=300, threads 1..=16, connections \
+             threads..=10000, timeout_seconds >= 1"
+        );
+    }
+    std::fs::write(script, WRK_SCRIPT).with_context(|| format!("write {}", script.display()))?;
+    let mode = if spec.new_connection_per_request {
+        "close"
+    } else {
+        "keep"
+    };
+    let args: Vec<String> = vec![
+        "wrk".into(),
+        "-t".into(),
+        spec.threads.to_string(),
+        "-c".into(),
+        spec.connections.to_string(),
+        "-d".into(),
+        format!("{}s", spec.seconds),
+        "--timeout".into(),
+        format!("{}s", spec.timeout_seconds),
+        "-s".into(),
+        script.to_string_lossy().into_owned(),
+        url.to_string(),
+        "--".into(),
+        mode.into(),
+    ];
+    Ok(WrkJob {
+        args: cmd::in_ns(ns, &args),
+        limit: Duration::from_secs(u64::from(spec.seconds) + 15),
+    })
+}
+
+/// `count` sequential curl requests from namespace `ns` to `url`, each on a new connection
+/// (`Connection: close`), each bounded by 2 s to connect and 3 s in all; curl's URL list is
+/// written to `config`.
+pub(crate) fn curl_loop_in(ns: &str, config: &Path, url: &str, count: u32) -> Result<LoadResult> {
+    if !(1..=20_000).contains(&count) {
+        bail!("curl loop of {count} requests; accepted: 1..=20000");
+    }
+    // One curl process, one URL per request (curl opens a new connection for each since the
+    // server closes it); the write-out marks the end of every transfer.
+    let text: String = (0..count).map(|_| format!("url = \"{url}\"\n")).collect();
+    std::fs::write(config, text).with_context(|| format!("write {}", config.display()))?;
+    let wout = format!("\\n{CURL_MARK} %{{http_code}} %{{exitcode}} %{{local_port}}\\n");
+    let config_s = config.to_string_lossy().into_owned();
+    let args = [
+        "curl",
+        "-g",
+        "-s",
+        "-H",
+        "Connection: close",
+        "--connect-timeout",
+        "2",
+        "-m",
+        "3",
+        "-w",
+        &wout,
+        "-K",
+        &config_s,
+    ];
+    let start = Instant::now();
+    let out = cmd::run_bounded(
+        &cmd::in_ns(ns, &args),
+        Duration::from_secs(15 + u64::from(count) * 3),
+    )?;
+    let mut r = parse_curl(&String::from_utf8_lossy(&out.stdout))?;
+    r.duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
+    if r.requests != u64::from(count) {
+        let missing = u64::from(count).saturating_sub(r.requests);
+        *r.errors.entry("not-attempted".to_string()).or_default() += missing;
+    }
+    Ok(r)
 }
 
 #[cfg(test)]

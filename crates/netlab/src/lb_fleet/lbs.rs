@@ -6,14 +6,12 @@
 //! traffic to the fleet's own VIP from the client namespace.
 
 use super::{addr, LbFleet};
-use crate::cmd::{self, describe_status};
 use crate::lb::{self, Encap};
-use crate::lb_load::{parse_curl, parse_wrk, LoadResult, WrkSpec};
+use crate::lb_load::{self, LoadResult, WrkJob, WrkSpec};
 use crate::vecplane::{validate_config, Vecplane};
 use anyhow::{bail, Context, Result};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 impl LbFleet {
     /// LB `i`'s vecplane config: ports `up` and `down` on its veth ends (the fleet's driver,
@@ -172,43 +170,12 @@ impl LbFleet {
     /// connection (a new flow for ECMP and the LBs), each bounded by 2 s to connect and 3 s in
     /// all.
     pub fn curl_loop(&self, count: u32) -> Result<LoadResult> {
-        if !(1..=20_000).contains(&count) {
-            bail!("curl loop of {count} requests; accepted: 1..=20000");
-        }
-        let url = self.vip().url();
-        let config = self.path("curl-loop.txt");
-        let text: String = (0..count).map(|_| format!("url = \"{url}\"\n")).collect();
-        std::fs::write(&config, text).with_context(|| format!("write {}", config.display()))?;
-        // The same write-out marker lb_load's parser reads.
-        let wout = "\\nvlb-curl %{http_code} %{exitcode} %{local_port}\\n";
-        let config_s = config.to_string_lossy().into_owned();
-        let args = [
-            "curl",
-            "-g",
-            "-s",
-            "-H",
-            "Connection: close",
-            "--connect-timeout",
-            "2",
-            "-m",
-            "3",
-            "-w",
-            wout,
-            "-K",
-            &config_s,
-        ];
-        let start = Instant::now();
-        let out = cmd::run_bounded(
-            &cmd::in_ns(self.client_ns(), &args),
-            Duration::from_secs(15 + u64::from(count) * 3),
-        )?;
-        let mut r = parse_curl(&String::from_utf8_lossy(&out.stdout))?;
-        r.duration_us = u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX);
-        let missing = u64::from(count).saturating_sub(r.requests);
-        if missing > 0 {
-            *r.errors.entry("not-attempted".to_string()).or_default() += missing;
-        }
-        Ok(r)
+        lb_load::curl_loop_in(
+            self.client_ns(),
+            &self.path("curl-loop.txt"),
+            &self.vip().url(),
+            count,
+        )
     }
 
     /// Run wrk from the client against the VIP as `spec` says (bounded: wrk's own duration,
@@ -220,105 +187,14 @@ impl LbFleet {
     /// The wrk run of [`LbFleet::run_wrk`], made but not started: it owns what it needs, so
     /// it can run on another thread while the fleet is changed (LBs killed, restarted).
     pub fn wrk_job(&self, spec: &WrkSpec) -> Result<WrkJob> {
-        if let Some(why) = cmd::missing_prerequisite(&["wrk"]) {
-            bail!("cannot run wrk: {why}");
-        }
-        if !(1..=300).contains(&spec.seconds)
-            || !(1..=16).contains(&spec.threads)
-            || spec.connections < spec.threads
-            || spec.connections > 10_000
-            || spec.timeout_seconds == 0
-        {
-            bail!(
-                "WrkSpec {spec:?}; accepted: seconds 1..=300, threads 1..=16, connections \
-                 threads..=10000, timeout_seconds >= 1"
-            );
-        }
-        let script = self.path("wrk-count.lua");
-        std::fs::write(&script, WRK_SCRIPT)
-            .with_context(|| format!("write {}", script.display()))?;
-        let mode = if spec.new_connection_per_request {
-            "close"
-        } else {
-            "keep"
-        };
-        let args: Vec<String> = [
-            "wrk".to_string(),
-            "-t".into(),
-            spec.threads.to_string(),
-            "-c".into(),
-            spec.connections.to_string(),
-            "-d".into(),
-            format!("{}s", spec.seconds),
-            "--timeout".into(),
-            format!("{}s", spec.timeout_seconds),
-            "-s".into(),
-            script.to_string_lossy().into_owned(),
-            self.vip().url(),
-            "--".into(),
-            mode.into(),
-        ]
-        .into();
-        Ok(WrkJob {
-            args: cmd::in_ns(self.client_ns(), &args),
-            limit: Duration::from_secs(u64::from(spec.seconds) + 15),
-        })
+        lb_load::wrk_job(
+            self.client_ns(),
+            &self.path("wrk-count.lua"),
+            &self.vip().url(),
+            spec,
+        )
     }
 }
-
-/// A wrk run from the fleet's client, ready to start ([`LbFleet::wrk_job`]).
-#[derive(Clone, Debug)]
-pub struct WrkJob {
-    args: Vec<String>,
-    limit: Duration,
-}
-
-impl WrkJob {
-    /// Run it to the end (bounded) and read what it got.
-    pub fn run(&self) -> Result<LoadResult> {
-        let out = cmd::run_bounded(&self.args, self.limit)?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            bail!(
-                "wrk failed ({}): {stdout}{}",
-                describe_status(out.status),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        parse_wrk(&stdout).with_context(|| self.args.join(" "))
-    }
-}
-
-/// The wrk script: the output `lb_load::parse_wrk` reads (answers counted by the first word
-/// of the body, the server's name). lb_load keeps its own copy private; when it exposes it,
-/// this one goes.
-const WRK_SCRIPT: &str = r#"-- netlab LbFleet: count answers by server
-threads = {}
-function setup(thread) table.insert(threads, thread) end
-function init(args)
-  counts = {}
-  if args[1] == "close" then wrk.headers["Connection"] = "close" end
-end
-function response(status, headers, body)
-  local k
-  if status == 200 and body then k = body:match("^(%S+)") end
-  if not k then k = "status-" .. status end
-  counts[k] = (counts[k] or 0) + 1
-end
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("vlb-summary requests=%d duration_us=%d connect=%d read=%d write=%d status=%d timeout=%d\n",
-    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout))
-  io.write(string.format("vlb-latency p50_us=%d p99_us=%d max_us=%d\n",
-    latency:percentile(50), latency:percentile(99), latency.max))
-  local total = {}
-  for _, t in ipairs(threads) do
-    local c = t:get("counts")
-    if c then for k, v in pairs(c) do total[k] = (total[k] or 0) + v end end
-  end
-  for k, v in pairs(total) do io.write("vlb-count ", k, " ", v, "\n") end
-end
-"#;
 
 /// `text` as a TOML basic string.
 fn toml_string(text: &str) -> String {
