@@ -229,7 +229,7 @@ mod tests {
     use crate::lb_fleet::FleetSpec;
 
     #[test]
-    fn config_is_accepted_by_vecplane_apart_from_bgp_until_it_lands() {
+    fn config_is_accepted_by_vecplane() {
         let mut spec = FleetSpec::new(2, &[1, 3]);
         spec.lb_lines = vec!["lb conf timeout 40".to_string()];
         let f = LbFleet::unbuilt(&spec).expect("fleet value");
@@ -249,22 +249,9 @@ mod tests {
             assert!(text.contains(want), "{want} missing:\n{text}");
         }
         assert!(f.vecplane_config(2).is_empty());
-        // Everything before [bgp] is vecplane's config as it is accepted today.
-        let (before, _) = text.split_once("\n[bgp]").expect("a [bgp] table");
-        if let Err(e) = validate_config(before) {
-            panic!("{e}\n{before}");
-        }
-        match validate_config(&text) {
-            Ok(()) => {}
-            Err(e) => {
-                // Until `[bgp]` is parsed, only it may be refused.
-                let all_bgp = e
-                    .issues()
-                    .iter()
-                    .all(|i| i.section.contains("bgp") || i.message.contains("bgp"));
-                assert!(all_bgp, "{e}\n{text}");
-                println!("[bgp] is not accepted yet: {e}");
-            }
+        // The whole config, [bgp] included, is what vecplane's parser accepts.
+        if let Err(e) = validate_config(&text) {
+            panic!("{e}\n{text}");
         }
     }
 
