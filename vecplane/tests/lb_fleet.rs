@@ -382,7 +382,7 @@ fn bird_restarts_hung_and_flapping_servers_and_api_changes_under_load_keep_servi
         // Server 2: one down, one up; server 1: as many downs as ups.
         let n = transitions(&f, i);
         println!("LB {i}: {n} health transitions (2 of them server 2's)");
-        assert!(n >= 2 && n % 2 == 0, "LB {i}: {n} transitions");
+        assert!(n >= 2 && n.is_multiple_of(2), "LB {i}: {n} transitions");
         let b = show(&f, i, "show bgp");
         assert_eq!(b["phase"], "serving", "{b}");
     }
