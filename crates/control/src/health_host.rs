@@ -121,8 +121,17 @@ pub fn show(status: &HealthStatus) -> (String, Value) {
     let t = &status.totals;
     let mut text = format!(
         "health checks: {} servers: {} up, {} down, {} not probed; {} probes, {} ok, {} failed, \
-         {} not sent; {} transitions\n",
-        t.targets, t.up, t.down, t.unprobed, t.probes, t.ok, t.failed, t.not_sent, t.transitions
+         {} not sent, {} delayed for want of a probe port; {} transitions\n",
+        t.targets,
+        t.up,
+        t.down,
+        t.unprobed,
+        t.probes,
+        t.ok,
+        t.failed,
+        t.not_sent,
+        t.delayed,
+        t.transitions
     );
     if let Some(e) = &status.error {
         text.push_str(&format!("NOT RUNNING: {e}\n"));

@@ -419,6 +419,13 @@ fn health_metrics(reg: &mut Registry, h: &HealthStatus) {
     running
         .get_or_create(&Vec::new())
         .set(i64::from(h.error.is_none()));
+    counter_family(
+        reg,
+        "lb_health_probes_delayed",
+        "Health probes that went out late because every probe-band port was in use",
+    )
+    .get_or_create(&Vec::new())
+    .inc_by(h.totals.delayed);
     for t in &h.targets {
         let vip = t.vip.to_string();
         let server = t.server.to_string();

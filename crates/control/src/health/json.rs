@@ -29,6 +29,7 @@ fn totals_json(t: &HealthTotals) -> Value {
         "failed": t.failed,
         "not_sent": t.not_sent,
         "transitions": t.transitions,
+        "delayed": t.delayed,
     })
 }
 

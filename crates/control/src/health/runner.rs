@@ -12,7 +12,7 @@
 use super::outcome::ProbeOutcome;
 use super::state::ServerHealth;
 use super::status::{
-    HealthStatus, TargetState, TargetStatus, TransitionRecord, RECENT_TRANSITIONS,
+    HealthStatus, HealthTotals, TargetState, TargetStatus, TransitionRecord, RECENT_TRANSITIONS,
 };
 use super::target::{plan, ProbePlan};
 use lb::health::{HealthCheck, HealthConfig, OnDown};
@@ -150,7 +150,10 @@ impl HealthHandle {
         let targets: Vec<TargetStatus> = book.entries.values().map(Entry::status).collect();
         HealthStatus {
             error: book.error.clone(),
-            totals: HealthStatus::sum(&targets, book.transitions),
+            totals: HealthTotals {
+                delayed: book.delayed,
+                ..HealthStatus::sum(&targets, book.transitions)
+            },
             targets,
             transitions: book.ring.iter().cloned().collect(),
         }
@@ -200,6 +203,8 @@ struct Book {
     entries: BTreeMap<Key, Entry>,
     ring: VecDeque<TransitionRecord>,
     transitions: u64,
+    /// Probes that waited because every band port was out or cooling.
+    delayed: u64,
     error: Option<String>,
 }
 
@@ -211,6 +216,8 @@ struct Entry {
     health: ServerHealth,
     next_due: Instant,
     in_flight: bool,
+    /// Due, but every band port is out or cooling (counted once in `Book::delayed`).
+    waiting_for_port: bool,
 }
 
 impl Entry {
@@ -383,6 +390,7 @@ async fn schedule(ctx: Shared, prober: Rc<Prober>, stop: Arc<Stop>) {
         let mut jobs = Vec::new();
         {
             let mut book = lock(&ctx.book);
+            let (mut delayed, mut starved) = (0, false);
             for (key, e) in book.entries.iter_mut() {
                 let Ok(plan) = &e.plan else { continue };
                 if e.next_due > now {
@@ -392,14 +400,26 @@ async fn schedule(ctx: Shared, prober: Rc<Prober>, stop: Arc<Stop>) {
                 if e.in_flight {
                     continue;
                 }
-                let Some(lease) = Lease::take(&ports, e.target.slot) else {
-                    // Every band port is out or cooling: go on when one comes back.
+                let lease = if starved {
+                    None
+                } else {
+                    Lease::take(&ports, e.target.slot)
+                };
+                let Some(lease) = lease else {
+                    // Every band port is out or cooling: go on when one comes back (each
+                    // probe that waits is counted once).
+                    starved = true;
+                    if !e.waiting_for_port {
+                        e.waiting_for_port = true;
+                        delayed += 1;
+                    }
                     if let Some(t) = thawed {
                         wake = wake.min(t);
                     }
-                    break;
+                    continue;
                 };
                 e.in_flight = true;
+                e.waiting_for_port = false;
                 e.next_due = now + e.check.interval;
                 let job = ProbeJob {
                     check: e.check.clone(),
@@ -408,6 +428,7 @@ async fn schedule(ctx: Shared, prober: Rc<Prober>, stop: Arc<Stop>) {
                 };
                 jobs.push((*key, job, lease));
             }
+            book.delayed += delayed;
         }
         for (key, job, lease) in jobs {
             let fut = (prober)(job);
@@ -468,6 +489,7 @@ fn refresh(ctx: &Shared, now: Instant, first: bool) {
                     target: t,
                     plan: p,
                     in_flight: false,
+                    waiting_for_port: false,
                 },
             };
             if let Some((down, flush)) = entry.disagreement() {

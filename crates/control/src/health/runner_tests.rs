@@ -462,3 +462,34 @@ fn the_runner_probes_for_real_inside_the_namespace() {
     h.stop();
     host.check_clean();
 }
+
+#[test]
+fn probes_beyond_the_band_wait_and_are_counted_once() {
+    // More targets than band ports, every probe hanging: the first 8192 take every port, the
+    // rest wait for one and are counted once each.
+    let band = usize::from(lb::probe::PROBE_PORTS);
+    let extra = 100;
+    let host = Arc::new(FakeHost::default());
+    host.set_targets(
+        (0..band + extra)
+            .map(|i| {
+                let a = 0x0a00_0000u32 + i as u32;
+                let server = std::net::Ipv4Addr::from(0xc612_0000 | (a & 0xffff)).to_string();
+                target(&server, i as u32)
+            })
+            .collect(),
+    );
+    let net = Arc::new(FakeNet::default());
+    let h = start(&host, &net, vec![check(OnDown::Drain, 200)], true);
+    wait("every port out", || {
+        host.leases.lock().expect("lock").len() == band
+    });
+    wait("the rest counted as delayed", || {
+        h.status().totals.delayed == extra as u64
+    });
+    // Still once each, a few scheduling rounds later.
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(h.status().totals.delayed, extra as u64);
+    drop(h);
+    host.check_clean();
+}

@@ -104,6 +104,9 @@ pub struct HealthTotals {
     pub not_sent: u64,
     /// State changes since the runner started (also of servers no longer checked).
     pub transitions: u64,
+    /// Probes that went out late because every probe-band port was in use or cooling down
+    /// (more probes per second than the band holds: lengthen intervals or check fewer VIPs).
+    pub delayed: u64,
 }
 
 /// One state change, as logged.
