@@ -86,7 +86,7 @@ fn lb_section(lab: &LbLab) -> String {
     s
 }
 
-fn start() -> Bench {
+fn start(driver: Driver) -> Bench {
     let spec = LbSpec {
         prefix: "vlbh".to_string(),
         encaps: vec![
@@ -98,7 +98,7 @@ fn start() -> Bench {
     }
     .with_lb(LbMode::Bare);
     let lab = LbLab::build(&spec).expect("lab");
-    let mut config = lab.vecplane_config(Driver::AfPacket, None).expect("config");
+    let mut config = lab.vecplane_config(driver, None).expect("config");
     config.push_str(&lb_section(&lab));
     let path = lab.path("vecplane-health.toml");
     std::fs::write(&path, &config).expect("write config");
@@ -164,7 +164,19 @@ fn curl_all(b: &Bench, vip: &Vip) -> std::collections::BTreeMap<String, u64> {
 #[test]
 fn a_stopped_server_is_marked_down_and_comes_back_when_it_answers_again() {
     require_root!();
-    let mut b = start();
+    stopped_server_down_and_back(Driver::AfPacket);
+}
+
+/// The same on AF_XDP ports: the LB namespace's kernel never sees a reply there, so the probes
+/// must come and go through the data path.
+#[test]
+fn health_checks_work_on_af_xdp_ports() {
+    require_root!();
+    stopped_server_down_and_back(Driver::AF_XDP);
+}
+
+fn stopped_server_down_and_back(driver: Driver) {
+    let mut b = start(driver);
     let vips = b.lab.vips();
     let up = |t: &Value| t["state"] == "up" && t["checked"] == true && t["ok"].as_u64() > Some(0);
     let took = wait_for(&b, "every server up", Duration::from_secs(10), |h| {
