@@ -1,8 +1,9 @@
 //! `lb`: the L4 load balancer node, between `ip4-input`/`ip6-input` and the lookups when load
 //! balancing is configured. A packet to a VIP is given a server (its flow-table entry, else
 //! Maglev), encapsulated (L3DSR, GRE4, GRE6, NAT4, NAT6) and handed to the lookup of the
-//! outer family toward that server; a NAT server's reply is rewritten back to the VIP; every
-//! other packet passes to the lookup untouched. It owns this worker's flow tables; it reads
+//! outer family toward that server; a NAT server's reply is rewritten back to the VIP; a
+//! health probe from the probe host's port is wrapped for the server its source port is leased
+//! to (`wrap.rs`); every other packet passes to the lookup untouched. It owns this worker's flow tables; it reads
 //! the published `LbTables` snapshot and writes only this worker's counters. It never
 //! allocates, locks or makes a syscall per packet.
 
