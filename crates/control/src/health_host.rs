@@ -11,6 +11,7 @@ use crate::table::{self, Align};
 use dataplane::lb::LbControl;
 use dataplane::probe_host::ProbeHost;
 use lb::model::{AsSlot, AsState, LbCommand, VipKey};
+use lb::snapshot::VipEntry;
 use serde_json::Value;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,29 +38,33 @@ impl HealthHost for LbHealthHost {
     }
 
     fn targets(&self) -> Vec<Target> {
-        let state = self.lb.state();
-        let mut out = Vec::new();
-        for (check, key) in self.checks.iter().enumerate() {
-            let Some(vip) = state.vip_by_key(key) else {
-                continue;
-            };
-            for (&server, &slot) in &vip.servers {
-                let info = state.slot(slot);
-                if matches!(info.state, AsState::Removed | AsState::Free) {
+        // The published snapshot: no copy of the whole LB state per refresh.
+        self.lb.with_tables(|t| {
+            let by_key: std::collections::HashMap<VipKey, &VipEntry> =
+                t.vips().map(|v| (v.key, v)).collect();
+            let mut out = Vec::new();
+            for (check, key) in self.checks.iter().enumerate() {
+                let Some(vip) = by_key.get(key) else {
                     continue;
+                };
+                for &slot in &vip.slots {
+                    let a = t.as_entry(slot);
+                    if matches!(a.state, AsState::Removed | AsState::Free) {
+                        continue;
+                    }
+                    out.push(Target {
+                        check,
+                        vip: *key,
+                        vip_addr: key.prefix.addr(),
+                        encap: vip.encap,
+                        server: a.addr,
+                        slot,
+                        health_down: a.health_down,
+                    });
                 }
-                out.push(Target {
-                    check,
-                    vip: *key,
-                    vip_addr: key.prefix.addr(),
-                    encap: vip.spec.encap,
-                    server,
-                    slot,
-                    health_down: info.health_down,
-                });
             }
-        }
-        out
+            out
+        })
     }
 
     fn set_health(
@@ -107,6 +112,11 @@ impl HealthReporter {
     /// Every target, the totals and the recent transitions.
     pub fn status(&self) -> HealthStatus {
         self.handle().status()
+    }
+
+    /// Per checked VIP, whether a probe found one of its servers up.
+    pub fn vips_with_a_server_up(&self) -> std::collections::BTreeMap<VipKey, bool> {
+        self.handle().vips_with_a_server_up()
     }
 
     /// Stop probing (idempotent).

@@ -159,6 +159,18 @@ impl HealthHandle {
         }
     }
 
+    /// Per checked VIP, whether one of its servers is up by a probe that was made (state up
+    /// and checked): what an announcer asks many times a second, without copying the status.
+    pub fn vips_with_a_server_up(&self) -> BTreeMap<VipKey, bool> {
+        let book = lock(&self.book);
+        let mut out = BTreeMap::new();
+        for e in book.entries.values() {
+            let up = e.plan.is_ok() && e.health.checked() && e.health.is_up();
+            *out.entry(e.target.vip).or_insert(false) |= up;
+        }
+        out
+    }
+
     /// Stop probing: the thread ends (probes in flight are dropped, their ports released) and
     /// is joined. Idempotent.
     pub fn stop(&mut self) {
