@@ -17,7 +17,6 @@ use dataplane::lb::LbControl;
 use lb::model::Prefix;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
-use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -235,20 +234,12 @@ impl Announcer {
         if st.phase != Phase::Serving || !st.forwarding || !st.link_up {
             return BTreeSet::new();
         }
-        let health = self.health.as_ref().map(|h| h.status());
+        let checked = self.health.as_ref().map(|h| h.vips_with_a_server_up());
         self.lb.with_tables(|t| {
             t.vips()
                 .filter(|v| v.active_servers > 0)
-                .filter(|v| {
-                    // A checked VIP needs a server a probe found up.
-                    health.as_ref().is_none_or(|h| {
-                        let mine: Vec<_> = h.targets.iter().filter(|x| x.vip == v.key).collect();
-                        mine.is_empty()
-                            || mine.iter().any(|x| {
-                                x.checked && x.state == crate::health::status::TargetState::Up
-                            })
-                    })
-                })
+                // A checked VIP needs a server a probe found up.
+                .filter(|v| checked.as_ref().and_then(|c| c.get(&v.key)) != Some(&false))
                 .map(|v| v.key.prefix)
                 .collect()
         })
@@ -401,21 +392,10 @@ impl Announcer {
     }
 }
 
-/// `ip link set DEV up|down` (rare: at start and on stalls).
+/// `ip link set dev DEV up|down` (rare: at start and on stalls).
 fn set_link(dev: &str, up: bool) -> Result<(), String> {
     let state = if up { "up" } else { "down" };
-    let out = Command::new("ip")
-        .args(["link", "set", "dev", dev, state])
-        .output()
-        .map_err(|e| format!("[bgp] cannot run `ip link set {dev} {state}`: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "[bgp] `ip link set {dev} {state}` failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
+    ports::netns::ip(&["link", "set", "dev", dev, state]).map_err(|e| format!("[bgp] {e}"))
 }
 
 #[cfg(test)]
