@@ -15,8 +15,6 @@ use lb::health::ProbeSources;
 use lb::probe::{ProbeLeases, PROBE_PORT_BASE};
 use packet::headers::Mac;
 use ports::netns::{self, Netns};
-use std::io;
-use std::process::Command;
 use std::sync::Arc;
 
 /// The port's name in `show interfaces`.
@@ -101,16 +99,16 @@ impl ProbeHost {
             .join(":");
         let tap = self.port.name.as_str();
         let mut steps: Vec<Vec<String>> = vec![
-            args(&["link", "set", "lo", "up"]),
-            args(&["link", "set", tap, "address", &mac, "arp", "off"]),
-            args(&["link", "set", tap, "up"]),
+            strings(&["link", "set", "lo", "up"]),
+            strings(&["link", "set", tap, "address", &mac, "arp", "off"]),
+            strings(&["link", "set", tap, "up"]),
         ];
         if let Some(a) = sources.ip4 {
-            steps.push(args(&["addr", "add", &format!("{a}/32"), "dev", tap]));
-            steps.push(args(&["route", "add", "default", "dev", tap]));
+            steps.push(strings(&["addr", "add", &format!("{a}/32"), "dev", tap]));
+            steps.push(strings(&["route", "add", "default", "dev", tap]));
         }
         if let Some(a) = sources.ip6 {
-            steps.push(args(&[
+            steps.push(strings(&[
                 "-6",
                 "addr",
                 "add",
@@ -119,7 +117,7 @@ impl ProbeHost {
                 tap,
                 "nodad",
             ]));
-            steps.push(args(&["-6", "route", "add", "default", "dev", tap]));
+            steps.push(strings(&["-6", "route", "add", "default", "dev", tap]));
         }
         let sysctls = [
             (
@@ -145,7 +143,7 @@ impl ProbeHost {
                 let _ = std::fs::write(path, "0");
             }
             for a in &steps {
-                run_ip(a)?;
+                netns::ip(a)?;
             }
             Ok(())
         })
@@ -153,25 +151,9 @@ impl ProbeHost {
     }
 }
 
-fn args(a: &[&str]) -> Vec<String> {
+/// Owned copies of `a` (one `ip` command).
+fn strings(a: &[&str]) -> Vec<String> {
     a.iter().map(|s| s.to_string()).collect()
-}
-
-/// Run `ip ARGS` (in the calling thread's namespace) and say what failed.
-fn run_ip(a: &[String]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(a)
-        .output()
-        .map_err(|e| format!("cannot run `ip {}`: {e}", a.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`ip {}` failed: {}",
-            a.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
 }
 
 /// The probe host's port in a spec: its port id and description.
@@ -180,13 +162,4 @@ pub fn find(ports: &[PortSpec]) -> Option<(usize, &ProbeHostPort)> {
         PortDriver::ProbeHost(h) => Some((i, h)),
         _ => None,
     })
-}
-
-/// Whether the probe namespace can be made here (root).
-pub fn available() -> io::Result<()> {
-    if netns::may_create() {
-        Ok(())
-    } else {
-        Err(io::Error::other("the probe namespace needs root"))
-    }
 }

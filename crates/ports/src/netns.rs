@@ -1,8 +1,9 @@
 //! Private network namespaces held by a descriptor: `create_private` makes a fresh namespace
 //! that lives exactly as long as its descriptor (no name under /run/netns, so nothing is left
-//! behind when vecplane exits, even on SIGKILL), `enter` moves the calling thread into one, and
-//! `run_in` runs a closure on a short-lived thread inside one. It changes no thread but the
-//! calling one or the one it spawns, and never the process's own namespace.
+//! behind when vecplane exits, even on SIGKILL), `enter` moves the calling thread into one,
+//! `run_in` runs a closure on a short-lived thread inside one, and `ip` runs iproute2 in the
+//! calling thread's namespace (the set-up of the interfaces vecplane makes). It changes no thread
+//! but the calling one or the one it spawns, and never the process's own namespace.
 
 use std::fs::File;
 use std::io;
@@ -65,6 +66,25 @@ pub fn create_private() -> io::Result<Netns> {
         .join()
         .map_err(|_| io::Error::other("the thread creating a namespace panicked"))?
     })
+}
+
+/// Run `ip ARGS` in the calling thread's namespace (a child process inherits it); what failed,
+/// with `ip`'s own message, otherwise.
+pub fn ip<S: AsRef<str>>(args: &[S]) -> Result<(), String> {
+    let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    let out = std::process::Command::new("ip")
+        .args(&args)
+        .output()
+        .map_err(|e| format!("cannot run `ip {}`: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`ip {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
 }
 
 /// Whether the calling process may create namespaces (effective uid 0).
