@@ -10,6 +10,10 @@
 //! all traffic is bounded (pings by count and deadline, iperf3 by `-t`, the generator by
 //! `--seconds`) and goes only to hosts the test created.
 
+#[macro_use]
+#[path = "support/root.rs"]
+mod root;
+
 use netlab::{
     unsupported_feature, Addressing, Driver, Forwarding, Host, Mode, Topology, VecplaneConfig,
 };
@@ -22,16 +26,6 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-macro_rules! require_root {
-    ($tools:expr) => {
-        if let Some(why) = netlab::missing_prerequisite($tools) {
-            testenv::skip(&why);
-            return;
-        }
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
 
 /// Namespaces whose names say process `pid` made them with prefix `prefix`.
 fn namespaces_of(prefix: &str, pid: u32) -> Vec<String> {
@@ -106,19 +100,19 @@ fn route_through_vecplane(driver: Driver) {
 
 #[test]
 fn vecplane_run_routes_ping_between_namespaces_over_af_packet() {
-    require_root!(&["ip", "ethtool", "ping"]);
+    require_root!(SERIAL, &["ip", "ethtool", "ping"]);
     route_through_vecplane(Driver::AfPacket);
 }
 
 #[test]
 fn vecplane_run_routes_ping_between_namespaces_over_af_xdp() {
-    require_root!(&["ip", "ethtool", "ping"]);
+    require_root!(SERIAL, &["ip", "ethtool", "ping"]);
     route_through_vecplane(Driver::AF_XDP);
 }
 
 #[test]
 fn demo_with_af_packet_gets_traffic_through_and_cleans_up() {
-    require_root!(&["ip", "ethtool", "ping", "iperf3"]);
+    require_root!(SERIAL, &["ip", "ethtool", "ping", "iperf3"]);
     let (status, out, err, pid) = run_vecplane(
         &[
             "demo",
@@ -189,7 +183,7 @@ fn run_vecplane(args: &[&str], limit: Duration) -> (std::process::ExitStatus, St
 fn demo_fleet_survives_a_sigkill_and_a_rolling_upgrade_with_no_failed_request() {
     let mut tools = netlab::FLEET_TOOLS.to_vec();
     tools.push("wrk");
-    require_root!(&tools);
+    require_root!(SERIAL, &tools);
     let started = Instant::now();
     let (status, out, err, pid) = run_vecplane(
         &["demo", "--fleet", "--seconds", "10"],
@@ -230,7 +224,7 @@ fn demo_fleet_survives_a_sigkill_and_a_rolling_upgrade_with_no_failed_request() 
 
 #[test]
 fn demo_interrupted_by_sigint_deletes_its_namespaces() {
-    require_root!(&["ip", "ethtool", "ping", "iperf3"]);
+    require_root!(SERIAL, &["ip", "ethtool", "ping", "iperf3"]);
     // At the start of the TCP transfer (its client may be entering namespace A as the signal
     // lands) and in the middle of it.
     for delay in [Duration::ZERO, Duration::from_millis(1500)] {
@@ -394,7 +388,7 @@ fn json_of(stdout: &str) -> serde_json::Value {
 
 #[test]
 fn bench_veth_router_measures_vecplane_and_the_kernel() {
-    require_root!(&["ip", "ethtool", "tc"]);
+    require_root!(SERIAL, &["ip", "ethtool", "tc"]);
     if !has_gen() {
         testenv::skip("this vecplane has no `gen` subcommand");
         return;
@@ -437,7 +431,7 @@ fn bench_veth_router_measures_vecplane_and_the_kernel() {
 
 #[test]
 fn bench_veth_bridge_measures_vecplane_and_the_linux_bridge() {
-    require_root!(&["ip", "ethtool", "tc"]);
+    require_root!(SERIAL, &["ip", "ethtool", "tc"]);
     if !has_gen() {
         testenv::skip("this vecplane has no `gen` subcommand");
         return;
@@ -470,7 +464,7 @@ fn bench_veth_bridge_measures_vecplane_and_the_linux_bridge() {
 
 #[test]
 fn bench_veth_stability_reports_the_spread_of_both() {
-    require_root!(&["ip", "ethtool", "iperf3"]);
+    require_root!(SERIAL, &["ip", "ethtool", "iperf3"]);
     let (ok, out, err) = bench(
         &[
             "--scenario",

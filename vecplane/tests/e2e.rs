@@ -11,6 +11,10 @@
 #[path = "../../tests/golden/golden_support.rs"]
 mod golden_support;
 
+#[macro_use]
+#[path = "support/root.rs"]
+mod root;
+
 use netlab::{Addressing, Host, Mode, Topology};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -20,16 +24,6 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-macro_rules! require_root {
-    ($tools:expr) => {
-        if let Some(why) = netlab::missing_prerequisite($tools) {
-            testenv::skip(&why);
-            return;
-        }
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
 
 const TOOLS: &[&str] = &["ip", "ethtool", "ping", "iperf3"];
 
@@ -196,25 +190,25 @@ fn route_from_empty_tables(driver: &str) {
 
 #[test]
 fn router_over_af_xdp_resolves_neighbours_and_carries_ping_tcp_udp() {
-    require_root!(TOOLS);
+    require_root!(SERIAL, TOOLS);
     route_from_empty_tables("af-xdp");
 }
 
 #[test]
 fn router_over_af_packet_resolves_neighbours_and_carries_ping_tcp_udp() {
-    require_root!(TOOLS);
+    require_root!(SERIAL, TOOLS);
     route_from_empty_tables("af-packet");
 }
 
 #[test]
 fn bridge_switches_between_namespaces_and_learns_macs() {
-    require_root!(TOOLS);
+    require_root!(SERIAL, TOOLS);
     bridge_between_namespaces("af-xdp");
 }
 
 #[test]
 fn bridge_over_af_packet_switches_between_namespaces() {
-    require_root!(TOOLS);
+    require_root!(SERIAL, TOOLS);
     bridge_between_namespaces("af-packet");
 }
 
@@ -266,14 +260,14 @@ fn bridge_between_namespaces(driver: &str) {
 
 #[test]
 fn two_workers_share_the_flows_and_reorder_none_af_packet_fanout() {
-    require_root!(TOOLS);
+    require_root!(SERIAL, TOOLS);
     two_workers("af-packet");
 }
 
 /// The veths have one queue: the owner of AF_XDP queue 0 spreads flows in software.
 #[test]
 fn two_workers_share_the_flows_and_reorder_none_af_xdp_software_rss() {
-    require_root!(TOOLS);
+    require_root!(SERIAL, TOOLS);
     two_workers("af-xdp");
 }
 
@@ -372,7 +366,7 @@ for f in frames:
 
 #[test]
 fn bad_frames_are_dropped_and_counted_while_good_traffic_flows() {
-    require_root!(&["ip", "ethtool", "ping", "iperf3", "python3"]);
+    require_root!(SERIAL, &["ip", "ethtool", "ping", "iperf3", "python3"]);
     if let Err(why) = golden_support::python_with_scapy() {
         testenv::skip(&why);
         return;
@@ -425,7 +419,7 @@ fn xdp_attached(t: &Topology, dev: &str) -> bool {
 
 #[test]
 fn sigkill_leaves_no_xdp_program_and_a_restart_forwards_again() {
-    require_root!(TOOLS);
+    require_root!(SERIAL, TOOLS);
     let t =
         Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
     let config = router_config(&t, "af-xdp", 1);
@@ -459,7 +453,7 @@ fn sigkill_leaves_no_xdp_program_and_a_restart_forwards_again() {
 
 #[test]
 fn capture_of_a_port_is_read_by_tcpdump() {
-    require_root!(&["ip", "ethtool", "ping", "iperf3", "tcpdump"]);
+    require_root!(SERIAL, &["ip", "ethtool", "ping", "iperf3", "tcpdump"]);
     let t =
         Topology::build_with_prefix("vpe", Mode::Dataplane(Addressing::Routed)).expect("topology");
     let vp = start(&t, &router_config(&t, "af-xdp", 1));
@@ -535,7 +529,7 @@ fn sh(args: &[&str]) {
 /// worker 0 owns each TAP and spreads its flows; worker 1 hands what it sends back to it.
 #[test]
 fn tap_ports_with_two_workers_route_between_namespaces() {
-    require_root!(&["ip", "ping", "iperf3"]);
+    require_root!(SERIAL, &["ip", "ping", "iperf3"]);
     let tag = format!("vtq{}", std::process::id() % 100_000);
     let (a, b, r) = (format!("{tag}a"), format!("{tag}b"), format!("{tag}r"));
     let _guard = Namespaces(vec![a.clone(), b.clone(), r.clone()]);
@@ -625,7 +619,7 @@ fn tap_ports_with_two_workers_route_between_namespaces() {
 /// and counted as an rx drop of the port, and traffic goes on.
 #[test]
 fn oversized_frame_is_dropped_and_counted_on_af_packet() {
-    require_root!(&["ip", "ethtool", "ping", "iperf3", "python3"]);
+    require_root!(SERIAL, &["ip", "ethtool", "ping", "iperf3", "python3"]);
     if let Err(why) = golden_support::python_with_scapy() {
         testenv::skip(&why);
         return;

@@ -13,6 +13,10 @@
 //! flows from pcaps in different orders and send every flow to the same server.
 //! Traffic stays in the lab's namespaces or files (198.18.0.0/15, 2001:db8::/32), bounded.
 
+#[macro_use]
+#[path = "support/root.rs"]
+mod root;
+
 use netlab::lb::addr;
 use netlab::{
     Driver, Encap, LbLab, LbMode, LbSpec, LoadResult, ServerInfo, Vecplane, Vip, WrkSpec,
@@ -36,16 +40,6 @@ const PREFIX: &str = "vlbe";
 
 /// Standard deviations a server's share may stray from its weight.
 const SIGMAS: f64 = 5.0;
-
-macro_rules! require_root {
-    () => {
-        if let Some(why) = netlab::missing_prerequisite(netlab::LAB_TOOLS) {
-            testenv::skip(&why);
-            return;
-        }
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
 
 /// vecplane and its lab. Fields drop in order: vecplane is stopped before the lab (and every
 /// namespace, process and file it made) is deleted, also when a test panics.
@@ -344,7 +338,7 @@ fn port_tx(b: &Bench, port: &str) -> u64 {
 
 #[test]
 fn vecplane_balances_every_encapsulation_by_weight() {
-    require_root!();
+    require_root!(SERIAL, netlab::LAB_TOOLS);
     let spec = LbSpec {
         prefix: PREFIX.to_string(),
         ..LbSpec::all(&[1, 2, 3])
@@ -680,7 +674,7 @@ fn live_changes(b: &Bench, vip: &Vip) {
 
 #[test]
 fn vecplane_drains_flushes_and_adds_servers_under_load() {
-    require_root!();
+    require_root!(SERIAL, netlab::LAB_TOOLS);
     let spec = LbSpec {
         prefix: PREFIX.to_string(),
         encaps: vec![

@@ -16,6 +16,10 @@
 //!
 //! Traffic stays in the fleet's namespaces (198.18.0.0/15), bounded in packets and seconds.
 
+#[macro_use]
+#[path = "support/root.rs"]
+mod root;
+
 use netlab::lb_fleet::addr;
 use netlab::{FleetSpec, LbFleet, LoadResult, WrkSpec};
 use serde_json::Value;
@@ -33,16 +37,11 @@ const ROUTE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a drain may take to become ready.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(15);
 
-macro_rules! require_root {
-    () => {
-        let mut tools = netlab::FLEET_TOOLS.to_vec();
-        tools.push("wrk");
-        if let Some(why) = netlab::missing_prerequisite(&tools) {
-            testenv::skip(&why);
-            return;
-        }
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    };
+/// The fleet's tools and wrk.
+fn fleet_tools() -> Vec<&'static str> {
+    let mut tools = netlab::FLEET_TOOLS.to_vec();
+    tools.push("wrk");
+    tools
 }
 
 fn vip_prefix() -> String {
@@ -115,7 +114,7 @@ fn report(what: &str, r: &LoadResult) {
 
 #[test]
 fn three_lbs_share_a_vip_survive_a_sigkill_and_a_rolling_upgrade() {
-    require_root!();
+    require_root!(SERIAL, &fleet_tools());
     let mut f = fleet(3);
     start_all(&mut f, 3);
 
@@ -276,7 +275,7 @@ fn wait_health(f: &LbFleet, i: usize, server: Ipv4Addr, state: &str, limit: Dura
 
 #[test]
 fn bird_restarts_hung_and_flapping_servers_and_api_changes_under_load_keep_serving() {
-    require_root!();
+    require_root!(SERIAL, &fleet_tools());
     let mut f = fleet(3);
     start_all(&mut f, 3);
     let servers: Vec<Ipv4Addr> = f.servers().iter().map(|s| s.ip4).collect();

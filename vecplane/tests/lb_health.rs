@@ -10,6 +10,10 @@
 //! clients' packets do. `show lb health`, `GET /v1/lb/health`-shaped JSON and
 //! the Prometheus metrics say so. Traffic stays in the lab (198.18.0.0/15, 2001:db8::/32).
 
+#[macro_use]
+#[path = "support/root.rs"]
+mod root;
+
 use netlab::lb::addr;
 use netlab::{Driver, Encap, LbLab, LbMode, LbSpec, Vecplane, Vip};
 use serde_json::Value;
@@ -33,16 +37,6 @@ const SLACK: Duration = Duration::from_millis(1500);
 
 /// Requests per VIP per curl loop.
 const REQUESTS: u32 = 30;
-
-macro_rules! require_root {
-    () => {
-        if let Some(why) = netlab::missing_prerequisite(netlab::LAB_TOOLS) {
-            testenv::skip(&why);
-            return;
-        }
-        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
 
 /// vecplane and its lab; vecplane stops first (fields drop in order).
 struct Bench {
@@ -163,7 +157,7 @@ fn curl_all(b: &Bench, vip: &Vip) -> std::collections::BTreeMap<String, u64> {
 
 #[test]
 fn a_stopped_server_is_marked_down_and_comes_back_when_it_answers_again() {
-    require_root!();
+    require_root!(SERIAL, netlab::LAB_TOOLS);
     stopped_server_down_and_back(Driver::AfPacket);
 }
 
@@ -171,7 +165,7 @@ fn a_stopped_server_is_marked_down_and_comes_back_when_it_answers_again() {
 /// must come and go through the data path.
 #[test]
 fn health_checks_work_on_af_xdp_ports() {
-    require_root!();
+    require_root!(SERIAL, netlab::LAB_TOOLS);
     stopped_server_down_and_back(Driver::AF_XDP);
 }
 
