@@ -11,7 +11,7 @@
 //! the fleet's client to its own VIP (198.18.0.0/15), bounded by `--seconds`.
 
 use anyhow::{bail, Context, Result};
-use netlab::lb_fleet::{addr, parse_nexthops};
+use netlab::lb_fleet::addr;
 use netlab::{FleetSpec, LbFleet, LoadResult, WrkSpec};
 use serde_json::Value;
 use std::net::Ipv4Addr;
@@ -392,18 +392,9 @@ fn vip_packets(socket: &Path) -> Option<u64> {
     r.data?["vips"][0]["counters"]["packets"].as_u64()
 }
 
-/// The router's next hops for the VIP, read with a bounded `ip -j route`.
+/// The router's next hops for the VIP (None when they cannot be read).
 fn router_hops(router_ns: &str) -> Option<Vec<Ipv4Addr>> {
-    let prefix = vip_prefix();
-    let out = netlab::cmd::run_bounded(
-        &["ip", "-n", router_ns, "-j", "route", "show", &prefix],
-        Duration::from_secs(5),
-    )
-    .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    parse_nexthops(&String::from_utf8_lossy(&out.stdout)).ok()
+    netlab::lb_fleet::nexthops_in(router_ns, &vip_prefix()).ok()
 }
 
 /// Once a second until `stop`: print (when `print`) each LB's VIP packets/s and the router's
