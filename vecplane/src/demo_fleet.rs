@@ -394,7 +394,7 @@ fn vip_packets(socket: &Path) -> Option<u64> {
 
 /// The router's next hops for the VIP (None when they cannot be read).
 fn router_hops(router_ns: &str) -> Option<Vec<Ipv4Addr>> {
-    netlab::lb_fleet::nexthops_in(router_ns, &vip_prefix()).ok()
+    netlab::lb_fleet::nexthops_in(router_ns, &vip_prefix(), Duration::from_secs(5)).ok()
 }
 
 /// Once a second until `stop`: print (when `print`) each LB's VIP packets/s and the router's

@@ -107,7 +107,12 @@ fn tail(stderr: &[u8]) -> String {
 
 /// Run `args` (bounded by [`DEFAULT_TIMEOUT`]); it must exit 0. Returns its stdout.
 pub fn run_ok<S: AsRef<OsStr>>(args: &[S]) -> Result<String> {
-    let out = run_bounded(args, DEFAULT_TIMEOUT)?;
+    run_ok_within(args, DEFAULT_TIMEOUT)
+}
+
+/// [`run_ok`], killed after `limit`.
+pub fn run_ok_within<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> Result<String> {
+    let out = run_bounded(args, limit)?;
     if !out.status.success() {
         bail!(
             "`{}` failed ({}){}",

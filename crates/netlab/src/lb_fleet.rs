@@ -459,7 +459,7 @@ impl LbFleet {
     /// sorted: every path of a multipath route, or the single gateway; none when there is no
     /// such route.
     pub fn router_nexthops(&self, prefix: &str) -> Result<Vec<Ipv4Addr>> {
-        nexthops_in(self.router_ns(), prefix)
+        nexthops_in(self.router_ns(), prefix, cmd::DEFAULT_TIMEOUT)
     }
 
     /// Wait until the router's next hops for `prefix` are exactly `expected` (any order).
@@ -546,9 +546,13 @@ impl LbFleet {
 }
 
 /// The next hops of `prefix` in namespace `router_ns` (see [`LbFleet::router_nexthops`]), for
-/// a caller that holds only the namespace's name (a thread watching while the fleet changes).
-pub fn nexthops_in(router_ns: &str, prefix: &str) -> Result<Vec<Ipv4Addr>> {
-    let out = run_ok(&["ip", "-n", router_ns, "-j", "route", "show", prefix])?;
+/// a caller that holds only the namespace's name (a thread watching while the fleet changes);
+/// `ip` is killed after `limit`.
+pub fn nexthops_in(router_ns: &str, prefix: &str, limit: Duration) -> Result<Vec<Ipv4Addr>> {
+    let out = cmd::run_ok_within(
+        &["ip", "-n", router_ns, "-j", "route", "show", prefix],
+        limit,
+    )?;
     parse_nexthops(&out).with_context(|| format!("`ip -j route show {prefix}`: {out}"))
 }
 
