@@ -128,6 +128,8 @@ pub fn check_extract(frame: &[u8], in_port: u16) -> (FlowKey, Parsed) {
     };
     let words = extract_to(&mut again, &mut p2, frame, in_port, Some(&t));
     assert_eq!(flow::cache::nonzero_words(&again) & !words, 0);
+    // The fast path of the usual shape gives exactly what extraction gives, or declines.
+    check_fast_path(frame, in_port, &key, &p);
     assert_eq!(key.get(Field::InPort), in_port as u128);
     if frame.len() < 14 {
         assert_eq!(p.l3_offset, NO_OFFSET);
@@ -154,6 +156,46 @@ pub fn check_extract(frame: &[u8], in_port: u16) -> (FlowKey, Parsed) {
         assert_eq!(p.l4, L4::None);
     }
     (key, p)
+}
+
+/// `extract_ip4_l4` on `frame` agrees with `extract` (`key`, `p`): when it answers, the same
+/// key (as its six words) and the same `Parsed`, and the map `extract_to` returns is the usual
+/// shape's. Every untagged, unfragmented IPv4 frame with a 20-byte header and a complete TCP or
+/// UDP header is answered.
+pub fn check_fast_path(frame: &[u8], in_port: u16, key: &FlowKey, p: &Parsed) {
+    use flow::extract::{extract_ip4_l4, ip4_key, IP4_L4_MAP};
+    let mut fast_p = Parsed::NONE;
+    let fast = extract_ip4_l4(frame, in_port, &mut fast_p);
+    let usual = p.l3 == L3::Ipv4
+        && !p.vlan
+        && p.l3_offset == 14
+        && p.l4_offset == 34
+        && p.frag == 0
+        && matches!(p.l4, L4::Tcp | L4::Udp)
+        && p.malformed.is_none();
+    match fast {
+        Some(w) => {
+            assert!(usual, "the fast path took a frame of another shape: {p:?}");
+            assert_eq!(&ip4_key(&w), key, "the fast path's key differs");
+            assert_eq!(&fast_p, p, "the fast path's offsets differ");
+            let (mut k, mut p2) = (FlowKey::ZERO, Parsed::NONE);
+            assert_eq!(
+                extract_to(&mut k, &mut p2, frame, in_port, None),
+                IP4_L4_MAP
+            );
+        }
+        None => {
+            assert!(
+                !usual,
+                "the fast path declined a frame of the usual shape: {p:?}"
+            );
+            assert_eq!(
+                fast_p,
+                Parsed::NONE,
+                "a declining fast path wrote its Parsed"
+            );
+        }
+    }
 }
 
 /// True when fields `a` and `b` share a bit of the key.

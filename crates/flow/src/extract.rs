@@ -333,6 +333,98 @@ pub fn extract_to(
     written_words(p, tunnel.is_some(), frame.len())
 }
 
+/// The key words of the usual packet (IPv4 with a transport header, no tunnel), in key order:
+/// port, Ethernet source and VLAN, Ethernet destination and type, addresses, the IP word, the
+/// transport word. Every other word of such a key is zero.
+pub const IP4_L4_KEY_WORDS: [usize; 6] = [W_IN_PORT, W_SRC_TCI, W_DST_TYPE, W_NW, W_NW_MISC, W_TP];
+
+/// The [`IP4_L4_KEY_WORDS`] of one key, in that order: the whole key of the usual packet,
+/// without its 13 zero words.
+pub type Ip4Words = [u64; 6];
+
+/// The map `extract_to` returns for a key of the usual shape (the words of
+/// [`IP4_L4_KEY_WORDS`]).
+pub const IP4_L4_MAP: u32 = {
+    let mut m = 0u32;
+    let mut t = 0;
+    while t < IP4_L4_KEY_WORDS.len() {
+        m |= 1 << IP4_L4_KEY_WORDS[t];
+        t += 1;
+    }
+    m
+};
+
+/// The whole key of an [`Ip4Words`] (the other words zero).
+#[inline]
+pub fn ip4_key(words: &Ip4Words) -> FlowKey {
+    let mut key = FlowKey::ZERO;
+    for (t, &j) in IP4_L4_KEY_WORDS.iter().enumerate() {
+        key.w[j] = words[t];
+    }
+    key
+}
+
+/// The fast path of [`extract_to`] for the packet most traffic is made of: untagged Ethernet,
+/// IPv4 with a 20-byte header and no fragmentation, then a complete TCP or UDP header. Returns
+/// the key's [`Ip4Words`] and fills `p`, exactly as `extract_to` would (it would return
+/// [`IP4_L4_MAP`]); `None` (and `p` untouched) for every other frame, which `extract_to` then
+/// handles. It reads the header bytes once into registers and writes 48 bytes instead of a
+/// 152-byte key.
+#[inline(always)]
+pub fn extract_ip4_l4(frame: &[u8], in_port: u16, p: &mut Parsed) -> Option<Ip4Words> {
+    // Ethernet (14) + IPv4 (20) + the shorter transport header (UDP, 8).
+    let h = frame.first_chunk::<42>()?;
+    if be16(at2(h, 12)) != 0x0800 || h[14] & 0x0f != 5 {
+        return None;
+    }
+    let total = be16(at2(h, 16)) as usize;
+    let proto = h[23];
+    // Not a fragment (no MF flag, offset zero): the transport header follows.
+    if be16(at2(h, 20)) & 0x3fff != 0 || total + 14 > frame.len() {
+        return None;
+    }
+    let l4_len = total.checked_sub(20)?;
+    let tp = match proto {
+        ipproto::UDP if l4_len >= 8 => be16(at2(h, 34)) as u64 | (be16(at2(h, 36)) as u64) << 16,
+        ipproto::TCP if l4_len >= 20 => {
+            // `total + 14 <= frame.len()` and `l4_len >= 20`: bytes 34..54 are there.
+            let t = frame.get(34..54)?;
+            let hlen = (t[12] >> 4) as usize * 4;
+            if hlen < 20 || l4_len < hlen {
+                return None;
+            }
+            let flags = be16(at2(t, 12)) & 0x0fff;
+            be16(at2(t, 0)) as u64 | (be16(at2(t, 2)) as u64) << 16 | (flags as u64) << 32
+        }
+        _ => return None,
+    };
+    let src = u32::from_be_bytes(at4(h, 26));
+    let dst = u32::from_be_bytes(at4(h, 30));
+    *p = Parsed {
+        l3_offset: 14,
+        l4_offset: 34,
+        l4_len: l4_len as u16,
+        l3: L3::Ipv4,
+        l4: if proto == ipproto::TCP {
+            L4::Tcp
+        } else {
+            L4::Udp
+        },
+        frag: 0,
+        vlan: false,
+        ipv6_routing: false,
+        malformed: None,
+    };
+    Some([
+        in_port as u64,
+        mac(h, 6),
+        mac(h, 0) | 0x0800 << 48,
+        src as u64 | (dst as u64) << 32,
+        proto as u64 | (h[15] as u64) << 8 | (h[22] as u64) << 16,
+        tp,
+    ])
+}
+
 const fn bit(w: usize) -> u32 {
     1 << w
 }

@@ -605,6 +605,64 @@ fn every_truncation_is_safe() {
     }
 }
 
+/// The fast path of the usual shape: taken for untagged unfragmented IPv4 with a 20-byte header
+/// and a complete TCP or UDP header (padding allowed), declined for everything else, and equal
+/// to `extract_to` wherever taken, on every truncation and every single-byte change of a set of
+/// frames around that shape.
+#[test]
+fn the_fast_path_is_extraction_where_it_applies() {
+    use crate::extract::{extract_ip4_l4, ip4_key, IP4_L4_MAP};
+    let taken = [
+        eth(0x0800, &ip4(6, 0x2e, 0, &[], &tcp(1, 2, 0x12, &[]))),
+        eth(
+            0x0800,
+            &ip4(6, 0, 0, &[], &tcp(80, 443, 0xfff, &[1, 1, 1, 0])),
+        ),
+        eth(0x0800, &ip4(17, 3, 0, &[], &udp(53, 5353))),
+        eth(0x0800, &ip4(17, 0, 0x4000, &[], &udp(1, 2))), // DF is not a fragment
+        [eth(0x0800, &ip4(17, 0, 0, &[], &udp(1, 2))), vec![0; 9]].concat(), // padding
+    ];
+    let declined = [
+        eth(0x0800, &ip4(6, 0, 0, &[1, 1, 1, 0], &tcp(1, 2, 0, &[]))), // IP options
+        tagged(0x8100, 5, 0x0800, &ip4(17, 0, 0, &[], &udp(1, 2))),
+        eth(0x0800, &ip4(17, 0, 0x2000, &[], &udp(1, 2))), // MF
+        eth(0x0800, &ip4(17, 0, 0x0001, &[], &udp(1, 2))), // later fragment
+        eth(0x0800, &ip4(1, 0, 0, &[], &[8, 0, 0, 0, 0, 0, 0, 0])), // ICMP
+        eth(0x0800, &ip4(132, 0, 0, &[], &[0; 12])),
+        eth(0x86dd, &ip6(6, &tcp(1, 2, 2, &[]))),
+    ];
+    let agree = |f: &[u8], expect: Option<bool>| {
+        let (key, p) = extract(f, 3, None);
+        let mut fp = Parsed::NONE;
+        match extract_ip4_l4(f, 3, &mut fp) {
+            Some(w) => {
+                assert_eq!(ip4_key(&w), key, "{f:02x?}");
+                assert_eq!(fp, p, "{f:02x?}");
+                let (mut k, mut p2) = (FlowKey::ZERO, Parsed::NONE);
+                assert_eq!(extract_to(&mut k, &mut p2, f, 3, None), IP4_L4_MAP);
+                assert_ne!(expect, Some(false), "taken: {f:02x?}");
+            }
+            None => {
+                assert_eq!(fp, Parsed::NONE);
+                assert_ne!(expect, Some(true), "declined: {f:02x?}");
+            }
+        }
+    };
+    for (frames, expect) in [(&taken[..], true), (&declined[..], false)] {
+        for f in frames {
+            agree(f, Some(expect));
+            for n in 0..f.len() {
+                agree(&f[..n], None);
+                for v in [0u8, 1, 0x45, 0x50, 0xff] {
+                    let mut g = f.clone();
+                    g[n] = v;
+                    agree(&g, None);
+                }
+            }
+        }
+    }
+}
+
 /// ns per packet for a 64-byte TCP/IPv4 frame (`cargo test -p vecplane-flow --release --lib
 /// extract_ns_per_packet -- --ignored --nocapture`).
 #[test]

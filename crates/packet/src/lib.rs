@@ -5,6 +5,7 @@
 
 pub mod checksum;
 pub mod headers;
+pub mod huge;
 pub mod meta;
 pub mod pool;
 

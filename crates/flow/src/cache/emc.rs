@@ -9,9 +9,10 @@
 //! lookup of such a key reads one line per way. Equal map and equal words is equal full key
 //! (words outside the map are zero), so a hit is exact.
 
-use super::hash::{SparseKey, IP4_L4_HEAD, IP4_L4_WORDS, LONG, SHORT};
+use super::hash::{SparseKey, IP4_L4_HEAD, LONG, SHORT};
 use super::megaflow::MegaflowId;
-use crate::key::FlowKey;
+use crate::extract::Ip4Words;
+use packet::huge::HugeTable;
 
 /// One entry: the megaflow and its generation when the entry was written, and the key.
 #[derive(Clone, Copy)]
@@ -31,7 +32,8 @@ const NONE: MegaflowId = u32::MAX;
 
 /// The exact-match cache of one worker.
 pub struct ExactMatchCache {
-    entries: Vec<Entry>,
+    /// 1 MiB at the default size: on huge pages, so a lookup costs no TLB miss.
+    entries: HugeTable<Entry>,
     mask: usize,
     /// Insert when `rng < threshold`: `u32::MAX / inv_prob`, 0 = never, `u32::MAX` = always.
     threshold: u32,
@@ -43,14 +45,14 @@ impl ExactMatchCache {
     /// probability `1 / inv_prob` (0: never), its generator seeded with `seed`.
     pub(crate) fn new(entries: usize, inv_prob: u32, seed: u64) -> ExactMatchCache {
         let mut e = ExactMatchCache {
-            entries: vec![
+            entries: HugeTable::new(
+                entries.max(1),
                 Entry {
                     id: NONE,
                     gen: 0,
                     m: [0; LONG],
-                };
-                entries.max(1)
-            ],
+                },
+            ),
             mask: entries.max(1) - 1,
             threshold: 0,
             rng: seed | 1,
@@ -108,15 +110,15 @@ impl ExactMatchCache {
         None
     }
 
-    /// [`ExactMatchCache::lookup`] for the sparse key of `key` with word map `IP4_L4` (hash
-    /// `h`), compared with `key`'s words in place.
+    /// [`ExactMatchCache::lookup`] for the `IP4_L4` key whose words are `key` (hash `h`),
+    /// compared with them in place.
     #[inline]
-    pub(crate) fn lookup_ip4_l4(&self, key: &FlowKey, h: u64) -> Option<(MegaflowId, u32)> {
+    pub(crate) fn lookup_ip4_l4(&self, key: &Ip4Words, h: u64) -> Option<(MegaflowId, u32)> {
         for w in self.ways(h) {
             let e = &self.entries[w];
             let mut diff = e.m[0] ^ IP4_L4_HEAD;
-            for (t, &j) in IP4_L4_WORDS.iter().enumerate() {
-                diff |= e.m[t + 1] ^ key.w[j];
+            for (t, k) in key.iter().enumerate() {
+                diff |= e.m[t + 1] ^ k;
             }
             if e.id != NONE && diff == 0 {
                 return Some((e.id, e.gen));

@@ -16,6 +16,7 @@
 //! colliding flows. The key is drawn once per process from the standard library's random
 //! `RandomState` seeds (the operating system's random source); tests may fix it.
 
+use crate::extract::Ip4Words;
 use crate::key::{Field, FlowKey, KEY_WORDS};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
@@ -81,6 +82,16 @@ pub(crate) const IP4_L4_WORDS: [usize; 6] = {
 /// The first word (map and count) of an `IP4_L4` key's sparse form.
 pub(crate) const IP4_L4_HEAD: u64 = IP4_L4 as u64 | 6 << 32;
 
+// Extraction's fast path hands over exactly these words, in this order.
+const _: () = {
+    assert!(IP4_L4 == crate::extract::IP4_L4_MAP);
+    let mut t = 0;
+    while t < 6 {
+        assert!(IP4_L4_WORDS[t] == crate::extract::IP4_L4_KEY_WORDS[t]);
+        t += 1;
+    }
+};
+
 /// A flow key as its present words: `m[0]` says which words of the `FlowKey` are present (bit
 /// `j`: word `j`) and, in its high half, how many (n); `m[1..=n]` are those words in order, and
 /// every word not present is zero. Two keys are equal exactly when their sparse forms with the
@@ -116,6 +127,14 @@ impl SparseKey {
     #[inline(always)]
     pub fn is_short(&self) -> bool {
         self.len() <= SHORT
+    }
+
+    /// The sparse form of the `IP4_L4` key whose words are `w`.
+    #[inline(always)]
+    pub fn set_ip4(&mut self, w: &Ip4Words) {
+        self.m[0] = IP4_L4_HEAD;
+        self.m[1..7].copy_from_slice(w);
+        self.m[7..].fill(0);
     }
 
     /// Gather the words of `key` that `words` names (a superset of its non-zero words) into
@@ -286,11 +305,11 @@ impl HashKey {
         }
     }
 
-    /// [`HashKey::hash_sparse`] of the sparse key of `key` with word map `IP4_L4` (the usual
-    /// shape), read from `key` in place: the same value, without gathering the words first.
+    /// [`HashKey::hash_sparse`] of the `IP4_L4` key (the usual shape) whose words are `w`: the
+    /// same value, without gathering the sparse key first.
     #[inline(always)]
-    pub(crate) fn hash_ip4_l4(&self, key: &FlowKey) -> u64 {
-        let w = |t: usize| key.w[IP4_L4_WORDS[t]];
+    pub(crate) fn hash_ip4_l4(&self, w: &Ip4Words) -> u64 {
+        let w = |t: usize| w[t];
         let k = &self.k;
         let acc = nh_pair(IP4_L4_HEAD, k[0], w(0), k[1])
             .wrapping_add(nh_pair(w(1), k[2], w(2), k[3]))
@@ -531,7 +550,12 @@ mod tests {
             for (t, &j) in IP4_L4_WORDS.iter().enumerate() {
                 assert_eq!(sa.m[t + 1], a.w[j]);
             }
-            assert_eq!(hk.hash_ip4_l4(&a), hk.hash_sparse(&sa));
+            let w = IP4_L4_WORDS.map(|j| a.w[j]);
+            assert_eq!(hk.hash_ip4_l4(&w), hk.hash_sparse(&sa));
+            let mut sb = SparseKey::ZERO;
+            sb.set_ip4(&w);
+            assert_eq!(sa.m[..SHORT + 1], sb.m[..SHORT + 1]);
+            assert_eq!(crate::extract::ip4_key(&w), a);
         }
         // The same key under two maps (a word written as zero): different sparse keys, so at
         // worst an EMC miss, never a false hit.

@@ -22,9 +22,10 @@
 //! cache line (200,000 -> 65,536 buckets, 4 MiB); a megaflow's slab entry is its masked key,
 //! its creating key, its actions and counters (the slab is reserved up front and touched as it
 //! fills). Up to 512 subtables. A key of the usual shape (IPv4 with a transport header, no
-//! tunnel) is hashed and compared in place, straight from its `FlowKey` words, with only the
-//! first way prefetched (inserts fill the first way first); its sparse form is gathered only
-//! to insert it.
+//! tunnel) is hashed and compared straight from its six words ([`Ip4Words`]: extraction's fast
+//! path writes only those, and [`FlowCache::lookup_vector`] writes the whole key only when it
+//! misses the EMC), with only the first way prefetched (inserts fill the first way first); its
+//! sparse form is made only to insert it. The EMC lives on huge pages (`packet::huge`).
 //!
 //! Hashing: [`HashKey`] (NH with a per-process random key, see `hash.rs`), so crafted flows
 //! cannot be aimed at one bucket.
@@ -78,10 +79,33 @@ pub use megaflow::{MegaflowCache, MegaflowId};
 pub use stats::{CacheStats, CycleHistogram, PublishedStats, CYCLE_BUCKETS};
 
 use crate::dpaction::DpActions;
+use crate::extract::{ip4_key, Ip4Words, IP4_L4_KEY_WORDS};
 use crate::key::{FlowKey, KEY_WORDS};
 use crate::rule::RuleId;
 use hash::IP4_L4;
 use megaflow::CHUNK;
+
+/// A flag in a `words` entry of [`FlowCache::lookup_vector`]: the key is only in its
+/// [`Ip4Words`] so far, not in `keys` (outside every key word's bit).
+pub const KEY_IN_IP4_WORDS: u32 = 1 << 31;
+const _: () = assert!(KEY_WORDS < 31);
+
+/// Write the whole key of every entry of `which` (a bit per index) that is only in its
+/// [`Ip4Words`] so far, and clear its flag.
+#[inline]
+fn write_keys(keys: &mut [FlowKey], ip4: &[Ip4Words], words: &mut [u32], which: u64) {
+    let mut m = which;
+    while m != 0 {
+        let i = m.trailing_zeros() as usize;
+        m &= m - 1;
+        if let (Some(w), Some(k), Some(ip4)) = (words.get_mut(i), keys.get_mut(i), ip4.get(i)) {
+            if *w & KEY_IN_IP4_WORDS != 0 {
+                *k = ip4_key(ip4);
+                *w &= !KEY_IN_IP4_WORDS;
+            }
+        }
+    }
+}
 
 /// Most rules a megaflow remembers (more are dropped and `RuleList::truncated` is set).
 pub const MAX_MEGAFLOW_RULES: usize = 8;
@@ -414,7 +438,8 @@ impl FlowCache {
     /// `keys[i]` (as [`crate::extract::extract_to`] returns): the exact-match cache hashes and
     /// compares only those. A key's EMC entry is found only with the `words` it was inserted
     /// with (give [`FlowCache::insert_parts_words`] the same), so one caller should derive
-    /// `words` one way. `words` must be at least as long as `keys`.
+    /// `words` one way. `words` must be at least as long as `keys`. (A copying front end of
+    /// [`FlowCache::lookup_vector`], for callers that hold whole keys only.)
     pub fn lookup_batch_words<T: Translator + ?Sized>(
         &mut self,
         xl: &T,
@@ -423,16 +448,59 @@ impl FlowCache {
         words: &[u32],
         out: &mut [Hit],
     ) -> usize {
-        self.mf.observe_version(xl.version());
         let n = keys.len().min(out.len()).min(words.len());
+        let mut chunk_keys = [FlowKey::ZERO; CHUNK];
+        let mut chunk_words = [0u32; CHUNK];
+        let mut ip4 = [[0u64; 6]; CHUNK];
+        let mut misses = 0;
+        for start in (0..n).step_by(CHUNK) {
+            let end = (start + CHUNK).min(n);
+            let len = end - start;
+            chunk_keys[..len].copy_from_slice(&keys[start..end]);
+            for (i, k) in keys[start..end].iter().enumerate() {
+                chunk_words[i] = words[start + i] & !KEY_IN_IP4_WORDS;
+                ip4[i] = IP4_L4_KEY_WORDS.map(|j| k.w[j]);
+            }
+            misses += self.lookup_vector(
+                xl,
+                now_ms,
+                &mut chunk_keys[..len],
+                &ip4[..len],
+                &mut chunk_words[..len],
+                &mut out[start..end],
+            );
+        }
+        misses
+    }
+
+    /// Look up a vector of keys as extraction left them: `words[i]` as
+    /// [`crate::extract::extract_to`] returns it, `ip4[i]` the key's [`Ip4Words`] whenever
+    /// that map is [`crate::extract::IP4_L4_MAP`] (the usual shape, hashed and compared from
+    /// those six words). With [`KEY_IN_IP4_WORDS`] also set in `words[i]`, `keys[i]` is not
+    /// written (the fast extraction wrote only the six words); every such key that misses the
+    /// exact-match cache is then written into `keys[i]` and its flag cleared, so that on
+    /// return every key that is not an EMC hit is whole in `keys`. Returns the misses; `out`
+    /// gets one [`Hit`] per key (at least as long as `keys`, as `ip4` and `words` are).
+    pub fn lookup_vector<T: Translator + ?Sized>(
+        &mut self,
+        xl: &T,
+        now_ms: u64,
+        keys: &mut [FlowKey],
+        ip4: &[Ip4Words],
+        words: &mut [u32],
+        out: &mut [Hit],
+    ) -> usize {
+        self.mf.observe_version(xl.version());
+        let n = keys.len().min(out.len()).min(words.len()).min(ip4.len());
         let mut misses = 0;
         for start in (0..n).step_by(CHUNK) {
             let end = (start + CHUNK).min(n);
             misses += self.lookup_chunk(
                 xl,
                 now_ms,
-                &keys[start..end],
-                &words[start..end],
+                &mut keys[start..end],
+                &ip4[start..end],
+                &mut words[start..end],
                 &mut out[start..end],
             );
         }
@@ -443,8 +511,9 @@ impl FlowCache {
         &mut self,
         xl: &T,
         now_ms: u64,
-        keys: &[FlowKey],
-        words: &[u32],
+        keys: &mut [FlowKey],
+        ip4: &[Ip4Words],
+        words: &mut [u32],
         out: &mut [Hit],
     ) -> usize {
         let n = keys.len();
@@ -456,20 +525,21 @@ impl FlowCache {
         out.fill(Hit::Miss);
         if !self.mf.enabled {
             self.mf.stats.misses += n as u64;
+            write_keys(keys, ip4, words, all);
             return n;
         }
         let mut want = all;
         let mut emc_hash = [0u64; CHUNK];
         // Keys whose sparse form fits the EMC (all extracted keys do).
         let mut sparse_ok = 0u64;
-        // Of those, keys of the usual shape (`IP4_L4`), hashed and compared in place: their
-        // sparse form is gathered only to insert them.
+        // Of those, keys of the usual shape (`IP4_L4`), hashed and compared from their six
+        // words: their sparse form is made only to insert them.
         let mut in_place = 0u64;
         if self.emc_enabled {
             self.mf.stats.emc_lookups += n as u64;
             for i in 0..n {
                 if words[i] & ((1 << KEY_WORDS) - 1) == IP4_L4 {
-                    let h = self.hk.hash_ip4_l4(&keys[i]);
+                    let h = self.hk.hash_ip4_l4(&ip4[i]);
                     emc_hash[i] = h;
                     self.emc.prefetch_first(h);
                     in_place |= 1 << i;
@@ -492,7 +562,7 @@ impl FlowCache {
                 let i = look.trailing_zeros() as usize;
                 look &= look - 1;
                 let found = if in_place & (1 << i) != 0 {
-                    self.emc.lookup_ip4_l4(&keys[i], emc_hash[i])
+                    self.emc.lookup_ip4_l4(&ip4[i], emc_hash[i])
                 } else {
                     self.emc.lookup(&self.sparse[i], emc_hash[i])
                 };
@@ -514,6 +584,7 @@ impl FlowCache {
         if want == 0 {
             return 0;
         }
+        write_keys(keys, ip4, words, want);
         let before = want;
         let missing = self.mf.lookup_chunk(xl, now_ms, keys, out, want);
         if self.emc_enabled {
@@ -524,7 +595,7 @@ impl FlowCache {
                 if self.emc.should_insert() {
                     if let Some(id) = out[i].id() {
                         if in_place & (1 << i) != 0 {
-                            self.sparse[i].gather(&keys[i], words[i]);
+                            self.sparse[i].set_ip4(&ip4[i]);
                         }
                         self.emc_insert(i, emc_hash[i], id);
                     }

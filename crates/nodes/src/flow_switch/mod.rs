@@ -16,11 +16,14 @@ pub use shared::FlowWorkerShared;
 
 use crate::names;
 use crate::neighbour::WorkerCell;
+use flow::cache::KEY_IN_IP4_WORDS;
 use flow::cache::{
     CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, TranslatedRef, Translator,
 };
 use flow::execute::apply_to_buffer;
-use flow::extract::{extract_to, Parsed, Tunnel};
+use flow::extract::{
+    extract_ip4_l4, extract_to, ip4_key, Ip4Words, Parsed, Tunnel, IP4_L4_KEY_WORDS, IP4_L4_MAP,
+};
 use flow::tables::FlowTables;
 use flow::{DpAction, DpActions, FlowKey};
 use graph::{Dispatch, Emitter, InputNode, Node, NodeContext};
@@ -44,6 +47,9 @@ pub const MAX_SWITCHES: usize = 16;
 
 /// `group_of` of a packet that is in no group.
 const NO_GROUP: u8 = u8::MAX;
+
+/// How many packets ahead extraction prefetches a packet's metadata and header.
+const PREFETCH_AHEAD: usize = 8;
 
 /// Misses of one vector remembered to cover later misses of the same vector.
 const RECENT: usize = 4;
@@ -242,7 +248,11 @@ struct TraceNote {
 /// The `flow-switch` node (one per worker).
 pub struct FlowSwitch {
     inner: Arc<WorkerCell<Inner>>,
+    /// Each packet's key; not written for a packet of the usual shape until it misses the
+    /// exact-match cache (`KEY_IN_IP4_WORDS` in its `words`: the key is in `ip4`).
     keys: Box<[FlowKey]>,
+    /// The six words of each key of the usual shape (IPv4 with a transport header).
+    ip4: Box<[Ip4Words]>,
     /// The key words extraction wrote, per packet (for the exact-match cache).
     words: Box<[u32]>,
     parsed: Box<[Parsed]>,
@@ -255,6 +265,7 @@ pub struct FlowSwitch {
     /// Packets and bytes per (bridge, megaflow) of this vector, credited once at its end.
     tally: Vec<(u16, MegaflowId, u64, u64)>,
     group_keys: Box<[FlowKey]>,
+    group_ip4: Box<[Ip4Words]>,
     group_words: Box<[u32]>,
     group_hits: Box<[Hit]>,
     group_index: Vec<u16>,
@@ -302,6 +313,7 @@ pub fn flow_switch_nodes(
         FlowSwitch {
             inner: inner.clone(),
             keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            ip4: vec![[0; 6]; VECTOR_SIZE].into_boxed_slice(),
             words: vec![0; VECTOR_SIZE].into_boxed_slice(),
             parsed: vec![Parsed::NONE; VECTOR_SIZE].into_boxed_slice(),
             sources: vec![Source::Pending; VECTOR_SIZE].into_boxed_slice(),
@@ -310,6 +322,7 @@ pub fn flow_switch_nodes(
             notes: Vec::with_capacity(VECTOR_SIZE),
             tally: Vec::with_capacity(VECTOR_SIZE),
             group_keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
+            group_ip4: vec![[0; 6]; VECTOR_SIZE].into_boxed_slice(),
             group_words: vec![0; VECTOR_SIZE].into_boxed_slice(),
             group_hits: vec![Hit::Miss; VECTOR_SIZE].into_boxed_slice(),
             group_index: Vec::with_capacity(VECTOR_SIZE),
@@ -514,13 +527,20 @@ impl Node for FlowSwitch {
             let slots = self
                 .keys
                 .iter_mut()
+                .zip(self.ip4.iter_mut())
                 .zip(self.parsed.iter_mut())
                 .zip(self.words.iter_mut())
                 .zip(self.group_of.iter_mut())
                 .zip(self.sources.iter_mut());
-            // No prefetch of later packets: `ethernet-input`, which hands every packet to this
-            // node, has just read their metadata and headers.
-            for (&b, ((((key, parsed), words), group_of), source)) in frame.iter().zip(slots) {
+            // `ethernet-input` has just read every packet's metadata and headers, but a
+            // vector's worth (256 of each, 32 KiB) no longer fits in L1 (the first header load
+            // stalled, perf annotate): start loading a later packet's.
+            for (i, (&b, (((((key, ip4), parsed), words), group_of), source))) in
+                frame.iter().zip(slots).enumerate()
+            {
+                if let Some(&later) = frame.get(i + PREFETCH_AHEAD) {
+                    cx.pool.prefetch(later);
+                }
                 let m = cx.pool.meta(b);
                 traced |= m.flags & packet::meta::FLAG_TRACE != 0;
                 let Some(info) = inner.ports.get(m.rx_port as usize).copied().flatten() else {
@@ -535,7 +555,25 @@ impl Node for FlowSwitch {
                     tun_src: m.tun_src,
                     tun_dst: m.tun_dst,
                 });
-                *words = extract_to(key, parsed, cx.pool.data(b), info.ofport, tunnel.as_ref());
+                let data = cx.pool.data(b);
+                // The usual packet: six words, the key itself written only if it misses.
+                let fast = match tunnel {
+                    None => extract_ip4_l4(data, info.ofport, parsed),
+                    Some(_) => None,
+                };
+                *words = match fast {
+                    Some(w) => {
+                        *ip4 = w;
+                        IP4_L4_MAP | KEY_IN_IP4_WORDS
+                    }
+                    None => {
+                        let w = extract_to(key, parsed, data, info.ofport, tunnel.as_ref());
+                        if w == IP4_L4_MAP {
+                            *ip4 = IP4_L4_KEY_WORDS.map(|j| key.w[j]);
+                        }
+                        w
+                    }
+                };
                 if let Some(bad) = parsed.malformed {
                     if let Some(s) = inner.switches.get(info.switch as usize) {
                         if let Some(c) = s.shared.malformed.get(bad as usize) {
@@ -676,9 +714,19 @@ impl Node for FlowSwitch {
 }
 
 impl FlowSwitch {
+    /// Write packet `i`'s whole key if extraction left it in `ip4` only.
+    #[inline]
+    fn whole_key(&mut self, i: usize) {
+        if self.words[i] & KEY_IN_IP4_WORDS != 0 {
+            self.keys[i] = ip4_key(&self.ip4[i]);
+            self.words[i] &= !KEY_IN_IP4_WORDS;
+        }
+    }
+
     /// Remember for the trace what answered traced packet `i` (buffer `b`). Cold path.
     #[cold]
     fn note(&mut self, pool: &BufferPool, inner: &mut Inner, i: usize, b: u32) {
+        self.whole_key(i);
         let port = pool.meta(b).rx_port as usize;
         let Some(s) = inner
             .ports
@@ -736,7 +784,10 @@ impl FlowSwitch {
         if !whole {
             for i in 0..packets {
                 if self.group_of[i] == g as u8 {
+                    // The miss path reads `keys`, not the group's copy: write the key now.
+                    self.whole_key(i);
                     self.group_keys[self.group_index.len()] = self.keys[i];
+                    self.group_ip4[self.group_index.len()] = self.ip4[i];
                     self.group_words[self.group_index.len()] = self.words[i];
                     self.group_index.push(i as u16);
                 }
@@ -760,14 +811,19 @@ impl FlowSwitch {
         s.cache.set_megaflow_enabled(megaflow);
         let tables = s.tables.get();
         let xl = Xl(tables);
-        let (keys, words) = if whole {
-            (&self.keys[..n], &self.words[..n])
+        // A whole vector's keys that miss the exact-match cache are written in place.
+        let (keys, ip4, words) = if whole {
+            (&mut self.keys[..n], &self.ip4[..n], &mut self.words[..n])
         } else {
-            (&self.group_keys[..n], &self.group_words[..n])
+            (
+                &mut self.group_keys[..n],
+                &self.group_ip4[..n],
+                &mut self.group_words[..n],
+            )
         };
         let misses = s
             .cache
-            .lookup_batch_words(&xl, now, keys, words, &mut self.group_hits[..n]);
+            .lookup_vector(&xl, now, keys, ip4, words, &mut self.group_hits[..n]);
         if whole {
             if misses == 0 {
                 return true;

@@ -1,0 +1,132 @@
+//! Fixed-size tables for random lookups on the fast path (flow caches, flow tables), backed by
+//! transparent huge pages when the kernel grants them. Owns its one allocation; never grows,
+//! never reallocates, and a refused huge page only costs speed.
+//!
+//! Why: a table of a megabyte or more that is read at random costs a TLB miss per lookup on
+//! 4 KiB pages (a 1 MiB exact-match cache spans 256 of them; perf put a tenth of the
+//! `flow-switch` node on the instruction after the prefetch of its entries). A plain `Box<[T]>`
+//! is only 64-byte aligned, so advice covers only the whole 2 MiB pages that happen to lie
+//! inside it, often none; this table is 2 MiB aligned and its size rounded up to whole huge
+//! pages whenever it is at least half of one.
+
+use std::alloc::Layout;
+use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
+
+/// A transparent huge page (x86-64).
+pub const HUGE_PAGE: usize = 2 << 20;
+
+/// `len` values of `T` in one allocation, huge-page aligned when large (see the module comment).
+pub struct HugeTable<T: Copy> {
+    ptr: NonNull<T>,
+    len: usize,
+    /// The allocation's layout; `None` when nothing was allocated (empty table or zero-sized `T`).
+    layout: Option<Layout>,
+}
+
+// SAFETY: the table owns its values exclusively (as a `Box<[T]>` does), so it may move to or be
+// shared with another thread exactly when `T` may.
+unsafe impl<T: Copy + Send> Send for HugeTable<T> {}
+// SAFETY: as above; `&HugeTable` only gives `&[T]`.
+unsafe impl<T: Copy + Sync> Sync for HugeTable<T> {}
+
+impl<T: Copy> HugeTable<T> {
+    /// A table of `len` copies of `v`. Panics only where `vec![v; len]` would (the size
+    /// overflows, or the allocator fails).
+    pub fn new(len: usize, v: T) -> HugeTable<T> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .expect("HugeTable size overflows");
+        if bytes == 0 {
+            return HugeTable {
+                ptr: NonNull::dangling(),
+                len,
+                layout: None,
+            };
+        }
+        let layout = if bytes >= HUGE_PAGE / 2 {
+            Layout::from_size_align(bytes.next_multiple_of(HUGE_PAGE), HUGE_PAGE)
+        } else {
+            Layout::array::<T>(len)
+        }
+        .expect("HugeTable layout");
+        // SAFETY: `layout` has a non-zero size.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw.cast::<T>()) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        if layout.align() == HUGE_PAGE {
+            // SAFETY: the range is exactly the fresh allocation, 2 MiB aligned and a multiple of
+            // 2 MiB long; MADV_HUGEPAGE changes how the kernel backs it, never its contents.
+            // Given before the first write, so the first touch can fault in a huge page.
+            unsafe {
+                libc::madvise(raw.cast(), layout.size(), libc::MADV_HUGEPAGE);
+            }
+        }
+        for i in 0..len {
+            // SAFETY: `i < len` and the allocation holds `len` values of `T`.
+            unsafe { ptr.as_ptr().add(i).write(v) };
+        }
+        HugeTable {
+            ptr,
+            len,
+            layout: Some(layout),
+        }
+    }
+}
+
+impl<T: Copy> Deref for HugeTable<T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        // SAFETY: `ptr` points to `len` initialised values (or is dangling with a zero-sized
+        // view), owned by `self` for its lifetime.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Copy> DerefMut for HugeTable<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as in `deref`, and `&mut self` makes the view exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Copy> Drop for HugeTable<T> {
+    fn drop(&mut self) {
+        if let Some(layout) = self.layout {
+            // SAFETY: allocated in `new` with exactly this layout; `T: Copy` has no drop glue.
+            unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), layout) };
+        }
+    }
+}
+
+impl<T: Copy + std::fmt::Debug> std::fmt::Debug for HugeTable<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HugeTable").field("len", &self.len).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_of_every_size_hold_their_values_and_large_ones_are_huge_page_aligned() {
+        for len in [0usize, 1, 3, 4096, (1 << 20) / 16, (3 << 20) / 16 + 5] {
+            let mut t = HugeTable::new(len, [7u64, 9]);
+            assert_eq!(t.len(), len);
+            assert!(t.iter().all(|v| *v == [7, 9]));
+            if let Some(last) = t.last_mut() {
+                *last = [1, 2];
+            }
+            assert!(len == 0 || t[len - 1] == [1, 2]);
+            if len * 16 >= HUGE_PAGE / 2 {
+                assert_eq!(t.as_ptr() as usize % HUGE_PAGE, 0);
+            }
+        }
+        let z = HugeTable::new(10, ());
+        assert_eq!(z.len(), 10);
+    }
+}
