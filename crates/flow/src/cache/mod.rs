@@ -107,6 +107,9 @@ fn write_keys(keys: &mut [FlowKey], ip4: &[Ip4Words], words: &mut [u32], which: 
     }
 }
 
+/// While the EMC misses, one chunk in this many consults it (the others skip it).
+pub const EMC_SAMPLE: u32 = 8;
+
 /// Most rules a megaflow remembers (more are dropped and `RuleList::truncated` is set).
 pub const MAX_MEGAFLOW_RULES: usize = 8;
 
@@ -382,6 +385,10 @@ pub struct FlowCache {
     emc: ExactMatchCache,
     mf: MegaflowCache,
     emc_enabled: bool,
+    /// Chunks still to look up without the EMC (see `CacheStats::emc_skipped`).
+    emc_skip: u32,
+    /// The last chunk that consulted the EMC mostly missed it: prefetch both ways.
+    emc_missing: bool,
     /// One chunk's keys in sparse form (scratch of `lookup_chunk`).
     sparse: Box<[SparseKey]>,
 }
@@ -399,6 +406,8 @@ impl FlowCache {
             emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob, hk.derive(1)),
             mf: MegaflowCache::new(cfg, hk.clone()),
             emc_enabled: cfg.emc_enabled && cfg.emc_entries > 0,
+            emc_skip: 0,
+            emc_missing: false,
             sparse: vec![SparseKey::ZERO; CHUNK].into_boxed_slice(),
             hk,
         })
@@ -535,13 +544,25 @@ impl FlowCache {
         // Of those, keys of the usual shape (`IP4_L4`), hashed and compared from their six
         // words: their sparse form is made only to insert them.
         let mut in_place = 0u64;
-        if self.emc_enabled {
+        let consult = self.emc_enabled && self.emc_skip == 0;
+        if self.emc_enabled && !consult {
+            self.emc_skip -= 1;
+            self.mf.stats.emc_skipped += n as u64;
+        }
+        if consult {
             self.mf.stats.emc_lookups += n as u64;
+            let missing = self.emc_missing;
             for i in 0..n {
                 if words[i] & ((1 << KEY_WORDS) - 1) == IP4_L4 {
                     let h = self.hk.hash_ip4_l4(&ip4[i]);
                     emc_hash[i] = h;
-                    self.emc.prefetch_first(h);
+                    // Inserts fill the first way first: most hits are found there, so its
+                    // second is loaded only while keys mostly miss (and read both).
+                    if missing {
+                        self.emc.prefetch(h, true);
+                    } else {
+                        self.emc.prefetch_first(h);
+                    }
                     in_place |= 1 << i;
                     continue;
                 }
@@ -582,27 +603,72 @@ impl FlowCache {
             self.mf.stats.emc_hits += (all & !want).count_ones() as u64;
         }
         if want == 0 {
+            self.emc_missing = false;
             return 0;
         }
         write_keys(keys, ip4, words, want);
         let before = want;
         let missing = self.mf.lookup_chunk(xl, now_ms, keys, out, want);
+        if consult {
+            // Keys the megaflow cache had but the EMC did not, against EMC hits: at 3 to 1 in
+            // a chunk mostly of such keys, the working set has outgrown the EMC. (New flows,
+            // which no cache has, say nothing about it.)
+            let emc_hits = (all & !before).count_ones();
+            let mf_hits = (before & !missing).count_ones();
+            self.emc_missing = mf_hits > emc_hits;
+            if mf_hits >= 3 * emc_hits && 2 * (emc_hits + mf_hits) >= CHUNK as u32 {
+                self.emc_skip = EMC_SAMPLE - 1;
+            }
+        }
         if self.emc_enabled {
-            let mut hits = before & !missing & sparse_ok;
+            // Megaflow hits go into the EMC with the insertion probability, also from chunks
+            // that skipped it (their key is hashed only then): it keeps learning the flows, so
+            // that a sampled chunk sees the hits come back.
+            let mut hits = before & !missing;
             while hits != 0 {
                 let i = hits.trailing_zeros() as usize;
                 hits &= hits - 1;
-                if self.emc.should_insert() {
-                    if let Some(id) = out[i].id() {
-                        if in_place & (1 << i) != 0 {
-                            self.sparse[i].set_ip4(&ip4[i]);
-                        }
-                        self.emc_insert(i, emc_hash[i], id);
-                    }
+                if !self.emc.should_insert() {
+                    continue;
                 }
+                let Some(id) = out[i].id() else {
+                    continue;
+                };
+                let h = if !consult {
+                    match self.sparse_hash(keys, ip4, words, i) {
+                        Some(h) => h,
+                        None => continue,
+                    }
+                } else if in_place & (1 << i) != 0 {
+                    self.sparse[i].set_ip4(&ip4[i]);
+                    emc_hash[i]
+                } else if sparse_ok & (1 << i) != 0 {
+                    emc_hash[i]
+                } else {
+                    continue;
+                };
+                self.emc_insert(i, h, id);
             }
         }
         missing.count_ones() as usize
+    }
+
+    /// Put key `i`'s sparse form into `sparse[i]` and return its EMC hash (None: it has too
+    /// many words for the EMC).
+    fn sparse_hash(
+        &mut self,
+        keys: &[FlowKey],
+        ip4: &[Ip4Words],
+        words: &[u32],
+        i: usize,
+    ) -> Option<u64> {
+        let sk = &mut self.sparse[i];
+        if words[i] & ((1 << KEY_WORDS) - 1) == IP4_L4 {
+            sk.set_ip4(&ip4[i]);
+        } else if !sk.gather(&keys[i], words[i]) {
+            return None;
+        }
+        Some(self.hk.hash_sparse(sk))
     }
 
     /// Insert the sparse key in scratch slot `i` (hash `h`) -> `id` into the EMC.

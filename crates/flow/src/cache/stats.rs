@@ -39,6 +39,10 @@ counters! {
     emc_lookups,
     /// Exact-match cache hits (on a current megaflow).
     emc_hits,
+    /// Keys not looked up in the exact-match cache because it was missing: when in a chunk the
+    /// megaflow cache answered at least three times as many keys as the EMC (the working set
+    /// outgrew the EMC), only one chunk in `EMC_SAMPLE` consults it until its hits come back.
+    emc_skipped,
     /// Entries written into the exact-match cache.
     emc_inserts,
     /// Keys looked up in the megaflow cache (those the exact-match cache did not answer).

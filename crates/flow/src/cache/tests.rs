@@ -582,7 +582,9 @@ fn in_place_keys_and_gathered_keys_share_the_emc() {
     };
     let mut keys = Vec::new();
     let mut words = Vec::new();
-    for i in 0..40u32 {
+    // 30 keys: fewer than half a chunk, so the EMC is consulted whatever it answers (see
+    // `a_working_set_beyond_the_emc_skips_it_and_it_comes_back`).
+    for i in 0..15u32 {
         let k = usual(&key(1, 0xc612_0200 + i, 80 + (i % 2) as u16));
         keys.push(k);
         words.push(hash::IP4_L4);
@@ -626,4 +628,53 @@ fn in_place_keys_and_gathered_keys_share_the_emc() {
     assert!(out.iter().all(|h| matches!(h, Hit::Megaflow(_))), "{out:?}");
     assert_eq!(c.lookup_batch_words(&xl, 4, &fresh, &words, &mut out), 0);
     assert!(out.iter().all(|h| matches!(h, Hit::Emc(_))), "{out:?}");
+}
+
+/// A working set the EMC does not hold (its hits are a small share of the megaflow cache's):
+/// most chunks skip the EMC (counted), one in `EMC_SAMPLE` still consults it, every key is
+/// still answered right; when the working set shrinks back, the EMC is consulted again and hits.
+#[test]
+fn a_working_set_beyond_the_emc_skips_it_and_it_comes_back() {
+    let xl = FakeTables::new(l3_l4_rules());
+    let mut c = cache(&CacheConfig {
+        emc_entries: 64,
+        emc_insert_inv_prob: 1,
+        ..CacheConfig::default()
+    });
+    let many: Vec<FlowKey> = (0..4096u32)
+        .map(|i| key(1, 0xc612_0200 + (i % 200), 1000 + (i / 200) as u16))
+        .collect();
+    let words: Vec<u32> = many.iter().map(nonzero_words).collect();
+    let mut out = vec![Hit::Miss; many.len()];
+    for round in 0..3u64 {
+        let misses = c.lookup_batch_words(&xl, round, &many, &words, &mut out);
+        for (i, (k, h)) in many.iter().zip(&out).enumerate() {
+            let got = match h.id() {
+                Some(id) => *c.actions(id).unwrap(),
+                None => {
+                    let t = xl.translate(k);
+                    let _ = c.insert_parts_words(k, words[i], t.as_ref(), xl.version(), round);
+                    t.actions
+                }
+            };
+            assert_eq!(got, xl.translate(k).actions, "round {round}, key {i}");
+        }
+        assert!(round == 0 || misses == 0);
+    }
+    let st = c.stats();
+    assert!(st.emc_skipped > 0, "{st:?}");
+    assert!(
+        st.emc_lookups >= (st.emc_lookups + st.emc_skipped) / EMC_SAMPLE as u64,
+        "one chunk in {EMC_SAMPLE} still consults the EMC: {st:?}"
+    );
+    // A small working set again: after at most `EMC_SAMPLE` chunks the EMC answers.
+    let few: Vec<FlowKey> = many[..16].to_vec();
+    let fw = &words[..16];
+    let mut out = vec![Hit::Miss; 16];
+    let mut emc_hit = false;
+    for round in 0..2 * EMC_SAMPLE as u64 {
+        assert_eq!(c.lookup_batch_words(&xl, 10 + round, &few, fw, &mut out), 0);
+        emc_hit |= out.iter().all(|h| matches!(h, Hit::Emc(_)));
+    }
+    assert!(emc_hit, "{:?}", c.stats());
 }
