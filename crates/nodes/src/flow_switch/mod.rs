@@ -522,6 +522,7 @@ impl Node for FlowSwitch {
             let mut switches_seen = 0u64;
             let mut dropped = false;
             let mut traced = false;
+            let mut last_port: (u16, Option<FlowPortInfo>) = (u16::MAX, None);
             // Each packet's source and tier are set by its group's lookup (not here: on the usual
             // vector, whose packets all hit, they are never read).
             let slots = self
@@ -543,7 +544,14 @@ impl Node for FlowSwitch {
                 }
                 let m = cx.pool.meta(b);
                 traced |= m.flags & packet::meta::FLAG_TRACE != 0;
-                let Some(info) = inner.ports.get(m.rx_port as usize).copied().flatten() else {
+                // A vector usually comes from one port: its entry is looked up once.
+                if m.rx_port != last_port.0 {
+                    last_port = (
+                        m.rx_port,
+                        inner.ports.get(m.rx_port as usize).copied().flatten(),
+                    );
+                }
+                let Some(info) = last_port.1 else {
                     *source = Source::Drop(FlowDrop::NotFlowPort.id());
                     *group_of = NO_GROUP;
                     dropped = true;
