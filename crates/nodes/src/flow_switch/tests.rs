@@ -168,6 +168,17 @@ impl Switch {
         self.tables.publish(next);
     }
 
+    /// What the trace recorded at this node.
+    fn trace_lines(&self) -> Vec<String> {
+        self.graph
+            .trace_control()
+            .snapshot()
+            .into_iter()
+            .filter(|r| r.node == NAME)
+            .map(|r| r.text)
+            .collect()
+    }
+
     fn stats(&mut self) -> flow::cache::CacheStats {
         // Maintenance publishes the counters.
         std::thread::sleep(std::time::Duration::from_millis(MAINTENANCE_MS + 5));
@@ -363,14 +374,7 @@ fn the_trace_names_the_tier_and_the_rules() {
     let f = udp(3, [198, 19, 0, 1]);
     s.send(vec![(0, f.clone())]);
     s.send(vec![(0, f.clone())]);
-    let lines: Vec<String> = s
-        .graph
-        .trace_control()
-        .snapshot()
-        .into_iter()
-        .filter(|r| r.node == NAME)
-        .map(|r| r.text)
-        .collect();
+    let lines = s.trace_lines();
     assert_eq!(lines.len(), 2, "{lines:?}");
     assert!(
         lines[0].starts_with("miss: classified, megaflow installed"),
@@ -404,14 +408,7 @@ fn ports_with_different_cache_switches_share_a_vector() {
         }
         assert_eq!(s.send(frames.clone()), expect, "round {round}");
     }
-    let lines: Vec<String> = s
-        .graph
-        .trace_control()
-        .snapshot()
-        .into_iter()
-        .filter(|r| r.node == NAME)
-        .map(|r| r.text)
-        .collect();
+    let lines = s.trace_lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].contains("cache hit"), "{lines:?}");
     // Port 2 bypasses the megaflow cache: translated, and not sent back out of its own port
