@@ -678,3 +678,80 @@ fn a_working_set_beyond_the_emc_skips_it_and_it_comes_back() {
     }
     assert!(emc_hit, "{:?}", c.stats());
 }
+
+/// `lookup_vector` with keys left in their six words (`KEY_IN_IP4_WORDS`, the slots of `keys`
+/// holding garbage) answers exactly as `lookup_batch_words` on whole keys, vector after vector
+/// of a shifting working set, and on return every key it did not answer from the EMC is whole
+/// in `keys` with its flag cleared.
+#[test]
+fn keys_left_in_six_words_are_looked_up_as_whole_keys() {
+    use crate::extract::{IP4_L4_KEY_WORDS, IP4_L4_MAP};
+    let xl = FakeTables::new(l3_l4_rules());
+    let cfg = CacheConfig {
+        emc_entries: 256,
+        emc_insert_inv_prob: 3,
+        ..small(5000)
+    };
+    let (mut whole, mut six) = (cache(&cfg), cache(&cfg));
+    let mut seed = 7u64;
+    for round in 0..60u64 {
+        let n = 1 + (round as usize * 37) % 256;
+        let keys: Vec<FlowKey> = (0..n)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let r = (seed >> 33) as u32;
+                key(
+                    1 + (r % 3) as u16,
+                    0xc612_0000 + (r >> 2) % (200 + 40 * round as u32),
+                    80 + (r % 4) as u16,
+                )
+            })
+            .collect();
+        let words = vec![IP4_L4_MAP; n];
+        let mut out_a = vec![Hit::Miss; n];
+        whole.lookup_batch_words(&xl, round, &keys, &words, &mut out_a);
+        let ip4: Vec<[u64; 6]> = keys
+            .iter()
+            .map(|k| IP4_L4_KEY_WORDS.map(|j| k.w[j]))
+            .collect();
+        let mut garbage = vec![
+            FlowKey {
+                w: [0xdead; KEY_WORDS]
+            };
+            n
+        ];
+        let mut words_b = vec![IP4_L4_MAP | KEY_IN_IP4_WORDS; n];
+        let mut out_b = vec![Hit::Miss; n];
+        six.lookup_vector(&xl, round, &mut garbage, &ip4, &mut words_b, &mut out_b);
+        assert_eq!(out_a, out_b, "round {round}");
+        for i in 0..n {
+            if !matches!(out_b[i], Hit::Emc(_)) {
+                assert_eq!(garbage[i], keys[i], "round {round}, key {i}");
+                assert_eq!(words_b[i], IP4_L4_MAP);
+            }
+            if out_a[i] == Hit::Miss {
+                let t = xl.translate(&keys[i]);
+                let a =
+                    whole.insert_parts_words(&keys[i], IP4_L4_MAP, t.as_ref(), xl.version(), round);
+                let b = six.insert_parts_words(
+                    &garbage[i],
+                    words_b[i],
+                    t.as_ref(),
+                    xl.version(),
+                    round,
+                );
+                assert_eq!(a.ok(), b.ok());
+            }
+        }
+    }
+    assert_eq!(whole.stats(), six.stats());
+    let st = six.stats();
+    // Both the EMC and the megaflow cache answered, and the working set outgrew the EMC
+    // for a while (chunks skipped it).
+    assert!(
+        st.emc_hits > 0 && st.megaflow_hits > 0 && st.emc_skipped > 0,
+        "{st:?}"
+    );
+}
