@@ -354,6 +354,12 @@ pub const IP4_L4_MAP: u32 = {
     m
 };
 
+/// The [`Ip4Words`] of `key` (its other words are zero when its map is [`IP4_L4_MAP`]).
+#[inline]
+pub fn ip4_words(key: &FlowKey) -> Ip4Words {
+    IP4_L4_KEY_WORDS.map(|j| key.w[j])
+}
+
 /// The whole key of an [`Ip4Words`] (the other words zero).
 #[inline]
 pub fn ip4_key(words: &Ip4Words) -> FlowKey {

@@ -67,27 +67,17 @@ const IP6_L4: u32 = w(Field::InPort)
 /// Tunnel metadata words (a packet a VXLAN port decapsulated).
 const TUNNEL: u32 = w(Field::TunId) | w(Field::TunSrc);
 
-/// Words of an `IP4_L4` key: its sparse form is `[IP4_L4_HEAD, key.w[IP4_L4_WORDS[0]], ...]`.
-pub(crate) const IP4_L4_WORDS: [usize; 6] = {
-    let mut out = [0usize; 6];
-    let (mut bits, mut t) = (IP4_L4, 0);
-    while bits != 0 {
-        out[t] = bits.trailing_zeros() as usize;
-        bits &= bits - 1;
-        t += 1;
-    }
-    assert!(t == 6);
-    out
-};
 /// The first word (map and count) of an `IP4_L4` key's sparse form.
 pub(crate) const IP4_L4_HEAD: u64 = IP4_L4 as u64 | 6 << 32;
 
-// Extraction's fast path hands over exactly these words, in this order.
+// Extraction's fast path hands over exactly these words, in key order (the order of a sparse
+// key's words): its `Ip4Words` are the sparse form's `m[1..7]`.
 const _: () = {
     assert!(IP4_L4 == crate::extract::IP4_L4_MAP);
-    let mut t = 0;
+    let w = crate::extract::IP4_L4_KEY_WORDS;
+    let mut t = 1;
     while t < 6 {
-        assert!(IP4_L4_WORDS[t] == crate::extract::IP4_L4_KEY_WORDS[t]);
+        assert!(w[t - 1] < w[t]);
         t += 1;
     }
 };
@@ -547,10 +537,8 @@ mod tests {
             let mut sa = SparseKey::ZERO;
             assert!(sa.gather(&a, IP4_L4) && sa.is_short());
             assert_eq!(sa.m[0], IP4_L4_HEAD);
-            for (t, &j) in IP4_L4_WORDS.iter().enumerate() {
-                assert_eq!(sa.m[t + 1], a.w[j]);
-            }
-            let w = IP4_L4_WORDS.map(|j| a.w[j]);
+            let w = crate::extract::ip4_words(&a);
+            assert_eq!(sa.m[1..7], w);
             assert_eq!(hk.hash_ip4_l4(&w), hk.hash_sparse(&sa));
             let mut sb = SparseKey::ZERO;
             sb.set_ip4(&w);

@@ -79,7 +79,7 @@ pub use megaflow::{MegaflowCache, MegaflowId};
 pub use stats::{CacheStats, CycleHistogram, PublishedStats, CYCLE_BUCKETS};
 
 use crate::dpaction::DpActions;
-use crate::extract::{ip4_key, Ip4Words, IP4_L4_KEY_WORDS};
+use crate::extract::{ip4_key, ip4_words, Ip4Words};
 use crate::key::{FlowKey, KEY_WORDS};
 use crate::rule::RuleId;
 use hash::IP4_L4;
@@ -90,8 +90,17 @@ use megaflow::CHUNK;
 pub const KEY_IN_IP4_WORDS: u32 = 1 << 31;
 const _: () = assert!(KEY_WORDS < 31);
 
-/// Write the whole key of every entry of `which` (a bit per index) that is only in its
-/// [`Ip4Words`] so far, and clear its flag.
+/// Write `key` whole from `ip4` if its `words` entry says it is only there so far
+/// ([`KEY_IN_IP4_WORDS`]), and clear the flag.
+#[inline]
+pub fn write_whole_key(key: &mut FlowKey, ip4: &Ip4Words, words: &mut u32) {
+    if *words & KEY_IN_IP4_WORDS != 0 {
+        *key = ip4_key(ip4);
+        *words &= !KEY_IN_IP4_WORDS;
+    }
+}
+
+/// [`write_whole_key`] for every entry of `which` (a bit per index).
 #[inline]
 fn write_keys(keys: &mut [FlowKey], ip4: &[Ip4Words], words: &mut [u32], which: u64) {
     let mut m = which;
@@ -99,12 +108,15 @@ fn write_keys(keys: &mut [FlowKey], ip4: &[Ip4Words], words: &mut [u32], which: 
         let i = m.trailing_zeros() as usize;
         m &= m - 1;
         if let (Some(w), Some(k), Some(ip4)) = (words.get_mut(i), keys.get_mut(i), ip4.get(i)) {
-            if *w & KEY_IN_IP4_WORDS != 0 {
-                *k = ip4_key(ip4);
-                *w &= !KEY_IN_IP4_WORDS;
-            }
+            write_whole_key(k, ip4, w);
         }
     }
+}
+
+/// True when a `words` entry is the map of the usual shape (flag bits aside).
+#[inline(always)]
+fn is_ip4_l4(words: u32) -> bool {
+    words & ((1 << KEY_WORDS) - 1) == IP4_L4
 }
 
 /// While the EMC misses, one chunk in this many consults it (the others skip it).
@@ -468,7 +480,7 @@ impl FlowCache {
             chunk_keys[..len].copy_from_slice(&keys[start..end]);
             for (i, k) in keys[start..end].iter().enumerate() {
                 chunk_words[i] = words[start + i] & !KEY_IN_IP4_WORDS;
-                ip4[i] = IP4_L4_KEY_WORDS.map(|j| k.w[j]);
+                ip4[i] = ip4_words(k);
             }
             misses += self.lookup_vector(
                 xl,
@@ -553,7 +565,7 @@ impl FlowCache {
             self.mf.stats.emc_lookups += n as u64;
             let missing = self.emc_missing;
             for i in 0..n {
-                if words[i] & ((1 << KEY_WORDS) - 1) == IP4_L4 {
+                if is_ip4_l4(words[i]) {
                     let h = self.hk.hash_ip4_l4(&ip4[i]);
                     emc_hash[i] = h;
                     // Inserts fill the first way first: most hits are found there, so its
@@ -663,7 +675,7 @@ impl FlowCache {
         i: usize,
     ) -> Option<u64> {
         let sk = &mut self.sparse[i];
-        if words[i] & ((1 << KEY_WORDS) - 1) == IP4_L4 {
+        if is_ip4_l4(words[i]) {
             sk.set_ip4(&ip4[i]);
         } else if !sk.gather(&keys[i], words[i]) {
             return None;

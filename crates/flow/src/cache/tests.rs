@@ -685,7 +685,7 @@ fn a_working_set_beyond_the_emc_skips_it_and_it_comes_back() {
 /// in `keys` with its flag cleared.
 #[test]
 fn keys_left_in_six_words_are_looked_up_as_whole_keys() {
-    use crate::extract::{IP4_L4_KEY_WORDS, IP4_L4_MAP};
+    use crate::extract::{ip4_words, IP4_L4_MAP};
     let xl = FakeTables::new(l3_l4_rules());
     let cfg = CacheConfig {
         emc_entries: 256,
@@ -712,10 +712,7 @@ fn keys_left_in_six_words_are_looked_up_as_whole_keys() {
         let words = vec![IP4_L4_MAP; n];
         let mut out_a = vec![Hit::Miss; n];
         whole.lookup_batch_words(&xl, round, &keys, &words, &mut out_a);
-        let ip4: Vec<[u64; 6]> = keys
-            .iter()
-            .map(|k| IP4_L4_KEY_WORDS.map(|j| k.w[j]))
-            .collect();
+        let ip4: Vec<[u64; 6]> = keys.iter().map(ip4_words).collect();
         let mut garbage = vec![
             FlowKey {
                 w: [0xdead; KEY_WORDS]

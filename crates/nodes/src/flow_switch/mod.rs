@@ -16,14 +16,12 @@ pub use shared::FlowWorkerShared;
 
 use crate::names;
 use crate::neighbour::WorkerCell;
-use flow::cache::KEY_IN_IP4_WORDS;
+use flow::cache::{write_whole_key, KEY_IN_IP4_WORDS};
 use flow::cache::{
     CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, TranslatedRef, Translator,
 };
 use flow::execute::apply_to_buffer;
-use flow::extract::{
-    extract_ip4_l4, extract_to, ip4_key, Ip4Words, Parsed, Tunnel, IP4_L4_KEY_WORDS, IP4_L4_MAP,
-};
+use flow::extract::{extract_ip4_l4, extract_to, ip4_words, Ip4Words, Parsed, Tunnel, IP4_L4_MAP};
 use flow::tables::FlowTables;
 use flow::{DpAction, DpActions, FlowKey};
 use graph::{Dispatch, Emitter, InputNode, Node, NodeContext};
@@ -577,7 +575,7 @@ impl Node for FlowSwitch {
                     None => {
                         let w = extract_to(key, parsed, data, info.ofport, tunnel.as_ref());
                         if w == IP4_L4_MAP {
-                            *ip4 = IP4_L4_KEY_WORDS.map(|j| key.w[j]);
+                            *ip4 = ip4_words(key);
                         }
                         w
                     }
@@ -725,10 +723,7 @@ impl FlowSwitch {
     /// Write packet `i`'s whole key if extraction left it in `ip4` only.
     #[inline]
     fn whole_key(&mut self, i: usize) {
-        if self.words[i] & KEY_IN_IP4_WORDS != 0 {
-            self.keys[i] = ip4_key(&self.ip4[i]);
-            self.words[i] &= !KEY_IN_IP4_WORDS;
-        }
+        write_whole_key(&mut self.keys[i], &self.ip4[i], &mut self.words[i]);
     }
 
     /// Remember for the trace what answered traced packet `i` (buffer `b`). Cold path.
