@@ -46,6 +46,7 @@
 //! (`buckets / budget` calls) after it expired.
 
 use crate::tuple::FiveTuple;
+use packet::huge::HugeTable;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -319,7 +320,8 @@ pub struct FlowHash {
 
 /// One worker's flow table of values `V` (`AsRef` forward, `NatReverse` for NAT replies).
 pub struct FlowTable<V: FlowValue> {
-    buckets: Box<[Bucket<V>]>,
+    /// On huge pages (32 MiB at 1M entries: a lookup costs no TLB miss).
+    buckets: HugeTable<Bucket<V>>,
     mask: usize,
     key: [u64; 4],
     timeouts: [u32; 4],
@@ -392,7 +394,7 @@ impl<V: FlowValue> FlowTable<V> {
         }
         let vips = vips.min(VIP_NONE as usize);
         let table = FlowTable {
-            buckets: alloc_table(buckets, Bucket::default()),
+            buckets: HugeTable::new(buckets, Bucket::default()),
             mask: buckets - 1,
             key,
             timeouts: [timeouts.tcp, timeouts.udp, timeouts.other, timeouts.closing],
@@ -756,35 +758,6 @@ impl<V: FlowValue> FlowTable<V> {
             }
         }
         n
-    }
-}
-
-/// A table of `n` copies of `v`, backed by huge pages when the kernel grants them: the
-/// advice is given before the first write touches the memory.
-fn alloc_table<T: Copy>(n: usize, v: T) -> Box<[T]> {
-    let mut b = Box::<[T]>::new_uninit_slice(n);
-    huge_pages(&b);
-    for x in b.iter_mut() {
-        x.write(v);
-    }
-    // SAFETY: every element was initialised by the loop above.
-    unsafe { b.assume_init() }
-}
-
-/// Ask for transparent huge pages under a large table (fewer TLB misses on random lookups);
-/// a refusal only costs speed.
-fn huge_pages<T>(s: &[T]) {
-    const HUGE: usize = 2 << 20;
-    let start = s.as_ptr() as usize;
-    let end = start + std::mem::size_of_val(s);
-    let first = start.next_multiple_of(HUGE);
-    if end > first + HUGE {
-        let len = (end - first) / HUGE * HUGE;
-        // SAFETY: the range lies inside the live allocation of `s`; MADV_HUGEPAGE changes how
-        // the kernel backs it, never its contents or validity.
-        unsafe {
-            libc::madvise(first as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-        }
     }
 }
 
