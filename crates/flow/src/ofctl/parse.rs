@@ -374,9 +374,32 @@ impl MatchBuilder {
                     example: p.example(),
                 });
             }
+            if *p == Prereq::L4OrIcmp && (ctx.is_icmp4() || ctx.is_icmp6()) {
+                icmp_port_fits(&self.m, token)?;
+            }
         }
         Ok(self.m)
     }
+}
+
+/// On an ICMP rule `tp_src`/`tp_dst` are the ICMP type and code (as Open vSwitch prints them
+/// back): 8-bit values, as `icmp_type`/`icmp_code` accept them. A wider value would print as an
+/// `icmp_type` that does not parse again.
+fn icmp_port_fits(m: &Match, token: &str) -> Result<(), OfctlError> {
+    let (field, name) = if token.starts_with("tp_src") {
+        (Field::TpSrc, "icmp_type")
+    } else {
+        (Field::TpDst, "icmp_code")
+    };
+    let v = m.key.get(field);
+    if v > 0xff {
+        return Err(OfctlError::value(
+            name,
+            token,
+            format!("{v:#x} is wider than the field's 8 bits (on an ICMP rule this is `{name}`)"),
+        ));
+    }
+    Ok(())
 }
 
 /// Replace the token of a value error by the whole `key=value` item.

@@ -154,6 +154,18 @@ fn errors_say_what_was_wrong_and_what_is_accepted() {
             "wider than the field",
         ),
         ("icmp_type=3,actions=drop", "icmp_type=3", "ICMP"),
+        // On an ICMP rule tp_src/tp_dst are the 8-bit type and code (found by the fuzzer: the
+        // rule printed as an icmp_type that did not parse again).
+        (
+            "icmp,tp_src=546,tp_dst=547,actions=drop",
+            "tp_src=546",
+            "wider than the field's 8 bits",
+        ),
+        (
+            "tp_dst=0x100/0x100,icmp6,actions=drop",
+            "tp_dst=0x100/0x100",
+            "wider than the field's 8 bits",
+        ),
         ("arp_op=1,actions=drop", "arp_op=1", "ARP"),
         ("in_port=1", "in_port=1", "actions"),
     ];
