@@ -90,7 +90,10 @@ fn fmt_tcp_flags(v: u16, m: u16) -> String {
 }
 
 /// The match's fields in Open vSwitch's order (no priority).
-fn match_parts(m: &Match, out: &mut Vec<String>) {
+/// The match's `key=value` items; `megaflow`: as `ofproto/trace` prints a megaflow (a masked
+/// ICMP type or code as `icmp_type=V/M`), else as a rule (such a match as `tp_src=V/M`, since a
+/// rule's `icmp_type` takes no mask and must parse again).
+fn match_parts(m: &Match, out: &mut Vec<String>, megaflow: bool) {
     let ctx = Ctx::of(m).ignoring_fragments();
     let mut skip_type = false;
     let mut skip_proto = false;
@@ -247,8 +250,25 @@ fn match_parts(m: &Match, out: &mut Vec<String>) {
     let (tpd, tpd_m) = get(m, Field::TpDst);
     if ctx.is_icmp4() || ctx.is_icmp6() {
         // As OVS: a 16-bit field, so a megaflow's 8-bit ICMP mask prints `icmp_type=0x8/0xff`.
-        push_be16(out, "icmp_type", (tps, tps_m));
-        push_be16(out, "icmp_code", (tpd, tpd_m));
+        let whole_or_megaflow = |mask: u128| megaflow || mask == 0xffff;
+        push_be16(
+            out,
+            if whole_or_megaflow(tps_m) {
+                "icmp_type"
+            } else {
+                "tp_src"
+            },
+            (tps, tps_m),
+        );
+        push_be16(
+            out,
+            if whole_or_megaflow(tpd_m) {
+                "icmp_code"
+            } else {
+                "tp_dst"
+            },
+            (tpd, tpd_m),
+        );
     } else {
         push_be16(out, "tp_src", (tps, tps_m));
         push_be16(out, "tp_dst", (tpd, tpd_m));
@@ -268,7 +288,7 @@ pub(crate) fn fmt_match(m: &Match, priority: u16) -> String {
     if priority != DEFAULT_PRIORITY {
         out.push(format!("priority={priority}"));
     }
-    match_parts(m, &mut out);
+    match_parts(m, &mut out, false);
     out.join(",")
 }
 
@@ -316,7 +336,7 @@ pub(crate) fn fmt_rule(r: &Rule, stats: Option<&RuleStats>) -> String {
 /// A megaflow as `ofproto/trace` prints it after "Megaflow: ".
 pub(crate) fn fmt_megaflow(m: &Match) -> String {
     let mut out = vec!["recirc_id=0".to_string(), "eth".to_string()];
-    match_parts(m, &mut out);
+    match_parts(m, &mut out, true);
     out.join(",")
 }
 

@@ -500,3 +500,24 @@ proptest! {
         prop_assert_eq!((r2.table, r2.priority, r2.cookie), (r.table, r.priority, r.cookie));
     }
 }
+
+/// A masked ICMP type or code on a rule prints as `tp_src`/`tp_dst` (a rule's `icmp_type` takes
+/// no mask) and parses back to the same rule; a megaflow prints it as `icmp_type=V/M`.
+#[test]
+fn masked_icmp_type_and_code_print_so_they_parse_again() {
+    for text in [
+        "icmp,tp_src=8/0xff,actions=drop",
+        "icmp6,tp_dst=0x80/0xf0,actions=drop",
+    ] {
+        let r = parse_flow(text).expect(text);
+        let t = format_rule(&r, None);
+        assert!(
+            t.contains("tp_src=0x8/0xff") || t.contains("tp_dst=0x80/0xf0"),
+            "{t}"
+        );
+        let r2 = parse_flow(&t).expect(&t);
+        assert_eq!(format_rule(&r2, None), t);
+    }
+    let r = parse_flow("icmp,tp_src=8/0xff,actions=drop").expect("rule");
+    assert!(format_megaflow(&r.m).contains("icmp_type=0x8/0xff"));
+}
