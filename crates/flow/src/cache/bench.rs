@@ -88,13 +88,13 @@ fn cache_bench() {
         }
     });
     let m = mask(3);
-    let words = [0u8, 9, 10, 15, 18];
+    let mh = hk.masked_hash(&m, 5);
     let hm = best(20, keys.len(), || {
         for k in &keys {
-            black_box(hk.hash_masked(black_box(k), &m, &words, 5));
+            black_box(hk.hash_masked(black_box(k), &m, &mh));
         }
     });
-    println!("keyed hash: whole key (19 words) {h:.1} ticks, masked (4 words) {hm:.1} ticks");
+    println!("keyed hash: whole key (19 words) {h:.1} ticks, masked (3 words) {hm:.1} ticks");
 
     let mut out = vec![Hit::Miss; 256];
     for &(n, s) in &[(1_000u32, 1u32), (1_000, 10), (100_000, 1), (100_000, 10)] {

@@ -9,13 +9,14 @@
 //! overflow count says how many entries passed it, so a lookup stops at the first bucket with
 //! none and a delete needs no tombstone. Sized for a load of at most one half.
 
-use super::hash::HashKey;
+use super::hash::{HashKey, MaskedHash};
 use super::stats::CacheStats;
 use super::wheel::{TimerWheel, NIL};
 use super::{
     CacheConfig, FullPolicy, Hit, InsertRefused, MegaflowDump, RuleList, TranslatedRef, Translator,
 };
 use crate::dpaction::DpActions;
+use crate::extract::{Ip4Words, IP4_L4_KEY_WORDS, IP4_L4_MAP};
 use crate::key::{FlowKey, KEY_WORDS};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -61,6 +62,14 @@ const SEARCH: u32 = u32::MAX - 1;
 pub(crate) const CHUNK: usize = 64;
 /// Eviction candidates looked at, at most (usually the first qualifies).
 const EVICT_SAMPLE: usize = 8;
+
+/// A key as a lookup reads it: whole, or as the six words of a key of the usual shape
+/// (`IP4_L4_MAP`; zero elsewhere), hashed and compared without writing the whole key.
+#[derive(Clone, Copy)]
+enum Probe<'a> {
+    Whole(&'a FlowKey),
+    Ip4(&'a Ip4Words),
+}
 
 /// The tag of a table entry: the subtable in the high half (so a tag match is a subtable
 /// match), 16 more hash bits in the low half.
@@ -113,7 +122,10 @@ struct Subtable {
     mask: FlowKey,
     words: [u8; KEY_WORDS],
     n_words: u8,
-    salt: u64,
+    hash: MaskedHash,
+    /// The mask's non-zero words outside the `IP4_L4` positions (a key of that shape is zero
+    /// there, so it matches only megaflows that are zero there too).
+    ip4_other: u32,
     /// Hits since the last ranking.
     hits: u64,
     count: u32,
@@ -297,26 +309,54 @@ impl MegaflowCache {
     }
 
     #[inline(always)]
-    fn sub_hash(&self, si: usize, key: &FlowKey) -> u64 {
+    fn sub_hash(&self, si: usize, key: Probe<'_>) -> u64 {
         let s = &self.subtables[si];
-        self.hk
-            .hash_masked(key, &s.mask, &s.words[..s.n_words as usize], s.salt)
+        match key {
+            Probe::Whole(key) => self.hk.hash_masked(key, &s.mask, &s.hash),
+            Probe::Ip4(w) => self.hk.hash_masked_ip4(w, &s.hash),
+        }
     }
 
     /// True when megaflow `id` (of subtable `si`) matches `key`.
     #[inline(always)]
-    fn verify(&self, si: usize, key: &FlowKey, id: usize) -> bool {
+    fn verify(&self, si: usize, key: Probe<'_>, id: usize) -> bool {
         let s = &self.subtables[si];
         let mk = &self.keys[id];
-        s.words[..s.n_words as usize].iter().all(|&w| {
-            let w = w as usize;
-            key.w[w] & s.mask.w[w] == mk.w[w]
-        })
+        match key {
+            Probe::Whole(key) => s.words[..s.n_words as usize].iter().all(|&w| {
+                let w = w as usize;
+                key.w[w] & s.mask.w[w] == mk.w[w]
+            }),
+            Probe::Ip4(w) => {
+                let m = &s.hash.ip4_mask;
+                let mut differ = 0;
+                for t in 0..IP4_L4_KEY_WORDS.len() {
+                    differ |= (w[t] & m[t]) ^ mk.w[IP4_L4_KEY_WORDS[t]];
+                }
+                differ == 0 && (s.ip4_other == 0 || self.zero_outside_ip4(si, id))
+            }
+        }
+    }
+
+    /// True when megaflow `id` of subtable `si` is zero in every word of the subtable's mask
+    /// outside the `IP4_L4` positions (where a key of that shape is zero).
+    #[cold]
+    fn zero_outside_ip4(&self, si: usize, id: usize) -> bool {
+        let mk = &self.keys[id];
+        let mut m = self.subtables[si].ip4_other;
+        while m != 0 {
+            let j = m.trailing_zeros() as usize;
+            m &= m - 1;
+            if mk.w.get(j).is_some_and(|&v| v != 0) {
+                return false;
+            }
+        }
+        true
     }
 
     /// The megaflow of subtable `si` matching `key`, whose subtable hash is `h`.
     #[inline(always)]
-    fn find(&self, si: usize, key: &FlowKey, h: u64) -> Option<MegaflowId> {
+    fn find(&self, si: usize, key: Probe<'_>, h: u64) -> Option<MegaflowId> {
         let tag = tag_of(si, h);
         let mut b = h as usize & self.bmask;
         for _ in 0..=self.bmask {
@@ -360,6 +400,7 @@ impl MegaflowCache {
 
     /// The first megaflow (in lookup order) matching `key`, stale or not; no counter moves.
     pub(crate) fn find_any(&self, key: &FlowKey) -> Option<MegaflowId> {
+        let key = Probe::Whole(key);
         self.order.iter().find_map(|&si| {
             let si = si as usize;
             self.find(si, key, self.sub_hash(si, key))
@@ -368,16 +409,28 @@ impl MegaflowCache {
 
     /// Look up the keys of `keys` whose bit is set in `want` (at most [`CHUNK`] keys), writing
     /// `Hit::Megaflow` into `out` for the found ones; returns the bits of those not found.
-    /// A stale megaflow is revalidated through `xl` before it is used.
+    /// A key whose bit is set in `six` is looked up from its six words in `ip4` (its slot in
+    /// `keys` is not read; the key's map must be `IP4_L4_MAP`). A stale megaflow is
+    /// revalidated through `xl` before it is used.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn lookup_chunk<T: Translator + ?Sized>(
         &mut self,
         xl: &T,
         now_ms: u64,
         keys: &[FlowKey],
+        ip4: &[Ip4Words],
+        six: u64,
         out: &mut [Hit],
         mut want: u64,
     ) -> u64 {
-        let n = keys.len().min(out.len()).min(CHUNK);
+        let n = keys.len().min(out.len()).min(ip4.len()).min(CHUNK);
+        let probe = |i: usize| {
+            if six & (1u64 << i) != 0 {
+                Probe::Ip4(&ip4[i])
+            } else {
+                Probe::Whole(&keys[i])
+            }
+        };
         if n < CHUNK {
             want &= (1u64 << n) - 1;
         }
@@ -399,7 +452,7 @@ impl MegaflowCache {
                 let mut m = remaining;
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
-                    let h = self.sub_hash(si, &keys[i]);
+                    let h = self.sub_hash(si, probe(i));
                     hashes[i] = h;
                     prefetch(&self.buckets[h as usize & self.bmask]);
                     m &= m - 1;
@@ -427,9 +480,9 @@ impl MegaflowCache {
                     m &= m - 1;
                     let got = match cand[i] {
                         NONE_FOUND => None,
-                        SEARCH => self.find(si, &keys[i], hashes[i]),
-                        id if self.verify(si, &keys[i], id as usize) => Some(id),
-                        _ => self.find(si, &keys[i], hashes[i]),
+                        SEARCH => self.find(si, probe(i), hashes[i]),
+                        id if self.verify(si, probe(i), id as usize) => Some(id),
+                        _ => self.find(si, probe(i), hashes[i]),
                     };
                     if let Some(id) = got {
                         remaining &= !(1u64 << i);
@@ -551,7 +604,7 @@ impl MegaflowCache {
         };
         let i = slot as usize;
         let masked = key.masked(t.mask);
-        let h = self.sub_hash(si, &masked);
+        let h = self.sub_hash(si, Probe::Whole(&masked));
         let gen = self.meta[i].gen;
         self.keys[i] = masked;
         self.meta[i] = Meta {
@@ -666,11 +719,13 @@ impl MegaflowCache {
         for (w, &m) in mask.w.iter().enumerate() {
             salt_src = salt_src.rotate_left(7) ^ m ^ (w as u64);
         }
+        let salt = self.hk.derive(salt_src ^ self.hk.hash_key(mask));
         let sub = Subtable {
             mask: *mask,
             words,
             n_words: n as u8,
-            salt: self.hk.derive(salt_src ^ self.hk.hash_key(mask)),
+            hash: self.hk.masked_hash(mask, salt),
+            ip4_other: crate::cache::hash::nonzero_words(mask) & !IP4_L4_MAP,
             hits: 0,
             count: 0,
         };

@@ -498,9 +498,9 @@ impl FlowCache {
     /// [`crate::extract::extract_to`] returns it, `ip4[i]` the key's [`Ip4Words`] whenever
     /// that map is [`crate::extract::IP4_L4_MAP`] (the usual shape, hashed and compared from
     /// those six words). With [`KEY_IN_IP4_WORDS`] also set in `words[i]`, `keys[i]` is not
-    /// written (the fast extraction wrote only the six words); every such key that misses the
-    /// exact-match cache is then written into `keys[i]` and its flag cleared, so that on
-    /// return every key that is not an EMC hit is whole in `keys`. Returns the misses; `out`
+    /// written (the fast extraction wrote only the six words); every such key that misses both
+    /// caches is then written into `keys[i]` and its flag cleared, so that on return every
+    /// miss is whole in `keys` (a hit's key may still be only in its six words). Returns the misses; `out`
     /// gets one [`Hit`] per key (at least as long as `keys`, as `ip4` and `words` are).
     pub fn lookup_vector<T: Translator + ?Sized>(
         &mut self,
@@ -618,9 +618,15 @@ impl FlowCache {
             self.emc_missing = false;
             return 0;
         }
-        write_keys(keys, ip4, words, want);
+        // Keys of the usual shape are looked up from their six words; only the misses are
+        // written whole (translation and install need them).
+        let mut six = 0u64;
+        for (i, &w) in words.iter().enumerate() {
+            six |= (is_ip4_l4(w) as u64) << i;
+        }
         let before = want;
-        let missing = self.mf.lookup_chunk(xl, now_ms, keys, out, want);
+        let missing = self.mf.lookup_chunk(xl, now_ms, keys, ip4, six, out, want);
+        write_keys(keys, ip4, words, missing);
         if consult {
             // Keys the megaflow cache had but the EMC did not, against EMC hits: at 3 to 1 in
             // a chunk mostly of such keys, the working set has outgrown the EMC. (New flows,
