@@ -898,3 +898,51 @@ impl MegaflowCache {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extract::ip4_words;
+    use crate::key::Field;
+
+    /// A key looked up from its six words never verifies against a megaflow that is not zero
+    /// where its subtable's mask reaches outside those words (a tunnel's megaflow): the hash
+    /// keeps the two apart too, but a tag collision must not make a wrong hit.
+    #[test]
+    fn six_words_never_verify_against_a_megaflow_nonzero_outside_them() {
+        let mut c = MegaflowCache::new(&CacheConfig::default(), HashKey::from_seed(1));
+        let mut plain = FlowKey::ZERO;
+        plain.set(Field::InPort, 1);
+        plain.set(Field::EthType, 0x0800);
+        plain.set(Field::NwDst, 0xc612_0001);
+        plain.set(Field::NwProto, 17);
+        plain.set(Field::TpDst, 4789);
+        let mut tunnel = plain;
+        tunnel.set(Field::TunId, 5);
+        let mut mask = FlowKey::ZERO;
+        mask.unwildcard(Field::TunId);
+        mask.unwildcard(Field::NwDst);
+        let t = TranslatedRef {
+            actions: &DpActions::DROP,
+            mask: &mask,
+            rules: &[],
+        };
+        let Ok(tid) = c.insert(&tunnel, t, 1, 0) else {
+            panic!("tunnel megaflow refused");
+        };
+        let si = c.meta[tid as usize].subtable as usize;
+        let w = ip4_words(&plain);
+        assert!(c.verify(si, Probe::Whole(&tunnel), tid as usize));
+        assert!(!c.verify(si, Probe::Whole(&plain), tid as usize));
+        assert!(!c.verify(si, Probe::Ip4(&w), tid as usize));
+        // The same subtable's megaflow without a tunnel is found from the six words.
+        let Ok(pid) = c.insert(&plain, t, 1, 0) else {
+            panic!("plain megaflow refused");
+        };
+        assert_eq!(c.meta[pid as usize].subtable as usize, si);
+        assert!(c.verify(si, Probe::Ip4(&w), pid as usize));
+        let h = c.sub_hash(si, Probe::Ip4(&w));
+        assert_eq!(h, c.sub_hash(si, Probe::Whole(&plain)));
+        assert_eq!(c.find(si, Probe::Ip4(&w), h), Some(pid));
+    }
+}

@@ -441,8 +441,9 @@ fn crafted_keys_of_one_subtable_stay_fast() {
 
 #[derive(Clone, Debug)]
 enum Op {
-    /// Look up (and install on a miss) key from the small key space.
-    Packet(u16, u32, u16),
+    /// Look up (and install on a miss) key from the small key space (port, nw_dst, tp_dst,
+    /// tun_id).
+    Packet(u16, u32, u16, u64),
     Advance(u64),
     Maintain,
     /// Change rule `i`'s output port (version bump).
@@ -451,7 +452,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => (0..4u16, 0..8u32, 0..6u16).prop_map(|(p, d, t)| Op::Packet(p, d, t)),
+        8 => (0..4u16, 0..8u32, 0..6u16, prop_oneof![3 => Just(0u64), 1 => 1..3u64])
+            .prop_map(|(p, d, t, tun)| Op::Packet(p, d, t, tun)),
         1 => (0..4000u64).prop_map(Op::Advance),
         1 => Just(Op::Maintain),
         1 => (0..6usize, 0..4u16).prop_map(|(i, p)| Op::ChangeRule(i, p)),
@@ -466,9 +468,10 @@ fn rule() -> impl Strategy<Value = (Match, u16)> {
             prop_oneof![Just(0xffff_fff8u32), Just(0xffff_fffe), Just(u32::MAX)],
         )),
         prop::option::of(0..6u16),
+        prop::option::of(0..2u64),
         0..4u16,
     )
-        .prop_map(|(p, d, t, port)| {
+        .prop_map(|(p, d, t, meta, port)| {
             let mut x = Match::ANY;
             if let Some(p) = p {
                 x.set(Field::InPort, p as u128, 0xffff);
@@ -478,6 +481,10 @@ fn rule() -> impl Strategy<Value = (Match, u16)> {
             }
             if let Some(t) = t {
                 x.set(Field::TpDst, t as u128, 0xffff);
+            }
+            // A word outside the usual shape's six: a packet's tunnel id (0 without one).
+            if let Some(v) = meta {
+                x.set(Field::TunId, v as u128, u64::MAX as u128);
             }
             (x, port)
         })
@@ -492,6 +499,7 @@ proptest! {
         ops in prop::collection::vec(op(), 1..300),
         emc_prob in prop_oneof![Just(0u32), Just(1), Just(3)],
         cap in prop_oneof![Just(4usize), Just(1000)],
+        six in any::<bool>(),
     ) {
         let mut xl = FakeTables::new(rules);
         let mut c = cache(&CacheConfig {
@@ -506,13 +514,25 @@ proptest! {
         let mut now = 0u64;
         for op in ops {
             match op {
-                Op::Packet(p, d, t) => {
-                    let k = key(p, d, t);
+                Op::Packet(p, d, t, tun) => {
+                    let mut k = key(p, d, t);
+                    k.set(Field::TunId, tun as u128);
                     let mut hit = [Hit::Miss];
                     let mut model = Vec::new();
                     c.dump(now, &mut model);
                     let matching: Vec<_> = model.iter().filter(|m| k.matches(&m.key, &m.mask)).collect();
-                    c.lookup_batch(&xl, now, &[k], &mut hit);
+                    if six && tun == 0 {
+                        // From the key's six words, its slot holding garbage.
+                        let mut slot = [FlowKey { w: [0xdead; KEY_WORDS] }];
+                        let mut words = [crate::extract::IP4_L4_MAP | KEY_IN_IP4_WORDS];
+                        let ip4 = [crate::extract::ip4_words(&k)];
+                        c.lookup_vector(&xl, now, &mut slot, &ip4, &mut words, &mut hit);
+                        if hit[0] == Hit::Miss {
+                            prop_assert_eq!(slot[0], k);
+                        }
+                    } else {
+                        c.lookup_batch(&xl, now, &[k], &mut hit);
+                    }
                     let want = xl.translate(&k);
                     match hit[0].id() {
                         Some(id) => {
