@@ -548,8 +548,8 @@ mod tests {
                 let mh = hk.masked_hash(&mask, salt);
                 let key = random_key(IP4_L4 | mask_map, &mut seed);
                 let mut msg = [0u64; KEY_WORDS + 1];
-                for j in 0..KEY_WORDS {
-                    msg[j] = key.w[j] & mask.w[j];
+                for (m, (k, mk)) in msg.iter_mut().zip(key.w.iter().zip(&mask.w)) {
+                    *m = k & mk;
                 }
                 let mut acc = salt as u128;
                 for p in 0..PAIRS {
