@@ -35,9 +35,14 @@ pub struct ExactMatchCache {
     /// 1 MiB at the default size: on huge pages, so a lookup costs no TLB miss.
     entries: HugeTable<Entry>,
     mask: usize,
-    /// Insert when `rng < threshold`: `u32::MAX / inv_prob`, 0 = never, `u32::MAX` = always.
+    /// The insertion probability as `threshold + 1` in 2^32: `u32::MAX / inv_prob`,
+    /// 0 = never, `u32::MAX` = always.
     threshold: u32,
     rng: u64,
+    /// Insertion candidates to pass over before the next insert: a geometric draw, so that
+    /// each candidate is still inserted independently with the set probability, but the
+    /// dice are rolled once per insert instead of once per candidate.
+    skip: u32,
 }
 
 impl ExactMatchCache {
@@ -56,6 +61,7 @@ impl ExactMatchCache {
             mask: entries.max(1) - 1,
             threshold: 0,
             rng: seed | 1,
+            skip: 0,
         };
         e.set_insert_inv_prob(inv_prob);
         if entries == 0 {
@@ -72,6 +78,7 @@ impl ExactMatchCache {
             1 => u32::MAX,
             n => u32::MAX / n,
         };
+        self.skip = self.draw_skip();
     }
 
     #[inline(always)]
@@ -127,18 +134,60 @@ impl ExactMatchCache {
         None
     }
 
-    /// Roll the insertion dice (xorshift64).
+    /// Roll the insertion dice for one candidate.
     #[inline]
     pub(crate) fn should_insert(&mut self) -> bool {
+        self.pick_inserts(1) != 0
+    }
+
+    /// Of the candidates set in `cands` (a bit each, taken in bit order), those to insert:
+    /// each with the set probability, independently (geometric skips between inserts).
+    #[inline]
+    pub(crate) fn pick_inserts(&mut self, mut cands: u64) -> u64 {
         if self.threshold == 0 {
-            return false;
+            return 0;
         }
+        let mut picked = 0;
+        loop {
+            let n = cands.count_ones();
+            if self.skip >= n {
+                self.skip -= n;
+                return picked;
+            }
+            for _ in 0..self.skip {
+                cands &= cands - 1;
+            }
+            picked |= cands & cands.wrapping_neg();
+            cands &= cands - 1;
+            self.skip = self.draw_skip();
+        }
+    }
+
+    /// xorshift64.
+    #[inline]
+    fn next_random(&mut self) -> u64 {
         let mut x = self.rng;
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         self.rng = x;
-        ((x >> 32) as u32) <= self.threshold
+        x
+    }
+
+    /// Failures before the next success of trials with the insertion probability p:
+    /// `floor(ln U / ln(1 - p))` for U uniform in (0, 1].
+    fn draw_skip(&mut self) -> u32 {
+        if self.threshold == u32::MAX || self.threshold == 0 {
+            return 0;
+        }
+        let u = ((self.next_random() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        let p = (self.threshold as f64 + 1.0) / 4_294_967_296.0;
+        let skip = (u.ln() / (-p).ln_1p()).floor();
+        if skip >= u32::MAX as f64 {
+            u32::MAX
+        } else {
+            skip as u32
+        }
     }
 
     /// Write `key -> (id, gen)`: into the way already holding `key`, else the first way whose
@@ -167,7 +216,10 @@ impl ExactMatchCache {
                 pick = Some(w);
             }
         }
-        let pick = pick.unwrap_or(ways[(self.rng & 1) as usize]);
+        let pick = match pick {
+            Some(w) => w,
+            None => ways[(self.next_random() >> 32) as usize & 1],
+        };
         let e = &mut self.entries[pick];
         e.id = id;
         e.gen = gen;
@@ -208,4 +260,49 @@ fn same(e: &Entry, key: &SparseKey, short: bool) -> bool {
         }
     }
     diff == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Geometric skips pick each candidate with the set probability, whatever its bit and
+    /// however the candidates come in chunks; 1 picks every one, 0 none.
+    #[test]
+    fn picked_inserts_have_the_set_probability_at_every_position() {
+        for (inv, chunk) in [
+            (4u32, u64::MAX),
+            (100, u64::MAX),
+            (4, 0b1011_0110),
+            (1, 0xf0f0),
+        ] {
+            let mut e = ExactMatchCache::new(64, inv, 7);
+            let rounds = 40_000u32;
+            let mut per_bit = [0u32; 64];
+            for _ in 0..rounds {
+                let p = e.pick_inserts(chunk);
+                assert_eq!(p & !chunk, 0);
+                for (b, c) in per_bit.iter_mut().enumerate() {
+                    *c += (p >> b & 1) as u32;
+                }
+            }
+            let expected = rounds as f64 / inv as f64;
+            for (b, &c) in per_bit.iter().enumerate() {
+                if chunk >> b & 1 == 0 {
+                    assert_eq!(c, 0);
+                } else if inv == 1 {
+                    assert_eq!(c, rounds);
+                } else {
+                    let sd = (expected * (1.0 - 1.0 / inv as f64)).sqrt();
+                    assert!(
+                        (c as f64 - expected).abs() < 5.0 * sd,
+                        "1/{inv}: bit {b} picked {c} times of {rounds}"
+                    );
+                }
+            }
+        }
+        let mut never = ExactMatchCache::new(64, 0, 7);
+        assert_eq!(never.pick_inserts(u64::MAX), 0);
+        assert!(!never.should_insert());
+    }
 }

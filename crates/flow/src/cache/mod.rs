@@ -642,13 +642,10 @@ impl FlowCache {
             // Megaflow hits go into the EMC with the insertion probability, also from chunks
             // that skipped it (their key is hashed only then): it keeps learning the flows, so
             // that a sampled chunk sees the hits come back.
-            let mut hits = before & !missing;
+            let mut hits = self.emc.pick_inserts(before & !missing);
             while hits != 0 {
                 let i = hits.trailing_zeros() as usize;
                 hits &= hits - 1;
-                if !self.emc.should_insert() {
-                    continue;
-                }
                 let Some(id) = out[i].id() else {
                     continue;
                 };
