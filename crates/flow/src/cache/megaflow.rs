@@ -55,6 +55,9 @@ pub type MegaflowId = u32;
 
 const SLOTS: usize = 7;
 const EMPTY: u32 = u32::MAX;
+/// The tag of an empty slot: no entry's (subtables number at most 65,535, so a tag's high
+/// half is at most 0xfffe), so a tag match alone says the slot is in use.
+const EMPTY_TAG: u32 = u32::MAX;
 /// Pass-2 verdicts of the batched lookup (never megaflow ids: ids stay below 4,000,000).
 const NONE_FOUND: u32 = u32::MAX;
 const SEARCH: u32 = u32::MAX - 1;
@@ -75,6 +78,7 @@ enum Probe<'a> {
 /// match), 16 more hash bits in the low half.
 #[inline(always)]
 fn tag_of(si: usize, h: u64) -> u32 {
+    debug_assert!(si < 0xffff, "subtable {si}: tags would meet EMPTY_TAG");
     ((si as u32) << 16) | (h >> 48) as u32
 }
 
@@ -110,7 +114,7 @@ const _: () = assert!(std::mem::size_of::<Bucket>() == 64);
 impl Default for Bucket {
     fn default() -> Self {
         Bucket {
-            tag: [0; SLOTS],
+            tag: [EMPTY_TAG; SLOTS],
             id: [EMPTY; SLOTS],
             overflow: 0,
             _pad: 0,
@@ -362,7 +366,7 @@ impl MegaflowCache {
         for _ in 0..=self.bmask {
             let bucket = &self.buckets[b];
             for slot in 0..SLOTS {
-                if bucket.tag[slot] == tag && bucket.id[slot] != EMPTY {
+                if bucket.tag[slot] == tag {
                     let id = bucket.id[slot] as usize;
                     if self.verify(si, key, id) {
                         return Some(id as MegaflowId);
@@ -383,13 +387,13 @@ impl MegaflowCache {
     fn candidate(&self, si: usize, h: u64) -> Result<usize, bool> {
         let tag = tag_of(si, h);
         let bucket = &self.buckets[h as usize & self.bmask];
-        let mut hit = SLOTS;
+        let mut hit = 0;
         let mut n = 0;
-        for slot in 0..SLOTS {
-            if bucket.tag[slot] == tag && bucket.id[slot] != EMPTY {
+        for (slot, &t) in bucket.tag.iter().enumerate() {
+            if t == tag {
                 hit = slot;
-                n += 1;
             }
+            n += (t == tag) as u32;
         }
         match (n, bucket.overflow) {
             (0, 0) => Err(true),
@@ -765,6 +769,7 @@ impl MegaflowCache {
         for _ in 0..=self.bmask {
             if let Some(slot) = self.buckets[b].id.iter().position(|&x| x == id) {
                 self.buckets[b].id[slot] = EMPTY;
+                self.buckets[b].tag[slot] = EMPTY_TAG;
                 let mut p = start;
                 while p != b {
                     self.buckets[p].overflow -= 1;
