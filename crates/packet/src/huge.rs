@@ -75,6 +75,31 @@ impl<T: Copy> HugeTable<T> {
     }
 }
 
+/// Ask for transparent huge pages under every whole 2 MiB page of `v`'s allocation, its spare
+/// capacity included: for a table that is reserved up front and filled by pushes (never
+/// reallocated), advised before those pages are first written, so that their first touch can
+/// fault in a huge page. Only the aligned interior is advised (a `Vec` is not 2 MiB aligned),
+/// so a table under about 4 MiB may get none; a refusal only costs speed.
+pub fn advise_huge_pages<T>(v: &Vec<T>) {
+    let start = v.as_ptr() as usize;
+    let Some(end) = v
+        .capacity()
+        .checked_mul(std::mem::size_of::<T>())
+        .and_then(|bytes| start.checked_add(bytes))
+    else {
+        return;
+    };
+    let from = start.next_multiple_of(HUGE_PAGE);
+    let to = end - end % HUGE_PAGE;
+    if to > from {
+        // SAFETY: [from, to) lies inside `v`'s allocation (mapped, owned by the Vec);
+        // MADV_HUGEPAGE changes how the kernel backs it, never its contents.
+        unsafe {
+            libc::madvise(from as *mut libc::c_void, to - from, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 impl<T: Copy> Deref for HugeTable<T> {
     type Target = [T];
     #[inline(always)]

@@ -18,6 +18,7 @@ use super::{
 use crate::dpaction::DpActions;
 use crate::extract::{Ip4Words, IP4_L4_KEY_WORDS, IP4_L4_MAP};
 use crate::key::{FlowKey, KEY_WORDS};
+use packet::huge::{advise_huge_pages, HugeTable};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -185,7 +186,9 @@ pub struct MegaflowCache {
     /// Subtables in lookup order (most hits first at the last ranking).
     order: Vec<u16>,
 
-    buckets: Vec<Bucket>,
+    /// On huge pages, as are the slab's arrays: under churn every lookup and install reads
+    /// them at random, tens of megabytes at the default limit.
+    buckets: HugeTable<Bucket>,
     bmask: usize,
 
     keys: Vec<FlowKey>,
@@ -209,6 +212,12 @@ impl MegaflowCache {
     pub(crate) fn new(cfg: &CacheConfig, hk: HashKey) -> MegaflowCache {
         let cap = cfg.max_megaflows;
         let nb = (cap * 2).div_ceil(SLOTS).next_power_of_two().max(2);
+        let keys = Vec::with_capacity(cap);
+        let meta = Vec::with_capacity(cap);
+        let cold = Vec::with_capacity(cap);
+        advise_huge_pages(&keys);
+        advise_huge_pages(&meta);
+        advise_huge_pages(&cold);
         MegaflowCache {
             hk,
             cap,
@@ -222,11 +231,11 @@ impl MegaflowCache {
             free_subtables: Vec::with_capacity(cfg.max_subtables),
             by_mask: HashMap::with_capacity_and_hasher(cfg.max_subtables, Default::default()),
             order: Vec::with_capacity(cfg.max_subtables),
-            buckets: vec![Bucket::default(); nb],
+            buckets: HugeTable::new(nb, Bucket::default()),
             bmask: nb - 1,
-            keys: Vec::with_capacity(cap),
-            meta: Vec::with_capacity(cap),
-            cold: Vec::with_capacity(cap),
+            keys,
+            meta,
+            cold,
             free: Vec::with_capacity(cap),
             count: 0,
             wheel: TimerWheel::new(cap, cfg.idle_timeout_ms),
