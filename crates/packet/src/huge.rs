@@ -154,4 +154,20 @@ mod tests {
         let z = HugeTable::new(10, ());
         assert_eq!(z.len(), 10);
     }
+
+    /// Advice on a reserved `Vec` of any size (none, empty, smaller than a huge page, many of
+    /// them, zero-sized values) leaves it usable: its values are written and read back.
+    #[test]
+    fn advised_vecs_of_every_size_stay_usable() {
+        for cap in [0usize, 1, 1000, (5 << 20) / 64 + 3] {
+            let mut v: Vec<[u64; 8]> = Vec::with_capacity(cap);
+            advise_huge_pages(&v);
+            for i in 0..cap {
+                v.push([i as u64; 8]);
+            }
+            assert!(v.iter().enumerate().all(|(i, x)| x[7] == i as u64));
+        }
+        let z: Vec<()> = Vec::with_capacity(5);
+        advise_huge_pages(&z);
+    }
 }
