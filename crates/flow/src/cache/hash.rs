@@ -1,6 +1,6 @@
 //! The keyed hash of the flow caches: NH (the inner hash of UMAC) over the key words with a
 //! per-process random key, then a keyed multiply-fold. Owns the key and the hash shapes (whole
-//! key, sparse key for the exact-match cache, masked words for a megaflow subtable); never
+//! key, sparse key for the exact-match cache, masked key for a megaflow subtable); never
 //! allocates.
 //!
 //! Why NH: attacker-chosen headers must not pile into one bucket. NH sums the 128-bit products
