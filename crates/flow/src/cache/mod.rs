@@ -74,7 +74,7 @@ mod bench;
 mod tests;
 
 pub use emc::ExactMatchCache;
-pub use hash::{nonzero_words, HashKey, SparseKey, LONG, SHORT, SPARSE_WORDS};
+pub use hash::{nonzero_words, HashKey, MaskedHash, SparseKey, LONG, SHORT, SPARSE_WORDS};
 pub use megaflow::{MegaflowCache, MegaflowId};
 pub use stats::{CacheStats, CycleHistogram, PublishedStats, CYCLE_BUCKETS};
 
