@@ -24,8 +24,10 @@
 //! fills). Up to 512 subtables. A key of the usual shape (IPv4 with a transport header, no
 //! tunnel) is hashed and compared straight from its six words ([`Ip4Words`]: extraction's fast
 //! path writes only those, and [`FlowCache::lookup_vector`] writes the whole key only when it
-//! misses the EMC), with only the first way prefetched (inserts fill the first way first); its
-//! sparse form is made only to insert it. The EMC lives on huge pages (`packet::huge`).
+//! misses both caches: a subtable hashes and compares those six words too, see `MaskedHash`),
+//! with only the first way prefetched (inserts fill the first way first); its sparse form is
+//! made only to insert it. The EMC, the megaflow hash table and the slab live on huge pages
+//! (`packet::huge`).
 //!
 //! Hashing: [`HashKey`] (NH with a per-process random key, see `hash.rs`), so crafted flows
 //! cannot be aimed at one bucket.
@@ -500,8 +502,9 @@ impl FlowCache {
     /// those six words). With [`KEY_IN_IP4_WORDS`] also set in `words[i]`, `keys[i]` is not
     /// written (the fast extraction wrote only the six words); every such key that misses both
     /// caches is then written into `keys[i]` and its flag cleared, so that on return every
-    /// miss is whole in `keys` (a hit's key may still be only in its six words). Returns the misses; `out`
-    /// gets one [`Hit`] per key (at least as long as `keys`, as `ip4` and `words` are).
+    /// miss is whole in `keys` (a hit's key may still be only in its six words). Returns the
+    /// misses; `out` gets one [`Hit`] per key (at least as long as `keys`, as `ip4` and
+    /// `words` are).
     pub fn lookup_vector<T: Translator + ?Sized>(
         &mut self,
         xl: &T,
