@@ -89,8 +89,7 @@ fn fmt_tcp_flags(v: u16, m: u16) -> String {
     s
 }
 
-/// The match's fields in Open vSwitch's order (no priority).
-/// The match's `key=value` items; `megaflow`: as `ofproto/trace` prints a megaflow (a masked
+/// The match's `key=value` items in Open vSwitch's order (no priority); `megaflow`: as `ofproto/trace` prints a megaflow (a masked
 /// ICMP type or code as `icmp_type=V/M`), else as a rule (such a match as `tp_src=V/M`, since a
 /// rule's `icmp_type` takes no mask and must parse again).
 fn match_parts(m: &Match, out: &mut Vec<String>, megaflow: bool) {
@@ -250,25 +249,9 @@ fn match_parts(m: &Match, out: &mut Vec<String>, megaflow: bool) {
     let (tpd, tpd_m) = get(m, Field::TpDst);
     if ctx.is_icmp4() || ctx.is_icmp6() {
         // As OVS: a 16-bit field, so a megaflow's 8-bit ICMP mask prints `icmp_type=0x8/0xff`.
-        let whole_or_megaflow = |mask: u128| megaflow || mask == 0xffff;
-        push_be16(
-            out,
-            if whole_or_megaflow(tps_m) {
-                "icmp_type"
-            } else {
-                "tp_src"
-            },
-            (tps, tps_m),
-        );
-        push_be16(
-            out,
-            if whole_or_megaflow(tpd_m) {
-                "icmp_code"
-            } else {
-                "tp_dst"
-            },
-            (tpd, tpd_m),
-        );
+        let name = |icmp, tp, mask: u128| if megaflow || mask == 0xffff { icmp } else { tp };
+        push_be16(out, name("icmp_type", "tp_src", tps_m), (tps, tps_m));
+        push_be16(out, name("icmp_code", "tp_dst", tpd_m), (tpd, tpd_m));
     } else {
         push_be16(out, "tp_src", (tps, tps_m));
         push_be16(out, "tp_dst", (tpd, tpd_m));
