@@ -557,8 +557,12 @@ impl FlowCache {
         // Keys whose sparse form fits the EMC (all extracted keys do).
         let mut sparse_ok = 0u64;
         // Of those, keys of the usual shape (`IP4_L4`), hashed and compared from their six
-        // words: their sparse form is made only to insert them.
-        let mut in_place = 0u64;
+        // words by both caches: their sparse form is made only to insert them into the EMC,
+        // and the whole key is written only for misses (translation and install need it).
+        let mut six = 0u64;
+        for (i, &w) in words.iter().enumerate() {
+            six |= (is_ip4_l4(w) as u64) << i;
+        }
         let consult = self.emc_enabled && self.emc_skip == 0;
         if self.emc_enabled && !consult {
             self.emc_skip -= 1;
@@ -568,7 +572,7 @@ impl FlowCache {
             self.mf.stats.emc_lookups += n as u64;
             let missing = self.emc_missing;
             for i in 0..n {
-                if is_ip4_l4(words[i]) {
+                if six & (1 << i) != 0 {
                     let h = self.hk.hash_ip4_l4(&ip4[i]);
                     emc_hash[i] = h;
                     // Inserts fill the first way first: most hits are found there, so its
@@ -578,7 +582,6 @@ impl FlowCache {
                     } else {
                         self.emc.prefetch_first(h);
                     }
-                    in_place |= 1 << i;
                     continue;
                 }
                 let sk = &mut self.sparse[i];
@@ -589,7 +592,7 @@ impl FlowCache {
                     sparse_ok |= 1 << i;
                 }
             }
-            sparse_ok |= in_place;
+            sparse_ok |= six;
             // The last megaflow found current (and touched) in this chunk: keys of one
             // megaflow often come in a row, and for them the check and the touch are done.
             let mut current: Option<(MegaflowId, u32)> = None;
@@ -597,7 +600,7 @@ impl FlowCache {
             while look != 0 {
                 let i = look.trailing_zeros() as usize;
                 look &= look - 1;
-                let found = if in_place & (1 << i) != 0 {
+                let found = if six & (1 << i) != 0 {
                     self.emc.lookup_ip4_l4(&ip4[i], emc_hash[i])
                 } else {
                     self.emc.lookup(&self.sparse[i], emc_hash[i])
@@ -620,12 +623,6 @@ impl FlowCache {
         if want == 0 {
             self.emc_missing = false;
             return 0;
-        }
-        // Keys of the usual shape are looked up from their six words; only the misses are
-        // written whole (translation and install need them).
-        let mut six = 0u64;
-        for (i, &w) in words.iter().enumerate() {
-            six |= (is_ip4_l4(w) as u64) << i;
         }
         let before = want;
         let missing = self.mf.lookup_chunk(xl, now_ms, keys, ip4, six, out, want);
@@ -657,7 +654,7 @@ impl FlowCache {
                         Some(h) => h,
                         None => continue,
                     }
-                } else if in_place & (1 << i) != 0 {
+                } else if six & (1 << i) != 0 {
                     self.sparse[i].set_ip4(&ip4[i]);
                     emc_hash[i]
                 } else if sparse_ok & (1 << i) != 0 {
