@@ -91,6 +91,7 @@ fn describe(spec: &DataplaneSpec) -> String {
                 PortDriver::Tap { .. } => "tap",
                 PortDriver::ProbeHost(_) => "probe-host",
                 PortDriver::Vxlan(_) => "vxlan",
+                PortDriver::VhostUser { .. } => "vhost-user",
             };
             format!("{} {d}", p.name)
         })

@@ -369,6 +369,15 @@ pub enum PortDriver {
     /// VXLAN packets from `remote` to `local` are received on it. Its `mtu` is the largest
     /// inner packet (frame minus its Ethernet header).
     Vxlan(VxlanPortSpec),
+    /// A vhost-user socket: vecplane is the virtio-net device of a QEMU guest (or of DPDK's
+    /// virtio-user) and copies frames in and out of the guest's shared memory.
+    VhostUser {
+        /// The UNIX socket.
+        socket: PathBuf,
+        /// Server: vecplane creates the socket and the frontend connects; client: vecplane
+        /// connects to the frontend's socket (and reconnects when it restarts).
+        mode: vhostuser::SocketMode,
+    },
 }
 
 /// A VXLAN port's tunnel.

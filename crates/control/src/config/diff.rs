@@ -435,6 +435,12 @@ fn driver_key(old: &PortDriver, new: &PortDriver) -> &'static str {
         (PortDriver::AfXdp { .. }, PortDriver::AfXdp { .. }) => "xdp-mode",
         (PortDriver::Tap { name: a, .. }, PortDriver::Tap { name: b, .. }) if a != b => "interface",
         (PortDriver::Tap { .. }, PortDriver::Tap { .. }) => "vnet-hdr",
+        (PortDriver::VhostUser { socket: a, .. }, PortDriver::VhostUser { socket: b, .. })
+            if a != b =>
+        {
+            "socket"
+        }
+        (PortDriver::VhostUser { .. }, PortDriver::VhostUser { .. }) => "socket-mode",
         (PortDriver::Vxlan(a), PortDriver::Vxlan(b)) => {
             if a.local != b.local {
                 "local"

@@ -19,16 +19,18 @@ pub(super) enum Drv {
     AfXdp,
     Tap,
     Vxlan,
+    VhostUser,
 }
 
 impl Drv {
-    pub(super) const ALL: [Drv; 6] = [
+    pub(super) const ALL: [Drv; 7] = [
         Drv::Pcap,
         Drv::Memory,
         Drv::AfPacket,
         Drv::AfXdp,
         Drv::Tap,
         Drv::Vxlan,
+        Drv::VhostUser,
     ];
 
     pub(super) fn name(self) -> &'static str {
@@ -39,6 +41,7 @@ impl Drv {
             Drv::AfXdp => "af-xdp",
             Drv::Tap => "tap",
             Drv::Vxlan => "vxlan",
+            Drv::VhostUser => "vhost-user",
         }
     }
 
@@ -51,6 +54,7 @@ impl Drv {
             Drv::AfXdp => AF_XDP_KEYS,
             Drv::Tap => TAP_KEYS,
             Drv::Vxlan => super::vxlan::VXLAN_KEYS,
+            Drv::VhostUser => VHOST_USER_KEYS,
         }
     }
 }
@@ -70,8 +74,11 @@ pub(super) const MEMORY_KEYS: &[&str] = &[
 pub(super) const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
 pub(super) const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
 pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
+pub(super) const VHOST_USER_KEYS: &[&str] = &["socket", "socket-mode"];
 pub(super) const DRIVERS_ACCEPTED: &str =
-    "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\", \"vxlan\"";
+    "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\", \"vxlan\", \"vhost-user\"";
+pub(super) const SOCKET_MODES_ACCEPTED: &str = "\"server\" (vecplane creates the socket; the \
+     default) or \"client\" (vecplane connects to the frontend's socket)";
 pub(super) const XDP_MODES_ACCEPTED: &str = "\"auto\", \"native\", \"generic\"";
 
 impl Ctx<'_> {
@@ -241,5 +248,81 @@ impl Ctx<'_> {
             (Some(name), Some(vnet_hdr)) => Some(PortDriver::Tap { name, vnet_hdr }),
             _ => None,
         }
+    }
+
+    /// A vhost-user port's `socket` (relative to the config's directory; one port per
+    /// socket) and `socket-mode`.
+    pub(super) fn vhost_user_driver(
+        &mut self,
+        f: &Fields<'_>,
+        label: &str,
+        base_dir: &Path,
+        seen: &mut SeenKernel,
+    ) -> Option<PortDriver> {
+        let section = f.section.clone();
+        let socket = match self.string(f, "socket") {
+            Field::Ok("", span) => {
+                self.error(
+                    &span,
+                    &section,
+                    Some("socket"),
+                    "empty path; accepted: a UNIX socket path, relative to the config \
+                     file's directory",
+                );
+                None
+            }
+            Field::Ok(s, span) => {
+                let p = base_dir.join(s);
+                let line = self.line_of(span.start);
+                if p.as_os_str().len() > 107 {
+                    self.error(
+                        &span,
+                        &section,
+                        Some("socket"),
+                        format!(
+                            "socket path {} is {} bytes long; accepted: at most 107 bytes \
+                             (a UNIX socket address)",
+                            p.display(),
+                            p.as_os_str().len()
+                        ),
+                    );
+                    None
+                } else if let Some((first, other)) = seen.sockets.get(&p) {
+                    let msg = format!(
+                        "socket {} is also the socket of port `{other}` at line {first}; \
+                         accepted: one port per socket",
+                        p.display()
+                    );
+                    self.error(&span, &section, Some("socket"), msg);
+                    None
+                } else {
+                    seen.sockets.insert(p.clone(), (line, label.to_string()));
+                    Some(p)
+                }
+            }
+            Field::Missing => {
+                self.missing(f, "socket", "a UNIX socket path");
+                None
+            }
+            Field::Bad => None,
+        };
+        let mode = match self.string(f, "socket-mode") {
+            Field::Ok("server", _) | Field::Missing => Some(vhostuser::SocketMode::Server),
+            Field::Ok("client", _) => Some(vhostuser::SocketMode::Client),
+            Field::Ok(s, span) => {
+                self.error(
+                    &span,
+                    &section,
+                    Some("socket-mode"),
+                    format!("`{s}` is not a socket mode; accepted: {SOCKET_MODES_ACCEPTED}"),
+                );
+                None
+            }
+            Field::Bad => None,
+        };
+        Some(PortDriver::VhostUser {
+            socket: socket?,
+            mode: mode?,
+        })
     }
 }

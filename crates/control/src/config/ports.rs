@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 pub(super) struct SeenKernel {
     pub(super) interfaces: HashMap<String, (usize, String)>,
     pub(super) fanouts: HashMap<u16, (usize, String)>,
+    /// vhost-user sockets: (line, port) of the port that has each.
+    pub(super) sockets: HashMap<std::path::PathBuf, (usize, String)>,
 }
 
 pub(super) const PORT_KEYS: &[&str] = &[
@@ -55,6 +57,8 @@ pub(super) const PORT_KEYS: &[&str] = &[
     "vni",
     "dst-port",
     "udp-checksum",
+    "socket",
+    "socket-mode",
 ];
 pub(super) const IFNAME_ACCEPTED: &str =
     "a kernel interface name of 1 to 15 bytes without '/', ':' or \
@@ -213,6 +217,7 @@ impl Ctx<'_> {
             }
             Some(Drv::Tap) => self.tap_driver(f, name.as_deref(), &label, seen_kernel),
             Some(Drv::Vxlan) => self.vxlan_driver(f),
+            Some(Drv::VhostUser) => self.vhost_user_driver(f, &label, base_dir, seen_kernel),
             None => None,
         };
 

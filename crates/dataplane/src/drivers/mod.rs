@@ -8,6 +8,7 @@ mod af_xdp;
 mod memory;
 mod pcap;
 mod tap;
+mod vhost_user;
 pub(crate) mod vxlan;
 
 use crate::build::{BuildError, WorkersShared};
@@ -116,5 +117,9 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
             netns: Some(&p.netns),
         }),
         PortDriver::Vxlan(v) => Box::new(vxlan::Vxlan(v)),
+        PortDriver::VhostUser { socket, mode } => Box::new(vhost_user::VhostUser {
+            socket,
+            mode: *mode,
+        }),
     }
 }

@@ -1,0 +1,562 @@
+//! The vhost-user protocol, backend side: a control thread per port that listens on (server
+//! mode) or connects to (client mode) the frontend's socket, answers its requests through
+//! rust-vmm's `vhost` crate, keeps the device's configuration (features, memory table, the two
+//! queues) and publishes it to the worker as `DeviceSnapshot`s. When the frontend goes away
+//! (QEMU stops or restarts) it stops the queues, releases the guest's memory once the worker
+//! let go of it, and waits for the next connection; when the worker met a malformed ring it
+//! drops the connection, which resets the device.
+//!
+//! It owns the socket and the thread. It never touches a ring (the worker does) and never
+//! blocks a worker: the worker only ever sees a new generation number.
+
+use crate::device::{DeviceSnapshot, QueueSetup, Shared};
+use crate::memory::{GuestMemory, RegionSpec};
+use crate::ring::RingLayout;
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use vhost::vhost_user::message::{
+    VhostTransferStateDirection, VhostTransferStatePhase, VhostUserConfigFlags, VhostUserInflight,
+    VhostUserLog, VhostUserMemoryRegion, VhostUserProtocolFeatures, VhostUserShMemConfig,
+    VhostUserSharedMsg, VhostUserSingleMemoryRegion, VhostUserVirtioFeatures,
+    VhostUserVringAddrFlags, VhostUserVringState,
+};
+use vhost::vhost_user::{
+    Backend, BackendListener, BackendReqHandler, Error as VuError, GpuBackend, Listener,
+    Result as VuResult, VhostUserBackendReqHandlerMut,
+};
+use vhost::VhostUserMemoryRegionBase;
+
+/// virtio 1.0 (little-endian, 12-byte net header).
+pub const VIRTIO_F_VERSION_1: u64 = 1 << 32;
+/// Receive buffers may be merged (a frame over several receive chains).
+pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
+/// Event-index notification suppression.
+pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
+/// What this backend offers.
+pub const OFFERED_FEATURES: u64 = VIRTIO_F_VERSION_1
+    | VIRTIO_NET_F_MRG_RXBUF
+    | VIRTIO_RING_F_EVENT_IDX
+    | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
+
+/// How long the control thread waits for the worker to let go of a generation.
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the control thread looks at its stop and broken flags while it waits.
+const TICK_MS: i32 = 100;
+
+/// Which side of the socket vecplane is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SocketMode {
+    /// vecplane creates the socket and the frontend (QEMU, virtio-user) connects.
+    Server,
+    /// The frontend created the socket (QEMU `server=on`); vecplane connects and reconnects.
+    Client,
+}
+
+/// One queue as the frontend set it up.
+#[derive(Default)]
+struct QueueState {
+    size: u16,
+    addr: Option<(u64, u64, u64)>,
+    base: u16,
+    call: Option<Arc<File>>,
+    kicked: bool,
+    enabled: bool,
+    /// Start number while the worker runs it.
+    running: Option<u64>,
+}
+
+/// The device's configuration, changed by the frontend's requests.
+struct Device {
+    shared: Arc<Shared>,
+    features: u64,
+    protocol: u64,
+    memory: Arc<GuestMemory>,
+    queues: [QueueState; 2],
+    next_start: u64,
+    /// Where messages come from.
+    label: String,
+}
+
+fn bad(why: &'static str) -> VuError {
+    VuError::InvalidOperation(why)
+}
+
+impl Device {
+    fn new(shared: Arc<Shared>, label: String) -> Device {
+        Device {
+            shared,
+            features: 0,
+            protocol: 0,
+            memory: Arc::new(GuestMemory::empty()),
+            queues: Default::default(),
+            next_start: 1,
+            label,
+        }
+    }
+
+    fn protocol_features_acked(&self) -> bool {
+        self.features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0
+    }
+
+    fn queue(&mut self, index: u32) -> VuResult<&mut QueueState> {
+        self.queues
+            .get_mut(index as usize)
+            .ok_or(VuError::InvalidParam)
+    }
+
+    /// Publish what the worker must run now and wait until it does.
+    fn apply(&mut self) {
+        let mut queues: [Option<QueueSetup>; 2] = [None, None];
+        for (q, st) in self.queues.iter_mut().enumerate() {
+            let Some(start) = st.running else { continue };
+            let Some((d, a, u)) = st.addr else { continue };
+            match RingLayout::translate(&self.memory, st.size, d, a, u) {
+                Ok(layout) => {
+                    queues[q] = Some(QueueSetup {
+                        layout,
+                        base: st.base,
+                        call: st.call.clone(),
+                        start,
+                    })
+                }
+                Err(why) => {
+                    eprintln!("{}: queue {q} stopped: {why}", self.label);
+                    st.running = None;
+                }
+            }
+        }
+        let version_1 = self.features & VIRTIO_F_VERSION_1 != 0;
+        let mrg_rxbuf = self.features & VIRTIO_NET_F_MRG_RXBUF != 0;
+        let snap = DeviceSnapshot {
+            memory: self.memory.clone(),
+            queues,
+            hdr_len: if version_1 || mrg_rxbuf { 12 } else { 10 },
+            mrg_rxbuf,
+            event_idx: self.features & VIRTIO_RING_F_EVENT_IDX != 0,
+        };
+        let g = self.shared.publish(snap);
+        if !self.shared.wait_acknowledged(g, ACK_TIMEOUT) {
+            eprintln!(
+                "{}: the worker did not take the new configuration within {ACK_TIMEOUT:?} \
+                 (stopped or stalled); it will when it next polls",
+                self.label
+            );
+        }
+    }
+
+    /// Stop queue `q` if it runs; its base becomes where the worker left it.
+    fn stop(&mut self, q: usize) {
+        let Some(start) = self.queues[q].running.take() else {
+            return;
+        };
+        self.apply();
+        if let Some(at) = self.shared.progress(q, start) {
+            self.queues[q].base = at;
+        }
+    }
+
+    /// Start queue `q` when the frontend gave all it needs.
+    fn maybe_start(&mut self, q: usize) {
+        let ready = {
+            let st = &self.queues[q];
+            st.running.is_none()
+                && st.kicked
+                && st.addr.is_some()
+                && st.size > 0
+                && (st.enabled || !self.protocol_features_acked())
+                && self.memory.regions() > 0
+        };
+        if ready {
+            let start = self.next_start;
+            self.next_start += 1;
+            self.queues[q].running = Some(start);
+            self.shared.set_progress(q, start, self.queues[q].base);
+            self.apply();
+        }
+    }
+
+    /// Forget everything the frontend set (disconnect or reset); the worker lets go first.
+    fn reset(&mut self) {
+        for st in &mut self.queues {
+            *st = QueueState::default();
+        }
+        self.memory = Arc::new(GuestMemory::empty());
+        self.features = 0;
+        self.protocol = 0;
+        self.apply();
+    }
+}
+
+impl VhostUserBackendReqHandlerMut for Device {
+    fn set_owner(&mut self) -> VuResult<()> {
+        Ok(())
+    }
+
+    fn reset_owner(&mut self) -> VuResult<()> {
+        self.reset();
+        Ok(())
+    }
+
+    fn reset_device(&mut self) -> VuResult<()> {
+        self.reset();
+        Ok(())
+    }
+
+    fn get_features(&mut self) -> VuResult<u64> {
+        Ok(OFFERED_FEATURES)
+    }
+
+    fn set_features(&mut self, features: u64) -> VuResult<()> {
+        if features & !OFFERED_FEATURES != 0 {
+            return Err(VuError::InvalidParam);
+        }
+        self.features = features;
+        if self.queues.iter().any(|q| q.running.is_some()) {
+            self.apply();
+        }
+        Ok(())
+    }
+
+    fn set_mem_table(
+        &mut self,
+        ctx: &[VhostUserMemoryRegion],
+        files: Vec<File>,
+        _postcopy_listening: Option<bool>,
+    ) -> VuResult<Option<Vec<VhostUserMemoryRegionBase>>> {
+        let specs: Vec<RegionSpec> = ctx
+            .iter()
+            .map(|r| RegionSpec {
+                gpa: r.guest_phys_addr,
+                len: r.memory_size,
+                uva: r.user_addr,
+                mmap_offset: r.mmap_offset,
+            })
+            .collect();
+        let memory = GuestMemory::map(&specs, files).map_err(|e| {
+            eprintln!("{}: memory table refused: {e}", self.label);
+            VuError::InvalidParam
+        })?;
+        // Running queues move to the new table (same start, same progress); the old table is
+        // released once the worker acknowledged.
+        self.memory = Arc::new(memory);
+        self.apply();
+        Ok(None)
+    }
+
+    fn set_vring_num(&mut self, index: u32, num: u32) -> VuResult<()> {
+        let size = u16::try_from(num).map_err(|_| VuError::InvalidParam)?;
+        if size == 0 || !size.is_power_of_two() || size > crate::ring::MAX_QUEUE_SIZE {
+            return Err(VuError::InvalidParam);
+        }
+        self.queue(index)?.size = size;
+        Ok(())
+    }
+
+    fn set_vring_addr(
+        &mut self,
+        index: u32,
+        _flags: VhostUserVringAddrFlags,
+        descriptor: u64,
+        used: u64,
+        available: u64,
+        _log: u64,
+    ) -> VuResult<()> {
+        let q = self.queue(index)?;
+        q.addr = Some((descriptor, available, used));
+        if q.running.is_some() {
+            self.apply();
+        }
+        Ok(())
+    }
+
+    fn set_vring_base(&mut self, index: u32, base: u32) -> VuResult<()> {
+        let q = self.queue(index)?;
+        q.base = u16::try_from(base).map_err(|_| VuError::InvalidParam)?;
+        Ok(())
+    }
+
+    fn get_vring_base(&mut self, index: u32) -> VuResult<VhostUserVringState> {
+        self.queue(index)?;
+        let q = index as usize;
+        self.stop(q);
+        // A ring stopped by GET_VRING_BASE restarts only with a new kick.
+        self.queues[q].kicked = false;
+        self.queues[q].call = None;
+        Ok(VhostUserVringState::new(
+            index,
+            u32::from(self.queues[q].base),
+        ))
+    }
+
+    fn set_vring_kick(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
+        // Kicks are not read: the worker polls (and asks the guest not to kick).
+        self.queue(u32::from(index))?.kicked = true;
+        self.maybe_start(usize::from(index));
+        Ok(())
+    }
+
+    fn set_vring_call(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        let q = self.queue(u32::from(index))?;
+        q.call = fd.map(Arc::new);
+        if q.running.is_some() {
+            self.apply();
+        }
+        Ok(())
+    }
+
+    fn set_vring_err(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
+        self.queue(u32::from(index))?;
+        Ok(())
+    }
+
+    fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
+        Ok(VhostUserProtocolFeatures::REPLY_ACK)
+    }
+
+    fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
+        self.protocol = features;
+        Ok(())
+    }
+
+    fn get_queue_num(&mut self) -> VuResult<u64> {
+        Ok(2)
+    }
+
+    fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
+        self.queue(index)?.enabled = enable;
+        let q = index as usize;
+        if enable {
+            self.maybe_start(q);
+        } else {
+            self.stop(q);
+        }
+        Ok(())
+    }
+
+    fn get_config(&mut self, _: u32, _: u32, _: VhostUserConfigFlags) -> VuResult<Vec<u8>> {
+        Err(bad("GET_CONFIG is not supported"))
+    }
+
+    fn set_config(&mut self, _: u32, _: &[u8], _: VhostUserConfigFlags) -> VuResult<()> {
+        Err(bad("SET_CONFIG is not supported"))
+    }
+
+    fn set_backend_req_fd(&mut self, _backend: Backend) {}
+
+    fn set_gpu_socket(&mut self, _gpu_backend: GpuBackend) -> VuResult<()> {
+        Err(bad("not a GPU"))
+    }
+
+    fn get_shared_object(&mut self, _uuid: VhostUserSharedMsg) -> VuResult<File> {
+        Err(bad("shared objects are not supported"))
+    }
+
+    fn get_inflight_fd(&mut self, _: &VhostUserInflight) -> VuResult<(VhostUserInflight, File)> {
+        Err(bad("inflight tracking is not supported"))
+    }
+
+    fn set_inflight_fd(&mut self, _: &VhostUserInflight, _: File) -> VuResult<()> {
+        Err(bad("inflight tracking is not supported"))
+    }
+
+    fn get_max_mem_slots(&mut self) -> VuResult<u64> {
+        Err(bad("memory slots are not supported"))
+    }
+
+    fn add_mem_region(
+        &mut self,
+        _: &VhostUserSingleMemoryRegion,
+        _: File,
+        _: Option<bool>,
+    ) -> VuResult<Option<VhostUserMemoryRegionBase>> {
+        Err(bad("memory slots are not supported"))
+    }
+
+    fn remove_mem_region(&mut self, _: &VhostUserSingleMemoryRegion) -> VuResult<()> {
+        Err(bad("memory slots are not supported"))
+    }
+
+    fn set_device_state_fd(
+        &mut self,
+        _: VhostTransferStateDirection,
+        _: VhostTransferStatePhase,
+        _: File,
+    ) -> VuResult<Option<File>> {
+        Err(bad("device state transfer is not supported"))
+    }
+
+    fn check_device_state(&mut self) -> VuResult<()> {
+        Err(bad("device state transfer is not supported"))
+    }
+
+    fn get_shmem_config(&mut self) -> VuResult<VhostUserShMemConfig> {
+        Err(bad("shared memory regions are not supported"))
+    }
+
+    fn set_log_base(&mut self, _: &VhostUserLog, _: File) -> VuResult<()> {
+        Err(bad("dirty logging (live migration) is not supported"))
+    }
+}
+
+/// A vhost-user port's device: its control thread and what it shares with the worker.
+pub struct VhostUserDevice {
+    shared: Arc<Shared>,
+    socket: PathBuf,
+    mode: SocketMode,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Why a vhost-user port could not open.
+#[derive(Debug, thiserror::Error)]
+#[error("vhost-user port on socket `{socket}`: {why}")]
+pub struct OpenError {
+    /// The socket path.
+    pub socket: String,
+    /// What went wrong.
+    pub why: String,
+}
+
+impl VhostUserDevice {
+    /// Listen on `socket` (server mode: created, replacing a stale socket file) or start
+    /// connecting to it (client mode: retried until the frontend is there), and serve
+    /// frontends one after the other until dropped.
+    pub fn open(socket: &Path, mode: SocketMode) -> Result<VhostUserDevice, OpenError> {
+        let err = |why: String| OpenError {
+            socket: socket.display().to_string(),
+            why,
+        };
+        let shared = Arc::new(Shared::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let label = format!("vhost-user {}", socket.display());
+        let listener = match mode {
+            SocketMode::Server => {
+                let l = Listener::new(socket, true).map_err(|e| err(e.to_string()))?;
+                l.set_nonblocking(true).map_err(|e| err(e.to_string()))?;
+                Some(l)
+            }
+            SocketMode::Client => None,
+        };
+        let (sh, st, path) = (shared.clone(), stop.clone(), socket.to_path_buf());
+        let thread = std::thread::Builder::new()
+            .name("vhost-user".into())
+            .spawn(move || control_loop(listener, path, sh, st, label))
+            .map_err(|e| err(format!("cannot start its thread: {e}")))?;
+        Ok(VhostUserDevice {
+            shared,
+            socket: socket.to_path_buf(),
+            mode,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// What the worker's nodes share with the control thread.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// The socket path.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Server or client.
+    pub fn mode(&self) -> SocketMode {
+        self.mode
+    }
+}
+
+impl Drop for VhostUserDevice {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Wait up to one tick for `fd` to become readable.
+fn readable(fd: i32) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut p, 1, TICK_MS) };
+    r > 0
+}
+
+fn control_loop(
+    mut listener: Option<Listener>,
+    path: PathBuf,
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    label: String,
+) {
+    let device = Arc::new(Mutex::new(Device::new(shared.clone(), label.clone())));
+    while !stop.load(Ordering::Acquire) {
+        let handler = match listener.as_mut() {
+            Some(l) => {
+                if !readable(l.as_raw_fd()) {
+                    continue;
+                }
+                let Ok(mut bl) = BackendListener::new(l, device.clone()) else {
+                    continue;
+                };
+                match bl.accept() {
+                    Ok(Some(h)) => h,
+                    _ => continue,
+                }
+            }
+            None => match BackendReqHandler::connect(&path.to_string_lossy(), device.clone()) {
+                Ok(h) => h,
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(TICK_MS as u64));
+                    continue;
+                }
+            },
+        };
+        shared.counters.connections.add(1);
+        shared.connected.store(true, Ordering::Release);
+        serve(handler, &shared, &stop, &label);
+        shared.connected.store(false, Ordering::Release);
+        device.lock().unwrap_or_else(|p| p.into_inner()).reset();
+    }
+}
+
+/// Answer one frontend until it goes away, the worker reports a broken ring, or the port
+/// closes.
+fn serve(
+    mut handler: BackendReqHandler<Mutex<Device>>,
+    shared: &Shared,
+    stop: &AtomicBool,
+    label: &str,
+) {
+    while !stop.load(Ordering::Acquire) {
+        if shared.take_broken() {
+            eprintln!(
+                "{label}: malformed ring ({}); resetting the connection",
+                shared.last_error()
+            );
+            return;
+        }
+        if !readable(handler.as_raw_fd()) {
+            continue;
+        }
+        match handler.handle_request() {
+            Ok(()) => {}
+            Err(VuError::Disconnected) | Err(VuError::PartialMessage) => return,
+            Err(e) => {
+                eprintln!("{label}: request failed: {e}; closing the connection");
+                return;
+            }
+        }
+    }
+}

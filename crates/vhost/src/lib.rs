@@ -1,0 +1,23 @@
+//! vhost-user ports: vecplane as the virtio-net device of a QEMU guest (or of DPDK's
+//! virtio-user), over the guest's shared memory.
+//!
+//! * `backend`: the control thread speaking the vhost-user protocol (rust-vmm's `vhost`).
+//! * `memory`: the guest's memory table, mapped (rust-vmm's `vm-memory`) and translated.
+//! * `ring`: the split virtqueue, device side: the fast path (our own; see its header).
+//! * `device`: what the control thread and the worker share, and how they hand over.
+//! * `port`: the receive and transmit nodes.
+//!
+//! It never trusts the guest: every index, descriptor and address is checked, a malformed
+//! ring stops the queue and resets the connection, and nothing is read or written outside the
+//! memory the guest shared.
+#![deny(missing_docs)]
+
+pub mod backend;
+pub mod device;
+pub mod memory;
+pub mod port;
+pub mod ring;
+
+pub use backend::{OpenError, SocketMode, VhostUserDevice};
+pub use device::{DeviceCounters, Shared};
+pub use port::{VhostRx, VhostTx, DRIVER};

@@ -1,0 +1,367 @@
+//! A split virtqueue (virtio 1.x, section 2.7) seen from the device: reading the chains the
+//! driver made available and returning them as used, with event-index and flag based
+//! notification suppression. This is the fast path of a vhost-user port.
+//!
+//! It owns only its progress (next available entry to read, next used entry to write); the
+//! rings live in guest memory, which the guest may change at any moment. It never follows a
+//! descriptor outside the guest's memory, never walks more descriptors than the ring has (a
+//! loop), never trusts an index, never allocates, locks or makes a system call: anything
+//! malformed is a `RingError`, after which the port stops the queue.
+
+use crate::memory::GuestMemory;
+use std::sync::atomic::{fence, AtomicU16, Ordering};
+
+/// Descriptor flag: the chain continues at `next`.
+const DESC_F_NEXT: u16 = 1;
+/// Descriptor flag: the device writes this buffer (otherwise it reads it).
+const DESC_F_WRITE: u16 = 2;
+/// Descriptor flag: the buffer is a table of descriptors (not negotiated, so refused).
+const DESC_F_INDIRECT: u16 = 4;
+/// Used ring flag: the device does not want kicks (without event index).
+const USED_F_NO_NOTIFY: u16 = 1;
+/// Available ring flag: the driver does not want interrupts (without event index).
+const AVAIL_F_NO_INTERRUPT: u16 = 1;
+/// Largest queue a split ring may have.
+pub const MAX_QUEUE_SIZE: u16 = 32768;
+
+/// A descriptor as it is in guest memory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct Desc {
+    addr: u64,
+    len: u32,
+    flags: u16,
+    next: u16,
+}
+
+/// What a guest did wrong in a ring; the queue stops until the frontend sets it up again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RingError {
+    /// The available index moved by more than the ring holds.
+    #[error("available index jumped from {from} to {to} on a ring of {size}")]
+    IndexJump {
+        /// Last index read.
+        from: u16,
+        /// Index the guest wrote.
+        to: u16,
+        /// Ring size.
+        size: u16,
+    },
+    /// A chain head or `next` names a descriptor past the table.
+    #[error("descriptor {index} is past the ring of {size}")]
+    DescriptorIndex {
+        /// The index.
+        index: u16,
+        /// Ring size.
+        size: u16,
+    },
+    /// A chain longer than the ring: a loop.
+    #[error("descriptor chain longer than the ring of {0}: a loop")]
+    Loop(u16),
+    /// A buffer outside the guest's memory.
+    #[error("buffer at guest address {addr:#x}, {len} bytes, is outside the guest's memory")]
+    OutOfRange {
+        /// Its guest physical address.
+        addr: u64,
+        /// Its length.
+        len: u32,
+    },
+    /// An indirect descriptor (not negotiated).
+    #[error("indirect descriptor, which was not negotiated")]
+    Indirect,
+    /// A buffer the device should read was marked writable, or the other way round.
+    #[error("a {found} buffer in a chain the device must {want}")]
+    Direction {
+        /// What was found ("device-writable" or "device-readable").
+        found: &'static str,
+        /// What the queue does ("read" or "write").
+        want: &'static str,
+    },
+}
+
+/// Where a queue's three parts are, as the frontend set them (already translated).
+#[derive(Clone, Copy, Debug)]
+pub struct RingLayout {
+    /// Descriptor table (16-byte aligned, `16 * size` bytes).
+    pub desc: *mut u8,
+    /// Available ring (2-byte aligned, `6 + 2 * size` bytes).
+    pub avail: *mut u8,
+    /// Used ring (4-byte aligned, `6 + 8 * size` bytes).
+    pub used: *mut u8,
+    /// Entries (a power of two, 1..=32768).
+    pub size: u16,
+}
+
+// SAFETY: the pointers point into a `GuestMemory` the device keeps mapped as long as any
+// worker may hold a layout made from it; the layout itself is plain data.
+unsafe impl Send for RingLayout {}
+// SAFETY: as above.
+unsafe impl Sync for RingLayout {}
+
+impl RingLayout {
+    /// Translate the frontend's addresses of a ring of `size` entries, checking alignment,
+    /// size and that each part lies inside one region.
+    pub fn translate(
+        mem: &GuestMemory,
+        size: u16,
+        desc_uva: u64,
+        avail_uva: u64,
+        used_uva: u64,
+    ) -> Result<RingLayout, String> {
+        if size == 0 || size > MAX_QUEUE_SIZE || !size.is_power_of_two() {
+            return Err(format!(
+                "queue size {size}; accepted: a power of two from 1 to {MAX_QUEUE_SIZE}"
+            ));
+        }
+        let n = u64::from(size);
+        let part = |uva: u64, len: u64, align: u64, what: &str| -> Result<*mut u8, String> {
+            if !uva.is_multiple_of(align) {
+                return Err(format!(
+                    "{what} ring at {uva:#x} is not {align}-byte aligned"
+                ));
+            }
+            mem.uva(uva, len).ok_or_else(|| {
+                format!("{what} ring at {uva:#x} ({len} bytes) is outside the guest's memory")
+            })
+        };
+        Ok(RingLayout {
+            desc: part(desc_uva, 16 * n, 16, "descriptor")?,
+            avail: part(avail_uva, 6 + 2 * n, 2, "available")?,
+            used: part(used_uva, 6 + 8 * n, 4, "used")?,
+            size,
+        })
+    }
+}
+
+/// Which way a queue moves data, from the device's side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// The device reads the buffers (the guest's transmit queue).
+    Read,
+    /// The device writes the buffers (the guest's receive queue).
+    Write,
+}
+
+/// One buffer of a chain, translated.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    /// Where it is mapped here.
+    pub ptr: *mut u8,
+    /// Its length.
+    pub len: u32,
+}
+
+// SAFETY: a scratch record of a translated buffer; only dereferenced by the node that made it,
+// while it holds the snapshot whose memory it points into.
+unsafe impl Send for Segment {}
+
+/// Most buffers one chain may have that a port keeps track of (longer chains are an error
+/// only past the ring size; this bounds the scratch array).
+pub const MAX_SEGMENTS: usize = 64;
+
+/// A device's view of one split ring: the layout plus its own progress.
+pub struct SplitRing {
+    layout: RingLayout,
+    mask: u16,
+    /// Next available entry to read.
+    last_avail: u16,
+    /// Available index as last loaded (entries up to it may be read without another load).
+    avail_idx: u16,
+    /// Next used entry to write.
+    used_idx: u16,
+    /// Used index when the guest was last notified (or the ring started).
+    signalled: u16,
+    event_idx: bool,
+    dir: Direction,
+}
+
+// SAFETY: plain progress and a layout (see `RingLayout`); one worker owns a ring.
+unsafe impl Send for SplitRing {}
+
+impl SplitRing {
+    /// A ring starting at available (and used) index `base`, as SET_VRING_BASE said.
+    pub fn new(layout: RingLayout, base: u16, event_idx: bool, dir: Direction) -> SplitRing {
+        let ring = SplitRing {
+            layout,
+            mask: layout.size - 1,
+            last_avail: base,
+            avail_idx: base,
+            used_idx: base,
+            signalled: base,
+            event_idx,
+            dir,
+        };
+        // Polling: kicks are not wanted. With event index the driver looks at `avail_event`
+        // instead, which is left where it is, so it kicks at most once per 65536 buffers.
+        if !event_idx {
+            ring.used_u16(0).store(USED_F_NO_NOTIFY, Ordering::Relaxed);
+        }
+        ring
+    }
+
+    /// The same progress on rings that moved (a new memory table).
+    pub fn relocate(&mut self, layout: RingLayout) {
+        debug_assert_eq!(layout.size, self.layout.size);
+        self.layout = layout;
+        self.mask = layout.size - 1;
+    }
+
+    /// Give back the last `n` heads taken by `next_head` (not yet pushed as used).
+    #[inline]
+    pub fn rewind(&mut self, n: u16) {
+        self.last_avail = self.last_avail.wrapping_sub(n);
+    }
+
+    /// Next available entry the device will read (what GET_VRING_BASE reports).
+    pub fn last_avail(&self) -> u16 {
+        self.last_avail
+    }
+
+    fn avail_u16(&self, i: usize) -> &AtomicU16 {
+        // SAFETY: `avail` is 2-aligned and `6 + 2 * size` bytes long inside mapped guest
+        // memory (checked by `RingLayout::translate`); callers pass `i <= size + 2`.
+        unsafe { &*(self.layout.avail.add(2 * i) as *const AtomicU16) }
+    }
+
+    fn used_u16(&self, i: usize) -> &AtomicU16 {
+        // SAFETY: `used` is 4-aligned and `6 + 8 * size` bytes long inside mapped guest
+        // memory; callers pass 0 (flags), 1 (idx) or `2 + 4 * size` (avail_event).
+        unsafe { &*(self.layout.used.add(2 * i) as *const AtomicU16) }
+    }
+
+    /// Chains the driver has made available and the device has not read yet.
+    #[inline]
+    pub fn available(&mut self) -> Result<u16, RingError> {
+        if self.avail_idx == self.last_avail {
+            let idx = self.avail_u16(1).load(Ordering::Acquire);
+            let n = idx.wrapping_sub(self.last_avail);
+            if n > self.layout.size {
+                return Err(RingError::IndexJump {
+                    from: self.last_avail,
+                    to: idx,
+                    size: self.layout.size,
+                });
+            }
+            self.avail_idx = idx;
+        }
+        Ok(self.avail_idx.wrapping_sub(self.last_avail))
+    }
+
+    /// The head of the next available chain; call only when `available()` was non-zero.
+    #[inline]
+    pub fn next_head(&mut self) -> u16 {
+        let slot = usize::from(self.last_avail & self.mask);
+        let head = self.avail_u16(2 + slot).load(Ordering::Relaxed);
+        self.last_avail = self.last_avail.wrapping_add(1);
+        head
+    }
+
+    fn desc(&self, index: u16) -> Result<Desc, RingError> {
+        if index >= self.layout.size {
+            return Err(RingError::DescriptorIndex {
+                index,
+                size: self.layout.size,
+            });
+        }
+        // SAFETY: `index < size` and the table is `16 * size` bytes, 16-aligned, in mapped
+        // guest memory; a volatile read because the guest may write it concurrently.
+        Ok(unsafe {
+            std::ptr::read_volatile((self.layout.desc as *const Desc).add(usize::from(index)))
+        })
+    }
+
+    /// Translate the chain at `head` into `segs`; returns how many segments and their total
+    /// length. Every buffer must go this queue's way and lie in guest memory.
+    #[inline]
+    pub fn chain(
+        &self,
+        mem: &GuestMemory,
+        head: u16,
+        segs: &mut [Segment; MAX_SEGMENTS],
+    ) -> Result<(usize, u64), RingError> {
+        let mut index = head;
+        let (mut n, mut total) = (0usize, 0u64);
+        for _ in 0..self.layout.size {
+            let d = self.desc(index)?;
+            if d.flags & DESC_F_INDIRECT != 0 {
+                return Err(RingError::Indirect);
+            }
+            let writable = d.flags & DESC_F_WRITE != 0;
+            match (self.dir, writable) {
+                (Direction::Read, true) => {
+                    return Err(RingError::Direction {
+                        found: "device-writable",
+                        want: "read",
+                    })
+                }
+                (Direction::Write, false) => {
+                    return Err(RingError::Direction {
+                        found: "device-readable",
+                        want: "write",
+                    })
+                }
+                _ => {}
+            }
+            let ptr = mem.gpa(d.addr, d.len).ok_or(RingError::OutOfRange {
+                addr: d.addr,
+                len: d.len,
+            })?;
+            if d.len > 0 {
+                if n == MAX_SEGMENTS {
+                    return Err(RingError::Loop(self.layout.size));
+                }
+                segs[n] = Segment { ptr, len: d.len };
+                n += 1;
+                total += u64::from(d.len);
+            }
+            if d.flags & DESC_F_NEXT == 0 {
+                return Ok((n, total));
+            }
+            index = d.next;
+        }
+        Err(RingError::Loop(self.layout.size))
+    }
+
+    /// Return the chain at `head` as used, `len` bytes written into it (0 for read chains).
+    /// Visible to the driver only after `publish`.
+    #[inline]
+    pub fn push_used(&mut self, head: u16, len: u32) {
+        let slot = usize::from(self.used_idx & self.mask);
+        // SAFETY: element `slot < size` of the used ring (4 + 8 * slot, 8 bytes, 4-aligned),
+        // inside the translated used ring; volatile because the guest maps it.
+        unsafe {
+            let elem = self.layout.used.add(4 + 8 * slot) as *mut u32;
+            std::ptr::write_volatile(elem, u32::from(head));
+            std::ptr::write_volatile(elem.add(1), len);
+        }
+        self.used_idx = self.used_idx.wrapping_add(1);
+    }
+
+    /// Make the used entries pushed so far visible; true when the guest asked to be told
+    /// (its interrupt must be raised through the call eventfd).
+    #[inline]
+    pub fn publish(&mut self) -> bool {
+        let new = self.used_idx;
+        if new == self.signalled {
+            return false;
+        }
+        self.used_u16(1).store(new, Ordering::Release);
+        // The guest's suppression flags or event index must be read after the index store.
+        fence(Ordering::SeqCst);
+        let old = self.signalled;
+        self.signalled = new;
+        if self.event_idx {
+            let size = usize::from(self.layout.size);
+            let used_event = self.avail_u16(2 + size).load(Ordering::Relaxed);
+            // vring_need_event: notify when `used_event` lies in [old, new).
+            new.wrapping_sub(used_event).wrapping_sub(1) < new.wrapping_sub(old)
+        } else {
+            self.avail_u16(0).load(Ordering::Relaxed) & AVAIL_F_NO_INTERRUPT == 0
+        }
+    }
+
+    /// Which way this queue moves data.
+    pub fn direction(&self) -> Direction {
+        self.dir
+    }
+}
