@@ -152,6 +152,11 @@ impl Shared {
         self.acked.store(g, Ordering::Release);
     }
 
+    /// The highest generation the worker acknowledged.
+    pub fn acked_generation(&self) -> u64 {
+        self.acked.load(Ordering::Acquire)
+    }
+
     /// Wait until the worker acknowledged generation `g` (control thread). False after
     /// `timeout`: the worker is stopped or stalled, and holds the old snapshot still.
     pub fn wait_acknowledged(&self, g: u64, timeout: Duration) -> bool {

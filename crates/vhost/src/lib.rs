@@ -14,6 +14,8 @@
 
 pub mod backend;
 pub mod device;
+#[cfg(test)]
+mod fake_guest;
 pub mod memory;
 pub mod port;
 pub mod ring;

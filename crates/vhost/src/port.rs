@@ -156,7 +156,7 @@ pub struct VhostRx {
     port_id: u16,
     next: String,
     /// Keeps the control thread and socket alive as long as the graph.
-    _device: Arc<VhostUserDevice>,
+    _device: Option<Arc<VhostUserDevice>>,
     shared: Arc<Shared>,
     stats: Arc<PortStats>,
     view: View,
@@ -172,11 +172,24 @@ impl VhostRx {
         device: Arc<VhostUserDevice>,
         stats: Arc<PortStats>,
     ) -> VhostRx {
+        let shared = device.shared().clone();
+        VhostRx::on(name, port_id, next, shared, Some(device), stats)
+    }
+
+    /// The same on a bare `Shared` (tests drive the device side themselves).
+    pub fn on(
+        name: String,
+        port_id: u16,
+        next: String,
+        shared: Arc<Shared>,
+        device: Option<Arc<VhostUserDevice>>,
+        stats: Arc<PortStats>,
+    ) -> VhostRx {
         VhostRx {
             name,
             port_id,
             next,
-            shared: device.shared().clone(),
+            shared,
             _device: device,
             stats,
             view: View::new(GUEST_TX),
@@ -299,7 +312,7 @@ impl InputNode for VhostRx {
 /// Transmit node: packets into the guest's receive buffers.
 pub struct VhostTx {
     name: String,
-    _device: Arc<VhostUserDevice>,
+    _device: Option<Arc<VhostUserDevice>>,
     shared: Arc<Shared>,
     stats: Arc<PortStats>,
     view: View,
@@ -309,9 +322,20 @@ pub struct VhostTx {
 impl VhostTx {
     /// The transmit node of a port.
     pub fn new(name: String, device: Arc<VhostUserDevice>, stats: Arc<PortStats>) -> VhostTx {
+        let shared = device.shared().clone();
+        VhostTx::on(name, shared, Some(device), stats)
+    }
+
+    /// The same on a bare `Shared` (tests drive the device side themselves).
+    pub fn on(
+        name: String,
+        shared: Arc<Shared>,
+        device: Option<Arc<VhostUserDevice>>,
+        stats: Arc<PortStats>,
+    ) -> VhostTx {
         VhostTx {
             name,
-            shared: device.shared().clone(),
+            shared,
             _device: device,
             stats,
             view: View::new(GUEST_RX),
@@ -461,3 +485,7 @@ impl Node for VhostTx {
         )
     }
 }
+
+#[cfg(test)]
+#[path = "port_tests.rs"]
+mod tests;

@@ -365,3 +365,145 @@ impl SplitRing {
         self.dir
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_guest::{FakeGuest, GPA, MEM};
+
+    fn segs() -> Box<[Segment; MAX_SEGMENTS]> {
+        Box::new(
+            [Segment {
+                ptr: std::ptr::null_mut(),
+                len: 0,
+            }; MAX_SEGMENTS],
+        )
+    }
+
+    #[test]
+    fn a_chain_is_read_and_returned_with_the_index_published() {
+        let mut g = FakeGuest::new(8);
+        let head = g.add_chain(&[12, 60], false, &[7u8; 72]);
+        let mut r = SplitRing::new(g.layout(), 0, false, Direction::Read);
+        assert_eq!(g.used_flags(), USED_F_NO_NOTIFY, "kicks are not wanted");
+        assert_eq!(r.available(), Ok(1));
+        assert_eq!(r.next_head(), head);
+        let mut s = segs();
+        let (n, total) = r.chain(&g.mem, head, &mut s).expect("chain");
+        assert_eq!((n, total), (2, 72));
+        r.push_used(head, 0);
+        assert_eq!(g.used_idx(), 0, "not visible before publish");
+        assert!(r.publish(), "the guest did not suppress interrupts");
+        assert_eq!(g.used_idx(), 1);
+        assert_eq!(g.used(0), (u32::from(head), 0));
+        assert_eq!(r.last_avail(), 1);
+    }
+
+    #[test]
+    fn malformed_rings_are_errors_never_reads_outside() {
+        let mut s = segs();
+        // A loop: 0 -> 1 -> 0.
+        let mut g = FakeGuest::new(8);
+        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_NEXT, 1);
+        g.set_desc(1, FakeGuest::buffer_gpa(1), 64, DESC_F_NEXT, 0);
+        g.push_avail(0);
+        g.publish_avail(1);
+        let mut r = SplitRing::new(g.layout(), 0, false, Direction::Read);
+        r.available().expect("one");
+        let h = r.next_head();
+        assert_eq!(r.chain(&g.mem, h, &mut s).err(), Some(RingError::Loop(8)));
+        // Out of range: past the end of memory, wrapping, and below it.
+        for (addr, len) in [
+            (GPA + MEM - 10, 64),
+            (u64::MAX - 8, 64),
+            (0, 64),
+            (GPA, u32::MAX),
+        ] {
+            g.set_desc(0, addr, len, 0, 0);
+            assert_eq!(
+                r.chain(&g.mem, 0, &mut s).err(),
+                Some(RingError::OutOfRange { addr, len })
+            );
+        }
+        // A head or next past the table.
+        assert_eq!(
+            r.chain(&g.mem, 8, &mut s).err(),
+            Some(RingError::DescriptorIndex { index: 8, size: 8 })
+        );
+        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_NEXT, 9);
+        assert_eq!(
+            r.chain(&g.mem, 0, &mut s).err(),
+            Some(RingError::DescriptorIndex { index: 9, size: 8 })
+        );
+        // Indirect and wrong-direction buffers.
+        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_INDIRECT, 0);
+        assert_eq!(r.chain(&g.mem, 0, &mut s).err(), Some(RingError::Indirect));
+        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_WRITE, 0);
+        assert!(matches!(
+            r.chain(&g.mem, 0, &mut s),
+            Err(RingError::Direction { .. })
+        ));
+        let w = SplitRing::new(g.layout(), 0, false, Direction::Write);
+        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, 0, 0);
+        assert!(matches!(
+            w.chain(&g.mem, 0, &mut s),
+            Err(RingError::Direction { .. })
+        ));
+        // Zero-length buffers are skipped, not errors.
+        g.set_desc(0, FakeGuest::buffer_gpa(0), 0, DESC_F_NEXT, 1);
+        g.set_desc(1, FakeGuest::buffer_gpa(1), 64, 0, 0);
+        assert_eq!(r.chain(&g.mem, 0, &mut s).expect("chain").0, 1);
+    }
+
+    #[test]
+    fn an_index_jump_past_the_ring_is_an_error() {
+        let g = FakeGuest::new(8);
+        let mut r = SplitRing::new(g.layout(), 0, false, Direction::Read);
+        g.publish_avail(8);
+        assert_eq!(r.available(), Ok(8), "a full ring is fine");
+        let mut r = SplitRing::new(g.layout(), 0, false, Direction::Read);
+        g.publish_avail(9);
+        assert_eq!(
+            r.available(),
+            Err(RingError::IndexJump {
+                from: 0,
+                to: 9,
+                size: 8
+            })
+        );
+        // Indices wrap at 65536: base 65530 + 8 is fine.
+        let mut r = SplitRing::new(g.layout(), 65530, false, Direction::Read);
+        g.publish_avail(65530u16.wrapping_add(8));
+        assert_eq!(r.available(), Ok(8));
+    }
+
+    #[test]
+    fn notifications_follow_the_guests_flag_or_event_index() {
+        let mut g = FakeGuest::new(8);
+        let h = g.add_chain(&[64], false, &[0; 64]);
+        let mut r = SplitRing::new(g.layout(), 0, false, Direction::Read);
+        g.set_avail_flags(AVAIL_F_NO_INTERRUPT);
+        r.available().expect("one");
+        r.next_head();
+        r.push_used(h, 0);
+        assert!(!r.publish(), "interrupts suppressed by the flag");
+        assert!(!r.publish(), "nothing new, nothing to tell");
+
+        // Event index: notify only when used_event lies in [old, new).
+        let g = FakeGuest::new(8);
+        let mut r = SplitRing::new(g.layout(), 0, true, Direction::Read);
+        assert_eq!(g.used_flags(), 0, "event index: the flag is not used");
+        g.set_used_event(1);
+        r.push_used(0, 0);
+        assert!(!r.publish(), "used 0 -> 1, the guest waits for 1 -> 2");
+        r.push_used(1, 0);
+        r.push_used(2, 0);
+        assert!(r.publish(), "used 1 -> 3 crosses 1");
+        g.set_used_event(2);
+        r.push_used(3, 0);
+        assert!(
+            !r.publish(),
+            "2 is behind: the guest is still busy with what it had"
+        );
+    }
+}

@@ -1,0 +1,302 @@
+//! The port nodes against a fake guest: frames in and out byte for byte, header checks,
+//! merged receive buffers, a guest without room, malformed rings, and generations.
+
+use super::*;
+use crate::device::{DeviceSnapshot, QueueSetup};
+use crate::fake_guest::FakeGuest;
+use graph::Counter;
+use packet::PoolConfig;
+
+fn pool() -> BufferPool {
+    BufferPool::new(PoolConfig {
+        buffers: 256,
+        headroom: 128,
+        data_size: 2048,
+        try_hugepages: false,
+    })
+    .expect("pool")
+}
+
+/// Publish `g`'s ring as queue `q` (start number `start`, base 0).
+fn publish(shared: &Shared, g: &FakeGuest, q: usize, start: u64, mrg_rxbuf: bool) -> u64 {
+    let mut queues: [Option<QueueSetup>; 2] = [None, None];
+    queues[q] = Some(QueueSetup {
+        layout: g.layout(),
+        base: 0,
+        call: None,
+        start,
+    });
+    shared.publish(DeviceSnapshot {
+        memory: g.mem.clone(),
+        queues,
+        hdr_len: 12,
+        mrg_rxbuf,
+        event_idx: false,
+    })
+}
+
+struct Cx {
+    pool: BufferPool,
+    errors: Vec<Counter>,
+    names: Vec<(String, String)>,
+}
+
+impl Cx {
+    fn new() -> Cx {
+        Cx {
+            pool: pool(),
+            errors: Vec::new(),
+            names: Vec::new(),
+        }
+    }
+
+    fn cx(&mut self) -> NodeContext<'_> {
+        NodeContext {
+            pool: &mut self.pool,
+            now_tsc: 0,
+            tsc_hz: 1,
+            worker: 0,
+            error_base: 0,
+            errors: &self.errors,
+            error_names: &self.names,
+        }
+    }
+}
+
+fn rx_node(shared: &Arc<Shared>) -> (VhostRx, Arc<PortStats>) {
+    let stats = Arc::new(PortStats::default());
+    let node = VhostRx::on(
+        "vu-rx".into(),
+        3,
+        "next".into(),
+        shared.clone(),
+        None,
+        stats.clone(),
+    );
+    (node, stats)
+}
+
+fn poll(node: &mut VhostRx, cx: &mut Cx) -> Vec<Vec<u8>> {
+    let mut out = [0u32; 32];
+    let mut nexts = [0u16; 32];
+    let (n, _) = node.poll(&mut cx.cx(), &mut out, &mut nexts);
+    let frames = out[..n]
+        .iter()
+        .map(|&b| {
+            let m = cx.pool.meta(b);
+            assert_eq!(m.rx_port, 3);
+            let (s, l) = (m.data_offset as usize, m.length as usize);
+            cx.pool.slot_mut(b).1[s..s + l].to_vec()
+        })
+        .collect();
+    cx.pool.free_batch(&out[..n]);
+    frames
+}
+
+fn frame(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed)
+        .collect()
+}
+
+#[test]
+fn frames_from_the_guest_arrive_whole_and_bad_ones_are_counted() {
+    let shared = Arc::new(Shared::default());
+    let mut g = FakeGuest::new(16);
+    let (mut node, stats) = rx_node(&shared);
+    let mut cx = Cx::new();
+    assert!(poll(&mut node, &mut cx).is_empty(), "no queue yet");
+    let gen = publish(&shared, &g, GUEST_TX, 1, false);
+
+    // A 12-byte header, then the frame across three buffers of odd sizes.
+    let f1 = frame(100, 1);
+    let mut bytes = vec![0u8; 12];
+    bytes.extend_from_slice(&f1);
+    g.add_chain(&[12, 50, 50], false, &bytes);
+    // Header and frame in one buffer.
+    let f2 = frame(1514, 2);
+    let mut bytes = vec![0u8; 12];
+    bytes.extend_from_slice(&f2);
+    g.add_chain(&[1526], false, &bytes);
+    // A runt, a frame asking for a checksum, one asking for segmentation, one too long.
+    g.add_chain(&[12 + 10], false, &[0u8; 22]);
+    let mut csum = vec![1u8, 0];
+    csum.extend_from_slice(&[0u8; 10 + 60]);
+    g.add_chain(&[72], false, &csum);
+    let mut gso = vec![0u8, 1];
+    gso.extend_from_slice(&[0u8; 10 + 60]);
+    g.add_chain(&[72], false, &gso);
+    g.add_chain(&[12 + 2049], false, &[0u8; 12 + 2049]);
+
+    let got = poll(&mut node, &mut cx);
+    assert_eq!(
+        shared.acked_generation(),
+        gen,
+        "the receive node acknowledged"
+    );
+    assert_eq!(got, vec![f1, f2]);
+    assert_eq!(stats.rx_packets.get(), 2);
+    assert_eq!(stats.rx_drops.get(), 4);
+    assert_eq!(shared.counters.rx_bad_frames.get(), 4);
+    assert_eq!(g.used_idx(), 6, "every chain is returned, good or bad");
+    assert_eq!(shared.progress(GUEST_TX, 1), Some(6));
+    assert_eq!(cx.pool.available(), 256, "no buffer leaked");
+}
+
+#[test]
+fn a_malformed_ring_stops_the_queue_and_is_reported() {
+    let shared = Arc::new(Shared::default());
+    let mut g = FakeGuest::new(8);
+    let (mut node, _stats) = rx_node(&shared);
+    let mut cx = Cx::new();
+    publish(&shared, &g, GUEST_TX, 1, false);
+    let mut good = vec![0u8; 12];
+    good.extend_from_slice(&frame(60, 3));
+    g.add_chain(&[72], false, &good);
+    // Then a loop.
+    g.set_desc(5, FakeGuest::buffer_gpa(5), 64, 1, 6);
+    g.set_desc(6, FakeGuest::buffer_gpa(6), 64, 1, 5);
+    g.push_avail(5);
+    g.publish_avail(g.avail_idx);
+    let got = poll(&mut node, &mut cx);
+    assert_eq!(
+        got.len(),
+        1,
+        "the good frame before the bad chain still goes"
+    );
+    assert!(shared.take_broken());
+    assert!(
+        shared.last_error().contains("loop"),
+        "{}",
+        shared.last_error()
+    );
+    assert_eq!(shared.counters.guest_errors.get(), 1);
+    // Stopped: more frames are not read until the device is set up again.
+    g.add_chain(&[72], false, &good);
+    assert!(poll(&mut node, &mut cx).is_empty());
+    assert_eq!(cx.pool.available(), 256, "no buffer leaked");
+    // An index jump is an error too, after a restart (new start number).
+    publish(&shared, &g, GUEST_TX, 2, false);
+    g.publish_avail(g.avail_idx.wrapping_add(100));
+    assert!(poll(&mut node, &mut cx).is_empty());
+    assert!(
+        shared.last_error().contains("jumped"),
+        "{}",
+        shared.last_error()
+    );
+}
+
+fn tx_node(shared: &Arc<Shared>) -> (VhostTx, Arc<PortStats>) {
+    let stats = Arc::new(PortStats::default());
+    (
+        VhostTx::on("vu-tx".into(), shared.clone(), None, stats.clone()),
+        stats,
+    )
+}
+
+/// Send `frames` through the transmit node.
+fn send(node: &mut VhostTx, cx: &mut Cx, frames: &[Vec<u8>]) {
+    let bufs: Vec<u32> = frames
+        .iter()
+        .map(|f| {
+            let b = cx.pool.alloc().expect("buffer");
+            let (m, slot) = cx.pool.slot_mut(b);
+            let s = m.data_offset as usize;
+            slot[s..s + f.len()].copy_from_slice(f);
+            m.length = f.len() as u16;
+            b
+        })
+        .collect();
+    let mut nexts = vec![0u16; bufs.len()];
+    node.process(&mut cx.cx(), &bufs, &mut nexts);
+}
+
+#[test]
+fn packets_fill_the_guests_buffers_merging_them_when_negotiated() {
+    let shared = Arc::new(Shared::default());
+    let mut g = FakeGuest::new(16);
+    let (mut node, stats) = tx_node(&shared);
+    let mut cx = Cx::new();
+    publish(&shared, &g, GUEST_RX, 1, true);
+    for _ in 0..4 {
+        g.add_chain(&[1024], true, &[]);
+    }
+    let (small, big) = (frame(60, 4), frame(1800, 5));
+    send(&mut node, &mut cx, &[small.clone(), big.clone()]);
+    assert_eq!(stats.tx_packets.get(), 2);
+    assert_eq!(g.used_idx(), 3, "one chain, then two merged");
+    assert_eq!(g.used(0), (0, 72));
+    assert_eq!(g.used(1), (1, 1024));
+    assert_eq!(g.used(2), (2, 12 + 1800 - 1024));
+    let hdr = g.buffer(0, 12);
+    assert_eq!(&hdr[10..12], &1u16.to_le_bytes(), "num_buffers");
+    assert_eq!(&g.buffer(0, 72)[12..], &small[..]);
+    let hdr = g.buffer(1, 12);
+    assert_eq!(&hdr[10..12], &2u16.to_le_bytes(), "num_buffers");
+    let mut got = g.buffer(1, 1024)[12..].to_vec();
+    got.extend_from_slice(&g.buffer(2, 12 + 1800 - 1024));
+    assert_eq!(got, big);
+    assert_eq!(cx.pool.available(), 256, "sent buffers are freed");
+
+    // One chain left (1024 bytes): the 1800-byte frame does not fit and takes nothing.
+    send(&mut node, &mut cx, &[big.clone()]);
+    assert_eq!(stats.tx_drops.get(), 1);
+    assert_eq!(shared.counters.tx_no_buffers.get(), 1);
+    assert_eq!(g.used_idx(), 3);
+    send(&mut node, &mut cx, &[small.clone()]);
+    assert_eq!(g.used_idx(), 4, "the chain left was not lost");
+    assert_eq!(g.used(3), (3, 72));
+    assert_eq!(shared.progress(GUEST_RX, 1), Some(4));
+}
+
+#[test]
+fn without_merged_buffers_a_frame_needs_one_chain() {
+    let shared = Arc::new(Shared::default());
+    let mut g = FakeGuest::new(8);
+    let (mut node, stats) = tx_node(&shared);
+    let mut cx = Cx::new();
+    publish(&shared, &g, GUEST_RX, 1, false);
+    g.add_chain(&[1024], true, &[]);
+    g.add_chain(&[1024], true, &[]);
+    send(&mut node, &mut cx, &[frame(1800, 6)]);
+    assert_eq!(stats.tx_drops.get(), 1);
+    assert_eq!(g.used_idx(), 0);
+    g.add_chain(&[12, 2000], true, &[]);
+    send(&mut node, &mut cx, &[frame(1000, 7), frame(1800, 8)]);
+    // Chains are taken in the order the guest posted them: 1000 B fit the first; 1800 B do
+    // not fit the second and are dropped, which leaves the second and third chains posted.
+    assert_eq!(stats.tx_packets.get(), 1);
+    assert_eq!(stats.tx_drops.get(), 2);
+    assert_eq!(g.used_idx(), 1);
+    assert_eq!(g.used(0), (0, 1012));
+    assert_eq!(
+        &g.buffer(0, 12)[10..12],
+        &1u16.to_le_bytes(),
+        "num_buffers is 1"
+    );
+}
+
+#[test]
+fn a_new_generation_keeps_or_restarts_progress() {
+    let shared = Arc::new(Shared::default());
+    let mut g = FakeGuest::new(8);
+    let (mut node, _stats) = rx_node(&shared);
+    let mut cx = Cx::new();
+    publish(&shared, &g, GUEST_TX, 7, false);
+    let mut good = vec![0u8; 12];
+    good.extend_from_slice(&frame(60, 9));
+    g.add_chain(&[72], false, &good);
+    assert_eq!(poll(&mut node, &mut cx).len(), 1);
+    // Same start (e.g. a new call fd): progress kept, nothing read twice.
+    publish(&shared, &g, GUEST_TX, 7, false);
+    assert!(poll(&mut node, &mut cx).is_empty());
+    g.add_chain(&[72], false, &good);
+    assert_eq!(poll(&mut node, &mut cx).len(), 1);
+    assert_eq!(shared.progress(GUEST_TX, 7), Some(2));
+    // Stopped: nothing read, progress stays for GET_VRING_BASE.
+    let gen = shared.publish(DeviceSnapshot::idle());
+    g.add_chain(&[72], false, &good);
+    assert!(poll(&mut node, &mut cx).is_empty());
+    assert_eq!(shared.acked_generation(), gen);
+    assert_eq!(shared.progress(GUEST_TX, 7), Some(2));
+}
