@@ -239,11 +239,11 @@ fn packets_fill_the_guests_buffers_merging_them_when_negotiated() {
     assert_eq!(cx.pool.available(), 256, "sent buffers are freed");
 
     // One chain left (1024 bytes): the 1800-byte frame does not fit and takes nothing.
-    send(&mut node, &mut cx, &[big.clone()]);
+    send(&mut node, &mut cx, std::slice::from_ref(&big));
     assert_eq!(stats.tx_drops.get(), 1);
     assert_eq!(shared.counters.tx_no_buffers.get(), 1);
     assert_eq!(g.used_idx(), 3);
-    send(&mut node, &mut cx, &[small.clone()]);
+    send(&mut node, &mut cx, std::slice::from_ref(&small));
     assert_eq!(g.used_idx(), 4, "the chain left was not lost");
     assert_eq!(g.used(3), (3, 72));
     assert_eq!(shared.progress(GUEST_RX, 1), Some(4));
