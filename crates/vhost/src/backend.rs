@@ -560,3 +560,7 @@ fn serve(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "backend_tests.rs"]
+mod tests;

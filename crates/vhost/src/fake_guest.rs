@@ -10,19 +10,26 @@ pub const GPA: u64 = 0x10_0000;
 /// The frontend's virtual address of the same memory.
 pub const UVA: u64 = 0x7f00_0000_0000;
 /// Bytes of fake guest memory.
-pub const MEM: u64 = 1 << 20;
-/// Offsets of the rings (descriptor table, available, used) and of the data buffers.
+pub const MEM: u64 = 4 << 20;
+/// Offsets of a ring's parts from its start (rings of at most 256 entries).
 const DESC_AT: u64 = 0;
-const AVAIL_AT: u64 = 0x4000;
-const USED_AT: u64 = 0x8000;
-/// Data buffers start here.
-pub const DATA_AT: u64 = 0x10000;
+const AVAIL_AT: u64 = 0x1000;
+const USED_AT: u64 = 0x2000;
+/// Each ring's area (its parts) and data area (200 buffers of 4 KiB).
+const RING_AREA: u64 = 0x4000;
+const DATA_AREA: u64 = 200 * 4096;
+/// Data areas start here.
+const DATA_AT: u64 = 0x10000;
 
 /// One ring of `size` entries in its own memory.
 pub struct FakeGuest {
     pub mem: Arc<GuestMemory>,
+    /// The memory's file (for a frontend to send).
+    pub file: Arc<std::fs::File>,
     pub size: u16,
     host: *mut u8,
+    /// Which ring of the memory this is (0, 1, ...).
+    ring: u64,
     /// Next available index the driver will publish.
     pub avail_idx: u16,
     /// Next free descriptor.
@@ -37,26 +44,49 @@ impl FakeGuest {
             uva: UVA,
             mmap_offset: 0,
         };
-        let mem = GuestMemory::map(&[spec], vec![crate::memory::tests::memfd(MEM)]).expect("map");
+        let file = crate::memory::tests::memfd(MEM);
+        let dup = file.try_clone().expect("dup");
+        let mem = GuestMemory::map(&[spec], vec![dup]).expect("map");
         let host = mem.gpa(GPA, 1).expect("host");
         FakeGuest {
             mem: Arc::new(mem),
+            file: Arc::new(file),
             size,
             host,
+            ring: 0,
             avail_idx: 0,
             next_desc: 0,
         }
     }
 
+    /// Another ring in the same memory (ring number `ring`, 1..=3).
+    pub fn another(&self, ring: u64, size: u16) -> FakeGuest {
+        assert!((1..4).contains(&ring));
+        FakeGuest {
+            mem: self.mem.clone(),
+            file: self.file.clone(),
+            size,
+            host: self.host,
+            ring,
+            avail_idx: 0,
+            next_desc: 0,
+        }
+    }
+
+    /// The frontend's addresses of this ring's descriptor table, available and used rings.
+    pub fn ring_uvas(&self) -> (u64, u64, u64) {
+        let base = UVA + self.ring * RING_AREA;
+        (base + DESC_AT, base + AVAIL_AT, base + USED_AT)
+    }
+
     pub fn layout(&self) -> RingLayout {
-        RingLayout::translate(
-            &self.mem,
-            self.size,
-            UVA + DESC_AT,
-            UVA + AVAIL_AT,
-            UVA + USED_AT,
-        )
-        .expect("layout")
+        let (d, a, u) = self.ring_uvas();
+        RingLayout::translate(&self.mem, self.size, d, a, u).expect("layout")
+    }
+
+    /// Offset in memory of a part of this ring.
+    fn part(&self, at: u64) -> u64 {
+        self.ring * RING_AREA + at
     }
 
     fn at(&self, off: u64) -> *mut u8 {
@@ -90,41 +120,44 @@ impl FakeGuest {
         d[8..12].copy_from_slice(&len.to_le_bytes());
         d[12..14].copy_from_slice(&flags.to_le_bytes());
         d[14..16].copy_from_slice(&next.to_le_bytes());
-        self.write(DESC_AT + 16 * u64::from(i), &d);
+        self.write(self.part(DESC_AT) + 16 * u64::from(i), &d);
     }
 
     /// Make `head` available (not yet published).
     pub fn push_avail(&mut self, head: u16) {
         let slot = u64::from(self.avail_idx % self.size);
-        self.write(AVAIL_AT + 4 + 2 * slot, &head.to_le_bytes());
+        self.write(self.part(AVAIL_AT) + 4 + 2 * slot, &head.to_le_bytes());
         self.avail_idx = self.avail_idx.wrapping_add(1);
     }
 
     /// Publish the available index (any value: tests make it jump).
     pub fn publish_avail(&self, idx: u16) {
-        self.write(AVAIL_AT + 2, &idx.to_le_bytes());
+        self.write(self.part(AVAIL_AT) + 2, &idx.to_le_bytes());
     }
 
     pub fn set_avail_flags(&self, flags: u16) {
-        self.write(AVAIL_AT, &flags.to_le_bytes());
+        self.write(self.part(AVAIL_AT), &flags.to_le_bytes());
     }
 
     /// `used_event` (after the available ring).
     pub fn set_used_event(&self, v: u16) {
-        self.write(AVAIL_AT + 4 + 2 * u64::from(self.size), &v.to_le_bytes());
+        self.write(
+            self.part(AVAIL_AT) + 4 + 2 * u64::from(self.size),
+            &v.to_le_bytes(),
+        );
     }
 
     pub fn used_idx(&self) -> u16 {
-        self.u16_at(USED_AT + 2)
+        self.u16_at(self.part(USED_AT) + 2)
     }
 
     pub fn used_flags(&self) -> u16 {
-        self.u16_at(USED_AT)
+        self.u16_at(self.part(USED_AT))
     }
 
     /// Used element `i`: (id, len).
     pub fn used(&self, i: u16) -> (u32, u32) {
-        let b = self.read(USED_AT + 4 + 8 * u64::from(i % self.size), 8);
+        let b = self.read(self.part(USED_AT) + 4 + 8 * u64::from(i % self.size), 8);
         (
             u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
@@ -140,7 +173,7 @@ impl FakeGuest {
         for (k, &len) in lens.iter().enumerate() {
             let i = self.next_desc;
             self.next_desc = (self.next_desc + 1) % self.size;
-            let addr = Self::buffer_gpa(i);
+            let addr = self.buffer_gpa(i);
             let last = k + 1 == lens.len();
             let flags = u16::from(!last) | if writable { 2 } else { 0 };
             self.set_desc(i, addr, len, flags, (i + 1) % self.size);
@@ -156,12 +189,12 @@ impl FakeGuest {
     }
 
     /// The guest physical address of descriptor `i`'s data area (4 KiB each).
-    pub fn buffer_gpa(i: u16) -> u64 {
-        GPA + DATA_AT + 4096 * u64::from(i % 200)
+    pub fn buffer_gpa(&self, i: u16) -> u64 {
+        GPA + DATA_AT + self.ring * DATA_AREA + 4096 * u64::from(i % 200)
     }
 
     /// Read `len` bytes of descriptor `i`'s data area.
     pub fn buffer(&self, i: u16, len: usize) -> Vec<u8> {
-        self.read(Self::buffer_gpa(i) - GPA, len)
+        self.read(self.buffer_gpa(i) - GPA, len)
     }
 }

@@ -154,8 +154,8 @@ fn a_malformed_ring_stops_the_queue_and_is_reported() {
     good.extend_from_slice(&frame(60, 3));
     g.add_chain(&[72], false, &good);
     // Then a loop.
-    g.set_desc(5, FakeGuest::buffer_gpa(5), 64, 1, 6);
-    g.set_desc(6, FakeGuest::buffer_gpa(6), 64, 1, 5);
+    g.set_desc(5, g.buffer_gpa(5), 64, 1, 6);
+    g.set_desc(6, g.buffer_gpa(6), 64, 1, 5);
     g.push_avail(5);
     g.publish_avail(g.avail_idx);
     let got = poll(&mut node, &mut cx);

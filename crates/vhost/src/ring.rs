@@ -66,6 +66,10 @@ pub enum RingError {
         /// Its length.
         len: u32,
     },
+    /// A chain of more buffers than a port follows (on rings larger than that, also what a
+    /// loop looks like).
+    #[error("descriptor chain of more than {MAX_SEGMENTS} buffers (a loop, or longer than a port follows)")]
+    TooLong,
     /// An indirect descriptor (not negotiated).
     #[error("indirect descriptor, which was not negotiated")]
     Indirect,
@@ -308,7 +312,7 @@ impl SplitRing {
             })?;
             if d.len > 0 {
                 if n == MAX_SEGMENTS {
-                    return Err(RingError::Loop(self.layout.size));
+                    return Err(RingError::TooLong);
                 }
                 segs[n] = Segment { ptr, len: d.len };
                 n += 1;
@@ -404,8 +408,8 @@ mod tests {
         let mut s = segs();
         // A loop: 0 -> 1 -> 0.
         let mut g = FakeGuest::new(8);
-        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_NEXT, 1);
-        g.set_desc(1, FakeGuest::buffer_gpa(1), 64, DESC_F_NEXT, 0);
+        g.set_desc(0, g.buffer_gpa(0), 64, DESC_F_NEXT, 1);
+        g.set_desc(1, g.buffer_gpa(1), 64, DESC_F_NEXT, 0);
         g.push_avail(0);
         g.publish_avail(1);
         let mut r = SplitRing::new(g.layout(), 0, false, Direction::Read);
@@ -430,28 +434,28 @@ mod tests {
             r.chain(&g.mem, 8, &mut s).err(),
             Some(RingError::DescriptorIndex { index: 8, size: 8 })
         );
-        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_NEXT, 9);
+        g.set_desc(0, g.buffer_gpa(0), 64, DESC_F_NEXT, 9);
         assert_eq!(
             r.chain(&g.mem, 0, &mut s).err(),
             Some(RingError::DescriptorIndex { index: 9, size: 8 })
         );
         // Indirect and wrong-direction buffers.
-        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_INDIRECT, 0);
+        g.set_desc(0, g.buffer_gpa(0), 64, DESC_F_INDIRECT, 0);
         assert_eq!(r.chain(&g.mem, 0, &mut s).err(), Some(RingError::Indirect));
-        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, DESC_F_WRITE, 0);
+        g.set_desc(0, g.buffer_gpa(0), 64, DESC_F_WRITE, 0);
         assert!(matches!(
             r.chain(&g.mem, 0, &mut s),
             Err(RingError::Direction { .. })
         ));
         let w = SplitRing::new(g.layout(), 0, false, Direction::Write);
-        g.set_desc(0, FakeGuest::buffer_gpa(0), 64, 0, 0);
+        g.set_desc(0, g.buffer_gpa(0), 64, 0, 0);
         assert!(matches!(
             w.chain(&g.mem, 0, &mut s),
             Err(RingError::Direction { .. })
         ));
         // Zero-length buffers are skipped, not errors.
-        g.set_desc(0, FakeGuest::buffer_gpa(0), 0, DESC_F_NEXT, 1);
-        g.set_desc(1, FakeGuest::buffer_gpa(1), 64, 0, 0);
+        g.set_desc(0, g.buffer_gpa(0), 0, DESC_F_NEXT, 1);
+        g.set_desc(1, g.buffer_gpa(1), 64, 0, 0);
         assert_eq!(r.chain(&g.mem, 0, &mut s).expect("chain").0, 1);
     }
 

@@ -1,0 +1,251 @@
+//! The whole port through its socket: a test frontend of ours (rust-vmm's `Frontend`) sets up
+//! a fake guest's memory and rings like QEMU would, a worker thread runs the port's two nodes
+//! as an echo (what the guest sends comes back to it), and malformed rings reset the
+//! connection without harm; the next frontend is served again.
+
+use super::*;
+use crate::fake_guest::{FakeGuest, GPA, MEM, UVA};
+use crate::port::{VhostRx, VhostTx};
+use graph::{GraphBuilder, PortStats};
+use packet::{BufferPool, PoolConfig};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::AtomicU32;
+use std::time::Instant;
+use vhost::vhost_user::{Frontend, VhostUserFrontend};
+use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
+use vmm_sys_util::eventfd::EventFd;
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+fn socket_path() -> PathBuf {
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("vp-vhost-test-{}-{n}.sock", std::process::id()))
+}
+
+/// A worker thread running the port as an echo until dropped.
+struct Echo {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl Echo {
+    fn start(device: VhostUserDevice) -> Echo {
+        let device = Arc::new(device);
+        let shared = device.shared().clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let st = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let stats = Arc::new(PortStats::default());
+            let mut b = GraphBuilder::new();
+            b.add_input(Box::new(VhostRx::new(
+                "vu-rx".into(),
+                0,
+                "vu-tx".into(),
+                device.clone(),
+                stats.clone(),
+            )));
+            b.add_node(Box::new(VhostTx::new("vu-tx".into(), device, stats)));
+            let mut g = b.build(0, 1).expect("graph");
+            let mut pool = BufferPool::new(PoolConfig {
+                buffers: 1024,
+                try_hugepages: false,
+                ..PoolConfig::default()
+            })
+            .expect("pool");
+            while !st.load(Ordering::Acquire) {
+                g.run_once(&mut pool);
+            }
+        });
+        Echo {
+            stop,
+            thread: Some(thread),
+            shared,
+        }
+    }
+}
+
+impl Drop for Echo {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Set the device up as QEMU does: features, memory, both rings (guest rx = `rx`, guest tx =
+/// `tx`), kicks, calls, enable.
+fn frontend(path: &Path, rx: &FakeGuest, tx: &FakeGuest) -> (Frontend, Vec<EventFd>) {
+    let mut f = Frontend::connect(path, 2).expect("connect");
+    f.set_owner().expect("owner");
+    let offered = f.get_features().expect("features");
+    assert_eq!(offered, OFFERED_FEATURES);
+    f.set_features(offered).expect("set features");
+    let proto = f.get_protocol_features().expect("protocol features");
+    f.set_protocol_features(proto)
+        .expect("set protocol features");
+    let region = VhostUserMemoryRegionInfo {
+        guest_phys_addr: GPA,
+        memory_size: MEM,
+        userspace_addr: UVA,
+        mmap_offset: 0,
+        mmap_handle: rx.file.as_raw_fd(),
+    };
+    f.set_mem_table(&[region]).expect("memory table");
+    let mut fds = Vec::new();
+    for (q, g) in [(0usize, rx), (1, tx)] {
+        let (d, a, u) = g.ring_uvas();
+        f.set_vring_num(q, g.size).expect("num");
+        f.set_vring_base(q, 0).expect("base");
+        f.set_vring_addr(
+            q,
+            &VringConfigData {
+                queue_max_size: g.size,
+                queue_size: g.size,
+                flags: 0,
+                desc_table_addr: d,
+                used_ring_addr: u,
+                avail_ring_addr: a,
+                log_addr: None,
+            },
+        )
+        .expect("addr");
+        let kick = EventFd::new(0).expect("eventfd");
+        let call = EventFd::new(0).expect("eventfd");
+        f.set_vring_kick(q, &kick).expect("kick");
+        f.set_vring_call(q, &call).expect("call");
+        f.set_vring_enable(q, true).expect("enable");
+        fds.push(kick);
+        fds.push(call);
+    }
+    (f, fds)
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !done() {
+        assert!(Instant::now() < until, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn with_header(frame: &[u8]) -> Vec<u8> {
+    let mut v = vec![0u8; 12];
+    v.extend_from_slice(frame);
+    v
+}
+
+/// Post receive buffers, send one frame, and check it came back whole.
+fn echo_once(rx: &mut FakeGuest, tx: &mut FakeGuest, seed: u8) {
+    let frame: Vec<u8> = (0..200u32).map(|i| (i as u8) ^ seed).collect();
+    let head = rx.add_chain(&[2048], true, &[]);
+    let before = rx.used_idx();
+    tx.add_chain(&[212], false, &with_header(&frame));
+    wait_for("the echo", || rx.used_idx() != before);
+    let (id, len) = rx.used(before);
+    assert_eq!((id, len), (u32::from(head), 212));
+    assert_eq!(rx.buffer(head, 212)[12..], frame[..]);
+}
+
+#[test]
+fn a_frontend_sets_up_the_device_and_frames_flow() {
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let echo = Echo::start(device);
+    let mut rx = FakeGuest::new(64);
+    let mut tx = rx.another(1, 64);
+    let (f, _fds) = frontend(&path, &rx, &tx);
+    for seed in 0..5 {
+        echo_once(&mut rx, &mut tx, seed);
+    }
+    assert_eq!(tx.used_idx(), 5);
+    // GET_VRING_BASE stops a ring and reports where the worker left it.
+    assert_eq!(f.get_vring_base(1).expect("base"), 5);
+    assert_eq!(f.get_vring_base(0).expect("base"), 5);
+    assert_eq!(echo.shared.counters.guest_errors.get(), 0);
+    assert_eq!(echo.shared.counters.connections.get(), 1);
+    drop(f);
+    wait_for("the disconnect", || {
+        !echo.shared.connected.load(Ordering::Acquire)
+    });
+    drop(echo);
+    assert!(!path.exists(), "the socket file is removed with the port");
+}
+
+/// How a guest may break its transmit ring.
+fn break_ring(tx: &mut FakeGuest, how: &str) {
+    match how {
+        "loop" => {
+            tx.set_desc(10, tx.buffer_gpa(10), 64, 1, 11);
+            tx.set_desc(11, tx.buffer_gpa(11), 64, 1, 10);
+            tx.push_avail(10);
+            tx.publish_avail(tx.avail_idx);
+        }
+        "out of range" => {
+            tx.set_desc(10, GPA + MEM - 16, 64, 0, 0);
+            tx.push_avail(10);
+            tx.publish_avail(tx.avail_idx);
+        }
+        "index jump" => tx.publish_avail(tx.avail_idx.wrapping_add(1000)),
+        "head past the table" => {
+            tx.push_avail(4000);
+            tx.publish_avail(tx.avail_idx);
+        }
+        "too many buffers" => {
+            for i in 0..63 {
+                tx.set_desc(i, tx.buffer_gpa(i), 1, 1, i + 1);
+            }
+            tx.set_desc(63, tx.buffer_gpa(63), 1, 0, 0);
+            tx.set_desc(64, tx.buffer_gpa(64), 1, 0, 0);
+            tx.set_desc(63, tx.buffer_gpa(63), 1, 1, 64);
+            tx.push_avail(0);
+            tx.publish_avail(tx.avail_idx);
+        }
+        other => panic!("{other}"),
+    }
+}
+
+#[test]
+fn malformed_rings_reset_the_connection_and_the_next_frontend_is_served() {
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let echo = Echo::start(device);
+    let cases = [
+        ("loop", "a loop"),
+        ("out of range", "outside the guest's memory"),
+        ("index jump", "jumped"),
+        ("head past the table", "past the ring"),
+        ("too many buffers", "more than"),
+    ];
+    for (k, (how, message)) in cases.iter().enumerate() {
+        let mut rx = FakeGuest::new(128);
+        let mut tx = rx.another(1, 128);
+        let (f, _fds) = frontend(&path, &rx, &tx);
+        echo_once(&mut rx, &mut tx, k as u8);
+        break_ring(&mut tx, how);
+        wait_for("the reset", || {
+            echo.shared.counters.guest_errors.get() == k as u64 + 1
+                && !echo.shared.connected.load(Ordering::Acquire)
+        });
+        assert!(
+            echo.shared.last_error().contains(message),
+            "{how}: {}",
+            echo.shared.last_error()
+        );
+        drop(f);
+    }
+    // Zero-length and oversized frames are dropped and counted, not errors.
+    let mut rx = FakeGuest::new(128);
+    let mut tx = rx.another(1, 128);
+    let (_f, _fds) = frontend(&path, &rx, &tx);
+    tx.add_chain(&[0], false, &[]);
+    tx.add_chain(&[4000, 4000], false, &[0u8; 8000]);
+    echo_once(&mut rx, &mut tx, 99);
+    assert_eq!(echo.shared.counters.rx_bad_frames.get(), 2);
+    assert_eq!(echo.shared.counters.guest_errors.get(), cases.len() as u64);
+    assert_eq!(
+        echo.shared.counters.connections.get(),
+        cases.len() as u64 + 1
+    );
+}
