@@ -7,7 +7,8 @@
 # is rebuilt while the outputs are newer than every input and the inputs are the same files.
 #
 # Guest settings (kernel command line): vp.name=NAME (hostname), vp.ip=ADDR/LEN and
-# vp.ip6=ADDR/LEN (on eth0), vp.bridge=1 (VNF mode: eth0 and eth1 in bridge br0, no addresses).
+# vp.ip6=ADDR/LEN (on eth0), vp.nics=N (wait for eth0..eth<N-1>, default 1), vp.bridge=1 (VNF
+# mode: eth0 and eth1 in bridge br0, no addresses).
 # The guest prints VP-READY on the console once set up, then runs a shell there.
 # Environment: VP_GUEST_KVER picks the kernel version (default: the running kernel if its image
 # is installed, else the newest installed one); VP_GUEST_FORCE=1 rebuilds.
@@ -147,19 +148,20 @@ done
 ip link set lo up
 echo 0 >/proc/sys/net/ipv6/conf/all/accept_dad
 echo 0 >/proc/sys/net/ipv6/conf/default/accept_dad
-name=guest ip4= ip6= bridge=0
+name=guest ip4= ip6= bridge=0 nics=1
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         vp.name=*) name=${arg#vp.name=} ;;
         vp.ip=*) ip4=${arg#vp.ip=} ;;
         vp.ip6=*) ip6=${arg#vp.ip6=} ;;
         vp.bridge=*) bridge=${arg#vp.bridge=} ;;
+        vp.nics=*) nics=${arg#vp.nics=} ;;
     esac
 done
 hostname "$name"
 # The NICs appear as their drivers probe: wait for them (at most 10 s).
-want=eth0
-[ "$bridge" = 1 ] && want="eth0 eth1"
+want=
+for i in $(seq 0 $((nics - 1))); do want="$want eth$i"; done
 for i in $(seq 100); do
     ok=1
     for d in $want; do [ -e "/sys/class/net/$d" ] || ok=0; done
@@ -169,8 +171,8 @@ done
 for d in $want; do [ -e "/sys/class/net/$d" ] || echo "VP-ERROR: no $d"; done
 if [ "$bridge" = 1 ]; then
     brctl addbr br0
-    brctl stp br0 off
-    brctl setfd br0 0
+    echo 0 >/sys/class/net/br0/bridge/stp_state
+    echo 0 >/sys/class/net/br0/bridge/forward_delay
     for d in eth0 eth1 br0; do echo 1 >"/proc/sys/net/ipv6/conf/$d/disable_ipv6"; done
     for d in eth0 eth1; do
         ip link set "$d" up
