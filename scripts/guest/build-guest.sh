@@ -142,12 +142,14 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 dmesg -n 1
+# No duplicate address detection (the addresses are usable at once): set before the NICs exist,
+# which inherit the default.
+echo 0 >/proc/sys/net/ipv6/conf/all/accept_dad
+echo 0 >/proc/sys/net/ipv6/conf/default/accept_dad
 for m in $(cat /etc/modules); do
     insmod "/lib/modules/$m" || echo "VP-ERROR: insmod $m failed"
 done
 ip link set lo up
-echo 0 >/proc/sys/net/ipv6/conf/all/accept_dad
-echo 0 >/proc/sys/net/ipv6/conf/default/accept_dad
 name=guest ip4= ip6= bridge=0 nics=1
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
@@ -180,6 +182,7 @@ if [ "$bridge" = 1 ]; then
     done
     ip link set br0 up
 elif [ -e /sys/class/net/eth0 ]; then
+    echo 0 >/proc/sys/net/ipv6/conf/eth0/accept_dad
     ip link set eth0 up
     [ -n "$ip4" ] && ip addr add "$ip4" dev eth0
     [ -n "$ip6" ] && ip -6 addr add "$ip6" dev eth0

@@ -957,10 +957,11 @@ mod tests {
             "-netdev vhost-user,id=n0,chardev=vu0",
             "-device virtio-net-pci,netdev=n0,mac=52:54:00:76:02:00,vectors=0",
             "-netdev socket,id=n1,connect=127.0.0.1:4001",
-            "-device virtio-net-pci,netdev=n1,mac=52:54:00:76:02:01 ",
+            "-device virtio-net-pci,netdev=n1,mac=52:54:00:76:02:01",
         ] {
             assert!(a.contains(want), "{want} not in {a}");
         }
+        assert!(a.ends_with("mac=52:54:00:76:02:01"), "{a}");
     }
 
     #[test]

@@ -29,6 +29,23 @@ fn image() -> Option<GuestImage> {
     }
 }
 
+/// A directory of the test's own (the vhost-user socket's), deleted on drop, also on a panic.
+struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    fn new(tag: &str) -> ScratchDir {
+        let d = std::env::temp_dir().join(format!("netlab-guest-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).expect("temp dir");
+        ScratchDir(d)
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn pid_alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -227,9 +244,8 @@ fn a_guest_restarts() {
 fn a_vhost_user_guest_waits_for_its_backend_and_its_socket_can_be_reused() {
     let Some(image) = image() else { return };
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::env::temp_dir().join(format!("netlab-guest-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let socket = dir.join("vu0.sock");
+    let dir = ScratchDir::new("vu");
+    let socket = dir.0.join("vu0.sock");
     let mut spec = GuestSpec::new("vu")
         .nic(NicSpec::VhostUser {
             socket: socket.clone(),
@@ -247,7 +263,6 @@ fn a_vhost_user_guest_waits_for_its_backend_and_its_socket_can_be_reused() {
         g.kill().expect("kill");
         assert!(!pid_alive(pid), "QEMU {pid} still runs");
     }
-    std::fs::remove_dir_all(&dir).expect("remove the socket directory");
 }
 
 #[test]
