@@ -793,8 +793,16 @@ impl Guest {
                 Ok((status, output))
             }
             None => {
-                let _ = self.input.write_all(b"\x03");
                 let state = self.state();
+                if self.console.lock().closed {
+                    bail!(
+                        "guest {}: the console closed while `{cmd}` ran ({state}){}",
+                        self.spec.name,
+                        self.diagnostics()
+                    );
+                }
+                // Interrupt it, so the shell takes the next command.
+                let _ = self.input.write_all(b"\x03");
                 bail!(
                     "guest {}: `{cmd}` did not finish within {:.0} s ({state}){}",
                     self.spec.name,
