@@ -12,10 +12,14 @@
 //! veth ends for vecplane, or the kernel reference) and nginx servers set up for every
 //! encapsulation; [`LbFleet`] is its scale-out sibling: a BIRD router with ECMP in front of
 //! several vecplane load balancers, each announcing the VIP over eBGP with its own BIRD.
+//! [`Guest`] runs a QEMU guest (busybox, iperf3, virtio-net, a Linux bridge for VNF mode) built
+//! from Debian packages by scripts/guest/build-guest.sh ([`GuestImage`]), with vhost-user or
+//! QEMU socket NICs and a scriptable serial console.
 #![deny(missing_docs)]
 
 pub mod cleanup;
 pub mod cmd;
+pub mod guest;
 pub mod lb;
 pub mod lb_fleet;
 pub mod lb_kernel;
@@ -30,6 +34,10 @@ pub mod vecplane;
 
 pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
 pub use cmd::{missing_prerequisite, Spawned};
+pub use guest::{
+    free_port, guest_mac, missing_guest_prerequisite, Guest, GuestImage, GuestSpec, Mac, NicSpec,
+    GUEST_PREFIX, READY_LINE,
+};
 pub use lb::{
     Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LAB_TOOLS,
     LB_PREFIX, VIP_PORT,

@@ -1,0 +1,986 @@
+//! QEMU guests for tests and the demo: [`GuestImage`] builds or finds the guest kernel and
+//! initramfs (scripts/guest/build-guest.sh, cached under the target directory), [`Guest`] runs
+//! one `qemu-system-x86_64` with the NICs of a [`GuestSpec`] (vhost-user sockets, or QEMU socket
+//! netdevs joining guests directly), waits for its ready line on the serial console and runs
+//! shell commands there.
+//!
+//! A guest owns its QEMU process, its console connection and its scratch directory (console log,
+//! QEMU log, console socket): all are stopped and deleted on drop, and the directory on
+//! SIGINT/SIGTERM/SIGHUP through [`crate::cleanup`]. QEMU is started from one long-lived thread
+//! with a parent-death signal, so it dies with this process even when the process is killed or
+//! aborts. It never signals a process it did not start, never deletes a vhost-user socket (the
+//! caller owns those), and only accepts addresses from 198.18.0.0/15 and 2001:db8::/32.
+
+use crate::cleanup;
+use crate::cmd::{describe_status, run_bounded, tool_available};
+use crate::names::Names;
+use anyhow::{anyhow, bail, Context, Result};
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, Once, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Prefix of the guests' scratch directories (`<tmp>/vng-<pid>-<seq>`).
+pub const GUEST_PREFIX: &str = "vng";
+
+/// The line the guest's /init prints on the console when it is set up.
+pub const READY_LINE: &str = "VP-READY";
+
+/// The QEMU binary.
+pub const QEMU: &str = "qemu-system-x86_64";
+
+/// Default deadline for a guest to print [`READY_LINE`] (about 3 s under TCG here).
+pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Longest kernel command line on x86 (bytes, without the terminating zero).
+const CMDLINE_MAX: usize = 2047;
+
+/// Longest command [`Guest::run`] sends (the console reads lines of at most 4095 bytes).
+const COMMAND_MAX: usize = 3500;
+
+/// Grace between SIGTERM and SIGKILL when a guest is stopped.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// A MAC address.
+pub type Mac = [u8; 6];
+
+/// A locally administered unicast MAC for NIC `nic` of guest number `guest`.
+pub fn guest_mac(guest: u8, nic: u8) -> Mac {
+    [0x52, 0x54, 0x00, 0x76, guest, nic]
+}
+
+fn show_mac(m: &Mac) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// One NIC of a guest; they become eth0, eth1, ... in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NicSpec {
+    /// A vhost-user virtio-net NIC on unix socket `socket`: QEMU listens there (`server`) or
+    /// connects to a backend already listening. Either way QEMU 7.2 does not start the guest
+    /// before the backend is connected (`wait=off` only lets QEMU start listening), so the
+    /// guest boots once vecplane serves the socket.
+    VhostUser {
+        /// The vhost-user socket (owned by the caller; never deleted by the guest).
+        socket: PathBuf,
+        /// Whether QEMU is the socket's server.
+        server: bool,
+        /// The NIC's MAC.
+        mac: Mac,
+    },
+    /// A QEMU socket netdev listening on 127.0.0.1:`port` (for joining guests without vecplane).
+    SocketListen {
+        /// TCP port on 127.0.0.1.
+        port: u16,
+        /// The NIC's MAC.
+        mac: Mac,
+    },
+    /// A QEMU socket netdev connecting to a [`NicSpec::SocketListen`] of another guest, which
+    /// must be listening already ([`Guest::spawn`] waits up to the boot timeout for that).
+    SocketConnect {
+        /// TCP port on 127.0.0.1.
+        port: u16,
+        /// The NIC's MAC.
+        mac: Mac,
+    },
+}
+
+/// What one guest runs with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestSpec {
+    /// Host name (1 to 32 of `[a-z0-9-]`).
+    pub name: String,
+    /// NICs, in order (eth0, eth1, ...).
+    pub nics: Vec<NicSpec>,
+    /// IPv4 address with prefix length for eth0 (`198.18.5.1/24`), from 198.18.0.0/15.
+    pub ip: Option<String>,
+    /// IPv6 address with prefix length for eth0 (`2001:db8:5::1/64`), from 2001:db8::/32.
+    pub ip6: Option<String>,
+    /// VNF mode: eth0 and eth1 in Linux bridge br0, up, without addresses.
+    pub bridge: bool,
+    /// Guest memory in MiB (shared memfd, as vhost-user needs).
+    pub memory_mib: u32,
+    /// QEMU accelerator: `tcg` by default, or `$VP_GUEST_ACCEL` (e.g. `kvm`).
+    pub accel: String,
+    /// Deadline for the ready line.
+    pub boot_timeout: Duration,
+}
+
+impl GuestSpec {
+    /// A guest named `name` without NICs or addresses, 256 MiB, the default accelerator.
+    pub fn new(name: &str) -> GuestSpec {
+        GuestSpec {
+            name: name.to_string(),
+            nics: Vec::new(),
+            ip: None,
+            ip6: None,
+            bridge: false,
+            memory_mib: 256,
+            accel: std::env::var("VP_GUEST_ACCEL").unwrap_or_else(|_| "tcg".to_string()),
+            boot_timeout: DEFAULT_BOOT_TIMEOUT,
+        }
+    }
+
+    /// Add a NIC.
+    pub fn nic(mut self, nic: NicSpec) -> GuestSpec {
+        self.nics.push(nic);
+        self
+    }
+
+    /// Set eth0's IPv4 and IPv6 addresses (`ADDR/LEN`).
+    pub fn addresses(mut self, ip: &str, ip6: &str) -> GuestSpec {
+        self.ip = Some(ip.to_string());
+        self.ip6 = Some(ip6.to_string());
+        self
+    }
+
+    /// VNF mode (bridge eth0 and eth1).
+    pub fn bridged(mut self) -> GuestSpec {
+        self.bridge = true;
+        self
+    }
+
+    /// Check the name, the addresses, the NICs and the command line's length.
+    pub fn validate(&self) -> Result<()> {
+        let n = &self.name;
+        if n.is_empty()
+            || n.len() > 32
+            || !n
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            bail!("guest name `{n}`: accepted: 1 to 32 of a-z, 0-9 and -");
+        }
+        if let Some(ip) = &self.ip {
+            let (a, len) = split_prefix(ip)?;
+            let a: Ipv4Addr = a.parse().with_context(|| format!("`{ip}`: not IPv4"))?;
+            let o = a.octets();
+            if o[0] != 198 || o[1] & 0xfe != 18 || len > 32 {
+                bail!("`{ip}`: guests only use 198.18.0.0/15 (prefix length at most 32)");
+            }
+        }
+        if let Some(ip6) = &self.ip6 {
+            let (a, len) = split_prefix(ip6)?;
+            let a: Ipv6Addr = a.parse().with_context(|| format!("`{ip6}`: not IPv6"))?;
+            let s = a.segments();
+            if s[0] != 0x2001 || s[1] != 0x0db8 || len > 128 {
+                bail!("`{ip6}`: guests only use 2001:db8::/32 (prefix length at most 128)");
+            }
+        }
+        if self.bridge && self.nics.len() != 2 {
+            bail!(
+                "guest {n}: VNF (bridge) mode needs exactly two NICs, not {}",
+                self.nics.len()
+            );
+        }
+        if self.bridge && (self.ip.is_some() || self.ip6.is_some()) {
+            bail!("guest {n}: a VNF (bridge) guest has no addresses");
+        }
+        if self.memory_mib < 64 {
+            bail!("guest {n}: {} MiB is too little memory", self.memory_mib);
+        }
+        let line = self.kernel_cmdline();
+        if line.len() > CMDLINE_MAX {
+            bail!(
+                "guest {n}: kernel command line is {} bytes, more than {CMDLINE_MAX}",
+                line.len()
+            );
+        }
+        Ok(())
+    }
+
+    /// The kernel command line: console, quiet, no reboot on panic, and the `vp.*` settings.
+    pub fn kernel_cmdline(&self) -> String {
+        let mut s = format!(
+            "console=ttyS0 quiet panic=-1 vp.name={} vp.nics={}",
+            self.name,
+            self.nics.len()
+        );
+        if let Some(ip) = &self.ip {
+            s.push_str(&format!(" vp.ip={ip}"));
+        }
+        if let Some(ip6) = &self.ip6 {
+            s.push_str(&format!(" vp.ip6={ip6}"));
+        }
+        if self.bridge {
+            s.push_str(" vp.bridge=1");
+        }
+        s
+    }
+}
+
+fn split_prefix(s: &str) -> Result<(&str, u8)> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| anyhow!("`{s}`: expected ADDRESS/PREFIX-LENGTH"))?;
+    let l = l
+        .parse()
+        .with_context(|| format!("`{s}`: bad prefix length"))?;
+    Ok((a, l))
+}
+
+/// The guest kernel and initramfs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GuestImage {
+    /// Uncompressed kernel (PVH boot).
+    pub vmlinux: PathBuf,
+    /// gzip'd cpio initramfs.
+    pub initrd: PathBuf,
+}
+
+/// The image build script of this repository.
+pub fn build_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest/build-guest.sh")
+}
+
+/// Where the image is cached: `$VP_GUEST_DIR`, else `$CARGO_TARGET_DIR/guest`, else
+/// `<workspace>/target/guest`.
+pub fn image_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("VP_GUEST_DIR") {
+        return PathBuf::from(d);
+    }
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(t) => PathBuf::from(t).join("guest"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/guest"),
+    }
+}
+
+static IMAGE: Mutex<Option<GuestImage>> = Mutex::new(None);
+
+impl GuestImage {
+    /// Build the image into [`image_dir`] (or find it there, up to date), once per process.
+    /// The error names what is missing (a package, a tool, the script).
+    pub fn build_or_find() -> Result<GuestImage> {
+        let mut cached = IMAGE.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = cached.as_ref() {
+            return Ok(i.clone());
+        }
+        let image = GuestImage::build_in(&image_dir())?;
+        *cached = Some(image.clone());
+        Ok(image)
+    }
+
+    /// Run the build script for `out` (it skips the work when `out` is up to date).
+    pub fn build_in(out: &Path) -> Result<GuestImage> {
+        let script = build_script();
+        if !script.is_file() {
+            bail!("the guest build script {} is missing", script.display());
+        }
+        let out_s = out.to_string_lossy().into_owned();
+        let o = run_bounded(
+            &[
+                "bash".to_string(),
+                script.to_string_lossy().into_owned(),
+                out_s,
+            ],
+            Duration::from_secs(300),
+        )?;
+        if !o.status.success() {
+            bail!(
+                "cannot build the guest image in {} ({}): {}",
+                out.display(),
+                describe_status(o.status),
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        let image = GuestImage {
+            vmlinux: out.join("vmlinux"),
+            initrd: out.join("initrd.gz"),
+        };
+        for p in [&image.vmlinux, &image.initrd] {
+            if !p.is_file() {
+                bail!("the guest build script did not produce {}", p.display());
+            }
+        }
+        Ok(image)
+    }
+}
+
+/// Why guests cannot run here (QEMU missing), if so. The image's own prerequisites are named by
+/// [`GuestImage::build_or_find`]'s error.
+pub fn missing_guest_prerequisite() -> Option<String> {
+    if !tool_available(QEMU) {
+        return Some(format!(
+            "`{QEMU}` is not installed (package qemu-system-x86)"
+        ));
+    }
+    None
+}
+
+/// A free TCP port on 127.0.0.1 right now (for [`NicSpec::SocketListen`]).
+pub fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
+    Ok(l.local_addr().context("local address")?.port())
+}
+
+/// Whether something listens on TCP 127.0.0.1:`port` (read from /proc/net/tcp, without
+/// connecting: a QEMU socket netdev accepts only one connection).
+fn tcp_listening(port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return false;
+    };
+    let want = format!("0100007F:{port:04X}");
+    let any = format!("00000000:{port:04X}");
+    table.lines().skip(1).any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() > 3 && (f[1] == want || f[1] == any) && f[3] == "0A"
+    })
+}
+
+/// QEMU's arguments (without the program) for `spec`, with its console connecting to
+/// `console_sock`.
+pub fn qemu_args(image: &GuestImage, spec: &GuestSpec, console_sock: &Path) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    let mut push = |s: &[&str]| a.extend(s.iter().map(|x| x.to_string()));
+    let mem = format!(
+        "memory-backend-memfd,id=mem,size={}M,share=on",
+        spec.memory_mib
+    );
+    let console = format!("socket,id=con,path={}", console_sock.display());
+    push(&[
+        "-accel",
+        &spec.accel,
+        "-m",
+        &format!("{}M", spec.memory_mib),
+        "-smp",
+        "1",
+        "-nodefaults",
+        "-no-reboot",
+        "-display",
+        "none",
+        "-object",
+        &mem,
+        "-numa",
+        "node,memdev=mem",
+        "-kernel",
+        &image.vmlinux.to_string_lossy(),
+        "-initrd",
+        &image.initrd.to_string_lossy(),
+        "-append",
+        &spec.kernel_cmdline(),
+        "-chardev",
+        &console,
+        "-serial",
+        "chardev:con",
+    ]);
+    for (i, nic) in spec.nics.iter().enumerate() {
+        let (netdev, mac, vectors) = match nic {
+            NicSpec::VhostUser {
+                socket,
+                server,
+                mac,
+            } => {
+                let server = if *server { ",server=on,wait=off" } else { "" };
+                push(&[
+                    "-chardev",
+                    &format!("socket,id=vu{i},path={}{server}", socket.display()),
+                ]);
+                // QEMU 7.2 under TCG crashes in vhost_net_start with MSI-X vectors.
+                (
+                    format!("vhost-user,id=n{i},chardev=vu{i}"),
+                    mac,
+                    ",vectors=0",
+                )
+            }
+            NicSpec::SocketListen { port, mac } => {
+                (format!("socket,id=n{i},listen=127.0.0.1:{port}"), mac, "")
+            }
+            NicSpec::SocketConnect { port, mac } => {
+                (format!("socket,id=n{i},connect=127.0.0.1:{port}"), mac, "")
+            }
+        };
+        push(&[
+            "-netdev",
+            &netdev,
+            "-device",
+            &format!("virtio-net-pci,netdev=n{i},mac={}{vectors}", show_mac(mac)),
+        ]);
+    }
+    a
+}
+
+/// A request to the spawner thread.
+type SpawnRequest = (Command, mpsc::Sender<std::io::Result<Child>>);
+
+static SPAWNER: OnceLock<std::result::Result<Mutex<mpsc::Sender<SpawnRequest>>, String>> =
+    OnceLock::new();
+
+/// Spawn `cmd` from a thread that lives as long as the process, so that the parent-death signal
+/// set in the child fires when the process ends, not when the calling thread does.
+fn spawn_from_long_lived_thread(cmd: Command) -> Result<Child> {
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("netlab-guest-spawner".into())
+            .spawn(move || {
+                for (mut cmd, reply) in rx {
+                    let _ = reply.send(cmd.spawn());
+                }
+            })
+            .map(|_| Mutex::new(tx))
+            .map_err(|e| e.to_string())
+    });
+    let spawner = match spawner {
+        Ok(s) => s,
+        Err(e) => bail!("cannot start the guest spawner thread: {e}"),
+    };
+    let (reply_tx, reply_rx) = mpsc::channel();
+    spawner
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .send((cmd, reply_tx))
+        .map_err(|_| anyhow!("the guest spawner thread is gone"))?;
+    let child = reply_rx
+        .recv()
+        .map_err(|_| anyhow!("the guest spawner thread did not answer"))?;
+    Ok(child?)
+}
+
+/// What the console reader collected.
+#[derive(Default)]
+struct ConsoleBuf {
+    data: Vec<u8>,
+    closed: bool,
+}
+
+/// The console output shared between the reader thread and the guest.
+#[derive(Default)]
+struct Console {
+    buf: Mutex<ConsoleBuf>,
+    grew: Condvar,
+}
+
+impl Console {
+    fn lock(&self) -> MutexGuard<'_, ConsoleBuf> {
+        self.buf.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait until `found` finds something in the output from byte `from` on, the console
+    /// closes (`Ok(None)`), or `deadline` passes (`Ok(None)`).
+    fn wait_for<T>(
+        &self,
+        from: usize,
+        deadline: Instant,
+        found: impl Fn(&[u8]) -> Option<T>,
+    ) -> Option<T> {
+        let mut b = self.lock();
+        loop {
+            if let Some(t) = found(b.data.get(from..).unwrap_or_default()) {
+                return Some(t);
+            }
+            let now = Instant::now();
+            if b.closed || now >= deadline {
+                return None;
+            }
+            b = self
+                .grew
+                .wait_timeout(b, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// Read the console into `console` and append it to `log` until QEMU closes it.
+fn read_console(mut stream: UnixStream, console: Arc<Console>, mut log: File) {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                let _ = log.write_all(&chunk[..n]);
+                console.lock().data.extend_from_slice(&chunk[..n]);
+                console.grew.notify_all();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        }
+    }
+    console.lock().closed = true;
+    console.grew.notify_all();
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The text of console output: lossy UTF-8 without carriage returns.
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).replace('\r', "")
+}
+
+/// Parse `<end> <status>\n` in `hay`: the status and where the end marker starts.
+fn parse_end(hay: &[u8], end: &[u8]) -> Option<(i32, usize)> {
+    let at = find(hay, end)?;
+    let rest = &hay[at + end.len()..];
+    let nl = rest.iter().position(|&c| c == b'\n')?;
+    let status = text(&rest[..nl]).trim().parse().ok()?;
+    Some((status, at))
+}
+
+/// One running QEMU guest; stopped and its scratch directory deleted on drop.
+pub struct Guest {
+    spec: GuestSpec,
+    image: GuestImage,
+    dir: PathBuf,
+    child: Option<Child>,
+    status: Option<ExitStatus>,
+    console: Arc<Console>,
+    input: UnixStream,
+    /// Console bytes already consumed by [`Guest::run`].
+    cursor: usize,
+    marker: u64,
+    started: Instant,
+    boot_time: Option<Duration>,
+}
+
+static LEFTOVERS: Once = Once::new();
+
+impl Guest {
+    /// Start a guest and wait for its ready line (see [`Guest::spawn`] and
+    /// [`Guest::wait_ready`]).
+    pub fn start(image: &GuestImage, spec: GuestSpec) -> Result<Guest> {
+        let mut g = Guest::spawn(image, spec)?;
+        g.wait_ready()?;
+        Ok(g)
+    }
+
+    /// Start QEMU for `spec` and connect its console, without waiting for the guest to boot
+    /// (so several guests can boot at once). A [`NicSpec::SocketConnect`] first waits (up to
+    /// the boot timeout) for its port to listen.
+    pub fn spawn(image: &GuestImage, spec: GuestSpec) -> Result<Guest> {
+        spec.validate()?;
+        if let Some(why) = missing_guest_prerequisite() {
+            bail!("cannot start guest {}: {why}", spec.name);
+        }
+        cleanup::install_cleanup_handlers()?;
+        LEFTOVERS.call_once(|| {
+            cleanup::delete_leftovers(GUEST_PREFIX);
+        });
+        let deadline = Instant::now() + spec.boot_timeout;
+        for nic in &spec.nics {
+            if let NicSpec::SocketConnect { port, .. } = nic {
+                while !tcp_listening(*port) {
+                    if Instant::now() >= deadline {
+                        bail!(
+                            "guest {}: nothing listens on 127.0.0.1:{port} to connect to",
+                            spec.name
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
+        let dir = Names::next(GUEST_PREFIX)?.dir;
+        cleanup::create_dir(&dir)?;
+        // From here the directory is deleted by the error path or by Drop.
+        match Guest::launch(image, spec, &dir, deadline) {
+            Ok(g) => Ok(g),
+            Err(e) => {
+                cleanup::release(&[], &[&dir]);
+                Err(e)
+            }
+        }
+    }
+
+    fn launch(image: &GuestImage, spec: GuestSpec, dir: &Path, deadline: Instant) -> Result<Guest> {
+        let sock = dir.join("console.sock");
+        let listener =
+            UnixListener::bind(&sock).with_context(|| format!("bind {}", sock.display()))?;
+        listener
+            .set_nonblocking(true)
+            .context("non-blocking console listener")?;
+        let qemu_log = dir.join("qemu.log");
+        let log =
+            File::create(&qemu_log).with_context(|| format!("create {}", qemu_log.display()))?;
+        let log2 = log.try_clone().context("duplicate a log file handle")?;
+        let mut cmd = Command::new(QEMU);
+        cmd.args(qemu_args(image, &spec, &sock))
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(log))
+            .stderr(Stdio::from(log2));
+        // SAFETY: the closure only calls prctl(), which is async-signal-safe, between fork and
+        // exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let mut child = spawn_from_long_lived_thread(cmd)
+            .with_context(|| format!("cannot start {QEMU} for guest {}", spec.name))?;
+        let stream = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("guest {}: accepting its console: {e}", spec.name);
+                }
+            }
+            let exited = child.try_wait().ok().flatten();
+            if exited.is_some() || Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!(
+                    "guest {}: QEMU {} before connecting its console: {}",
+                    spec.name,
+                    match exited {
+                        Some(s) => format!("exited ({})", describe_status(s)),
+                        None => "timed out".to_string(),
+                    },
+                    std::fs::read_to_string(&qemu_log)
+                        .unwrap_or_default()
+                        .trim()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let setup = || -> Result<(UnixStream, File)> {
+            stream.set_nonblocking(false).context("blocking console")?;
+            let input = stream.try_clone().context("clone the console stream")?;
+            let path = dir.join("console.log");
+            let log = File::create(&path).with_context(|| format!("create {}", path.display()))?;
+            Ok((input, log))
+        };
+        let (input, console_log) = match setup() {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        let console = Arc::new(Console::default());
+        let c = console.clone();
+        std::thread::Builder::new()
+            .name(format!("guest-console-{}", spec.name))
+            .spawn(move || read_console(stream, c, console_log))
+            .context("start the console reader")?;
+        Ok(Guest {
+            spec,
+            image: image.clone(),
+            dir: dir.to_path_buf(),
+            child: Some(child),
+            status: None,
+            console,
+            input,
+            cursor: 0,
+            marker: 0,
+            started,
+            boot_time: None,
+        })
+    }
+
+    /// Wait (up to the spec's boot timeout from the start) for the ready line; returns the boot
+    /// time. The error carries the tail of the console and QEMU's log.
+    pub fn wait_ready(&mut self) -> Result<Duration> {
+        if let Some(t) = self.boot_time {
+            return Ok(t);
+        }
+        let deadline = self.started + self.spec.boot_timeout;
+        let ready = self
+            .console
+            .wait_for(0, deadline, |b| find(b, READY_LINE.as_bytes()));
+        match ready {
+            Some(at) => {
+                let t = self.started.elapsed();
+                self.boot_time = Some(t);
+                self.cursor = at + READY_LINE.len();
+                Ok(t)
+            }
+            None => {
+                let state = self.state();
+                bail!(
+                    "guest {} did not print {READY_LINE} within {:.0} s ({state}){}",
+                    self.spec.name,
+                    self.spec.boot_timeout.as_secs_f64(),
+                    self.diagnostics()
+                )
+            }
+        }
+    }
+
+    /// "running" or how QEMU ended.
+    fn state(&mut self) -> String {
+        match self.try_wait() {
+            Some(s) => format!("QEMU exited: {}", describe_status(s)),
+            None if self.child.is_none() => "QEMU was killed".to_string(),
+            None => "QEMU is running".to_string(),
+        }
+    }
+
+    fn try_wait(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            if let Some(c) = self.child.as_mut() {
+                self.status = c.try_wait().ok().flatten();
+            }
+        }
+        self.status
+    }
+
+    /// The last lines of the console and of QEMU's log, for error messages.
+    pub fn diagnostics(&self) -> String {
+        let qemu = std::fs::read_to_string(self.dir.join("qemu.log")).unwrap_or_default();
+        let mut s = format!(
+            "\n--- console of {} (last 30 lines; all in {}) ---\n{}",
+            self.spec.name,
+            self.dir.join("console.log").display(),
+            self.console_tail(30)
+        );
+        if !qemu.trim().is_empty() {
+            s.push_str(&format!("\n--- QEMU log ---\n{}", qemu.trim()));
+        }
+        s
+    }
+
+    /// Everything the console printed so far.
+    pub fn console_log(&self) -> String {
+        text(&self.console.lock().data)
+    }
+
+    /// The last `lines` lines of the console.
+    pub fn console_tail(&self, lines: usize) -> String {
+        let all = self.console_log();
+        let v: Vec<&str> = all.lines().collect();
+        v[v.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Run `cmd` in the guest's shell (stdin from /dev/null, stderr into the output) and wait
+    /// up to `timeout` for it: its exit status and output. On timeout the command is
+    /// interrupted (Ctrl-C) and an error returned.
+    pub fn run(&mut self, cmd: &str, timeout: Duration) -> Result<(i32, String)> {
+        if cmd.len() > COMMAND_MAX || cmd.contains('\n') {
+            bail!("guest command must be one line of at most {COMMAND_MAX} bytes: {cmd:?}");
+        }
+        self.wait_ready()?;
+        self.marker += 1;
+        let n = self.marker;
+        // The quotes keep the echo of the typed line from matching the markers.
+        let line = format!(
+            "echo vp-''begin-{n}; eval '{}' </dev/null 2>&1; echo vp-''end-{n} $?\n",
+            cmd.replace('\'', r"'\''")
+        );
+        self.input
+            .write_all(line.as_bytes())
+            .with_context(|| format!("writing to the console of guest {}", self.spec.name))?;
+        let begin = format!("vp-begin-{n}");
+        let end = format!("vp-end-{n} ");
+        let from = self.cursor;
+        let deadline = Instant::now() + timeout;
+        let got = self.console.wait_for(from, deadline, |b| {
+            let at = find(b, begin.as_bytes())? + begin.len();
+            let start = at + b[at..].iter().position(|&c| c == b'\n')? + 1;
+            let (status, len) = parse_end(&b[start..], end.as_bytes())?;
+            let line = b[start + len..].iter().position(|&c| c == b'\n')? + 1;
+            Some((status, text(&b[start..start + len]), start + len + line))
+        });
+        match got {
+            Some((status, output, consumed)) => {
+                self.cursor = from + consumed;
+                Ok((status, output))
+            }
+            None => {
+                let state = self.state();
+                if self.console.lock().closed {
+                    bail!(
+                        "guest {}: the console closed while `{cmd}` ran ({state}){}",
+                        self.spec.name,
+                        self.diagnostics()
+                    );
+                }
+                // Interrupt it, so the shell takes the next command.
+                let _ = self.input.write_all(b"\x03");
+                bail!(
+                    "guest {}: `{cmd}` did not finish within {:.0} s ({state}){}",
+                    self.spec.name,
+                    timeout.as_secs_f64(),
+                    self.diagnostics()
+                )
+            }
+        }
+    }
+
+    /// [`Guest::run`] that must exit 0; returns the output.
+    pub fn run_ok(&mut self, cmd: &str, timeout: Duration) -> Result<String> {
+        let (status, out) = self.run(cmd, timeout)?;
+        if status != 0 {
+            bail!(
+                "guest {}: `{cmd}` failed (exit status {status}):\n{}",
+                self.spec.name,
+                out.trim_end()
+            );
+        }
+        Ok(out)
+    }
+
+    /// Stop QEMU now (SIGTERM, SIGKILL after a grace period); the scratch directory stays until
+    /// drop. A new guest may then use the same vhost-user sockets.
+    pub fn kill(&mut self) -> Result<()> {
+        if let Some(mut c) = self.child.take() {
+            if self.status.is_none() {
+                self.status = c.try_wait().ok().flatten();
+            }
+            if self.status.is_none() {
+                let pid = libc::pid_t::try_from(c.id()).context("process id out of range")?;
+                // SAFETY: kill() on the id of our own child that has not been reaped yet.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                let deadline = Instant::now() + STOP_GRACE;
+                while self.status.is_none() && Instant::now() < deadline {
+                    self.status = c.try_wait().ok().flatten();
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if self.status.is_none() {
+                    let _ = c.kill();
+                    self.status = Some(c.wait().context("waiting for QEMU")?);
+                }
+            }
+        }
+        let _ = self.input.shutdown(std::net::Shutdown::Both);
+        Ok(())
+    }
+
+    /// Kill QEMU and boot the same spec again (a fresh QEMU, console and scratch directory),
+    /// waiting for the ready line.
+    pub fn restart(&mut self) -> Result<Duration> {
+        self.kill()?;
+        let fresh = Guest::start(&self.image, self.spec.clone())?;
+        let old = std::mem::replace(self, fresh);
+        drop(old);
+        self.wait_ready()
+    }
+
+    /// Time from QEMU's start to the ready line, once seen.
+    pub fn boot_time(&self) -> Option<Duration> {
+        self.boot_time
+    }
+
+    /// The guest's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The spec it runs with.
+    pub fn spec(&self) -> &GuestSpec {
+        &self.spec
+    }
+
+    /// The scratch directory (console.log, qemu.log, console.sock).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// QEMU's process id while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.kill();
+        if std::thread::panicking() {
+            eprintln!("{}", self.diagnostics());
+        }
+        cleanup::release(&[], &[&self.dir]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image() -> GuestImage {
+        GuestImage {
+            vmlinux: "/i/vmlinux".into(),
+            initrd: "/i/initrd.gz".into(),
+        }
+    }
+
+    #[test]
+    fn specs_are_validated() {
+        let ok = GuestSpec::new("g1")
+            .nic(NicSpec::SocketListen {
+                port: 4000,
+                mac: guest_mac(1, 0),
+            })
+            .addresses("198.18.5.1/24", "2001:db8:5::1/64");
+        ok.validate().expect("valid");
+        assert_eq!(
+            ok.kernel_cmdline(),
+            "console=ttyS0 quiet panic=-1 vp.name=g1 vp.nics=1 vp.ip=198.18.5.1/24 vp.ip6=2001:db8:5::1/64"
+        );
+        for (ip, ip6) in [
+            ("10.0.0.1/24", "2001:db8::1/64"),
+            ("198.20.0.1/24", "2001:db8::1/64"),
+            ("198.19.0.1/33", "2001:db8::1/64"),
+            ("198.18.0.1", "2001:db8::1/64"),
+            ("198.18.0.1/24", "2001:db9::1/64"),
+            ("198.18.0.1/24", "fe80::1/64"),
+        ] {
+            let s = ok.clone().addresses(ip, ip6);
+            assert!(s.validate().is_err(), "{ip} {ip6} accepted");
+        }
+        assert!(GuestSpec::new("Bad name").validate().is_err());
+        assert!(GuestSpec::new("v").bridged().validate().is_err());
+        let mut long = ok.clone();
+        long.name = "x".repeat(33);
+        assert!(long.validate().is_err());
+    }
+
+    #[test]
+    fn qemu_arguments_describe_every_nic() {
+        let spec = GuestSpec::new("v")
+            .nic(NicSpec::VhostUser {
+                socket: "/s/vu0".into(),
+                server: true,
+                mac: guest_mac(2, 0),
+            })
+            .nic(NicSpec::SocketConnect {
+                port: 4001,
+                mac: guest_mac(2, 1),
+            })
+            .bridged();
+        spec.validate().expect("valid");
+        let a = qemu_args(&image(), &spec, Path::new("/d/console.sock")).join(" ");
+        for want in [
+            "-accel ",
+            "-object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem",
+            "-kernel /i/vmlinux -initrd /i/initrd.gz",
+            "vp.name=v vp.nics=2 vp.bridge=1",
+            "-chardev socket,id=con,path=/d/console.sock -serial chardev:con",
+            "-chardev socket,id=vu0,path=/s/vu0,server=on,wait=off",
+            "-netdev vhost-user,id=n0,chardev=vu0",
+            "-device virtio-net-pci,netdev=n0,mac=52:54:00:76:02:00,vectors=0",
+            "-netdev socket,id=n1,connect=127.0.0.1:4001",
+            "-device virtio-net-pci,netdev=n1,mac=52:54:00:76:02:01",
+        ] {
+            assert!(a.contains(want), "{want} not in {a}");
+        }
+        assert!(a.ends_with("mac=52:54:00:76:02:01"), "{a}");
+    }
+
+    #[test]
+    fn end_markers_are_parsed() {
+        assert_eq!(parse_end(b"x\nvp-end-3 17\n", b"vp-end-3 "), Some((17, 2)));
+        assert_eq!(parse_end(b"vp-end-3 1", b"vp-end-3 "), None);
+        assert_eq!(parse_end(b"echo vp-''end-3 $?\n", b"vp-end-3 "), None);
+    }
+
+    #[test]
+    fn the_build_script_exists() {
+        assert!(build_script().is_file(), "{}", build_script().display());
+    }
+}
