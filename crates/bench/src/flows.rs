@@ -517,6 +517,7 @@ impl Common {
             tsc_hz: self.tsc_hz,
             label,
             progress: self.progress,
+            rx_on_every_port: false,
         }
     }
 

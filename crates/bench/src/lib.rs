@@ -15,6 +15,7 @@ pub mod measure;
 pub mod plan;
 pub mod poll;
 pub mod profile;
+pub mod pvp;
 pub mod report;
 pub mod scenario;
 pub mod sys;
@@ -45,6 +46,9 @@ pub enum Reference {
     Ovs,
     /// The kernel's nftables DNAT through a `jhash` map over the same servers, for veth-lb.
     Nftables,
+    /// Open vSwitch with DPDK and `dpdkvhostuserclient` ports (and the testpmd vhost floor),
+    /// for pvp.
+    OvsDpdk,
 }
 
 /// Arguments of `vecplane bench`.
@@ -241,6 +245,7 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
                     args.runs
                 ),
                 progress,
+                rx_on_every_port: false,
             };
             let result = measure::run_once(&spec, scenario, &settings)?;
             if !result.accounted {
@@ -300,6 +305,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     let wanted = match args.scenario {
         veth::ScenarioArg::VethSwitch => Some(Reference::Ovs),
+        veth::ScenarioArg::Pvp => Some(Reference::OvsDpdk),
         veth::ScenarioArg::VethLb => Some(Reference::Nftables),
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
         veth::ScenarioArg::Poll
@@ -330,6 +336,9 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::Lb {
         return lb::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::Pvp {
+        return pvp::run(args);
     }
     if args.scenario == veth::ScenarioArg::FleetSim {
         return fleet_sim::run(args);

@@ -30,6 +30,9 @@ pub struct RunSettings {
     pub label: String,
     /// Whether to print a progress line on stderr.
     pub progress: bool,
+    /// Count packets received on every port (a loop through several ports, e.g. PVP), not
+    /// only on the first.
+    pub rx_on_every_port: bool,
 }
 
 /// One node's share of a run.
@@ -105,11 +108,11 @@ struct Snapshot {
     flow_cache: Option<crate::flows::CacheSnapshot>,
 }
 
-fn snapshot(view: &RuntimeView) -> Snapshot {
+fn snapshot(view: &RuntimeView, every_port: bool) -> Snapshot {
     let mut s = Snapshot::default();
     for (i, p) in view.ports.iter().enumerate() {
         for st in &p.stats {
-            if i == 0 {
+            if i == 0 || every_port {
                 s.rx += st.rx_packets.get();
             }
             s.tx += st.tx_packets.get();
@@ -153,18 +156,26 @@ fn worker(
     s: &RunSettings,
     phase: &AtomicU8,
     baseline: &AtomicU64,
+    ready: &(impl Fn(&RuntimeView) -> bool + Sync),
 ) -> Result<WorkerOutcome> {
     if !dataplane::pin_current_thread(s.cpu) {
         bail!("cannot pin the worker to CPU {}", s.cpu);
     }
     let stop = AtomicBool::new(false);
+    let t = Instant::now();
+    let warm_until = t + Duration::from_secs_f64(s.warmup);
     if s.warmup > 0.0 {
-        dp.run_inline(
-            &stop,
-            Some(Instant::now() + Duration::from_secs_f64(s.warmup)),
-        );
+        dp.run_inline(&stop, Some(warm_until));
     }
-    let before = snapshot(view);
+    // An outside source may take a while to start: keep forwarding until it flows.
+    while !ready(view) {
+        if t.elapsed() > Duration::from_secs_f64(s.warmup) + READY_TIMEOUT {
+            bail!("no traffic arrived within {READY_TIMEOUT:?} after the warm-up");
+        }
+        dp.run_inline(&stop, Some(Instant::now() + Duration::from_millis(100)));
+    }
+    let every = s.rx_on_every_port;
+    let before = snapshot(view, every);
     baseline.store(before.rx, Ordering::Relaxed);
     phase.store(PHASE_MEASURE, Ordering::Release);
     let deadline = Instant::now() + Duration::from_secs_f64(s.seconds);
@@ -176,7 +187,7 @@ fn worker(
     let c1 = graph::rdtsc();
     let wall = t0.elapsed();
     let (cpu1, iv1) = (sys::thread_cpu_time(), sys::thread_involuntary_switches());
-    let after = snapshot(view);
+    let after = snapshot(view, every);
     let stat1 = sys::cpu_times();
     Ok(WorkerOutcome {
         others_busy: sys::others_busy(&stat0, &stat1, s.cpu),
@@ -198,10 +209,18 @@ fn progress(view: &RuntimeView, s: &RunSettings, phase: &AtomicU8, baseline: &At
         .collect();
     sys::pin_current_thread_to(&others);
     let tty = std::io::stderr().is_terminal();
+    let ports = if s.rx_on_every_port {
+        view.ports.len()
+    } else {
+        1
+    };
     let rx = || {
-        view.ports.first().map_or(0, |p| {
-            p.stats.iter().map(|st| st.rx_packets.get()).sum::<u64>()
-        })
+        view.ports
+            .iter()
+            .take(ports)
+            .flat_map(|p| p.stats.iter())
+            .map(|st| st.rx_packets.get())
+            .sum::<u64>()
     };
     let mut last: Option<(Instant, u64)> = None;
     let mut next_print = Instant::now() + Duration::from_secs(1);
@@ -250,6 +269,22 @@ fn progress(view: &RuntimeView, s: &RunSettings, phase: &AtomicU8, baseline: &At
 
 /// Build the data plane of `spec` and measure one run.
 pub fn run_once(spec: &DataplaneSpec, scenario: Scenario, s: &RunSettings) -> Result<RunResult> {
+    run_once_with(spec, scenario, s, |_| Ok(()), |_| true).map(|(r, ())| r)
+}
+
+/// Longest wait, after the warm-up, for `ready` to say traffic flows.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// [`run_once`] with an outside traffic source: `on_built` runs once the data plane exists
+/// (its ports are open) and before the worker starts (it starts the source and returns what
+/// keeps it alive); the warm-up lasts until `ready` is true as well (at most a minute more).
+pub fn run_once_with<G>(
+    spec: &DataplaneSpec,
+    scenario: Scenario,
+    s: &RunSettings,
+    on_built: impl FnOnce(&RuntimeView) -> Result<G>,
+    ready: impl Fn(&RuntimeView) -> bool + Sync,
+) -> Result<(RunResult, G)> {
     if !(s.seconds > 0.0 && s.seconds.is_finite()) {
         bail!("the measured time must be a positive number of seconds");
     }
@@ -262,12 +297,13 @@ pub fn run_once(spec: &DataplaneSpec, scenario: Scenario, s: &RunSettings) -> Re
     let build_seconds = t.elapsed().as_secs_f64();
     let fib = dp.fib_stats();
     let view = dp.view().clone();
+    let source = on_built(&view)?;
     let phase = AtomicU8::new(PHASE_WARMUP);
     let baseline = AtomicU64::new(0);
     let outcome = std::thread::scope(|sc| -> Result<WorkerOutcome> {
         let w = std::thread::Builder::new()
             .name("bench-worker".into())
-            .spawn_scoped(sc, || worker(&mut dp, &view, s, &phase, &baseline))
+            .spawn_scoped(sc, || worker(&mut dp, &view, s, &phase, &baseline, &ready))
             .map_err(|e| anyhow!("cannot start the worker thread: {e}"))?;
         let p = if s.progress {
             std::thread::Builder::new()
@@ -289,13 +325,14 @@ pub fn run_once(spec: &DataplaneSpec, scenario: Scenario, s: &RunSettings) -> Re
         Scenario::Ip4 => (fib.ip4_build_seconds, fib.ip4_memory_bytes, fib.ip4_routes),
         Scenario::Ip6 => (fib.ip6_build_seconds, fib.ip6_memory_bytes, fib.ip6_routes),
     };
-    Ok(figures(
+    let r = figures(
         &view,
         &outcome,
         s.tsc_hz,
         build_seconds,
         (fib_build_seconds, fib_memory_bytes, fib_routes),
-    ))
+    );
+    Ok((r, source))
 }
 
 fn figures(

@@ -139,6 +139,17 @@ impl Parser {
             self.parsed.blocks.push(StatsBlock::default());
             return;
         }
+        // `show port stats all` (interactive) prints the per-port blocks without the
+        // "Port statistics" line: port 0's block starts a new statistics block.
+        if line.contains("NIC statistics for port 0 ") {
+            let fresh = self.section == Section::PortStats
+                && self.parsed.blocks.last().is_some_and(|b| b.ports_rx == 0);
+            if !fresh {
+                self.parsed.blocks.push(StatsBlock::default());
+            }
+            self.section = Section::PortStats;
+            return;
+        }
         if line.contains("Accumulated forward statistics") {
             self.section = Section::Accumulated;
             return;
@@ -375,13 +386,13 @@ pub fn check_installed(path: &Path) -> Result<()> {
 }
 
 /// The running child, killed and cleaned up whatever happens.
-struct Guard {
-    child: Child,
-    dir: PathBuf,
+pub(crate) struct Guard {
+    pub(crate) child: Child,
+    pub(crate) dir: PathBuf,
 }
 
 impl Guard {
-    fn signal(&self, sig: libc::c_int) {
+    pub(crate) fn signal(&self, sig: libc::c_int) {
         let Ok(pid) = libc::pid_t::try_from(self.child.id()) else {
             return;
         };
@@ -393,7 +404,7 @@ impl Guard {
     }
 
     /// Wait up to `timeout` for the child to exit; true if it did.
-    fn wait_for(&mut self, timeout: Duration) -> bool {
+    pub(crate) fn wait_for(&mut self, timeout: Duration) -> bool {
         let until = Instant::now() + timeout;
         loop {
             match self.child.try_wait() {
@@ -405,7 +416,7 @@ impl Guard {
         }
     }
 
-    fn exited(&mut self) -> bool {
+    pub(crate) fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 }
@@ -434,7 +445,7 @@ struct Live {
 }
 
 /// Keep at most the last `max` bytes of `s`, on a character boundary.
-fn tail(s: &str, max: usize) -> &str {
+pub(crate) fn tail(s: &str, max: usize) -> &str {
     let mut at = s.len().saturating_sub(max);
     while !s.is_char_boundary(at) {
         at += 1;
@@ -442,18 +453,14 @@ fn tail(s: &str, max: usize) -> &str {
     &s[at..]
 }
 
-/// Run testpmd once and measure its forwarding rate.
-pub fn run(s: &TestpmdSettings) -> Result<TestpmdRun> {
-    check_installed(&s.path)?;
-    let main_cpu = sys::allowed_cpus()
-        .into_iter()
-        .find(|&c| c != s.cpu)
-        .ok_or_else(|| {
-            anyhow!(
-                "testpmd needs a CPU besides {} for its main lcore; none is allowed",
-                s.cpu
-            )
-        })?;
+/// Start testpmd at `path` with the arguments `args(prefix)` makes for a fresh private
+/// `--file-prefix`, stdout and stderr piped; it dies with this thread, and the guard removes
+/// its runtime directory.
+pub(crate) fn spawn(
+    path: &Path,
+    stdin: Stdio,
+    args: impl FnOnce(&str) -> Vec<String>,
+) -> Result<Guard> {
     let rt = runtime_dir();
     clean_stale(&rt);
     static RUN: AtomicU64 = AtomicU64::new(0);
@@ -462,9 +469,9 @@ pub fn run(s: &TestpmdSettings) -> Result<TestpmdRun> {
         std::process::id(),
         RUN.fetch_add(1, Ordering::Relaxed)
     );
-    let mut cmd = Command::new(&s.path);
-    cmd.args(arguments(s.frame_size, s.cpu, main_cpu, &prefix))
-        .stdin(Stdio::null())
+    let mut cmd = Command::new(path);
+    cmd.args(args(&prefix))
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // SAFETY: getpid has no preconditions.
@@ -484,11 +491,28 @@ pub fn run(s: &TestpmdSettings) -> Result<TestpmdRun> {
     }
     let child = cmd
         .spawn()
-        .with_context(|| format!("cannot start {}", s.path.display()))?;
-    let mut guard = Guard {
+        .with_context(|| format!("cannot start {}", path.display()))?;
+    Ok(Guard {
         child,
         dir: rt.join(&prefix),
-    };
+    })
+}
+
+/// Run testpmd once and measure its forwarding rate.
+pub fn run(s: &TestpmdSettings) -> Result<TestpmdRun> {
+    check_installed(&s.path)?;
+    let main_cpu = sys::allowed_cpus()
+        .into_iter()
+        .find(|&c| c != s.cpu)
+        .ok_or_else(|| {
+            anyhow!(
+                "testpmd needs a CPU besides {} for its main lcore; none is allowed",
+                s.cpu
+            )
+        })?;
+    let mut guard = spawn(&s.path, Stdio::null(), |prefix| {
+        arguments(s.frame_size, s.cpu, main_cpu, prefix)
+    })?;
     let stdout = guard
         .child
         .stdout
@@ -661,6 +685,27 @@ mod tests {
         // prints when at least `--stats-period` has passed).
         let period = r.seconds / r.periods as f64;
         assert!((0.95..2.1).contains(&period), "{r:?}");
+    }
+
+    #[test]
+    fn interactive_port_stats_make_one_block_per_show() {
+        let show = |rx: u64, pps: u64| {
+            format!(
+                "  ######################## NIC statistics for port 0  ########\n  RX-packets: {rx} RX-missed: 0\n  Rx-pps: {pps} Rx-bps: 0\n\
+                 ######################## NIC statistics for port 1  ########\n  RX-packets: {rx} RX-missed: 0\n  Rx-pps: {pps} Rx-bps: 0\n"
+            )
+        };
+        let text = format!("{}{}{}", show(10, 0), show(110, 100), show(310, 200));
+        let p = parse(&text);
+        assert_eq!(p.blocks.len(), 3, "{p:?}");
+        assert!(p.blocks.iter().all(|b| b.is_complete(2)));
+        let r = rate(&p, 2, 1000).expect("rate");
+        assert_eq!(r.packets, 600);
+        // The periodic format (a "Port statistics" line before port 0) is unchanged.
+        assert_eq!(
+            parse(SAMPLE).blocks.len(),
+            SAMPLE.matches("Port statistics ====").count()
+        );
     }
 
     #[test]

@@ -91,6 +91,9 @@ pub enum ScenarioArg {
     VethLb,
     /// `fleet-sim`: the scale-out simulation (load balancers behind ECMP; no packets).
     FleetSim,
+    /// `pvp`: two vhost-user ports, testpmd's virtio-user as the VM (against Open vSwitch
+    /// with DPDK).
+    Pvp,
 }
 
 impl ScenarioArg {
@@ -106,7 +109,8 @@ impl ScenarioArg {
             | ScenarioArg::VethSwitch
             | ScenarioArg::Lb
             | ScenarioArg::VethLb
-            | ScenarioArg::FleetSim => None,
+            | ScenarioArg::FleetSim
+            | ScenarioArg::Pvp => None,
         }
     }
 }
@@ -127,6 +131,7 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Lb,
             ScenarioArg::VethLb,
             ScenarioArg::FleetSim,
+            ScenarioArg::Pvp,
         ]
     }
 
@@ -168,6 +173,10 @@ impl clap::ValueEnum for ScenarioArg {
                 "Scale-out simulation, no packets: 100 load balancers behind ECMP, --servers \
                  servers [1000], --flows flows [1000000]; the share of flows whose server changes \
                  when load balancers or servers come and go (--plot FILE: SVG)",
+            )),
+            ScenarioArg::Pvp => Some(PossibleValue::new("pvp").help(
+                "Two vhost-user ports, dpdk-testpmd's virtio-user as the VM in an io loop (vs Open \
+                 vSwitch with DPDK and the testpmd vhost floor with --reference ovs-dpdk)",
             )),
             ScenarioArg::Poll => Some(PossibleValue::new("poll").help(
                 "The veth router polling adaptively and busily: idle CPU and forwarding rate",

@@ -45,7 +45,7 @@ pub use lb::{
 pub use lb_fleet::{FleetNames, FleetSpec, LbFleet, WrkJob, FLEET_PREFIX, FLEET_TOOLS};
 pub use lb_load::{LoadResult, WrkSpec};
 pub use names::{Names, DEFAULT_PREFIX};
-pub use ovs::{AfxdpSwitch, Ovs, Trace};
+pub use ovs::{AfxdpSwitch, DpdkVhostSwitch, Ovs, Trace, OVS_VSWITCHD_DPDK};
 pub use topology::{addr, Addressing, Host, LinkStats, Mode, Topology};
 pub use vecplane::{
     render_config, unsupported_feature, validate_config, Driver, Forwarding, PortCounters,

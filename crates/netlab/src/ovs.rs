@@ -220,16 +220,45 @@ enum PortSpec {
         /// Its OpenFlow number.
         ofport: u16,
     },
+    /// A `dpdkvhostuserclient` port `vu<N>`: Open vSwitch with DPDK connects to a vhost-user
+    /// socket a frontend (QEMU, virtio-user) serves.
+    VhostUserClient {
+        /// The frontend's socket.
+        socket: PathBuf,
+        /// Its OpenFlow number.
+        ofport: u16,
+    },
 }
 
 impl PortSpec {
     fn ofport(&self) -> u16 {
         match self {
             PortSpec::Internal(p) => *p,
-            PortSpec::Afxdp { ofport, .. } => *ofport,
+            PortSpec::Afxdp { ofport, .. } | PortSpec::VhostUserClient { ofport, .. } => *ofport,
         }
     }
 }
+
+/// Where the datapath's threads run when Open vSwitch is a data plane.
+#[derive(Clone, Copy, Debug)]
+struct Threads {
+    pmd_cpu: usize,
+    main_cpu: Option<usize>,
+}
+
+/// Where [`Ovs::start_dpdk_vhost`] runs Open vSwitch with DPDK.
+#[derive(Clone, Debug)]
+pub struct DpdkVhostSwitch<'a> {
+    /// (frontend socket, OpenFlow port number) of each `dpdkvhostuserclient` port.
+    pub ports: &'a [(&'a Path, u16)],
+    /// CPU of the one PMD thread.
+    pub pmd_cpu: usize,
+    /// CPU of DPDK's main lcore and the daemons' other threads.
+    pub main_cpu: usize,
+}
+
+/// Debian's Open vSwitch built with DPDK (package `openvswitch-switch-dpdk`).
+pub const OVS_VSWITCHD_DPDK: &str = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk";
 
 /// Where [`Ovs::start_afxdp`] runs Open vSwitch as a data plane.
 #[derive(Clone, Debug)]
@@ -301,7 +330,7 @@ impl Ovs {
             deleted: false,
         };
         let ports: Vec<PortSpec> = ofports.iter().map(|&p| PortSpec::Internal(p)).collect();
-        ovs.setup(&ports, None)
+        ovs.setup(&ports, None, None)
             .with_context(|| format!("cannot start Open vSwitch in {}", ovs.dir().display()))?;
         Ok(ovs)
     }
@@ -354,10 +383,69 @@ impl Ovs {
                 ofport,
             })
             .collect();
-        ovs.setup(&ports, Some(spec)).with_context(|| {
+        let threads = Threads {
+            pmd_cpu: spec.pmd_cpu,
+            main_cpu: spec.main_cpu,
+        };
+        ovs.setup(&ports, Some(threads), Some(spec.xdp_mode))
+            .with_context(|| {
+                format!(
+                    "cannot start Open vSwitch with afxdp ports in {} ({})",
+                    spec.namespace,
+                    ovs.dir().display()
+                )
+            })?;
+        Ok(ovs)
+    }
+
+    /// Start a private Open vSwitch with DPDK (`ovs-vswitchd-dpdk`, no huge pages needed) as
+    /// a data plane: bridge `br0` (netdev datapath, `fail_mode=secure`, no rules yet) with a
+    /// `dpdkvhostuserclient` port per socket (the frontends must serve them), one PMD thread
+    /// on `spec.pmd_cpu`, DPDK's main lcore on `spec.main_cpu`. Its directory's names start
+    /// with `prefix`; the daemons run in a namespace of their own (vhost-user sockets are
+    /// files, reachable from any namespace).
+    pub fn start_dpdk_vhost(prefix: &str, spec: &DpdkVhostSwitch<'_>) -> Result<Ovs> {
+        if let Some(why) = missing_prerequisite() {
+            bail!("cannot start Open vSwitch: {why}");
+        }
+        if !Path::new(OVS_VSWITCHD_DPDK).is_file() {
+            bail!("{OVS_VSWITCHD_DPDK} is not installed (apt-get install openvswitch-switch-dpdk)");
+        }
+        if spec.pmd_cpu >= 64 || spec.main_cpu >= 64 {
+            bail!(
+                "CPUs {} and {}: accepted: 0..=63",
+                spec.pmd_cpu,
+                spec.main_cpu
+            );
+        }
+        cleanup::install_cleanup_handlers()?;
+        let names = Names::next(prefix)?;
+        let mut ovs = Ovs {
+            namespace: names.ns_r.clone(),
+            owns_namespace: true,
+            names,
+            vswitchd: None,
+            ovsdb: None,
+            ctl: Mutex::new(None),
+            dp_ports: BTreeMap::new(),
+            files: std::sync::atomic::AtomicU32::new(0),
+            deleted: false,
+        };
+        let ports: Vec<PortSpec> = spec
+            .ports
+            .iter()
+            .map(|&(socket, ofport)| PortSpec::VhostUserClient {
+                socket: socket.to_path_buf(),
+                ofport,
+            })
+            .collect();
+        let threads = Threads {
+            pmd_cpu: spec.pmd_cpu,
+            main_cpu: Some(spec.main_cpu),
+        };
+        ovs.setup(&ports, Some(threads), None).with_context(|| {
             format!(
-                "cannot start Open vSwitch with afxdp ports in {} ({})",
-                spec.namespace,
+                "cannot start Open vSwitch with DPDK in {}",
                 ovs.dir().display()
             )
         })?;
@@ -449,12 +537,20 @@ impl Ovs {
         Ok(())
     }
 
-    fn setup(&mut self, ports: &[PortSpec], afxdp: Option<&AfxdpSwitch<'_>>) -> Result<()> {
+    fn setup(
+        &mut self,
+        ports: &[PortSpec],
+        threads: Option<Threads>,
+        xdp_mode: Option<&str>,
+    ) -> Result<()> {
         cleanup::create_dir(&self.names.dir)?;
         if self.owns_namespace {
             cleanup::create_namespace(&self.names.ns_r)?;
         }
-        let main_cpu = afxdp.and_then(|a| a.main_cpu);
+        let main_cpu = threads.and_then(|t| t.main_cpu);
+        let dpdk = ports
+            .iter()
+            .any(|p| matches!(p, PortSpec::VhostUserClient { .. }));
         let dir = self.names.dir.clone();
         let d = |f: &str| dir.join(f).display().to_string();
         let (db, db_sock, ctl) = (d("conf.db"), d("db.sock"), d("ovs-vswitchd.ctl"));
@@ -475,9 +571,9 @@ impl Ovs {
         r?;
         let db_arg = format!("--db=unix:{db_sock}");
         self.tool(&["ovs-vsctl", &db_arg, "--no-wait", "init"])?;
-        if let Some(a) = afxdp {
-            let mask = format!("other_config:pmd-cpu-mask={:#x}", 1u64 << a.pmd_cpu);
-            self.tool(&[
+        if let Some(t) = threads {
+            let mask = format!("other_config:pmd-cpu-mask={:#x}", 1u64 << t.pmd_cpu);
+            let mut args = vec![
                 "ovs-vsctl",
                 &db_arg,
                 "--no-wait",
@@ -485,11 +581,31 @@ impl Ovs {
                 "Open_vSwitch",
                 ".",
                 &mask,
-            ])?;
+            ];
+            // DPDK without huge pages or PCI devices, its runtime files under a prefix of
+            // ours, its main lcore beside the daemons.
+            let lcore = format!(
+                "other_config:dpdk-lcore-mask={:#x}",
+                1u64 << t.main_cpu.unwrap_or(0)
+            );
+            let extra = format!(
+                "other_config:dpdk-extra=--no-huge -m 1024 --no-pci --no-telemetry \
+                 --legacy-mem --file-prefix={}",
+                self.names.ns_r
+            );
+            if dpdk {
+                args.extend(["other_config:dpdk-init=true", &lcore, &extra]);
+            }
+            self.tool(&args)?;
         }
+        let vswitchd_bin = if dpdk {
+            OVS_VSWITCHD_DPDK
+        } else {
+            "ovs-vswitchd"
+        };
         let mut vswitchd = self.spawn_daemon(
             &[
-                "ovs-vswitchd".into(),
+                vswitchd_bin.into(),
                 format!("unix:{db_sock}"),
                 format!("--unixctl={ctl}"),
                 format!("--log-file={}", d("ovs-vswitchd.log")),
@@ -528,11 +644,15 @@ impl Ovs {
                     ifname.clone(),
                     vec![
                         "type=afxdp".to_string(),
-                        format!(
-                            "options:xdp-mode={}",
-                            afxdp.map(|a| a.xdp_mode).unwrap_or("native")
-                        ),
+                        format!("options:xdp-mode={}", xdp_mode.unwrap_or("native")),
                         "options:n_rxq=1".to_string(),
+                    ],
+                ),
+                PortSpec::VhostUserClient { socket, ofport } => (
+                    format!("vu{ofport}"),
+                    vec![
+                        "type=dpdkvhostuserclient".to_string(),
+                        format!("options:vhost-server-path={}", socket.display()),
                     ],
                 ),
             };
@@ -725,7 +845,13 @@ impl Ovs {
         // Deleting the namespace also ends anything still inside and frees the tap devices.
         let own_ns = [self.names.ns_r.as_str()];
         let namespaces: &[&str] = if self.owns_namespace { &own_ns } else { &[] };
-        failed.extend(cleanup::release(namespaces, &[self.names.dir.as_path()]));
+        // DPDK's runtime files of its `--file-prefix` (the namespace's name), if it ran.
+        let dpdk_dir = Path::new("/var/run/dpdk").join(&self.names.ns_r);
+        let mut dirs = vec![self.names.dir.as_path()];
+        if dpdk_dir.exists() {
+            dirs.push(dpdk_dir.as_path());
+        }
+        failed.extend(cleanup::release(namespaces, &dirs));
         if failed.is_empty() {
             Ok(())
         } else {

@@ -527,6 +527,10 @@ fn control_loop(
         shared.connected.store(true, Ordering::Release);
         serve(handler, &shared, &stop, &label);
         shared.connected.store(false, Ordering::Release);
+        if stop.load(Ordering::Acquire) {
+            // The port is closing with its graph: no worker will read the device again.
+            break;
+        }
         device.lock().unwrap_or_else(|p| p.into_inner()).reset();
     }
 }
