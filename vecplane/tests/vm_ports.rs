@@ -5,7 +5,8 @@
 //! * two guests on vhost-user ports of a learning bridge (one port in server mode, one in client
 //!   mode) ping each other over IPv4 and IPv6 and run bounded iperf3 TCP and UDP transfers; the
 //!   ports count packets both ways and vecplane reports no malformed ring; each guest is then
-//!   killed and started again on the same socket, and traffic resumes;
+//!   killed and started again on the same socket, and traffic resumes (the config is
+//!   examples/vm-bridge.toml);
 //! * service chaining: guests A and B and three VNF guests (two vhost-user NICs each, bridging
 //!   them inside) on a flow-mode bridge; rules loaded with `vecplane ctl add-flow` steer A's
 //!   traffic through a chain of 1, 2 and 3 VNFs to B and back; ping works through each chain and
@@ -323,13 +324,10 @@ fn two_guests_on_a_learning_bridge_ping_transfer_and_survive_restarts() {
     require_root!(SERIAL, TOOLS);
     let Some(image) = image() else { return };
     let start = Instant::now();
-    // vm1's port listens (vecplane is the server); vm2's connects to QEMU (client mode).
-    let config = format!(
-        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n{}\n{}",
-        vhost_port("vm1", "02:00:00:00:10:01", "server", ""),
-        vhost_port("vm2", "02:00:00:00:10:02", "client", "")
-    );
-    let mut vp = Daemon::start(&config);
+    // The example config: vm1's port listens (vecplane is the server); vm2's connects to QEMU
+    // (client mode). Its sockets are relative to the config, so they land in the scratch dir.
+    let config = include_str!("../../examples/vm-bridge.toml");
+    let mut vp = Daemon::start(config);
     let mut g = boot(
         &image,
         vec![
@@ -396,6 +394,191 @@ fn two_guests_on_a_learning_bridge_ping_transfer_and_survive_restarts() {
     let (a, b) = g.split_at_mut(1);
     pings(&mut a[0], "2001:db8:10::2");
     pings(&mut b[0], "198.18.10.1");
+    assert_eq!(vp.guest_errors(), Vec::<String>::new());
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+/// OpenFlow port numbers: A is 1, B is 2, VNF `k`'s first NIC is `10k+1`, its second `10k+2`.
+fn vnf_ports(k: u32) -> (u32, u32) {
+    (10 * k + 1, 10 * k + 2)
+}
+
+/// The rules steering A -> VNF1 -> ... -> VNF`n` -> B and back, as `ovs-ofctl` takes them.
+fn chain_rules(n: u32) -> Vec<String> {
+    let mut r = Vec::new();
+    // Forward: each hop's egress is the next hop's ingress.
+    let mut from = 1;
+    for k in 1..=n {
+        let (first, second) = vnf_ports(k);
+        r.push(format!(
+            "priority=100,in_port={from},actions=output:{first}"
+        ));
+        from = second;
+    }
+    r.push(format!("priority=100,in_port={from},actions=output:2"));
+    // Back: B into the last VNF's second NIC, out of its first NIC into the previous one's
+    // second, ..., into A.
+    let mut from = 2;
+    for k in (1..=n).rev() {
+        let (first, second) = vnf_ports(k);
+        r.push(format!(
+            "priority=100,in_port={from},actions=output:{second}"
+        ));
+        from = first;
+    }
+    r.push(format!("priority=100,in_port={from},actions=output:1"));
+    r
+}
+
+/// (match, n_packets) of every rule of br0.
+fn rule_packets(vp: &Daemon) -> Vec<(String, u64)> {
+    let v = vp.ctl_json(&["dump-flows", "br0"]);
+    v["flows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                format!("priority={},{}", r["priority"], r["match"]).replace('"', ""),
+                r["n_packets"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// Packets a VNF guest sent on eth0 and eth1.
+fn vnf_tx(g: &mut Guest) -> (u64, u64) {
+    let out = g
+        .run_ok(
+            "cat /sys/class/net/eth0/statistics/tx_packets /sys/class/net/eth1/statistics/tx_packets",
+            SHORT,
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let v: Vec<u64> = out
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or_else(|_| panic!("counters: {out}")))
+        .collect();
+    assert_eq!(v.len(), 2, "counters: {out}");
+    (v[0], v[1])
+}
+
+#[test]
+fn flow_rules_chain_traffic_through_one_two_and_three_vnf_guests() {
+    require_root!(SERIAL, TOOLS);
+    let Some(image) = image() else { return };
+    let start = Instant::now();
+    const VNFS: u32 = 3;
+    let mut config = String::from(
+        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\nmode = \"flow\"\n\
+         flows = [\"priority=0,actions=drop\"]\n\n",
+    );
+    config.push_str(&vhost_port(
+        "a",
+        "02:00:00:00:20:01",
+        "server",
+        "ofport = 1",
+    ));
+    config.push_str(&vhost_port(
+        "b",
+        "02:00:00:00:20:02",
+        "server",
+        "ofport = 2",
+    ));
+    for k in 1..=VNFS {
+        let (first, second) = vnf_ports(k);
+        config.push_str(&vhost_port(
+            &format!("vnf{k}a"),
+            &format!("02:00:00:00:2{k}:01"),
+            "server",
+            &format!("ofport = {first}"),
+        ));
+        config.push_str(&vhost_port(
+            &format!("vnf{k}b"),
+            &format!("02:00:00:00:2{k}:02"),
+            "server",
+            &format!("ofport = {second}"),
+        ));
+    }
+    let mut vp = Daemon::start(&config);
+    let nic = |socket: PathBuf, g: u8, n: u8| NicSpec::VhostUser {
+        socket,
+        server: false,
+        mac: guest_mac(g, n),
+    };
+    let mut specs = vec![
+        GuestSpec::new("a")
+            .nic(nic(vp.sock("a"), 1, 0))
+            .addresses("198.18.20.1/24", "2001:db8:20::1/64"),
+        GuestSpec::new("b")
+            .nic(nic(vp.sock("b"), 2, 0))
+            .addresses("198.18.20.2/24", "2001:db8:20::2/64"),
+    ];
+    for k in 1..=VNFS {
+        let g = 10 + k as u8;
+        specs.push(
+            GuestSpec::new(&format!("vnf{k}"))
+                .nic(nic(vp.sock(&format!("vnf{k}a")), g, 0))
+                .nic(nic(vp.sock(&format!("vnf{k}b")), g, 1))
+                .bridged(),
+        );
+    }
+    let mut g = boot(&image, specs);
+
+    // Nothing passes before the operator loads a chain (the default rule drops).
+    let (status, _) = g[0]
+        .run("ping -c 1 -w 2 198.18.20.2", SHORT)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert_ne!(status, 0, "A reached B without a rule");
+
+    let mut vnf_before: Vec<(u64, u64)> =
+        (1..=VNFS).map(|k| vnf_tx(&mut g[1 + k as usize])).collect();
+    for n in 1..=VNFS {
+        let t = Instant::now();
+        // Replace the chain as an operator would: remove the steering rules, load the new ones.
+        vp.ctl_ok(&["del-flows", "br0"]);
+        vp.ctl_ok(&["add-flow", "br0", "priority=0,actions=drop"]);
+        let rules = chain_rules(n);
+        for r in &rules {
+            vp.ctl_ok(&["add-flow", "br0", r]);
+        }
+        let (ab, ba) = g.split_at_mut(1);
+        pings(&mut ab[0], "198.18.20.2");
+        pings(&mut ba[0], "198.18.20.1");
+        if n == VNFS {
+            pings(&mut ab[0], "2001:db8:20::2");
+        }
+        let counted = rule_packets(&vp);
+        println!(
+            "chain of {n}: {:.1} s; rules:\n{}",
+            t.elapsed().as_secs_f64(),
+            vp.ctl_ok(&["dump-flows", "br0"]).trim_end()
+        );
+        for r in &rules {
+            let m = r
+                .split(",actions")
+                .next()
+                .unwrap_or_else(|| panic!("no actions in {r}"));
+            let (_, packets) = counted
+                .iter()
+                .find(|(c, _)| c == m)
+                .unwrap_or_else(|| panic!("rule {m} not in dump-flows: {counted:?}"));
+            assert!(*packets > 0, "no packet took the hop {r}: {counted:?}");
+        }
+        // The VNFs in the chain forwarded both ways (8 echo requests and 8 replies each way at
+        // least); the others passed nothing.
+        for k in 1..=VNFS {
+            let now = vnf_tx(&mut g[1 + k as usize]);
+            let before = std::mem::replace(&mut vnf_before[k as usize - 1], now);
+            let delta = (now.0 - before.0, now.1 - before.1);
+            println!("vnf{k} sent eth0/eth1: +{}/+{}", delta.0, delta.1);
+            if k <= n {
+                assert!(delta.0 >= 8 && delta.1 >= 8, "vnf{k} forwarded {delta:?}");
+            } else {
+                assert_eq!(delta, (0, 0), "vnf{k} is not in the chain of {n}");
+            }
+        }
+    }
+    vp.assert_running();
     assert_eq!(vp.guest_errors(), Vec::<String>::new());
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }
