@@ -525,7 +525,7 @@ fn control_loop(
         };
         shared.counters.connections.add(1);
         shared.connected.store(true, Ordering::Release);
-        serve(handler, &shared, &stop, &label);
+        serve(handler, &device, &shared, &stop, &label);
         shared.connected.store(false, Ordering::Release);
         if stop.load(Ordering::Acquire) {
             // The port is closing with its graph: no worker will read the device again.
@@ -539,6 +539,7 @@ fn control_loop(
 /// closes.
 fn serve(
     mut handler: BackendReqHandler<Mutex<Device>>,
+    device: &Mutex<Device>,
     shared: &Shared,
     stop: &AtomicBool,
     label: &str,
@@ -554,6 +555,14 @@ fn serve(
         if !readable(handler.as_raw_fd()) {
             continue;
         }
+        match early_vring_enable(handler.as_raw_fd(), device) {
+            Early::NotOne => {}
+            Early::Handled => continue,
+            Early::Failed(e) => {
+                eprintln!("{label}: early SET_VRING_ENABLE: {e}; closing the connection");
+                return;
+            }
+        }
         match handler.handle_request() {
             Ok(()) => {}
             Err(VuError::Disconnected) | Err(VuError::PartialMessage) => return,
@@ -563,6 +572,95 @@ fn serve(
             }
         }
     }
+}
+
+/// vhost-user request code of SET_VRING_ENABLE.
+const REQ_SET_VRING_ENABLE: u32 = 18;
+/// Message header flags: protocol version 1, a reply, the frontend wants a reply.
+const MSG_VERSION_1: u32 = 1;
+const MSG_REPLY: u32 = 1 << 2;
+const MSG_NEED_REPLY: u32 = 1 << 3;
+/// Header (request, flags, size) and a vring state (index, num).
+const HDR_LEN: usize = 12;
+const ENABLE_MSG_LEN: usize = HDR_LEN + 8;
+
+/// What [`early_vring_enable`] did with the next message.
+enum Early {
+    /// It is not an early SET_VRING_ENABLE: the vhost crate handles it.
+    NotOne,
+    /// It was one, and it was applied (and acknowledged when asked).
+    Handled,
+    /// It was one, and the socket failed.
+    Failed(std::io::Error),
+}
+
+/// QEMU's virtio-net sends SET_VRING_ENABLE when the guest's driver sets its features, which is
+/// before the device starts and so before SET_FEATURES: QEMU counts VHOST_USER_F_PROTOCOL_FEATURES
+/// as negotiated once the backend offered it. rust-vmm's `vhost` refuses the request until
+/// SET_FEATURES acked that bit, and the connection would close (QEMU then falls back to its own
+/// userspace virtio and the guest's NIC never passes a packet). While the bit is not acked,
+/// such a message is taken off the socket here: peeked, read, applied to the device and
+/// acknowledged if the frontend asked (REPLY_ACK). Anything else is left to the crate.
+fn early_vring_enable(fd: i32, device: &Mutex<Device>) -> Early {
+    let mut msg = [0u8; ENABLE_MSG_LEN];
+    let word = |m: &[u8; ENABLE_MSG_LEN], at: usize| {
+        u32::from_le_bytes([m[at], m[at + 1], m[at + 2], m[at + 3]])
+    };
+    // SAFETY: `msg` is a writable buffer of ENABLE_MSG_LEN bytes for the duration of the call.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            msg.as_mut_ptr().cast(),
+            ENABLE_MSG_LEN,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n != ENABLE_MSG_LEN as isize || word(&msg, 0) != REQ_SET_VRING_ENABLE || word(&msg, 8) != 8 {
+        return Early::NotOne;
+    }
+    let mut dev = device.lock().unwrap_or_else(|p| p.into_inner());
+    if dev.protocol_features_acked() {
+        return Early::NotOne;
+    }
+    // The same bytes, now taken off the socket (the message carries no file descriptor).
+    // SAFETY: as above.
+    let n = unsafe {
+        libc::recv(
+            fd,
+            msg.as_mut_ptr().cast(),
+            ENABLE_MSG_LEN,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n != ENABLE_MSG_LEN as isize {
+        return Early::Failed(std::io::Error::last_os_error());
+    }
+    let (flags, index, num) = (word(&msg, 4), word(&msg, HDR_LEN), word(&msg, HDR_LEN + 4));
+    let ok = match num {
+        0 | 1 => dev.set_vring_enable(index, num == 1).is_ok(),
+        _ => false,
+    };
+    drop(dev);
+    if flags & MSG_NEED_REPLY != 0 {
+        let mut reply = [0u8; HDR_LEN + 8];
+        reply[0..4].copy_from_slice(&REQ_SET_VRING_ENABLE.to_le_bytes());
+        reply[4..8].copy_from_slice(&(MSG_VERSION_1 | MSG_REPLY).to_le_bytes());
+        reply[8..12].copy_from_slice(&8u32.to_le_bytes());
+        reply[12..20].copy_from_slice(&u64::from(!ok).to_le_bytes());
+        // SAFETY: `reply` is a readable buffer of its length for the duration of the call.
+        let n = unsafe {
+            libc::send(
+                fd,
+                reply.as_ptr().cast(),
+                reply.len(),
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n != reply.len() as isize {
+            return Early::Failed(std::io::Error::last_os_error());
+        }
+    }
+    Early::Handled
 }
 
 #[cfg(test)]

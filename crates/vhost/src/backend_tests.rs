@@ -249,3 +249,62 @@ fn malformed_rings_reset_the_connection_and_the_next_frontend_is_served() {
         cases.len() as u64 + 1
     );
 }
+
+/// One raw vhost-user message (version 1, `flags` more) and, if `reply`, the reply's header and
+/// u64 payload.
+fn raw_request(
+    s: &mut std::os::unix::net::UnixStream,
+    request: u32,
+    flags: u32,
+    body: &[u8],
+    reply: bool,
+) -> Option<([u32; 3], u64)> {
+    use std::io::{Read, Write};
+    let mut m = Vec::new();
+    for w in [request, 1 | flags, body.len() as u32] {
+        m.extend_from_slice(&w.to_le_bytes());
+    }
+    m.extend_from_slice(body);
+    s.write_all(&m).expect("send");
+    if !reply {
+        return None;
+    }
+    let mut r = [0u8; 20];
+    s.read_exact(&mut r).ok()?;
+    let w = |at: usize| u32::from_le_bytes(r[at..at + 4].try_into().expect("4 bytes"));
+    let v = u64::from_le_bytes(r[12..20].try_into().expect("8 bytes"));
+    Some(([w(0), w(4), w(8)], v))
+}
+
+/// QEMU's virtio-net enables the rings when the guest's driver sets its features, before
+/// SET_FEATURES: the connection stays up, the request is acknowledged when asked, and the
+/// frontend goes on.
+#[test]
+fn a_vring_enable_before_set_features_keeps_the_connection() {
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let mut s = std::os::unix::net::UnixStream::connect(&path).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    const GET_FEATURES: u32 = 1;
+    let (hdr, features) = raw_request(&mut s, GET_FEATURES, 0, &[], true).expect("features");
+    assert_eq!(hdr, [GET_FEATURES, 1 | 4, 8]);
+    assert_eq!(features, OFFERED_FEATURES);
+    let mut state = Vec::new();
+    state.extend_from_slice(&0u32.to_le_bytes());
+    state.extend_from_slice(&1u32.to_le_bytes());
+    // Without a reply wanted, then with one (REPLY_ACK's NEED_REPLY flag).
+    raw_request(&mut s, REQ_SET_VRING_ENABLE, 0, &state, false);
+    let acked = raw_request(&mut s, REQ_SET_VRING_ENABLE, MSG_NEED_REPLY, &state, true);
+    assert_eq!(acked, Some(([REQ_SET_VRING_ENABLE, 1 | 4, 8], 0)));
+    // A bad value is refused, not fatal.
+    state[4] = 7;
+    let refused = raw_request(&mut s, REQ_SET_VRING_ENABLE, MSG_NEED_REPLY, &state, true);
+    assert_eq!(refused, Some(([REQ_SET_VRING_ENABLE, 1 | 4, 8], 1)));
+    let again = raw_request(&mut s, GET_FEATURES, 0, &[], true);
+    assert_eq!(again.map(|(_, f)| f), Some(OFFERED_FEATURES));
+    assert_eq!(device.shared().counters.connections.get(), 1);
+    drop(s);
+    drop(device);
+    let _ = std::fs::remove_file(&path);
+}
