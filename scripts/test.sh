@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for pkg in python3-scapy bird2 tcpdump dpdk-dev iproute2 iputils-ping ethtool iperf3 curl prometheus nftables openvswitch-switch nginx-light wrk qemu-system-x86 busybox-static linux-image-amd64; do
+for pkg in python3-scapy bird2 tcpdump dpdk-dev iproute2 iputils-ping ethtool iperf3 curl prometheus nftables openvswitch-switch openvswitch-switch-dpdk nginx-light wrk qemu-system-x86 busybox-static linux-image-amd64 xz-utils cpio file; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

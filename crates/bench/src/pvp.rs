@@ -574,6 +574,18 @@ fn human(summary: &Summary, v: &Value) -> String {
 
 /// Run the scenario and print its report.
 pub fn run(args: &BenchArgs) -> Result<()> {
+    let (summary, v) = compare(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        print!("{}", human(&summary, &v));
+    }
+    Ok(())
+}
+
+/// Run the scenario: vecplane's summary, and the JSON report (its keys plus `reference` and
+/// `floor` with `--reference ovs-dpdk`).
+pub fn compare(args: &BenchArgs) -> Result<(Summary, Value)> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
@@ -632,12 +644,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     };
     let summary = report::summarize(input, runs, Vec::new()).context("no run completed")?;
     let v = report(&summary, &ovs, &floor)?;
-    if args.json {
-        println!("{}", serde_json::to_string(&v)?);
-    } else {
-        print!("{}", human(&summary, &v));
-    }
-    Ok(())
+    Ok((summary, v))
 }
 
 #[cfg(test)]

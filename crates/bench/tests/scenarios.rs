@@ -235,3 +235,41 @@ fn a_reference_that_does_not_fit_the_scenario_is_refused() {
     let e = bench::run(&a).expect_err("refused");
     assert!(e.to_string().contains("--reference dpdk-fib"), "{e}");
 }
+
+#[test]
+fn pvp_against_open_vswitch_with_dpdk_reports_both_and_the_floor() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut a = args(&["--scenario", "pvp", "--reference", "ovs-dpdk"]);
+    a.seconds = 1.0;
+    a.warmup = 0.5;
+    let missing = if !netlab_root() {
+        Some("needs root (DPDK's runtime files, Open vSwitch's namespace)".to_string())
+    } else if !a.testpmd_path.exists() {
+        Some(format!(
+            "{} is not installed (scripts/test.sh installs dpdk-dev)",
+            a.testpmd_path.display()
+        ))
+    } else if !std::path::Path::new(netlab::OVS_VSWITCHD_DPDK).exists() {
+        Some(format!(
+            "{} is not installed (scripts/test.sh installs openvswitch-switch-dpdk)",
+            netlab::OVS_VSWITCHD_DPDK
+        ))
+    } else {
+        None
+    };
+    if !testenv::can_run(missing) {
+        return;
+    }
+    let (s, j) = bench::pvp::compare(&a).expect("pvp");
+    assert!(s.packets > 0 && s.mpps > 0.0, "{j}");
+    assert!(s.drops.is_empty(), "{:?}", s.drops);
+    let nodes: Vec<&str> = s.nodes.iter().map(|n| n.name.as_str()).collect();
+    for n in ["vu0-rx", "vu0-tx", "vu1-rx", "vu1-tx"] {
+        assert!(nodes.contains(&n), "{n} missing from {nodes:?}");
+    }
+    for k in ["mpps", "cycles_per_packet", "speedup", "cycles_ratio"] {
+        assert!(j["reference"][k].as_f64().unwrap_or(0.0) > 0.0, "{k}: {j}");
+    }
+    assert_eq!(j["reference"]["name"], "ovs-dpdk");
+    assert!(j["floor"]["mpps"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
+}
