@@ -67,6 +67,9 @@ pub struct RunResult {
     pub cycles_per_packet: f64,
     /// Ticks per packet spent outside every node (dispatcher, loop, clock checks).
     pub dispatch_cycles_per_packet: f64,
+    /// Ticks per packet of the node calls that carried packets (empty polls left out): what
+    /// a packet costs when the worker is not the bottleneck and spins idle part of the time.
+    pub busy_cycles_per_packet: f64,
     /// Nodes that saw packets, in graph order.
     pub nodes: Vec<NodeFigure>,
     /// Non-zero drop counts by `node/reason`.
@@ -103,7 +106,8 @@ struct Snapshot {
     tx: u64,
     /// (`port-node/reason`, count, is a transmit drop).
     port_drops: Vec<(String, u64, bool)>,
-    nodes: Vec<(u64, u64)>,
+    /// (packets, clocks, busy clocks) by node.
+    nodes: Vec<(u64, u64, u64)>,
     errors: Vec<u64>,
     flow_cache: Option<crate::flows::CacheSnapshot>,
 }
@@ -127,7 +131,7 @@ fn snapshot(view: &RuntimeView, every_port: bool) -> Snapshot {
             .graph
             .nodes
             .iter()
-            .map(|n| (n.packets.get(), n.clocks.get()))
+            .map(|n| (n.packets.get(), n.clocks.get(), n.busy_clocks.get()))
             .collect();
         s.errors = w.graph.errors.iter().map(|c| c.get()).collect();
     }
@@ -347,6 +351,7 @@ fn figures(
     let per_packet = |ticks: u64, n: u64| if n == 0 { 0.0 } else { ticks as f64 / n as f64 };
     let mut nodes = Vec::new();
     let mut node_ticks = 0u64;
+    let mut busy_ticks = 0u64;
     if let Some(w) = view.workers.first() {
         for (i, name) in w.graph.node_names.iter().enumerate() {
             let (Some(b), Some(a)) = (o.before.nodes.get(i), o.after.nodes.get(i)) else {
@@ -354,6 +359,7 @@ fn figures(
             };
             let (p, c) = (a.0.wrapping_sub(b.0), a.1.wrapping_sub(b.1));
             node_ticks = node_ticks.wrapping_add(c);
+            busy_ticks = busy_ticks.wrapping_add(a.2.wrapping_sub(b.2));
             if p > 0 {
                 nodes.push(NodeFigure {
                     name: name.clone(),
@@ -414,6 +420,7 @@ fn figures(
         } else {
             (o.ticks as f64 - node_ticks as f64) / packets as f64
         },
+        busy_cycles_per_packet: per_packet(busy_ticks, packets),
         nodes,
         drops,
         build_seconds,

@@ -745,6 +745,7 @@ mod tests {
                 mpps: 0.001,
                 cycles_per_packet: cpp,
                 dispatch_cycles_per_packet: 1.0,
+                busy_cycles_per_packet: 1.0,
                 nodes: vec![],
                 drops: Default::default(),
                 build_seconds: 0.0,

@@ -112,6 +112,9 @@ pub struct Summary {
     pub cycles_per_packet: f64,
     /// Median run: ticks per packet outside every node.
     pub dispatch_cycles_per_packet: f64,
+    /// Median run: ticks per packet of the node calls that carried packets (empty polls left
+    /// out).
+    pub busy_cycles_per_packet: f64,
     /// TSC ticks per second.
     pub tsc_hz: u64,
     /// Median run: per-node figures.
@@ -231,6 +234,7 @@ pub fn summarize(
         line_rate_10g_percent: 100.0 * pps / line_rate_pps(10.0, input.frame_size),
         cycles_per_packet: m.cycles_per_packet,
         dispatch_cycles_per_packet: m.dispatch_cycles_per_packet,
+        busy_cycles_per_packet: m.busy_cycles_per_packet,
         tsc_hz: input.tsc_hz,
         nodes: m.nodes.clone(),
         drops: m.drops.clone(),
@@ -459,6 +463,7 @@ mod tests {
             mpps: packets as f64 / 1e6,
             cycles_per_packet: cpp,
             dispatch_cycles_per_packet: 3.0,
+            busy_cycles_per_packet: 0.0,
             nodes: vec![NodeFigure {
                 name: "rx0-rx".into(),
                 packets,

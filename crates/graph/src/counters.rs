@@ -38,6 +38,9 @@ pub struct NodeStats {
     pub emitted: Counter,
     /// TSC ticks spent in the node, including enqueueing to next nodes.
     pub clocks: Counter,
+    /// The part of `clocks` spent in calls that carried at least one packet (for input
+    /// nodes, `clocks` minus the empty polls).
+    pub busy_clocks: Counter,
 }
 
 /// The counters of one graph (one worker): per node, and per drop reason.

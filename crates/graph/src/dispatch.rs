@@ -484,11 +484,13 @@ impl Graph {
         }
         let s = &self.stats.nodes[id];
         s.calls.add(1);
+        let dt = rdtsc().wrapping_sub(t0);
         if n > 0 {
             s.vectors.add(1);
             s.packets.add(n as u64);
+            s.busy_clocks.add(dt);
         }
-        s.clocks.add(rdtsc().wrapping_sub(t0));
+        s.clocks.add(dt);
     }
 
     #[inline]

@@ -10,6 +10,19 @@ pub mod meta;
 pub mod pool;
 
 pub use meta::BufferMeta;
+
+/// Ask the CPU to start loading the cache line of address `p` into L1 (a hint: never
+/// dereferenced, never faults, whatever the address).
+#[inline(always)]
+pub fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 is a hint that never faults and reads nothing architecturally.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
 pub use pool::{BufferPool, PoolConfig, PoolError, PoolStats};
 
 /// Largest number of packets a node processes in one call (a "vector").

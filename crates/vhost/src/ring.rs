@@ -274,6 +274,59 @@ impl SplitRing {
         })
     }
 
+    /// Take up to `heads.len()` available chain heads (at most `available()`), their ring
+    /// slots' cache lines requested together first, and ask for each head's descriptor; returns
+    /// how many were taken. Heads not used may be given back with `rewind`.
+    #[inline]
+    pub fn take_heads(&mut self, heads: &mut [u16]) -> usize {
+        let n = heads
+            .len()
+            .min(usize::from(self.avail_idx.wrapping_sub(self.last_avail)));
+        let first = usize::from(self.last_avail & self.mask);
+        // 32 two-byte slots per 64-byte line; the ring wraps at most once in a batch.
+        let mut k = 0;
+        while k < n {
+            let slot = (first + k) & usize::from(self.mask);
+            packet::prefetch(self.avail_u16(2 + slot) as *const AtomicU16 as *const u8);
+            k += 32 - (slot & 31);
+        }
+        for h in heads.iter_mut().take(n) {
+            *h = self.next_head();
+            if *h < self.layout.size {
+                // SAFETY: only the address is computed (`head < size`, inside the table).
+                let d = unsafe { (self.layout.desc as *const Desc).add(usize::from(*h)) };
+                packet::prefetch(d.cast());
+            }
+        }
+        n
+    }
+
+    /// The chain at `head` when it is a single buffer (the usual case): `Some(segment)`; None
+    /// when it continues (use `chain`). The same checks as `chain`.
+    #[inline]
+    pub fn single(&self, mem: &GuestMemory, head: u16) -> Result<Option<Segment>, RingError> {
+        let d = self.desc(head)?;
+        if d.flags & (DESC_F_NEXT | DESC_F_INDIRECT) != 0 {
+            return Ok(None);
+        }
+        let writable = d.flags & DESC_F_WRITE != 0;
+        if writable != (self.dir == Direction::Write) {
+            return Err(RingError::Direction {
+                found: if writable {
+                    "device-writable"
+                } else {
+                    "device-readable"
+                },
+                want: if writable { "read" } else { "write" },
+            });
+        }
+        let ptr = mem.gpa(d.addr, d.len).ok_or(RingError::OutOfRange {
+            addr: d.addr,
+            len: d.len,
+        })?;
+        Ok(Some(Segment { ptr, len: d.len }))
+    }
+
     /// Translate the chain at `head` into `segs`; returns how many segments and their total
     /// length. Every buffer must go this queue's way and lie in guest memory.
     #[inline]
