@@ -533,14 +533,14 @@ impl Node for VhostTx {
                 fast += 1;
             }
             // Pass 2: header and packet into each.
-            for j in 0..fast {
-                let (meta, slot) = cx.pool.slot_mut(frame[j]);
+            let batch = frame.iter().zip(self.heads.iter().zip(self.bufs.iter()));
+            for (&b, (&head, &seg)) in batch.take(fast) {
+                let (meta, slot) = cx.pool.slot_mut(b);
                 let (start, len) = (meta.data_offset as usize, meta.length as usize);
-                let seg = self.bufs[j];
                 let Some(data) = slot.get(start..start + len) else {
                     // Cannot happen (the pool keeps lengths inside slots); the chain goes
                     // back empty rather than half written.
-                    run.ring.push_used(self.heads[j], 0);
+                    run.ring.push_used(head, 0);
                     continue;
                 };
                 // SAFETY: the segment is device-writable guest memory of at least
@@ -549,7 +549,7 @@ impl Node for VhostTx {
                     copy_bytes(hdr.as_ptr(), seg.ptr, hdr_len);
                     copy_bytes(data.as_ptr(), seg.ptr.add(hdr_len), len);
                 }
-                run.ring.push_used(self.heads[j], (hdr_len + len) as u32);
+                run.ring.push_used(head, (hdr_len + len) as u32);
                 sent += 1;
                 bytes += len as u64;
             }
