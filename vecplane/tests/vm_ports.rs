@@ -366,6 +366,12 @@ fn two_guests_on_a_learning_bridge_ping_transfer_and_survive_restarts() {
         assert!(counter(&p, "tx_packets") > 1000, "{p}");
         // Frames the guest sent that vecplane could not take (bad length, offload requests).
         assert_eq!(counter(&p, "rx_drops"), 0, "{p}");
+        // The port's own counters: connected, no malformed ring.
+        let d = &p["driver_counters"];
+        assert_eq!(d["guest_errors"], 0, "{p}");
+        assert_eq!(d["rx_bad_frames"], 0, "{p}");
+        assert!(d["connections"].as_u64().unwrap_or(0) >= 1, "{p}");
+        assert_eq!(p["driver_state"], "connected", "{p}");
     }
     assert_eq!(vp.guest_errors(), Vec::<String>::new());
     println!("traffic done after {:.1} s", start.elapsed().as_secs_f64());

@@ -508,8 +508,33 @@ impl Control {
                 "tx_bytes": c.tx_bytes,
                 "tx_drops": c.tx_drops,
                 "failure": p.failure(),
+                "driver_counters": p.driver_counters.as_ref().map(|d| {
+                    d.counters().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>()
+                }),
+                "driver_state": p.driver_counters.as_ref().and_then(|d| d.state()),
             }));
         }
+        // Drivers' own counters (since start; `clear interfaces` leaves them).
+        let driver_lines: String = self
+            .view
+            .ports
+            .iter()
+            .filter_map(|p| {
+                let d = p.driver_counters.as_ref()?;
+                let counts: Vec<String> = d
+                    .counters()
+                    .iter()
+                    .map(|(k, v)| format!("{k} {v}"))
+                    .collect();
+                let state = d.state().map(|s| format!("{s}; ")).unwrap_or_default();
+                Some(format!(
+                    "{} ({}): {state}{} (since start)\n",
+                    p.name,
+                    p.driver,
+                    counts.join(", ")
+                ))
+            })
+            .collect();
         let failures: String = self
             .view
             .ports
@@ -529,7 +554,8 @@ impl Control {
                 ("Tx drops", Align::Right),
             ],
             &rows,
-        ) + &failures;
+        ) + &driver_lines
+            + &failures;
         (
             text,
             json!({"time_since_clear": since, "interfaces": items}),

@@ -66,6 +66,12 @@ pub fn render_with(
         "port_tx_drops",
         "Packets a port could not send (ring full, write error)",
     );
+    let driver_counters = counter_family(
+        &mut reg,
+        "port_driver_events",
+        "A port driver's own counters by name (vhost-user: guest_errors, rx_bad_frames, \
+         tx_no_buffers, notifications, connections)",
+    );
     for p in &view.ports {
         let c = port_counts(p);
         let l = labels(&[("port", &p.name), ("driver", &p.driver)]);
@@ -75,6 +81,12 @@ pub fn render_with(
         tx_packets.get_or_create(&l).inc_by(c.tx_packets);
         tx_bytes.get_or_create(&l).inc_by(c.tx_bytes);
         tx_drops.get_or_create(&l).inc_by(c.tx_drops);
+        if let Some(d) = &p.driver_counters {
+            for (name, v) in d.counters() {
+                let l = labels(&[("port", &p.name), ("driver", &p.driver), ("counter", name)]);
+                driver_counters.get_or_create(&l).inc_by(v);
+            }
+        }
     }
 
     let calls = counter_family(&mut reg, "node_calls", "Times a node ran");

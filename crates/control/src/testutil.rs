@@ -93,6 +93,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         stats: (0..workers)
             .map(|_| Arc::new(PortStats::default()))
             .collect(),
+        driver_counters: None,
     };
     RuntimeView {
         policies: dataplane::LivePolicies::new(spec),

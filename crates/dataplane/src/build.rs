@@ -231,6 +231,7 @@ impl BuiltWorker {
                 detail: built.detail,
                 mac: p.mac,
                 stats: vec![stats],
+                driver_counters: built.counters,
             });
         }
 

@@ -118,6 +118,8 @@ pub struct PortView {
     pub mac: Mac,
     /// Its counters, one per worker (sum them).
     pub stats: Vec<Arc<PortStats>>,
+    /// The driver's own counters and state, if it keeps any (vhost-user).
+    pub driver_counters: Option<Arc<dyn graph::DriverCounters>>,
 }
 
 impl PortView {

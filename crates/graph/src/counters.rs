@@ -102,3 +102,14 @@ impl PortStats {
         self.failure.get().map(String::as_str)
     }
 }
+
+/// Counters and state a port driver keeps beyond [`PortStats`] (a vhost-user port: guest
+/// errors, frames refused, connections), shown with the port and exported as metrics.
+pub trait DriverCounters: Send + Sync + std::fmt::Debug {
+    /// (name, value) pairs; names are stable `snake_case` words.
+    fn counters(&self) -> Vec<(&'static str, u64)>;
+    /// A short state (e.g. "connected"), if the driver has one.
+    fn state(&self) -> Option<String> {
+        None
+    }
+}

@@ -11,7 +11,7 @@ pub mod node;
 pub mod trace;
 
 pub use capture::{CaptureControl, CapturedPacket};
-pub use counters::{Counter, GraphStats, NodeStats, PortStats};
+pub use counters::{Counter, DriverCounters, GraphStats, NodeStats, PortStats};
 pub use dispatch::{Graph, GraphBuilder, GraphError};
 pub use node::{Dispatch, Emitted, Emitter, InputNode, Node, NodeContext, NEXT_CONSUMED};
 pub use trace::{TraceControl, TraceRecord};

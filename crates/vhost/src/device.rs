@@ -205,3 +205,41 @@ impl Shared {
             .clone()
     }
 }
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("generation", &self.generation())
+            .field("acked", &self.acked_generation())
+            .field("connected", &self.connected)
+            .field("counters", &self.counters)
+            .finish()
+    }
+}
+
+impl graph::DriverCounters for Shared {
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = &self.counters;
+        vec![
+            ("guest_errors", c.guest_errors.get()),
+            ("rx_bad_frames", c.rx_bad_frames.get()),
+            ("tx_no_buffers", c.tx_no_buffers.get()),
+            ("notifications", c.notifications.get()),
+            ("connections", c.connections.get()),
+        ]
+    }
+
+    fn state(&self) -> Option<String> {
+        let connected = if self.connected.load(Ordering::Acquire) {
+            "connected"
+        } else {
+            "waiting for the frontend"
+        };
+        let last = self.last_error();
+        Some(if last.is_empty() {
+            connected.to_string()
+        } else {
+            format!("{connected}; last guest error: {last}")
+        })
+    }
+}

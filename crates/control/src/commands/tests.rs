@@ -320,6 +320,43 @@ fn clear_runtime_subtracts_a_baseline() {
 
 // --- show interfaces -------------------------------------------------------------------------
 
+/// A driver with counters of its own, as a vhost-user port has.
+#[derive(Debug)]
+struct FakeDriver;
+
+impl graph::DriverCounters for FakeDriver {
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![("guest_errors", 2), ("connections", 3)]
+    }
+
+    fn state(&self) -> Option<String> {
+        Some("connected".into())
+    }
+}
+
+#[test]
+fn a_drivers_own_counters_show_in_text_json_and_metrics() {
+    let mut v = view(1);
+    v.ports[0].driver_counters = Some(Arc::new(FakeDriver));
+    let c = Control::new(v.clone(), Arc::new(spec()));
+    let t = text(&c, "show interfaces");
+    assert!(
+        t.contains("in0 (pcap): connected; guest_errors 2, connections 3 (since start)\n"),
+        "{t}"
+    );
+    let d = data(&c, "show interfaces");
+    assert_eq!(
+        d["interfaces"][0]["driver_counters"],
+        json!({"guest_errors": 2, "connections": 3})
+    );
+    assert_eq!(d["interfaces"][0]["driver_state"], "connected");
+    let m = crate::metrics::render(&v);
+    assert!(
+        m.contains("vecplane_port_driver_events_total{port=\"in0\",driver=\"pcap\",counter=\"guest_errors\"} 2"),
+        "{m}"
+    );
+}
+
 #[test]
 fn show_interfaces_text_and_json() {
     let c = control(1);
@@ -349,7 +386,8 @@ fn show_interfaces_text_and_json() {
         json!({"index": 1, "name": "out0", "driver": "pcap", "detail": "", "mac": "02:00:00:00:01:02",
                "mtu": 9000, "ip4": ["198.18.3.1/24"], "ip6": ["2001:db8:3::1/64"],
                "rx_packets": 0, "rx_bytes": 0, "rx_drops": 0,
-               "tx_packets": 9, "tx_bytes": 576, "tx_drops": 2, "failure": null})
+               "tx_packets": 9, "tx_bytes": 576, "tx_drops": 2, "failure": null,
+               "driver_counters": null, "driver_state": null})
     );
     // A port that stopped early says why, in both forms.
     v.ports[0].stats[0].fail("in.pcap: record 3: too large".into());

@@ -40,6 +40,7 @@ impl<'a> Driver<'a> for AfPacket<'a> {
             detail: String::new(),
             tx: Some(cx.tx_name.clone()),
             rss: false,
+            counters: None,
         })
     }
 }

@@ -52,6 +52,7 @@ impl<'a> Driver<'a> for AfXdp<'a> {
                 detail: format!("software RSS: sent by worker {owner}"),
                 tx: Some(cx.tx_name.clone()),
                 rss: true,
+                counters: None,
             });
         }
         let umem = match cx.umem.as_ref() {
@@ -106,6 +107,7 @@ impl<'a> Driver<'a> for AfXdp<'a> {
             detail,
             tx: Some(cx.tx_name.clone()),
             rss: needs_rss_nodes,
+            counters: None,
         })
     }
 

@@ -48,6 +48,7 @@ impl<'a> Driver<'a> for Memory<'a> {
             detail: String::new(),
             tx: Some(cx.tx_name.clone()),
             rss: false,
+            counters: None,
         })
     }
 }

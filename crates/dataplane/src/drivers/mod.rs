@@ -61,6 +61,8 @@ pub(crate) struct BuiltPort {
     pub(crate) tx: Option<String>,
     /// Whether this worker takes part in software RSS for it (rss-dispatch, handoff-rx).
     pub(crate) rss: bool,
+    /// The driver's own counters, if it keeps any.
+    pub(crate) counters: Option<Arc<dyn graph::DriverCounters>>,
 }
 
 /// A port driver.

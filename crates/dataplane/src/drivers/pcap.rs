@@ -46,6 +46,7 @@ impl<'a> Driver<'a> for Pcap<'a> {
             detail: String::new(),
             tx,
             rss: false,
+            counters: None,
         })
     }
 

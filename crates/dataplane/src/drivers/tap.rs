@@ -29,6 +29,7 @@ impl<'a> Driver<'a> for Tap<'a> {
                 detail: "software RSS: sent by worker 0".to_string(),
                 tx: Some(cx.tx_name.clone()),
                 rss: true,
+                counters: None,
             });
         }
         let config = TapConfig {
@@ -63,6 +64,7 @@ impl<'a> Driver<'a> for Tap<'a> {
             detail,
             tx: Some(cx.tx_name.clone()),
             rss,
+            counters: None,
         })
     }
 

@@ -29,6 +29,7 @@ impl<'a> Driver<'a> for VhostUser<'a> {
                 detail: "software RSS: sent by worker 0".to_string(),
                 tx: Some(cx.tx_name.clone()),
                 rss: true,
+                counters: None,
             });
         }
         let workers = cx.spec.workers;
@@ -47,6 +48,7 @@ impl<'a> Driver<'a> for VhostUser<'a> {
         if workers > 1 {
             detail.push_str(&format!(", software RSS over {workers} workers"));
         }
+        let counters: Arc<dyn graph::DriverCounters> = device.shared().clone();
         cx.graph.add_input(Box::new(VhostRx::new(
             cx.rx_name.clone(),
             cx.id,
@@ -64,6 +66,7 @@ impl<'a> Driver<'a> for VhostUser<'a> {
             detail,
             tx: Some(cx.tx_name.clone()),
             rss,
+            counters: Some(counters),
         })
     }
 

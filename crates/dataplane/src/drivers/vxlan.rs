@@ -62,6 +62,7 @@ impl<'a> Driver<'a> for Vxlan<'a> {
             ),
             tx: Some(cx.tx_name.clone()),
             rss: false,
+            counters: None,
         })
     }
 }
