@@ -635,3 +635,73 @@ fn af_xdp_port() {
         "`fanout` applies only to driver = \"af-packet\"; this port's driver is \"af-xdp\"",
     );
 }
+
+fn vhost_port(name: &str, extra: &str) -> String {
+    format!(
+        "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"02:00:00:00:01:01\"\n{extra}"
+    )
+}
+
+#[test]
+fn vhost_user_ports() {
+    let s = ok(&vhost_port("vm1", "socket = \"vm1.sock\"\n"));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::VhostUser {
+            socket: "/base/vm1.sock".into(),
+            mode: vhostuser::SocketMode::Server
+        }
+    );
+    let s = ok(&vhost_port(
+        "vm1",
+        "socket = \"/run/q/vm1.sock\"\nsocket-mode = \"client\"\n",
+    ));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::VhostUser {
+            socket: "/run/q/vm1.sock".into(),
+            mode: vhostuser::SocketMode::Client
+        }
+    );
+    one_error(
+        &vhost_port("vm1", ""),
+        1,
+        Some("socket"),
+        "missing required field; accepted: a UNIX socket path",
+    );
+    one_error(
+        &vhost_port("vm1", "socket = \"a.sock\"\nsocket-mode = \"listen\"\n"),
+        6,
+        Some("socket-mode"),
+        "`listen` is not a socket mode; accepted: \"server\"",
+    );
+    one_error(
+        &vhost_port("vm1", "socket = \"\"\n"),
+        5,
+        Some("socket"),
+        "empty path",
+    );
+    let long = format!("socket = \"{}\"\n", "s".repeat(120));
+    one_error(
+        &vhost_port("vm1", &long),
+        5,
+        Some("socket"),
+        "accepted: at most 107 bytes",
+    );
+    // One port per socket; a key of another driver is refused.
+    let two = vhost_port("vm1", "socket = \"a.sock\"\n")
+        + "\n"
+        + &vhost_port("vm2", "socket = \"a.sock\"\n");
+    one_error(
+        &two,
+        11,
+        Some("socket"),
+        "is also the socket of port `vm1` at line 5; accepted: one port per socket",
+    );
+    one_error(
+        &vhost_port("vm1", "socket = \"a.sock\"\nvnet-hdr = true\n"),
+        6,
+        Some("vnet-hdr"),
+        "socket, socket-mode",
+    );
+}
