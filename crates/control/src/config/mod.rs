@@ -154,7 +154,7 @@ fn display_issues(issues: &[Issue]) -> String {
 /// [[port]]                          # port id = order of appearance
 /// name = "in0"                      # [a-zA-Z0-9_.-]{1,32}, unique
 /// driver = "pcap"                   # "pcap" | "memory" | "af-packet" | "af-xdp" | "tap" |
-///                                   #   "vxlan"
+///                                   #   "vxlan" | "vhost-user"
 /// mac = "02:00:00:00:01:01"         # required, unicast, not all zero
 /// mtu = 1500                        # 68..=9000, default 1500
 /// ip4 = ["198.18.1.1/24"]           # own addresses, prefix 1..=32, unique over all ports; not
@@ -187,6 +187,12 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   workers: the queue owners spread flows (software RSS)
 /// xdp-mode = "auto"                 # af-xdp only: "auto" (native if the driver has it, else
 ///                                   #   generic) | "native" | "generic"
+/// socket = "vm1.sock"               # vhost-user only, required: the UNIX socket (relative to
+///                                   #   the config's directory, at most 107 bytes), one port
+///                                   #   per socket
+/// socket-mode = "server"            # vhost-user only: "server" (vecplane creates the socket,
+///                                   #   QEMU connects; the default) | "client" (vecplane
+///                                   #   connects to QEMU's server=on socket, reconnecting)
 /// bridge = "br0"                    # any driver: the port switches in this [[bridge]] (no
 ///                                   #   ip4/ip6 then, not an xconnect `from`)
 /// access-vlan = 1                   # bridged port: its VLAN, 1..=4094, untagged (default 1)
