@@ -16,6 +16,8 @@ pub mod backend;
 pub mod device;
 #[cfg(test)]
 mod fake_guest;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod memory;
 pub mod port;
 pub mod ring;
