@@ -41,16 +41,7 @@ const SHORT: Duration = Duration::from_secs(30);
 
 /// The guest image, or `None` after reporting why guests cannot run here.
 fn image() -> Option<GuestImage> {
-    if !testenv::can_run(netlab::missing_guest_prerequisite()) {
-        return None;
-    }
-    match GuestImage::build_or_find() {
-        Ok(i) => Some(i),
-        Err(e) => {
-            testenv::skip(&format!("{e:#}"));
-            None
-        }
-    }
+    GuestImage::for_tests()
 }
 
 /// `vecplane run` with a config in a scratch directory of its own (which also holds the

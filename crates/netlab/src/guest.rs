@@ -256,6 +256,21 @@ pub fn image_dir() -> PathBuf {
 static IMAGE: Mutex<Option<GuestImage>> = Mutex::new(None);
 
 impl GuestImage {
+    /// For a test: the image, or None after reporting (through `testenv`: skipped on a
+    /// developer's machine, a failure in CI) why guests cannot run here.
+    pub fn for_tests() -> Option<GuestImage> {
+        if !testenv::can_run(crate::missing_guest_prerequisite()) {
+            return None;
+        }
+        match GuestImage::build_or_find() {
+            Ok(i) => Some(i),
+            Err(e) => {
+                testenv::skip(&format!("{e:#}"));
+                None
+            }
+        }
+    }
+
     /// Build the image into [`image_dir`] (or find it there, up to date), once per process.
     /// The error names what is missing (a package, a tool, the script).
     pub fn build_or_find() -> Result<GuestImage> {

@@ -318,17 +318,8 @@ impl Ovs {
         cleanup::delete_leftovers(DEFAULT_PREFIX);
         let names = Names::next(DEFAULT_PREFIX)?;
         // From here on, Drop deletes whatever was made, also when a step fails.
-        let mut ovs = Ovs {
-            namespace: names.ns_r.clone(),
-            owns_namespace: true,
-            names,
-            vswitchd: None,
-            ovsdb: None,
-            ctl: Mutex::new(None),
-            dp_ports: BTreeMap::new(),
-            files: std::sync::atomic::AtomicU32::new(0),
-            deleted: false,
-        };
+        let namespace = names.ns_r.clone();
+        let mut ovs = Ovs::unstarted(names, namespace, true);
         let ports: Vec<PortSpec> = ofports.iter().map(|&p| PortSpec::Internal(p)).collect();
         ovs.setup(&ports, None, None)
             .with_context(|| format!("cannot start Open vSwitch in {}", ovs.dir().display()))?;
@@ -364,17 +355,8 @@ impl Ovs {
         }
         cleanup::install_cleanup_handlers()?;
         let names = Names::next(prefix)?;
-        let mut ovs = Ovs {
-            namespace: spec.namespace.to_string(),
-            owns_namespace: false,
-            names,
-            vswitchd: None,
-            ovsdb: None,
-            ctl: Mutex::new(None),
-            dp_ports: BTreeMap::new(),
-            files: std::sync::atomic::AtomicU32::new(0),
-            deleted: false,
-        };
+        let namespace = spec.namespace.to_string();
+        let mut ovs = Ovs::unstarted(names, namespace, false);
         let ports: Vec<PortSpec> = spec
             .ports
             .iter()
@@ -420,17 +402,8 @@ impl Ovs {
         }
         cleanup::install_cleanup_handlers()?;
         let names = Names::next(prefix)?;
-        let mut ovs = Ovs {
-            namespace: names.ns_r.clone(),
-            owns_namespace: true,
-            names,
-            vswitchd: None,
-            ovsdb: None,
-            ctl: Mutex::new(None),
-            dp_ports: BTreeMap::new(),
-            files: std::sync::atomic::AtomicU32::new(0),
-            deleted: false,
-        };
+        let namespace = names.ns_r.clone();
+        let mut ovs = Ovs::unstarted(names, namespace, true);
         let ports: Vec<PortSpec> = spec
             .ports
             .iter()
@@ -450,6 +423,22 @@ impl Ovs {
             )
         })?;
         Ok(ovs)
+    }
+
+    /// An Open vSwitch not started yet, in `namespace` (deleted with it when `owns`): Drop
+    /// deletes whatever `setup` makes from here on, also when a step fails.
+    fn unstarted(names: Names, namespace: String, owns: bool) -> Ovs {
+        Ovs {
+            namespace,
+            owns_namespace: owns,
+            names,
+            vswitchd: None,
+            ovsdb: None,
+            ctl: Mutex::new(None),
+            dp_ports: BTreeMap::new(),
+            files: std::sync::atomic::AtomicU32::new(0),
+            deleted: false,
+        }
     }
 
     /// The scratch directory (run, log, db and sysconf directory of this Open vSwitch).

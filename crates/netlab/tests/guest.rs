@@ -15,18 +15,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 const SHORT: Duration = Duration::from_secs(30);
 
-/// The image, or `None` after reporting why guests cannot run here.
+/// The guest image, or `None` after reporting why guests cannot run here.
 fn image() -> Option<GuestImage> {
-    if !testenv::can_run(netlab::missing_guest_prerequisite()) {
-        return None;
-    }
-    match GuestImage::build_or_find() {
-        Ok(i) => Some(i),
-        Err(e) => {
-            testenv::skip(&format!("{e:#}"));
-            None
-        }
-    }
+    GuestImage::for_tests()
 }
 
 /// A directory of the test's own (the vhost-user socket's), deleted on drop, also on a panic.

@@ -65,6 +65,27 @@ pub(crate) struct BuiltPort {
     pub(crate) counters: Option<Arc<dyn graph::DriverCounters>>,
 }
 
+/// A port that worker 0 owns (TAP, vhost-user), on another worker: what this worker sends on
+/// it is handed to worker 0, by a handoff node in place of the transmit node.
+pub(crate) fn sent_by_worker0(
+    cx: &mut PortContext<'_>,
+    driver: &'static str,
+) -> Result<BuiltPort, BuildError> {
+    cx.graph.add_node(Box::new(crate::handoff::HandoffTx::new(
+        cx.tx_name.clone(),
+        cx.id,
+        0,
+        cx.shared.outbox(cx.worker)?,
+    )));
+    Ok(BuiltPort {
+        driver,
+        detail: "software RSS: sent by worker 0".to_string(),
+        tx: Some(cx.tx_name.clone()),
+        rss: true,
+        counters: None,
+    })
+}
+
 /// A port driver.
 pub(crate) trait Driver<'a> {
     /// Add the port's nodes to `cx.graph` for worker `cx.worker`.

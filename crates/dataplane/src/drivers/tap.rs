@@ -3,7 +3,7 @@
 
 use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
-use crate::handoff::{self, HandoffTx};
+use crate::handoff;
 use nodes::names;
 use ports::{TapConfig, TapPort};
 
@@ -18,19 +18,7 @@ impl<'a> Driver<'a> for Tap<'a> {
     fn build(&self, cx: &mut PortContext<'_>) -> Result<BuiltPort, BuildError> {
         if cx.worker > 0 {
             // Worker 0 owns the TAP; the others hand what they send on it to worker 0.
-            cx.graph.add_node(Box::new(HandoffTx::new(
-                cx.tx_name.clone(),
-                cx.id,
-                0,
-                cx.shared.outbox(cx.worker)?,
-            )));
-            return Ok(BuiltPort {
-                driver: ports::tap::DRIVER,
-                detail: "software RSS: sent by worker 0".to_string(),
-                tx: Some(cx.tx_name.clone()),
-                rss: true,
-                counters: None,
-            });
+            return super::sent_by_worker0(cx, ports::tap::DRIVER);
         }
         let config = TapConfig {
             name: self.name.to_string(),

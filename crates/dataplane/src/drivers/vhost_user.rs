@@ -4,7 +4,7 @@
 
 use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
-use crate::handoff::{self, HandoffTx};
+use crate::handoff;
 use nodes::names;
 use std::path::Path;
 use std::sync::Arc;
@@ -18,19 +18,8 @@ pub(super) struct VhostUser<'a> {
 impl<'a> Driver<'a> for VhostUser<'a> {
     fn build(&self, cx: &mut PortContext<'_>) -> Result<BuiltPort, BuildError> {
         if cx.worker > 0 {
-            cx.graph.add_node(Box::new(HandoffTx::new(
-                cx.tx_name.clone(),
-                cx.id,
-                0,
-                cx.shared.outbox(cx.worker)?,
-            )));
-            return Ok(BuiltPort {
-                driver: vhostuser::DRIVER,
-                detail: "software RSS: sent by worker 0".to_string(),
-                tx: Some(cx.tx_name.clone()),
-                rss: true,
-                counters: None,
-            });
+            // Worker 0 owns the device and both queues; the others hand it what they send.
+            return super::sent_by_worker0(cx, vhostuser::DRIVER);
         }
         let workers = cx.spec.workers;
         let (rx_next, rss) = if workers > 1 {
