@@ -117,6 +117,16 @@ impl GuestMemory {
                     gpa: s.gpa,
                     len: s.len,
                 })?;
+            // A mapping past the end of its file faults (SIGBUS) on first touch: refuse it.
+            let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            if (total as u64) > file_len {
+                return Err(MemoryError::Map {
+                    gpa: s.gpa,
+                    why: format!(
+                        "the region ends at byte {total} of its file, which has {file_len}"
+                    ),
+                });
+            }
             let map = MmapRegion::from_file(FileOffset::new(file, 0), total).map_err(|e| {
                 MemoryError::Map {
                     gpa: s.gpa,
@@ -249,5 +259,12 @@ pub(crate) mod tests {
         assert_eq!(e.err(), Some(MemoryError::Overlap(0, 0x1000)));
         let e = GuestMemory::map(&[spec(0, 0x1000, 0)], vec![]);
         assert!(matches!(e, Err(MemoryError::FileCount { .. })));
+        // A region longer than its file would fault on first touch.
+        let e = GuestMemory::map(&[spec(0, 0x2000, 0)], vec![memfd(0x1000)]);
+        assert!(
+            matches!(&e, Err(MemoryError::Map { why, .. }) if why.contains("which has 4096")),
+            "{:?}",
+            e.err()
+        );
     }
 }
