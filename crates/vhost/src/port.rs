@@ -297,13 +297,17 @@ impl InputNode for VhostRx {
             let segs = &self.segs[..nseg];
             run.ring.push_used(head, 0);
             let frame = (total as usize).saturating_sub(hdr_len);
-            let hdr = if segs[0].len >= 2 {
-                // SAFETY: the first segment holds at least two bytes (checked just above).
-                unsafe { std::ptr::read_unaligned(segs[0].ptr as *const [u8; 2]) }
-            } else {
-                let mut h = [0u8; 2];
-                gather(segs, 0, &mut h);
-                h
+            // A chain of zero-length buffers has no segment at all (and no frame).
+            let hdr = match segs.first() {
+                Some(s) if s.len >= 2 => {
+                    // SAFETY: the first segment holds at least two bytes (checked just above).
+                    unsafe { std::ptr::read_unaligned(s.ptr as *const [u8; 2]) }
+                }
+                _ => {
+                    let mut h = [0u8; 2];
+                    gather(segs, 0, &mut h);
+                    h
+                }
             };
             if frame < ETH_HLEN || frame > data_size {
                 bad += 1;
