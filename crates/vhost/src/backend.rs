@@ -14,6 +14,7 @@ use crate::memory::{GuestMemory, RegionSpec};
 use crate::ring::RingLayout;
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -409,6 +410,9 @@ pub struct VhostUserDevice {
     socket: PathBuf,
     mode: SocketMode,
     stop: Arc<AtomicBool>,
+    /// The frontend's connection while one is served (a second handle on it), so closing the
+    /// port can wake a control thread that waits in the middle of a message.
+    connection: Arc<Mutex<Option<UnixStream>>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -442,16 +446,19 @@ impl VhostUserDevice {
             }
             SocketMode::Client => None,
         };
+        let connection = Arc::new(Mutex::new(None));
         let (sh, st, path) = (shared.clone(), stop.clone(), socket.to_path_buf());
+        let conn = connection.clone();
         let thread = std::thread::Builder::new()
             .name("vhost-user".into())
-            .spawn(move || control_loop(listener, path, sh, st, label))
+            .spawn(move || control_loop(listener, path, sh, st, conn, label))
             .map_err(|e| err(format!("cannot start its thread: {e}")))?;
         Ok(VhostUserDevice {
             shared,
             socket: socket.to_path_buf(),
             mode,
             stop,
+            connection,
             thread: Some(thread),
         })
     }
@@ -475,6 +482,16 @@ impl VhostUserDevice {
 impl Drop for VhostUserDevice {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
+        // A frontend that stopped in the middle of a message leaves the control thread
+        // waiting in a read: end the connection under it.
+        if let Some(c) = self
+            .connection
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -498,6 +515,7 @@ fn control_loop(
     path: PathBuf,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
+    connection: Arc<Mutex<Option<UnixStream>>>,
     label: String,
 ) {
     let device = Arc::new(Mutex::new(Device::new(shared.clone(), label.clone())));
@@ -525,7 +543,12 @@ fn control_loop(
         };
         shared.counters.connections.add(1);
         shared.connected.store(true, Ordering::Release);
-        serve(handler, &device, &shared, &stop, &label);
+        *connection.lock().unwrap_or_else(|p| p.into_inner()) = handler.try_clone_connection().ok();
+        // The port may have closed just before the handle was stored.
+        if !stop.load(Ordering::Acquire) {
+            serve(handler, &device, &shared, &stop, &label);
+        }
+        connection.lock().unwrap_or_else(|p| p.into_inner()).take();
         shared.connected.store(false, Ordering::Release);
         if stop.load(Ordering::Acquire) {
             // The port is closing with its graph: no worker will read the device again.

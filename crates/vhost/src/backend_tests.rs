@@ -308,3 +308,25 @@ fn a_vring_enable_before_set_features_keeps_the_connection() {
     drop(device);
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn a_frontend_stuck_in_the_middle_of_a_message_does_not_hold_the_port() {
+    use std::io::Write;
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let shared = device.shared().clone();
+    let mut s = std::os::unix::net::UnixStream::connect(&path).expect("connect");
+    // Four bytes of a twelve-byte header, then nothing.
+    s.write_all(&[1, 0, 0, 0]).expect("write");
+    wait_for("the connection", || {
+        shared.connected.load(Ordering::Acquire)
+    });
+    // The control thread now waits for the rest of the header; closing the port ends that.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(shared.connected.load(Ordering::Acquire));
+    let t = Instant::now();
+    drop(device);
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(!shared.connected.load(Ordering::Acquire));
+    drop(s);
+}
