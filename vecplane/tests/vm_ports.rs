@@ -230,33 +230,13 @@ fn host_spec(name: &str, n: u8, socket: &Path, qemu_server: bool) -> GuestSpec {
 
 /// Start QEMU for every spec at once, then wait for all of them.
 fn boot(image: &GuestImage, specs: Vec<GuestSpec>) -> Vec<Guest> {
-    let t = Instant::now();
-    let mut guests: Vec<Guest> = specs
-        .into_iter()
-        .map(|s| Guest::spawn(image, s).unwrap_or_else(|e| panic!("{e:#}")))
-        .collect();
-    for g in &mut guests {
-        let b = g.wait_ready().unwrap_or_else(|e| panic!("{e:#}"));
-        println!("{} ready after {:.2} s", g.name(), b.as_secs_f64());
-    }
-    println!(
-        "{} guests ready after {:.2} s",
-        guests.len(),
-        t.elapsed().as_secs_f64()
-    );
-    guests
+    Guest::boot_all(image, specs).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Ping `to` from `g`: one answer within 10 s (the neighbour is resolved), then 3 of 3.
 fn pings(g: &mut Guest, to: &str) {
-    let ping = if to.contains(':') { "ping6" } else { "ping" };
     let t = Instant::now();
-    g.run_ok(&format!("{ping} -c 1 -w 10 {to}"), SHORT)
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let out = g
-        .run_ok(&format!("{ping} -c 3 -i 0.2 -w 10 {to}"), SHORT)
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    assert!(out.contains("3 packets received"), "{out}");
+    g.pings(to, SHORT).unwrap_or_else(|e| panic!("{e:#}"));
     println!(
         "{} -> {to}: ok ({:.2} s)",
         g.name(),

@@ -568,6 +568,38 @@ impl Guest {
         Ok(g)
     }
 
+    /// Start QEMU for every spec in order (a socket NIC's connecting side waits in `spawn`
+    /// for its listener), then wait until all of them are ready; prints each boot time.
+    pub fn boot_all(image: &GuestImage, specs: Vec<GuestSpec>) -> Result<Vec<Guest>> {
+        let t = Instant::now();
+        let mut guests = Vec::with_capacity(specs.len());
+        for s in specs {
+            guests.push(Guest::spawn(image, s)?);
+        }
+        for g in &mut guests {
+            let b = g.wait_ready()?;
+            println!("{} ready after {:.2} s", g.name(), b.as_secs_f64());
+        }
+        println!(
+            "{} guests ready after {:.2} s",
+            guests.len(),
+            t.elapsed().as_secs_f64()
+        );
+        Ok(guests)
+    }
+
+    /// Ping `to` (IPv4 or IPv6) from this guest: one answer within 10 s (under TCG the first
+    /// echo may be lost while the neighbour is resolved), then three of three.
+    pub fn pings(&mut self, to: &str, timeout: Duration) -> Result<()> {
+        let ping = if to.contains(':') { "ping6" } else { "ping" };
+        self.run_ok(&format!("{ping} -c 1 -w 10 {to}"), timeout)?;
+        let out = self.run_ok(&format!("{ping} -c 3 -i 0.2 -w 10 {to}"), timeout)?;
+        if !out.contains("3 packets received") {
+            bail!("{} -> {to}: not 3 of 3 answers:\n{out}", self.name());
+        }
+        Ok(())
+    }
+
     /// Start QEMU for `spec` and connect its console, without waiting for the guest to boot
     /// (so several guests can boot at once). A [`NicSpec::SocketConnect`] first waits (up to
     /// the boot timeout) for its port to listen.
