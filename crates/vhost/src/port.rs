@@ -135,32 +135,16 @@ unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
     }
 }
 
-/// Copy from the chain's segments, skipping `skip` bytes, into `dst`; returns bytes copied.
-#[inline]
-fn gather(segs: &[Segment], mut skip: usize, dst: &mut [u8]) -> usize {
-    let mut at = 0;
-    for s in segs {
-        let len = s.len as usize;
-        if skip >= len {
-            skip -= len;
-            continue;
-        }
-        let n = (len - skip).min(dst.len() - at);
-        // SAFETY: `s.ptr[skip..skip + n]` is inside the segment, which `SplitRing::chain`
-        // translated and bounded inside guest memory; `dst[at..at + n]` is ours.
-        unsafe { copy_bytes(s.ptr.add(skip), dst.as_mut_ptr().add(at), n) };
-        at += n;
-        skip = 0;
-        if at == dst.len() {
-            break;
-        }
-    }
-    at
-}
-
-/// Copy `src` into the segments from byte `offset` on; returns bytes copied.
-#[inline]
-fn scatter(segs: &[Segment], mut offset: usize, src: &[u8]) -> usize {
+/// Walk the chain's segments from byte `offset` on, `want` bytes at most, calling
+/// `f(segment pointer at that byte, bytes done so far, bytes in this segment)`; returns the
+/// bytes walked (less than `want` when the chain is shorter).
+#[inline(always)]
+fn walk(
+    segs: &[Segment],
+    mut offset: usize,
+    want: usize,
+    mut f: impl FnMut(*mut u8, usize, usize),
+) -> usize {
     let mut at = 0;
     for s in segs {
         let len = s.len as usize;
@@ -168,16 +152,37 @@ fn scatter(segs: &[Segment], mut offset: usize, src: &[u8]) -> usize {
             offset -= len;
             continue;
         }
-        let n = (len - offset).min(src.len() - at);
-        // SAFETY: as in `gather`, the other way: the segment is device-writable guest memory.
-        unsafe { copy_bytes(src.as_ptr().add(at), s.ptr.add(offset), n) };
+        let n = (len - offset).min(want - at);
+        // `s.ptr[offset..offset + n]` is inside the segment, which `SplitRing` translated and
+        // bounded inside guest memory.
+        f(s.ptr.wrapping_add(offset), at, n);
         at += n;
         offset = 0;
-        if at == src.len() {
+        if at == want {
             break;
         }
     }
     at
+}
+
+/// Copy from the chain's segments, skipping `skip` bytes, into `dst`; returns bytes copied.
+#[inline]
+fn gather(segs: &[Segment], skip: usize, dst: &mut [u8]) -> usize {
+    let out = dst.as_mut_ptr();
+    walk(segs, skip, dst.len(), |p, at, n| {
+        // SAFETY: `p[..n]` is inside a translated guest segment (`walk`); `at + n` is at most
+        // `dst.len()`.
+        unsafe { copy_bytes(p, out.add(at), n) }
+    })
+}
+
+/// Copy `src` into the segments from byte `offset` on; returns bytes copied.
+#[inline]
+fn scatter(segs: &[Segment], offset: usize, src: &[u8]) -> usize {
+    walk(segs, offset, src.len(), |p, at, n| {
+        // SAFETY: as in `gather`, the other way: the segment is device-writable guest memory.
+        unsafe { copy_bytes(src.as_ptr().add(at), p, n) }
+    })
 }
 
 /// Input node: frames the guest transmits.
