@@ -251,7 +251,7 @@ impl VhostUserBackendReqHandlerMut for Device {
 
     fn set_vring_num(&mut self, index: u32, num: u32) -> VuResult<()> {
         let size = u16::try_from(num).map_err(|_| VuError::InvalidParam)?;
-        if size == 0 || !size.is_power_of_two() || size > crate::ring::MAX_QUEUE_SIZE {
+        if !crate::ring::valid_queue_size(size) {
             return Err(VuError::InvalidParam);
         }
         self.queue(index)?.size = size;

@@ -24,6 +24,11 @@ const AVAIL_F_NO_INTERRUPT: u16 = 1;
 /// Largest queue a split ring may have.
 pub const MAX_QUEUE_SIZE: u16 = 32768;
 
+/// Whether a split ring may have `size` entries: a power of two up to `MAX_QUEUE_SIZE`.
+pub fn valid_queue_size(size: u16) -> bool {
+    size.is_power_of_two() && size <= MAX_QUEUE_SIZE
+}
+
 /// A descriptor as it is in guest memory.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -112,7 +117,7 @@ impl RingLayout {
         avail_uva: u64,
         used_uva: u64,
     ) -> Result<RingLayout, String> {
-        if size == 0 || size > MAX_QUEUE_SIZE || !size.is_power_of_two() {
+        if !valid_queue_size(size) {
             return Err(format!(
                 "queue size {size}; accepted: a power of two from 1 to {MAX_QUEUE_SIZE}"
             ));
