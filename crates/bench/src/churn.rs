@@ -428,24 +428,15 @@ pub fn run(args: &BenchArgs, make_api: MakeApi<'_>) -> Result<()> {
 pub struct HttpApi {
     endpoint: control::Endpoint,
     _server: control::ServerHandle,
-    _dir: TempPath,
+    _dir: crate::scratch::ScratchDir,
 }
 
 /// A directory removed when dropped.
-struct TempPath(std::path::PathBuf);
-
-impl Drop for TempPath {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 impl HttpApi {
     /// Serve the API of the data plane whose view is `view`.
     pub fn new(view: &dataplane::RuntimeView, spec: &dataplane::DataplaneSpec) -> Result<HttpApi> {
-        let dir =
-            TempPath(std::env::temp_dir().join(format!("vecplane-churn-{}", std::process::id())));
-        let socket = dir.0.join("api.sock");
+        let dir = crate::scratch::ScratchDir::create("churn")?;
+        let socket = dir.path().join("api.sock");
         let control = std::sync::Arc::new(control::Control::new(
             view.clone(),
             std::sync::Arc::new(spec.clone()),

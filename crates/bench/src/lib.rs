@@ -18,6 +18,7 @@ pub mod profile;
 pub mod pvp;
 pub mod report;
 pub mod scenario;
+pub(crate) mod scratch;
 pub mod sys;
 pub mod testpmd;
 pub mod veth;

@@ -18,6 +18,7 @@
 use crate::measure::{self, RunResult, RunSettings};
 use crate::report::{self, median_index, Summary};
 use crate::scenario::Scenario;
+use crate::scratch::ScratchDir;
 use crate::testpmd::{self, Guard, Parser, TestpmdRun};
 use crate::{sys, BenchArgs, Reference};
 use anyhow::{anyhow, bail, Context, Result};
@@ -27,7 +28,6 @@ use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -336,33 +336,12 @@ fn parse_busy_percent(text: &str) -> Option<f64> {
     line.get(at + 1..)?.split_whitespace().next()?.parse().ok()
 }
 
-/// A scratch directory of this run, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new() -> Result<Scratch> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let d = std::env::temp_dir().join(format!(
-            "vecplane-pvp-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&d).with_context(|| format!("cannot create {}", d.display()))?;
-        Ok(Scratch(d))
-    }
-
-    fn sockets(&self, tag: &str) -> [PathBuf; 2] {
-        [
-            self.0.join(format!("{tag}0.sock")),
-            self.0.join(format!("{tag}1.sock")),
-        ]
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// The two vhost-user sockets of one switch in the run's scratch directory.
+fn sockets(scratch: &ScratchDir, tag: &str) -> [PathBuf; 2] {
+    [
+        scratch.path().join(format!("{tag}0.sock")),
+        scratch.path().join(format!("{tag}1.sock")),
+    ]
 }
 
 /// Packets received on every port so far.
@@ -377,15 +356,15 @@ fn rx_total(view: &dataplane::RuntimeView) -> u64 {
 /// One measured vecplane run.
 fn run_vecplane(
     args: &BenchArgs,
-    scratch: &Scratch,
+    scratch: &ScratchDir,
     cpus: (usize, usize),
     frame_size: usize,
     tsc_hz: u64,
     label: String,
 ) -> Result<RunResult> {
-    let sockets = scratch.sockets("vp");
+    let sockets = sockets(scratch, "vp");
     let text = vecplane_config(&sockets, cpus.0);
-    let spec = control::parse_config(&text, "pvp.toml", &scratch.0)
+    let spec = control::parse_config(&text, "pvp.toml", scratch.path())
         .map_err(|e| anyhow!("the generated config is refused: {e}"))?;
     let settings = RunSettings {
         seconds: args.seconds,
@@ -416,12 +395,12 @@ fn run_vecplane(
 /// One measured Open vSwitch run.
 fn run_ovs(
     args: &BenchArgs,
-    scratch: &Scratch,
+    scratch: &ScratchDir,
     cpus: (usize, usize),
     frame_size: usize,
     tsc_hz: u64,
 ) -> Result<OvsRun> {
-    let sockets = scratch.sockets("ovs");
+    let sockets = sockets(scratch, "ovs");
     // The VM serves the sockets; Open vSwitch's client ports connect (and retry) to them.
     let mut vm = virtio_user(args, cpus.1, &sockets, true, frame_size)?;
     let ports: Vec<(&Path, u16)> = sockets.iter().map(PathBuf::as_path).zip(OFPORTS).collect();
@@ -467,12 +446,12 @@ fn run_ovs(
 /// One measured floor run.
 fn run_floor(
     args: &BenchArgs,
-    scratch: &Scratch,
+    scratch: &ScratchDir,
     cpus: (usize, usize),
     frame_size: usize,
     tsc_hz: u64,
 ) -> Result<TestpmdRun> {
-    let sockets = scratch.sockets("floor");
+    let sockets = sockets(scratch, "floor");
     let switch = vhost_switch(args, cpus.0, cpus.1, &sockets)?;
     // net_vhost creates its sockets as it starts.
     let until = Instant::now() + Duration::from_secs(30);
@@ -614,7 +593,7 @@ pub fn compare(args: &BenchArgs) -> Result<(Summary, Value)> {
     let with_ovs = args.reference == Some(Reference::OvsDpdk);
     let cpus = cpus(args)?;
     let tsc_hz = graph::measure_tsc_hz(250);
-    let scratch = Scratch::new()?;
+    let scratch = ScratchDir::create("pvp")?;
     let frame_size = args.frame_size;
     let (mut runs, mut ovs, mut floor) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..args.runs {
