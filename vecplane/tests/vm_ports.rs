@@ -228,20 +228,14 @@ fn host_spec(name: &str, n: u8, socket: &Path, qemu_server: bool) -> GuestSpec {
         )
 }
 
-/// Start QEMU for every spec at once, then wait for all of them.
+/// Start QEMU for every spec in order, then wait for all of them (`Guest::boot_all`).
 fn boot(image: &GuestImage, specs: Vec<GuestSpec>) -> Vec<Guest> {
     Guest::boot_all(image, specs).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// Ping `to` from `g`: one answer within 10 s (the neighbour is resolved), then 3 of 3.
 fn pings(g: &mut Guest, to: &str) {
-    let t = Instant::now();
     g.pings(to, SHORT).unwrap_or_else(|e| panic!("{e:#}"));
-    println!(
-        "{} -> {to}: ok ({:.2} s)",
-        g.name(),
-        t.elapsed().as_secs_f64()
-    );
 }
 
 /// A bounded iperf3 run from `client` to `server` at `ip` (`args`: e.g. `-u -b 50M`); the

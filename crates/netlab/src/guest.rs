@@ -589,14 +589,21 @@ impl Guest {
     }
 
     /// Ping `to` (IPv4 or IPv6) from this guest: one answer within 10 s (under TCG the first
-    /// echo may be lost while the neighbour is resolved), then three of three.
+    /// echo may be lost while the neighbour is resolved), then three of three; prints the time
+    /// it took.
     pub fn pings(&mut self, to: &str, timeout: Duration) -> Result<()> {
+        let t = Instant::now();
         let ping = if to.contains(':') { "ping6" } else { "ping" };
         self.run_ok(&format!("{ping} -c 1 -w 10 {to}"), timeout)?;
         let out = self.run_ok(&format!("{ping} -c 3 -i 0.2 -w 10 {to}"), timeout)?;
         if !out.contains("3 packets received") {
             bail!("{} -> {to}: not 3 of 3 answers:\n{out}", self.name());
         }
+        println!(
+            "{} -> {to}: ok ({:.2} s)",
+            self.name(),
+            t.elapsed().as_secs_f64()
+        );
         Ok(())
     }
 
