@@ -41,6 +41,8 @@ pub const FLOOR_NAME: &str = "testpmd-vhost";
 const BURSTS_IN_FLIGHT: u32 = 32;
 /// Longest wait for traffic to go round once a switch is up.
 const FLOW_TIMEOUT: Duration = Duration::from_secs(45);
+/// Bytes of testpmd's stderr kept for error messages.
+const STDERR_KEPT: usize = 8192;
 /// OpenFlow port numbers of the two vhost-user ports in Open vSwitch.
 const OFPORTS: [u16; 2] = [1, 2];
 
@@ -49,7 +51,7 @@ struct Testpmd {
     guard: Guard,
     stdin: ChildStdin,
     parser: Arc<Mutex<Parser>>,
-    stderr: Arc<Mutex<String>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
     label: &'static str,
 }
 
@@ -94,19 +96,20 @@ impl Testpmd {
                 line.clear();
             }
         });
-        let err = Arc::new(Mutex::new(String::new()));
+        // Its stderr as it comes, the last few KiB kept (what `died` shows).
+        let err = Arc::new(Mutex::new(Vec::new()));
         let e = err.clone();
         std::thread::spawn(move || {
-            let mut buf = Vec::new();
             let mut r = BufReader::new(stderr);
             let mut chunk = [0u8; 4096];
             while let Ok(n) = r.read(&mut chunk) {
                 if n == 0 {
                     break;
                 }
+                let mut buf = e.lock().unwrap_or_else(|x| x.into_inner());
                 buf.extend_from_slice(&chunk[..n]);
-                *e.lock().unwrap_or_else(|x| x.into_inner()) =
-                    testpmd::tail(&String::from_utf8_lossy(&buf), 3000).to_string();
+                let excess = buf.len().saturating_sub(STDERR_KEPT);
+                buf.drain(..excess);
             }
         });
         Ok(Testpmd {
@@ -116,6 +119,12 @@ impl Testpmd {
             stderr: err,
             label,
         })
+    }
+
+    /// The end of what it wrote on stderr.
+    fn stderr_tail(&self) -> String {
+        let buf = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        testpmd::tail(&String::from_utf8_lossy(&buf), 3000).to_string()
     }
 
     /// Type one command.
@@ -129,11 +138,7 @@ impl Testpmd {
     }
 
     fn died(&self) -> anyhow::Error {
-        anyhow!(
-            "{} exited; it said:\n{}",
-            self.label,
-            self.stderr.lock().unwrap_or_else(|e| e.into_inner())
-        )
+        anyhow!("{} exited; it said:\n{}", self.label, self.stderr_tail())
     }
 
     /// Its forwarding rate over `seconds` (both ports), from `show port stats all` once a
@@ -188,7 +193,7 @@ impl Testpmd {
                 bail!(
                     "{}: no packet went round within {FLOW_TIMEOUT:?}; it said:\n{}",
                     self.label,
-                    self.stderr.lock().unwrap_or_else(|e| e.into_inner())
+                    self.stderr_tail()
                 );
             }
             // The first bursts may have gone out before the link was up: start over.

@@ -136,7 +136,7 @@ impl Device {
         let snap = DeviceSnapshot {
             memory: self.memory.clone(),
             queues,
-            hdr_len: if version_1 || mrg_rxbuf { 12 } else { 10 },
+            hdr_len: DeviceSnapshot::header_len(version_1, mrg_rxbuf),
             mrg_rxbuf,
             event_idx: self.features & VIRTIO_RING_F_EVENT_IDX != 0,
         };

@@ -54,6 +54,16 @@ pub struct DeviceSnapshot {
 }
 
 impl DeviceSnapshot {
+    /// Bytes of virtio-net header with these features: 12 with VERSION_1 or MRG_RXBUF (the
+    /// `num_buffers` field), else 10.
+    pub fn header_len(version_1: bool, mrg_rxbuf: bool) -> usize {
+        if version_1 || mrg_rxbuf {
+            12
+        } else {
+            10
+        }
+    }
+
     /// Nothing configured: no memory, no queue.
     pub fn idle() -> DeviceSnapshot {
         DeviceSnapshot {

@@ -93,7 +93,7 @@ pub fn exercise(data: &[u8]) {
     shared.publish(DeviceSnapshot {
         memory: mem,
         queues,
-        hdr_len: if version_1 || mrg_rxbuf { 12 } else { 10 },
+        hdr_len: DeviceSnapshot::header_len(version_1, mrg_rxbuf),
         mrg_rxbuf,
         event_idx: sel & 32 != 0,
     });
