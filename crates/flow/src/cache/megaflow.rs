@@ -86,20 +86,7 @@ fn tag_of(si: usize, h: u64) -> u32 {
 /// Ask the CPU to start loading `p`'s cache line (a hint; never faults).
 #[inline(always)]
 pub(crate) fn prefetch<T>(p: &T) {
-    prefetch_ptr((p as *const T).cast::<u8>());
-}
-
-/// Ask the CPU to start loading the cache line of address `p` (a hint: never dereferenced, never
-/// faults, whatever the address).
-#[inline(always)]
-pub(crate) fn prefetch_ptr(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: PREFETCHT0 is a hint that never faults and reads nothing architecturally.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+    packet::prefetch((p as *const T).cast::<u8>());
 }
 
 #[repr(C, align(64))]
@@ -670,13 +657,13 @@ impl MegaflowCache {
         };
         let kb = (k as *const FlowKey).cast::<u8>();
         for off in (0..std::mem::size_of::<FlowKey>()).step_by(64) {
-            prefetch_ptr(kb.wrapping_add(off));
+            packet::prefetch(kb.wrapping_add(off));
         }
         prefetch(m);
         self.wheel.prefetch(slot as u32);
         let base = (c as *const Cold).cast::<u8>();
         for off in (0..COLD_INSTALL_BYTES.min(std::mem::size_of::<Cold>())).step_by(64) {
-            prefetch_ptr(base.wrapping_add(off));
+            packet::prefetch(base.wrapping_add(off));
         }
     }
 
