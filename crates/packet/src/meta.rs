@@ -1,5 +1,6 @@
 //! Per-buffer metadata: one cache line that every node on the fast path reads and writes.
-//! It describes where the packet bytes are and what earlier nodes learned; it never holds pointers.
+//! It describes where the packet bytes are, what earlier nodes learned and which offloads
+//! (checksum, segmentation) the sender left to be done; it never holds pointers.
 
 /// Flag: the packet is being traced (see `graph::trace`).
 pub const FLAG_TRACE: u16 = 1 << 0;
@@ -13,6 +14,19 @@ pub const FLAG_L2_MULTICAST: u16 = 1 << 3;
 /// `vxlan-input`), or the tunnel id a switch chose for it (read by a VXLAN port with a
 /// flow-chosen VNI).
 pub const FLAG_TUNNEL: u16 = 1 << 4;
+/// Flag: the sender left the L4 checksum to be finished: the ones' complement sum of the bytes
+/// from `csum_start` to the end of the frame goes at `csum_start + csum_offset` (the virtio-net
+/// `NEEDS_CSUM` contract; the field already holds the pseudo-header sum).
+pub const FLAG_CSUM_PARTIAL: u16 = 1 << 5;
+
+/// `gso_type`: not a super-packet.
+pub const GSO_NONE: u8 = 0;
+/// `gso_type`: a TCP over IPv4 super-packet to cut into `gso_size`-byte segments.
+pub const GSO_TCP4: u8 = 1;
+/// `gso_type`: a TCP over IPv6 super-packet to cut into `gso_size`-byte segments.
+pub const GSO_TCP6: u8 = 2;
+/// `gso_flags` bit: the super-packet carries CWR; only the first segment may keep it (ECN).
+pub const GSO_FLAG_ECN: u8 = 1;
 
 /// Metadata of one buffer. Exactly one 64-byte cache line, laid out by how often it is touched.
 #[repr(C, align(64))]
@@ -52,9 +66,44 @@ pub struct BufferMeta {
     pub tun_src: u32,
     /// Outer IPv4 destination of the tunnel packet (host order) when `FLAG_TUNNEL` is set by decap.
     pub tun_dst: u32,
-    /// Reserved for later nodes; keeps the line exactly 64 bytes.
-    pub reserved: [u8; 8],
+    /// With `FLAG_CSUM_PARTIAL`: where the checksummed range starts, counted from the start of
+    /// the buffer's slot (not from `data_offset`), so header pushes and pops before the L4
+    /// header leave it valid.
+    pub csum_start: u16,
+    /// With `FLAG_CSUM_PARTIAL`: where the checksum field is, from `csum_start`.
+    pub csum_offset: u16,
+    /// Payload bytes per segment of a super-packet (`gso_type != GSO_NONE`).
+    pub gso_size: u16,
+    /// What kind of super-packet this is (`GSO_*`); `GSO_NONE` for an ordinary packet.
+    pub gso_type: u8,
+    /// `GSO_FLAG_*` bits.
+    pub gso_flags: u8,
 }
 
 const _: () = assert!(core::mem::size_of::<BufferMeta>() == 64);
 const _: () = assert!(core::mem::align_of::<BufferMeta>() == 64);
+
+impl BufferMeta {
+    /// True when the packet is a super-packet still to be segmented.
+    #[inline(always)]
+    pub fn is_gso(&self) -> bool {
+        self.gso_type != GSO_NONE
+    }
+
+    /// True when the sender left work to do: a checksum to finish or segments to cut.
+    #[inline(always)]
+    pub fn has_offload(&self) -> bool {
+        self.flags & FLAG_CSUM_PARTIAL != 0 || self.gso_type != GSO_NONE
+    }
+
+    /// Forget any offload request (after the work was done in software).
+    #[inline(always)]
+    pub fn clear_offload(&mut self) {
+        self.flags &= !FLAG_CSUM_PARTIAL;
+        self.csum_start = 0;
+        self.csum_offset = 0;
+        self.gso_size = 0;
+        self.gso_type = GSO_NONE;
+        self.gso_flags = 0;
+    }
+}

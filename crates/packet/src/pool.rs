@@ -1,9 +1,14 @@
 //! The buffer pool: one memory region of fixed-size buffer slots plus a metadata array, handed out
-//! as `u32` indices in batches. It owns buffer memory and the free list; it never blocks, never
+//! as `u32` indices in batches. A pool may also hold a few jumbo slots (64 KiB, in a region of
+//! their own, indices after the ordinary ones) for offloaded super-packets: they are handed out
+//! only by `alloc_jumbo`, so ports that register the ordinary region (AF_XDP) never see one. It owns buffer memory and the free list; it never blocks, never
 //! allocates after construction and never panics on exhaustion (a short batch is the answer).
 
 use crate::meta::BufferMeta;
 use thiserror::Error;
+
+/// Bytes of data a jumbo buffer holds: the largest frame `BufferMeta::length` can describe.
+pub const JUMBO_DATA_SIZE: u16 = u16::MAX;
 
 /// Size of a huge page the pool tries first.
 pub const HUGE_PAGE_SIZE: usize = 2 * 1024 * 1024;
@@ -82,6 +87,12 @@ pub struct BufferPool {
     headroom: u16,
     data_size: u16,
     free: Vec<u32>,
+    /// Number of ordinary buffers; jumbo buffers have the indices from here on.
+    ordinary: u32,
+    jumbo_region: *mut u8,
+    jumbo_region_len: usize,
+    jumbo_stride: usize,
+    jumbo_free: Vec<u32>,
     backing: Backing,
     stats: PoolStats,
     #[cfg(debug_assertions)]
@@ -129,6 +140,11 @@ impl BufferPool {
             headroom: config.headroom,
             data_size: config.data_size,
             free,
+            ordinary: config.buffers,
+            jumbo_region: core::ptr::null_mut(),
+            jumbo_region_len: 0,
+            jumbo_stride: 0,
+            jumbo_free: Vec::new(),
             backing,
             stats: PoolStats::default(),
             #[cfg(debug_assertions)]
@@ -136,14 +152,69 @@ impl BufferPool {
         })
     }
 
-    /// Number of buffers in the pool.
-    pub fn capacity(&self) -> usize {
-        self.metas.len()
+    /// Build a pool as `new` does, plus `jumbo` buffers of `JUMBO_DATA_SIZE` bytes each (normal
+    /// pages; 0 adds none) for super-packets that ports with segmentation offload hand over.
+    pub fn with_jumbo(config: PoolConfig, jumbo: u32) -> Result<BufferPool, PoolError> {
+        let mut pool = BufferPool::new(config)?;
+        if jumbo == 0 {
+            return Ok(pool);
+        }
+        if jumbo > 4096 || config.buffers + jumbo > (1 << 24) {
+            return Err(PoolError::Invalid(format!(
+                "jumbo buffers = {jumbo} is out of range; accepted: 0..=4096, with at most {} \
+                 buffers in all",
+                1 << 24
+            )));
+        }
+        let stride = (config.headroom as usize + JUMBO_DATA_SIZE as usize).div_ceil(64) * 64;
+        let (region, len, _) = map_region(stride * jumbo as usize, false)?;
+        pool.jumbo_region = region;
+        pool.jumbo_region_len = len;
+        pool.jumbo_stride = stride;
+        let first = config.buffers;
+        pool.jumbo_free = (first..first + jumbo).rev().collect();
+        pool.metas
+            .resize(pool.metas.len() + jumbo as usize, BufferMeta::default());
+        #[cfg(debug_assertions)]
+        pool.in_use.resize(pool.metas.len(), false);
+        Ok(pool)
     }
 
-    /// Number of buffers currently free.
+    /// Number of ordinary buffers in the pool.
+    pub fn capacity(&self) -> usize {
+        self.ordinary as usize
+    }
+
+    /// Number of ordinary buffers currently free.
     pub fn available(&self) -> usize {
         self.free.len()
+    }
+
+    /// Number of jumbo buffers in the pool.
+    pub fn jumbo_capacity(&self) -> usize {
+        self.metas.len() - self.ordinary as usize
+    }
+
+    /// Number of jumbo buffers currently free.
+    pub fn jumbo_available(&self) -> usize {
+        self.jumbo_free.len()
+    }
+
+    /// True when `buffer` is a jumbo buffer.
+    #[inline(always)]
+    pub fn is_jumbo(&self, buffer: u32) -> bool {
+        buffer >= self.ordinary
+    }
+
+    /// Bytes of data buffer `buffer` holds after a fresh headroom (`data_size` or
+    /// `JUMBO_DATA_SIZE`).
+    #[inline(always)]
+    pub fn buffer_data_size(&self, buffer: u32) -> usize {
+        if self.is_jumbo(buffer) {
+            JUMBO_DATA_SIZE as usize
+        } else {
+            self.data_size as usize
+        }
     }
 
     /// Memory that backs the buffers.
@@ -151,7 +222,7 @@ impl BufferPool {
         self.backing
     }
 
-    /// Bytes of data a buffer holds.
+    /// Bytes of data an ordinary buffer holds.
     pub fn data_size(&self) -> usize {
         self.data_size as usize
     }
@@ -178,9 +249,14 @@ impl BufferPool {
         self.region
     }
 
-    /// Byte offset of buffer `buffer`'s slot from the start of the region.
+    /// Byte offset of ordinary buffer `buffer`'s slot from the start of the region (jumbo
+    /// buffers live elsewhere: callers that register the region must never see one).
     #[inline(always)]
     pub fn slot_offset(&self, buffer: u32) -> usize {
+        debug_assert!(
+            !self.is_jumbo(buffer),
+            "jumbo buffer {buffer} has no region offset"
+        );
         buffer as usize * self.stride
     }
 
@@ -189,7 +265,7 @@ impl BufferPool {
     #[inline(always)]
     pub fn index_of_offset(&self, offset: usize) -> Option<(u32, usize)> {
         let index = offset / self.stride;
-        (index < self.metas.len()).then(|| (index as u32, offset - index * self.stride))
+        (index < self.ordinary as usize).then(|| (index as u32, offset - index * self.stride))
     }
 
     /// Counters.
@@ -229,6 +305,39 @@ impl BufferPool {
         (self.alloc_batch(&mut one) == 1).then_some(one[0])
     }
 
+    /// Allocate one jumbo buffer (reset as `alloc_batch` resets), or `None` when there are none
+    /// free (counted in `alloc_failures`).
+    #[inline]
+    pub fn alloc_jumbo(&mut self) -> Option<u32> {
+        let Some(idx) = self.jumbo_free.pop() else {
+            self.stats.alloc_failures += 1;
+            return None;
+        };
+        self.metas[idx as usize] = BufferMeta {
+            data_offset: self.headroom,
+            ..BufferMeta::default()
+        };
+        #[cfg(debug_assertions)]
+        {
+            debug_assert!(!self.in_use[idx as usize], "buffer {idx} allocated twice");
+            self.in_use[idx as usize] = true;
+        }
+        Some(idx)
+    }
+
+    /// Allocate a buffer that holds `len` bytes after a fresh headroom: an ordinary one when it
+    /// fits, else a jumbo one. `None` when none is free or `len` fits neither.
+    #[inline]
+    pub fn alloc_for(&mut self, len: usize) -> Option<u32> {
+        if len <= self.data_size as usize {
+            self.alloc()
+        } else if len <= JUMBO_DATA_SIZE as usize {
+            self.alloc_jumbo()
+        } else {
+            None
+        }
+    }
+
     /// Return buffers to the pool.
     #[inline]
     pub fn free_batch(&mut self, buffers: &[u32]) {
@@ -238,8 +347,13 @@ impl BufferPool {
                 debug_assert!(self.in_use[idx as usize], "buffer {idx} freed twice");
                 self.in_use[idx as usize] = false;
             }
-            debug_assert!(self.free.len() < self.free.capacity());
-            self.free.push(idx);
+            if idx < self.ordinary {
+                debug_assert!(self.free.len() < self.free.capacity());
+                self.free.push(idx);
+            } else {
+                debug_assert!(self.jumbo_free.len() < self.jumbo_free.capacity());
+                self.jumbo_free.push(idx);
+            }
         }
     }
 
@@ -261,23 +375,39 @@ impl BufferPool {
         &mut self.metas[buffer as usize]
     }
 
+    /// Start and length of a buffer's slot.
     #[inline(always)]
-    fn slot_ptr(&self, buffer: u32) -> *mut u8 {
+    fn slot_ptr(&self, buffer: u32) -> (*mut u8, usize) {
+        if buffer < self.ordinary {
+            // SAFETY: buffer < ordinary, so the offset stays inside the mapped region.
+            (
+                unsafe { self.region.add(buffer as usize * self.stride) },
+                self.stride,
+            )
+        } else {
+            self.jumbo_slot_ptr(buffer)
+        }
+    }
+
+    #[cold]
+    fn jumbo_slot_ptr(&self, buffer: u32) -> (*mut u8, usize) {
         assert!(
             (buffer as usize) < self.metas.len(),
             "buffer index {buffer} out of pool"
         );
-        // SAFETY: buffer < count, so the offset stays inside the mapped region.
-        unsafe { self.region.add(buffer as usize * self.stride) }
+        let i = (buffer - self.ordinary) as usize;
+        // SAFETY: i < jumbo count, so the offset stays inside the jumbo region.
+        let ptr = unsafe { self.jumbo_region.add(i * self.jumbo_stride) };
+        (ptr, self.jumbo_stride)
     }
 
     /// The whole slot of a buffer (headroom and data), read-only.
     #[inline(always)]
     pub fn slot(&self, buffer: u32) -> &[u8] {
-        let ptr = self.slot_ptr(buffer);
-        // SAFETY: the slot is `stride` bytes inside the region owned by `self`; the shared borrow
+        let (ptr, len) = self.slot_ptr(buffer);
+        // SAFETY: the slot is `len` bytes inside a region owned by `self`; the shared borrow
         // of `self` keeps any `&mut` to it from existing.
-        unsafe { core::slice::from_raw_parts(ptr, self.stride) }
+        unsafe { core::slice::from_raw_parts(ptr, len) }
     }
 
     /// The packet bytes of a buffer.
@@ -299,10 +429,10 @@ impl BufferPool {
     /// Metadata and the whole slot of a buffer (headroom and room to grow), both mutable.
     #[inline(always)]
     pub fn slot_mut(&mut self, buffer: u32) -> (&mut BufferMeta, &mut [u8]) {
-        let ptr = self.slot_ptr(buffer);
-        // SAFETY: the slot is `stride` bytes inside the region owned by `self`, disjoint from
+        let (ptr, len) = self.slot_ptr(buffer);
+        // SAFETY: the slot is `len` bytes inside a region owned by `self`, disjoint from
         // `metas`; the exclusive borrow of `self` makes this the only reference to it.
-        let slot = unsafe { core::slice::from_raw_parts_mut(ptr, self.stride) };
+        let slot = unsafe { core::slice::from_raw_parts_mut(ptr, len) };
         (&mut self.metas[buffer as usize], slot)
     }
 
@@ -311,7 +441,7 @@ impl BufferPool {
     #[inline]
     pub fn write_packet(&mut self, buffer: u32, bytes: &[u8]) -> bool {
         let headroom = self.headroom as usize;
-        if bytes.len() > self.data_size as usize {
+        if bytes.len() > self.buffer_data_size(buffer) {
             return false;
         }
         let (meta, slot) = self.slot_mut(buffer);
@@ -322,15 +452,18 @@ impl BufferPool {
     }
 
     /// Grow the packet at the front by `bytes` (for a new header). Returns false when the
-    /// headroom is too small.
+    /// headroom is too small or the length would pass 65535.
     #[inline]
     pub fn push_front(&mut self, buffer: u32, bytes: u16) -> bool {
         let m = &mut self.metas[buffer as usize];
+        let Some(length) = m.length.checked_add(bytes) else {
+            return false;
+        };
         if m.data_offset < bytes {
             return false;
         }
         m.data_offset -= bytes;
-        m.length += bytes;
+        m.length = length;
         true
     }
 
@@ -350,7 +483,7 @@ impl BufferPool {
     #[inline(always)]
     pub fn prefetch(&self, buffer: u32) {
         #[cfg(target_arch = "x86_64")]
-        if (buffer as usize) < self.metas.len() {
+        if buffer < self.ordinary {
             let meta = &self.metas[buffer as usize] as *const BufferMeta as *const i8;
             // SAFETY: prefetch never faults; both addresses are inside memory owned by `self`.
             unsafe {
@@ -370,6 +503,12 @@ impl Drop for BufferPool {
         // SAFETY: `region`/`region_len` are exactly what mmap returned in `new`, unmapped once.
         unsafe {
             libc::munmap(self.region as *mut libc::c_void, self.region_len);
+            if !self.jumbo_region.is_null() {
+                libc::munmap(
+                    self.jumbo_region as *mut libc::c_void,
+                    self.jumbo_region_len,
+                );
+            }
         }
     }
 }
@@ -379,6 +518,7 @@ impl std::fmt::Debug for BufferPool {
         f.debug_struct("BufferPool")
             .field("buffers", &self.metas.len())
             .field("available", &self.free.len())
+            .field("jumbo", &self.jumbo_capacity())
             .field("stride", &self.stride)
             .field("backing", &self.backing)
             .finish()
@@ -501,6 +641,42 @@ mod tests {
         for &b in &out {
             assert!(p.data(b).iter().all(|&x| x == b as u8));
         }
+    }
+
+    #[test]
+    fn jumbo_buffers_are_separate_and_come_back() {
+        let mut p = BufferPool::with_jumbo(
+            PoolConfig {
+                buffers: 4,
+                try_hugepages: false,
+                ..PoolConfig::default()
+            },
+            2,
+        )
+        .unwrap();
+        assert_eq!((p.capacity(), p.jumbo_capacity()), (4, 2));
+        let small = p.alloc_for(1500).unwrap();
+        let big = p.alloc_for(60_000).unwrap();
+        assert!(!p.is_jumbo(small) && p.is_jumbo(big));
+        assert_eq!(p.available(), 3);
+        assert_eq!(p.jumbo_available(), 1);
+        let frame: Vec<u8> = (0..65_535u32).map(|i| i as u8).collect();
+        assert!(!p.write_packet(small, &frame));
+        assert!(p.write_packet(big, &frame));
+        assert_eq!(p.data(big), &frame[..]);
+        // A header pushed on a full jumbo frame would overflow its length: refused.
+        assert!(!p.push_front(big, 14));
+        assert!(p.pull_front(big, 100) && p.push_front(big, 14));
+        // Slots of the two jumbo buffers do not overlap.
+        let other = p.alloc_jumbo().unwrap();
+        assert!(p.write_packet(other, &[0xee; 100]));
+        assert_eq!(&p.data(big)[14..], &frame[100..]);
+        assert!(p.alloc_jumbo().is_none());
+        assert_eq!(p.stats().alloc_failures, 1);
+        assert!(p.alloc_for(70_000).is_none());
+        p.free_batch(&[big, small, other]);
+        assert_eq!((p.available(), p.jumbo_available()), (4, 2));
+        assert!(p.index_of_offset(4 * p.stride()).is_none());
     }
 
     #[test]
