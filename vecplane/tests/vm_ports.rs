@@ -20,7 +20,7 @@
 #[path = "support/root.rs"]
 mod root;
 
-use netlab::{guest_mac, Guest, GuestImage, GuestSpec, NicSpec};
+use netlab::{guest_mac, Addressing, Guest, GuestImage, GuestSpec, Host, Mode, NicSpec, Topology};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -55,6 +55,12 @@ struct Daemon {
 
 impl Daemon {
     fn start(config: &str) -> Daemon {
+        Daemon::start_in(config, None)
+    }
+
+    /// `start`, inside network namespace `ns` when given (the sockets stay in the scratch
+    /// directory, which every namespace sees).
+    fn start_in(config: &str, ns: Option<&str>) -> Daemon {
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
             "vp-vm-{}-{}",
@@ -72,7 +78,14 @@ impl Daemon {
         let path = d.dir.join("vecplane.toml");
         std::fs::write(&path, config).expect("write the config");
         let log = std::fs::File::create(&d.log).expect("daemon log");
-        let mut cmd = Command::new(BIN);
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, BIN]);
+                c
+            }
+            None => Command::new(BIN),
+        };
         cmd.arg("run")
             .arg("--config")
             .arg(&path)
@@ -335,9 +348,21 @@ fn two_guests_on_a_learning_bridge_ping_transfer_and_survive_restarts() {
         let d = &p["driver_counters"];
         assert_eq!(d["guest_errors"], 0, "{p}");
         assert_eq!(d["rx_bad_frames"], 0, "{p}");
+        assert_eq!(d["rx_bad_headers"], 0, "{p}");
         assert!(d["connections"].as_u64().unwrap_or(0) >= 1, "{p}");
-        assert_eq!(p["driver_state"], "connected", "{p}");
+        let state = p["driver_state"].as_str().unwrap_or_default();
+        assert!(
+            state.starts_with("connected; offloads from the guest: csum tso4 tso6 ecn"),
+            "{p}"
+        );
     }
+    // The guests negotiated TSO: the sender's super-packets crossed whole, into the other
+    // guest whole (no software segmentation between two TSO guests).
+    let (sender, receiver) = (vp.port("vm1"), vp.port("vm2"));
+    let supers = |p: &Value, k: &str| p["driver_counters"][k].as_u64().unwrap_or(0);
+    assert!(supers(&sender, "rx_super_packets") > 10, "{sender}");
+    assert!(supers(&receiver, "tx_super_packets") > 10, "{receiver}");
+    assert_eq!(supers(&receiver, "tx_segmented"), 0, "{receiver}");
     assert_eq!(vp.guest_errors(), Vec::<String>::new());
     println!("traffic done after {:.1} s", start.elapsed().as_secs_f64());
 
@@ -365,6 +390,201 @@ fn two_guests_on_a_learning_bridge_ping_transfer_and_survive_restarts() {
     let (a, b) = g.split_at_mut(1);
     pings(&mut a[0], "2001:db8:10::2");
     pings(&mut b[0], "198.18.10.1");
+    assert_eq!(vp.guest_errors(), Vec::<String>::new());
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+#[test]
+fn a_tso_guest_reaches_a_kernel_host_through_software_segmentation() {
+    require_root!(SERIAL, TOOLS);
+    let Some(image) = image() else { return };
+    let start = Instant::now();
+    // vecplane in R bridges a guest and R's veth towards host A (whose kernel neither takes
+    // nor sends super-packets there: tx offloads off on A0, GRO off on Ra).
+    let topo = Topology::build_with_prefix("vmso", Mode::Dataplane(Addressing::Bridged))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let config = format!(
+        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n{}\
+         [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
+         mac = \"{}\"\nbridge = \"br0\"\n",
+        vhost_port("vm1", "02:00:00:00:10:01", "server", ""),
+        topo.names().ra,
+        netlab::addr::MAC_RA
+    );
+    let mut vp = Daemon::start_in(&config, Some(topo.ns(Host::R)));
+    let mut g = boot(&image, vec![host_spec("vm1", 1, &vp.sock("vm1"), false)]);
+    let vm = &mut g[0];
+    vm.run_ok(
+        "ip addr add 198.18.1.10/24 dev eth0 && ip -6 addr add 2001:db8:1::10/64 dev eth0",
+        SHORT,
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    pings(vm, "198.18.1.2");
+    pings(vm, "2001:db8:1::2");
+    for dst in ["198.18.1.2", "2001:db8:1::2"] {
+        let mut server = topo
+            .spawn(
+                Host::A,
+                &["timeout", "30", "iperf3", "-s", "-1", "-B", dst],
+                "iperf3-server",
+            )
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let out = vm
+            .run_ok(
+                &format!(
+                    "for i in $(seq 50); do iperf3 -c {dst} -t 2 -J --connect-timeout 2000 \
+                     >/tmp/c.json 2>&1 && break; sleep 0.2; done; cat /tmp/c.json"
+                ),
+                Duration::from_secs(60),
+            )
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let v: Value = serde_json::from_str(out.trim())
+            .unwrap_or_else(|e| panic!("iperf3 to {dst} printed no JSON ({e}):\n{out}"));
+        let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+        println!(
+            "iperf3 to {dst}: {:.1} Mbit/s",
+            v["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e6
+        );
+        assert!(
+            received > 1_000_000,
+            "iperf3 to {dst}: {received} bytes: {v}"
+        );
+        let _ = server.wait_timeout(Duration::from_secs(10));
+    }
+    vp.assert_running();
+    let guest = vp.port("vm1");
+    let kernel = vp.port("kernel");
+    println!("vm1: {guest}\nkernel: {kernel}");
+    let d = &guest["driver_counters"];
+    let supers = d["rx_super_packets"].as_u64().unwrap_or(0);
+    assert!(supers > 10, "the guest sent super-packets: {guest}");
+    assert_eq!(d["rx_bad_headers"], 0, "{guest}");
+    // Cut into MTU-sized segments on the way out: many more frames left than came in, and
+    // none was dropped for its offloads.
+    assert!(
+        counter(&kernel, "tx_packets") > 3 * supers,
+        "segments: {kernel} for {supers} super-packets"
+    );
+    let errors = vp.ctl_json(&["show", "errors"]);
+    let output_drops: u64 = errors["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["node"] == "interface-output")
+        .filter_map(|e| e["count"].as_u64())
+        .sum();
+    assert_eq!(output_drops, 0, "{errors}");
+    drop(g);
+    drop(vp);
+    topo.delete().unwrap_or_else(|e| panic!("{e:#}"));
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+#[test]
+fn queue_pairs_are_run_by_their_own_workers() {
+    let testpmd = bench::testpmd::DEFAULT_PATH;
+    require_root!(SERIAL, &[testpmd]);
+    let start = Instant::now();
+    // Two ports of two queue pairs each, cross-connected, on two workers: pair 0 on worker
+    // 0, pair 1 on worker 1. DPDK's virtio-user (two queues, io forwarding with bursts in
+    // flight) is the guest, as in `vecplane bench --scenario pvp`.
+    let mut config = String::from("[dataplane]\nworkers = 2\n\n");
+    for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
+        config.push_str(&format!(
+            "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
+             socket = \"{name}.sock\"\nqueues = 2\n\n"
+        ));
+    }
+    config.push_str(
+        "[[xconnect]]\nfrom = \"vu0\"\nto = \"vu1\"\ndst-mac = \"02:00:00:00:00:21\"\n\n\
+         [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
+    );
+    let mut vp = Daemon::start(&config);
+    let (s0, s1) = (vp.sock("vu0"), vp.sock("vu1"));
+    let mut guest = bench::testpmd::spawn(Path::new(testpmd), Stdio::piped(), |prefix| {
+        let mut a: Vec<String> = [
+            "--lcores=0@0,1@0",
+            "--main-lcore=0",
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            "--no-telemetry",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(format!("--file-prefix={prefix}"));
+        for (i, s) in [&s0, &s1].iter().enumerate() {
+            a.push("--vdev".into());
+            a.push(format!("net_virtio_user{i},path={},queues=2", s.display()));
+        }
+        a.extend(
+            [
+                "--",
+                "--nb-cores=1",
+                "--rxq=2",
+                "--txq=2",
+                "--forward-mode=io",
+                "--tx-first",
+                "--stats-period=1",
+                "--no-lsc-interrupt",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        a
+    })
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    // Every receive node of every pair moves packets, each on its own worker.
+    let node_packets = |rt: &Value, worker: usize, node: &str| -> u64 {
+        rt["workers"][worker]["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["name"] == node)
+            .and_then(|n| n["packets"].as_u64())
+            .unwrap_or(0)
+    };
+    let want = [
+        (0, "vu0-rx-q0"),
+        (1, "vu0-rx-q1"),
+        (0, "vu1-rx-q0"),
+        (1, "vu1-rx-q1"),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let rt = loop {
+        let rt = vp.ctl_json(&["show", "runtime"]);
+        if want.iter().all(|&(w, n)| node_packets(&rt, w, n) > 10_000) {
+            break rt;
+        }
+        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
+        assert!(
+            Instant::now() < deadline,
+            "not every queue pair moved packets within 30 s: {rt}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for (w, n) in want {
+        println!("worker {w}: {n}: {} packets", node_packets(&rt, w, n));
+    }
+    vp.assert_running();
+    for name in ["vu0", "vu1"] {
+        let p = vp.port(name);
+        println!("{name}: {p}");
+        assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
+        assert!(
+            p["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("2 queue pairs"),
+            "{p}"
+        );
+    }
+    drop(guest);
     assert_eq!(vp.guest_errors(), Vec::<String>::new());
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }

@@ -377,6 +377,8 @@ pub enum PortDriver {
         /// Server: vecplane creates the socket and the frontend connects; client: vecplane
         /// connects to the frontend's socket (and reconnects when it restarts).
         mode: vhostuser::SocketMode,
+        /// Queue pairs offered (1..=8); pair `k` is run by worker `k % workers`.
+        queues: u16,
     },
 }
 

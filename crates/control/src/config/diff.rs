@@ -440,6 +440,11 @@ fn driver_key(old: &PortDriver, new: &PortDriver) -> &'static str {
         {
             "socket"
         }
+        (PortDriver::VhostUser { queues: a, .. }, PortDriver::VhostUser { queues: b, .. })
+            if a != b =>
+        {
+            "queues"
+        }
         (PortDriver::VhostUser { .. }, PortDriver::VhostUser { .. }) => "socket-mode",
         (PortDriver::Vxlan(a), PortDriver::Vxlan(b)) => {
             if a.local != b.local {

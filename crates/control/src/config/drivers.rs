@@ -74,7 +74,7 @@ pub(super) const MEMORY_KEYS: &[&str] = &[
 pub(super) const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
 pub(super) const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
 pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
-pub(super) const VHOST_USER_KEYS: &[&str] = &["socket", "socket-mode"];
+pub(super) const VHOST_USER_KEYS: &[&str] = &["socket", "socket-mode", "queues"];
 pub(super) const DRIVERS_ACCEPTED: &str =
     "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\", \"vxlan\", \"vhost-user\"";
 pub(super) const SOCKET_MODES_ACCEPTED: &str = "\"server\" (vecplane creates the socket; the \
@@ -320,9 +320,16 @@ impl Ctx<'_> {
             }
             Field::Bad => None,
         };
+        let max = vhostuser::device::MAX_QUEUE_PAIRS as i64;
+        let queues = match self.int(f, "queues", 1..=max) {
+            Field::Ok(v, _) => Some(v as u16),
+            Field::Missing => Some(1),
+            Field::Bad => None,
+        };
         Some(PortDriver::VhostUser {
             socket: socket?,
             mode: mode?,
+            queues: queues?,
         })
     }
 }

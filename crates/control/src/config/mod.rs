@@ -193,6 +193,9 @@ fn display_issues(issues: &[Issue]) -> String {
 /// socket-mode = "server"            # vhost-user only: "server" (vecplane creates the socket,
 ///                                   #   QEMU connects; the default) | "client" (vecplane
 ///                                   #   connects to QEMU's server=on socket, reconnecting)
+/// queues = 1                        # vhost-user only: queue pairs offered, 1..=8 (QEMU
+///                                   #   `-netdev vhost-user,queues=N` and virtio-net-pci
+///                                   #   `mq=on`); pair k is run by worker k % workers
 /// bridge = "br0"                    # any driver: the port switches in this [[bridge]] (no
 ///                                   #   ip4/ip6 then, not an xconnect `from`)
 /// access-vlan = 1                   # bridged port: its VLAN, 1..=4094, untagged (default 1)

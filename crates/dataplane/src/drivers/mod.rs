@@ -15,6 +15,7 @@ use crate::build::{BuildError, WorkersShared};
 use crate::spec::{DataplaneSpec, PortDriver, PortSpec};
 use afxdp::Umem;
 use graph::{GraphBuilder, PortStats};
+use nodes::offload::PortCaps;
 use packet::BufferPool;
 use std::path::Path;
 use std::sync::Arc;
@@ -63,6 +64,9 @@ pub(crate) struct BuiltPort {
     pub(crate) rss: bool,
     /// The driver's own counters, if it keeps any.
     pub(crate) counters: Option<Arc<dyn graph::DriverCounters>>,
+    /// What its transmit node takes as it is (offloads, jumbo buffers); `interface-output`
+    /// does the rest in software.
+    pub(crate) caps: PortCaps,
 }
 
 /// A port that worker 0 owns (TAP, vhost-user), on another worker: what this worker sends on
@@ -78,6 +82,7 @@ pub(crate) fn sent_by_worker0(
         cx.shared.outbox(cx.worker)?,
     )));
     Ok(BuiltPort {
+        caps: PortCaps::default(),
         driver,
         detail: "software RSS: sent by worker 0".to_string(),
         tx: Some(cx.tx_name.clone()),
@@ -140,7 +145,12 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
             netns: Some(&p.netns),
         }),
         PortDriver::Vxlan(v) => Box::new(vxlan::Vxlan(v)),
-        PortDriver::VhostUser { socket, mode } => Box::new(vhost_user::VhostUser {
+        PortDriver::VhostUser {
+            socket,
+            mode,
+            queues,
+        } => Box::new(vhost_user::VhostUser {
+            queues: *queues,
             socket,
             mode: *mode,
         }),

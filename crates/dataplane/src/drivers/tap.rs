@@ -5,6 +5,7 @@ use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
 use crate::handoff;
 use nodes::names;
+use nodes::offload::PortCaps;
 use ports::{TapConfig, TapPort};
 
 pub(super) struct Tap<'a> {
@@ -48,6 +49,7 @@ impl<'a> Driver<'a> for Tap<'a> {
         cx.graph.add_input(Box::new(port.rx));
         cx.graph.add_node(Box::new(port.tx));
         Ok(BuiltPort {
+            caps: PortCaps::default(),
             driver: ports::tap::DRIVER,
             detail,
             tx: Some(cx.tx_name.clone()),

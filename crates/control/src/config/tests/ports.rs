@@ -649,19 +649,27 @@ fn vhost_user_ports() {
         s.ports[0].driver,
         PortDriver::VhostUser {
             socket: "/base/vm1.sock".into(),
-            mode: vhostuser::SocketMode::Server
+            mode: vhostuser::SocketMode::Server,
+            queues: 1,
         }
     );
     let s = ok(&vhost_port(
         "vm1",
-        "socket = \"/run/q/vm1.sock\"\nsocket-mode = \"client\"\n",
+        "socket = \"/run/q/vm1.sock\"\nsocket-mode = \"client\"\nqueues = 4\n",
     ));
     assert_eq!(
         s.ports[0].driver,
         PortDriver::VhostUser {
             socket: "/run/q/vm1.sock".into(),
-            mode: vhostuser::SocketMode::Client
+            mode: vhostuser::SocketMode::Client,
+            queues: 4,
         }
+    );
+    one_error(
+        &vhost_port("vm1", "socket = \"a.sock\"\nqueues = 9\n"),
+        6,
+        Some("queues"),
+        "accepted: 1..=8",
     );
     one_error(
         &vhost_port("vm1", ""),
@@ -702,6 +710,6 @@ fn vhost_user_ports() {
         &vhost_port("vm1", "socket = \"a.sock\"\nvnet-hdr = true\n"),
         6,
         Some("vnet-hdr"),
-        "socket, socket-mode",
+        "socket, socket-mode, queues",
     );
 }
