@@ -192,12 +192,20 @@ impl BuiltWorker {
         shared: &WorkersShared,
     ) -> Result<BuiltWorker, BuildError> {
         let capture = shared.capture.clone();
-        let pool = BufferPool::new(PoolConfig {
-            buffers: spec.buffers,
-            headroom: 128,
-            data_size: spec.data_size,
-            try_hugepages: true,
-        })?;
+        let jumbo = if crate::drivers::any_wants_jumbo_buffers(spec) {
+            crate::drivers::JUMBO_BUFFERS
+        } else {
+            0
+        };
+        let pool = BufferPool::with_jumbo(
+            PoolConfig {
+                buffers: spec.buffers,
+                headroom: 128,
+                data_size: spec.data_size,
+                try_hugepages: true,
+            },
+            jumbo,
+        )?;
         let mut b = GraphBuilder::new();
         let mut views = Vec::new();
         let mut tx_nodes = Vec::new();

@@ -349,6 +349,7 @@ fn open_in(n: &Netns, vnet_hdr: bool, stats: &Arc<PortStats>) -> TapPort {
             &TapConfig {
                 name,
                 vnet_hdr,
+                offloads: false,
                 netns: None,
             },
             0,

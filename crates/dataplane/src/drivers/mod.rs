@@ -106,6 +106,26 @@ pub(crate) trait Driver<'a> {
     fn may_hand_off(&self) -> bool {
         false
     }
+
+    /// Whether the port receives super-packets (segmentation offload) larger than an ordinary
+    /// buffer, so the worker's pool must have jumbo buffers (`JUMBO_BUFFERS`).
+    fn wants_jumbo_buffers(&self) -> bool {
+        false
+    }
+}
+
+/// Jumbo (64 KiB) buffers in the pool of a worker that has a port wanting them. The dispatcher
+/// drains each input's vector before it polls the next, so one vector (256) of super-packets is
+/// what a receiving port holds at once; with more parked (neighbour queues) the port only
+/// drops the super-packets that find none (counted), small frames still flow. 256 x 64 KiB
+/// = 16.8 MB, populated at start.
+pub(crate) const JUMBO_BUFFERS: u32 = packet::VECTOR_SIZE as u32;
+
+/// Whether any port of `spec` wants jumbo buffers in the workers' pools.
+pub(crate) fn any_wants_jumbo_buffers(spec: &DataplaneSpec) -> bool {
+    spec.ports
+        .iter()
+        .any(|p| of(&p.driver).wants_jumbo_buffers())
 }
 
 /// The driver of `d`.
@@ -129,14 +149,20 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
             queues: *queues,
             mode: *mode,
         }),
-        PortDriver::Tap { name, vnet_hdr } => Box::new(tap::Tap {
+        PortDriver::Tap {
+            name,
+            vnet_hdr,
+            offloads,
+        } => Box::new(tap::Tap {
             name,
             vnet_hdr: *vnet_hdr,
+            offloads: *offloads,
             netns: None,
         }),
         PortDriver::ProbeHost(p) => Box::new(tap::Tap {
             name: &p.name,
             vnet_hdr: false,
+            offloads: false,
             netns: Some(&p.netns),
         }),
         PortDriver::Vxlan(v) => Box::new(vxlan::Vxlan(v)),
