@@ -321,25 +321,32 @@ impl TapDevice {
     }
 }
 
+/// Only the counters that can move on a port of this kind: the vnet-header reasons with vnet
+/// headers, the jumbo and tx-offload ones with offloads, and on every port the packets refused
+/// for offloads it does not take.
 impl DriverCounters for TapDevice {
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut v = vec![
             ("read_errors", self.read_errors.get()),
             ("rx_too_long", self.rx_too_long.get()),
-            ("rx_no_jumbo_buffer", self.rx_no_jumbo.get()),
         ];
-        v.extend(
-            RX_VNET_NAMES
-                .iter()
-                .zip(&self.rx_vnet)
-                .map(|(n, c)| (*n, c.get())),
-        );
-        v.extend(
-            TX_VNET_NAMES
-                .iter()
-                .zip(&self.tx_vnet)
-                .map(|(n, c)| (*n, c.get())),
-        );
+        if self.offloads {
+            v.push(("rx_no_jumbo_buffer", self.rx_no_jumbo.get()));
+        }
+        if self.vnet_hdr {
+            v.extend(
+                RX_VNET_NAMES
+                    .iter()
+                    .zip(&self.rx_vnet)
+                    .map(|(n, c)| (*n, c.get())),
+            );
+        }
+        let not_negotiated = VnetError::NotNegotiated.index();
+        for (i, (n, c)) in TX_VNET_NAMES.iter().zip(&self.tx_vnet).enumerate() {
+            if self.offloads || i == not_negotiated {
+                v.push((*n, c.get()));
+            }
+        }
         v
     }
 }

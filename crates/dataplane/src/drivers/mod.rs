@@ -172,3 +172,41 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tap(name: &str, vnet_hdr: bool, offloads: bool) -> PortSpec {
+        PortSpec {
+            name: name.into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            ip4: Vec::new(),
+            ip6: Vec::new(),
+            driver: PortDriver::Tap {
+                name: name.into(),
+                vnet_hdr,
+                offloads,
+            },
+        }
+    }
+
+    #[test]
+    fn only_a_port_with_offloads_asks_for_jumbo_buffers() {
+        let mut spec = DataplaneSpec {
+            ports: vec![
+                tap("t0", false, false),
+                tap("t1", true, false),
+                PortSpec {
+                    driver: PortDriver::Pcap { rx: None, tx: None },
+                    ..tap("p0", false, false)
+                },
+            ],
+            ..DataplaneSpec::default()
+        };
+        assert!(!any_wants_jumbo_buffers(&spec));
+        spec.ports.push(tap("t2", true, true));
+        assert!(any_wants_jumbo_buffers(&spec));
+    }
+}
