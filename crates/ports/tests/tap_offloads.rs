@@ -5,8 +5,10 @@
 //! checksums, which go out of `tb` as they came; B's kernel must then segment and checksum
 //! them in software for the veth, and C verifies every checksum: a wrong GSO or checksum field
 //! shows as a stalled or corrupt transfer and in C's `InCsumErrors`. Runs an IPv4 and an IPv6
-//! transfer. Namespaces are deleted by a guard, also when the test panics; leftovers of dead
-//! runs (prefix `vptoff-`) are deleted at start.
+//! transfer. Two ignored tests measure (iperf3 with and without offloads; `TapRx`'s ticks per
+//! super-packet injected through an AF_PACKET socket with vnet headers). Namespaces are deleted
+//! by a guard, also when the test panics; leftovers of dead runs (prefix `vptoff-`) are deleted
+//! at start.
 
 mod common;
 
@@ -585,4 +587,156 @@ fn measure_tcp_through_two_taps_with_and_without_offloads() {
             t.c_tcp_csum_errors(),
         );
     }
+}
+
+/// Frees what it is given.
+struct Sink;
+
+impl Node for Sink {
+    fn name(&self) -> &str {
+        "sink"
+    }
+    fn next_nodes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
+        cx.pool.free_batch(frame);
+        Dispatch::Consumed
+    }
+}
+
+/// An AF_PACKET socket in namespace `ns` that sends frames with a virtio-net header on `dev`.
+fn vnet_packet_socket(ns: &str, dev: &str) -> std::os::fd::OwnedFd {
+    let (ns, dev) = (ns.to_string(), dev.to_string());
+    std::thread::spawn(move || {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let file = std::fs::File::open(format!("/run/netns/{ns}")).expect("netns");
+        // SAFETY: setns on a namespace fd we hold; affects only this thread.
+        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+        // SAFETY: plain socket call; the result is checked.
+        let raw = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+        assert!(raw >= 0, "{}", std::io::Error::last_os_error());
+        // SAFETY: `raw` is a fresh descriptor we own.
+        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
+        let one: libc::c_int = 1;
+        // SAFETY: PACKET_VNET_HDR reads one int we own.
+        let r = unsafe {
+            libc::setsockopt(
+                raw,
+                libc::SOL_PACKET,
+                libc::PACKET_VNET_HDR,
+                &one as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        let cname = std::ffi::CString::new(dev).expect("name");
+        // SAFETY: `cname` is NUL-terminated.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        // SAFETY: all-zero is a valid sockaddr_ll.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_ifindex = ifindex as i32;
+        // SAFETY: bind reads the sockaddr_ll we own.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        fd
+    })
+    .join()
+    .expect("socket thread")
+}
+
+/// Measurement, not a check: the TSC ticks `TapRx` spends per received 64 KiB TCP super-packet
+/// (injected onto the TAP with an AF_PACKET socket that sends virtio-net headers, 200 at a
+/// time, 20 rounds). Run: `cargo test --release -p vecplane-ports --test tap_offloads --
+/// --ignored --nocapture measure_rx`.
+#[test]
+#[ignore = "measurement: run with --ignored --release --nocapture"]
+fn measure_rx_of_super_packets() {
+    require_root!(skip_reason());
+    let t = Topology::new();
+    let stats = Arc::new(PortStats::default());
+    let port = open_tap(&t.a, &t.ta, "ta", "sink", true, stats.clone());
+    ok(&["ip", "-n", &t.a, "link", "set", &t.ta, "up"]);
+    let sock = vnet_packet_socket(&t.a, &t.ta);
+    // vnet header (TCPv4 GSO, checksum partial at 34 + 16) + a 65226-byte TCP/IPv4 frame.
+    let len = 65226usize;
+    let mut buf = vec![0u8; 10 + len];
+    buf[..10].copy_from_slice(&[1, 1, 54, 0, 0xa8, 0x05, 34, 0, 16, 0]);
+    let f = &mut buf[10..];
+    f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x08, 0x00]);
+    f[14] = 0x45;
+    f[16..18].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+    f[22] = 64;
+    f[23] = 6;
+    f[26..30].copy_from_slice(&[198, 18, 81, 1]);
+    f[30..34].copy_from_slice(&[198, 18, 81, 2]);
+    f[34 + 12] = 5 << 4;
+    let mut b = GraphBuilder::new();
+    b.add_input(Box::new(port.rx)).add_node(Box::new(Sink));
+    let mut g = b.build(0, 1).expect("graph");
+    let gs = g.stats();
+    let mut pool = BufferPool::with_jumbo(
+        PoolConfig {
+            buffers: 2048,
+            try_hugepages: false,
+            ..PoolConfig::default()
+        },
+        256,
+    )
+    .expect("pool");
+    let (rounds, burst) = (20u64, 200u64);
+    let i = gs
+        .node_names
+        .iter()
+        .position(|n| n == "ta-rx")
+        .expect("ta-rx");
+    let node = &gs.nodes[i];
+    // Ticks per packet of each round: the machine is shared, the lowest rounds are the cost.
+    let mut per_round = Vec::new();
+    for _ in 0..rounds {
+        let before = stats.rx_packets.get();
+        let (p0, c0) = (node.packets.get(), node.busy_clocks.get());
+        for _ in 0..burst {
+            use std::os::fd::AsRawFd;
+            // SAFETY: sends `buf.len()` bytes from memory we hold.
+            let r = unsafe {
+                libc::send(
+                    sock.as_raw_fd(),
+                    buf.as_ptr() as *const libc::c_void,
+                    buf.len(),
+                    0,
+                )
+            };
+            assert_eq!(r, buf.len() as isize, "{}", std::io::Error::last_os_error());
+        }
+        let t0 = Instant::now();
+        while stats.rx_packets.get() - before < burst && t0.elapsed() < Duration::from_secs(5) {
+            g.run_once(&mut pool);
+        }
+        let (p, c) = (node.packets.get() - p0, node.busy_clocks.get() - c0);
+        per_round.push(c / p.max(1));
+    }
+    let (pkts, ticks) = (node.packets.get(), node.busy_clocks.get());
+    g.finish();
+    per_round.sort_unstable();
+    println!(
+        "TapRx: {pkts} super-packets of {len} bytes (sent {}), drops {}: {} ticks/packet \
+         overall; per round min {} median {}",
+        rounds * burst,
+        stats.rx_drops.get(),
+        ticks / pkts.max(1),
+        per_round[0],
+        per_round[per_round.len() / 2],
+    );
+    assert!(pkts >= rounds * burst, "every super-packet was received");
 }
