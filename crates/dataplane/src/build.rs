@@ -340,17 +340,11 @@ pub fn ip4_options(p: OptionsPolicy) -> Ip4Options {
     }
 }
 
-/// Jumbo buffers (64 KiB each) worker `index` keeps for super-packets: only a worker that
-/// receives from a vhost-user queue pair (worker 0 for every such port; worker `k` too for a
-/// port of more than `k` pairs). 256 hold a full receive vector of super-packets (16 MiB); a
-/// guest's frames wait while all are in flight.
+/// Jumbo buffers (64 KiB each) worker `index` keeps for super-packets: `JUMBO_BUFFERS` when
+/// one of its ports receives them there (see `Driver::wants_jumbo_buffers`), else none.
 pub fn jumbo_buffers(spec: &DataplaneSpec, index: usize) -> u32 {
-    let receives = spec.ports.iter().any(|p| match p.driver {
-        crate::spec::PortDriver::VhostUser { queues, .. } => index < usize::from(queues.max(1)),
-        _ => false,
-    });
-    if receives {
-        256
+    if crate::drivers::any_wants_jumbo_buffers(spec, index) {
+        crate::drivers::JUMBO_BUFFERS
     } else {
         0
     }

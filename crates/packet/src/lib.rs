@@ -9,6 +9,7 @@ pub mod headers;
 pub mod huge;
 pub mod meta;
 pub mod pool;
+pub mod vnet;
 
 pub use meta::BufferMeta;
 

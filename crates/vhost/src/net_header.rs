@@ -1,10 +1,12 @@
-//! The virtio-net header in front of every frame: what a guest's header asks of us (a checksum
-//! to finish, a super-packet to segment) read into the buffer's metadata, and the header we
-//! write for a packet we hand to a guest. It owns the header's layout and the offload features;
-//! it never touches a ring or guest memory, and never trusts a header it reads.
+//! The virtio-net header in front of every frame, as a vhost-user device sees it: the offload
+//! features and what each side negotiated, a guest's header read into the buffer's metadata
+//! (only what it negotiated), and the header we write for a guest (with `num_buffers`). The
+//! header's layout and its checks are `packet::vnet`'s (shared with TAP ports); this never
+//! touches a ring or guest memory, and never trusts a header it reads.
 
+use packet::meta::BufferMeta;
 pub use packet::meta::Offloads;
-use packet::meta::{BufferMeta, FLAG_CSUM_PARTIAL, GSO_FLAG_ECN, GSO_NONE, GSO_TCP4, GSO_TCP6};
+use packet::vnet::{self, VnetError, VnetHdr};
 
 /// The device may take frames with partial checksums (VIRTIO_NET_F_CSUM).
 pub const VIRTIO_NET_F_CSUM: u64 = 1 << 0;
@@ -33,16 +35,6 @@ pub const OFFLOAD_FEATURES: u64 = VIRTIO_NET_F_CSUM
     | VIRTIO_NET_F_HOST_TSO6
     | VIRTIO_NET_F_HOST_ECN;
 
-/// Header flag: the checksum from `csum_start` on is still to be computed.
-const F_NEEDS_CSUM: u8 = 1;
-/// Header flag: the checksum was checked (we never need it; accepted and ignored).
-const F_DATA_VALID: u8 = 2;
-/// Header `gso_type` values.
-const GSO_T_NONE: u8 = 0;
-const GSO_T_TCPV4: u8 = 1;
-const GSO_T_TCPV6: u8 = 4;
-const GSO_T_ECN: u8 = 0x80;
-
 /// What the guest may send us, from the negotiated features.
 pub fn guest_sends(features: u64) -> Offloads {
     let csum = features & VIRTIO_NET_F_CSUM != 0;
@@ -65,114 +57,48 @@ pub fn guest_takes(features: u64) -> Offloads {
     }
 }
 
-/// Why a guest's header was refused (the frame is dropped and counted).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BadHeader {
-    /// A flag, or a checksum request, that was not negotiated.
-    Flags,
-    /// The checksum field lies outside the frame.
-    ChecksumOutside,
-    /// A segmentation type that was not negotiated (or is unknown).
-    GsoType,
-    /// A super-packet without a segment size or without a partial checksum.
-    GsoFields,
-}
-
-/// Read the first 10 bytes of a guest's header into `meta`, for a frame of `frame_len` bytes
-/// at `meta.data_offset`. Plain frames (all-zero flags and type) are the common case.
+/// Read guest header `hdr` of `frame` (already copied to `meta.data_offset` of its buffer)
+/// into `meta`, refusing what the guest did not negotiate (`sends`).
 #[inline]
 pub fn read_header(
     hdr: &[u8; 10],
-    frame_len: usize,
+    frame: &[u8],
     sends: Offloads,
     meta: &mut BufferMeta,
-) -> Result<(), BadHeader> {
-    let (flags, gso) = (hdr[0], hdr[1]);
-    if flags & !F_DATA_VALID == 0 && gso == GSO_T_NONE {
+) -> Result<(), VnetError> {
+    // DATA_VALID alone (or nothing) is the common case: no work, nothing to check.
+    if hdr[0] & !vnet::F_DATA_VALID == 0 && hdr[1] == vnet::GSO_TYPE_NONE {
         return Ok(());
     }
-    if flags & !(F_NEEDS_CSUM | F_DATA_VALID) != 0 || !sends.csum {
-        return Err(BadHeader::Flags);
+    let h = VnetHdr::read(hdr).ok_or(VnetError::CsumOutOfFrame)?;
+    let any = sends.csum;
+    vnet::to_meta(&h, frame, meta.data_offset, any, meta)?;
+    if !sends.takes(meta) {
+        meta.clear_offload();
+        return Err(VnetError::NotNegotiated);
     }
-    let gso_size = u16::from_le_bytes([hdr[4], hdr[5]]);
-    let csum_start = u16::from_le_bytes([hdr[6], hdr[7]]);
-    let csum_offset = u16::from_le_bytes([hdr[8], hdr[9]]);
-    if flags & F_NEEDS_CSUM != 0 {
-        let end = usize::from(csum_start) + usize::from(csum_offset) + 2;
-        if end > frame_len {
-            return Err(BadHeader::ChecksumOutside);
-        }
-        meta.flags |= FLAG_CSUM_PARTIAL;
-        meta.csum_start = meta.data_offset + csum_start;
-        meta.csum_offset = csum_offset;
-    }
-    if gso == GSO_T_NONE {
-        return Ok(());
-    }
-    let ecn = gso & GSO_T_ECN != 0;
-    let (kind, allowed) = match gso & !GSO_T_ECN {
-        GSO_T_TCPV4 => (GSO_TCP4, sends.tso4),
-        GSO_T_TCPV6 => (GSO_TCP6, sends.tso6),
-        _ => return Err(BadHeader::GsoType),
-    };
-    if !allowed || (ecn && !sends.ecn) {
-        return Err(BadHeader::GsoType);
-    }
-    if gso_size == 0 || flags & F_NEEDS_CSUM == 0 {
-        return Err(BadHeader::GsoFields);
-    }
-    meta.gso_type = kind;
-    meta.gso_size = gso_size;
-    meta.gso_flags = if ecn { GSO_FLAG_ECN } else { 0 };
     Ok(())
 }
 
 /// The 12-byte header for `frame` with metadata `m` (whose offloads the guest takes, see
-/// `Offloads::takes`), `num_buffers` set to `buffers`.
+/// `Offloads::takes`), `num_buffers` set to `buffers`. Err: the metadata breaks the offload
+/// contract (the packet is dropped rather than handed over half done).
 #[inline]
-pub fn write_header(m: &BufferMeta, frame: &[u8], buffers: u16) -> [u8; 12] {
+pub fn write_header(m: &BufferMeta, frame: &[u8], buffers: u16) -> Result<[u8; 12], VnetError> {
     let mut h = [0u8; 12];
     h[10..12].copy_from_slice(&buffers.to_le_bytes());
-    if m.flags & FLAG_CSUM_PARTIAL == 0 {
-        return h;
+    if m.has_offload() {
+        vnet::from_meta(m, frame)?.write(&mut h);
     }
-    let start = m.csum_start.wrapping_sub(m.data_offset);
-    h[0] = F_NEEDS_CSUM;
-    h[6..8].copy_from_slice(&start.to_le_bytes());
-    h[8..10].copy_from_slice(&m.csum_offset.to_le_bytes());
-    if m.gso_type != GSO_NONE {
-        let mut t = if m.gso_type == GSO_TCP6 {
-            GSO_T_TCPV6
-        } else {
-            GSO_T_TCPV4
-        };
-        if m.gso_flags & GSO_FLAG_ECN != 0 {
-            t |= GSO_T_ECN;
-        }
-        h[1] = t;
-        // hdr_len: the end of the TCP header (a hint to the guest for its linear part).
-        let tcp = usize::from(start);
-        let doff = frame
-            .get(tcp + 12)
-            .map_or(5, |b| usize::from(b >> 4))
-            .max(5);
-        let hdr_len = (tcp + doff * 4).min(frame.len()) as u16;
-        h[2..4].copy_from_slice(&hdr_len.to_le_bytes());
-        h[4..6].copy_from_slice(&m.gso_size.to_le_bytes());
-    }
-    h
+    Ok(h)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use packet::meta::{GSO_FLAG_ECN, GSO_TCP4};
 
-    const ALL: Offloads = Offloads {
-        csum: true,
-        tso4: true,
-        tso6: true,
-        ecn: true,
-    };
+    const ALL: Offloads = Offloads::ALL;
 
     fn hdr(flags: u8, gso: u8, gso_size: u16, start: u16, offset: u16) -> [u8; 10] {
         let mut h = [0u8; 10];
@@ -192,41 +118,46 @@ mod tests {
         }
     }
 
+    /// A frame of `len` bytes with a 32-byte TCP header at 34.
+    fn frame(len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; len];
+        f[34 + 12] = 8 << 4;
+        f
+    }
+
     #[test]
     fn plain_frames_pass_whatever_was_negotiated() {
         let mut m = meta();
+        let none = Offloads::default();
+        assert_eq!(read_header(&[0; 10], &frame(60), none, &mut m), Ok(()));
+        // DATA_VALID alone is harmless.
         assert_eq!(
-            read_header(&[0; 10], 60, Offloads::default(), &mut m),
+            read_header(&hdr(2, 0, 0, 0, 0), &frame(60), none, &mut m),
             Ok(())
         );
         assert!(!m.has_offload());
-        // DATA_VALID alone is harmless.
         assert_eq!(
-            read_header(&hdr(2, 0, 0, 0, 0), 60, Offloads::default(), &mut m),
-            Ok(())
+            write_header(&m, &frame(60), 1).map(|h| h[..10] == [0; 10]),
+            Ok(true)
         );
     }
 
     #[test]
     fn a_tso_header_becomes_metadata_and_back() {
         let mut m = meta();
-        let h = hdr(1, GSO_T_TCPV4 | GSO_T_ECN, 1448, 34, 16);
-        assert_eq!(read_header(&h, 60_000, ALL, &mut m), Ok(()));
+        let f = frame(60_000);
+        let h = hdr(1, 1 | 0x80, 1448, 34, 16); // TCPV4 with ECN
+        assert_eq!(read_header(&h, &f, ALL, &mut m), Ok(()));
         assert_eq!(
             (m.gso_type, m.gso_size, m.gso_flags),
             (GSO_TCP4, 1448, GSO_FLAG_ECN)
         );
         assert_eq!((m.csum_start, m.csum_offset), (128 + 34, 16));
-        assert!(ALL.takes(&m));
-        assert!(!Offloads { ecn: false, ..ALL }.takes(&m));
-        let mut frame = vec![0u8; 60_000];
-        frame[34 + 12] = 8 << 4; // 32-byte TCP header
-        let out = write_header(&m, &frame, 3);
-        assert_eq!(out[0], 1);
-        assert_eq!(out[1], GSO_T_TCPV4 | GSO_T_ECN);
-        assert_eq!(u16::from_le_bytes([out[2], out[3]]), 34 + 32);
+        let out = write_header(&m, &f, 3).expect("a header");
+        assert_eq!(&out[..2], &[1, 0x81]);
+        assert_eq!(u16::from_le_bytes([out[2], out[3]]), 34 + 32, "hdr_len");
         assert_eq!(&out[4..10], &h[4..10]);
-        assert_eq!(u16::from_le_bytes([out[10], out[11]]), 3);
+        assert_eq!(u16::from_le_bytes([out[10], out[11]]), 3, "num_buffers");
     }
 
     #[test]
@@ -235,46 +166,41 @@ mod tests {
             csum: true,
             ..Offloads::default()
         };
+        let no_ecn = Offloads { ecn: false, ..ALL };
         let cases = [
-            (hdr(1, 0, 0, 34, 16), Offloads::default(), BadHeader::Flags),
-            (hdr(0x40, 0, 0, 0, 0), ALL, BadHeader::Flags),
-            (hdr(1, 0, 0, 50, 9), ALL, BadHeader::ChecksumOutside),
             (
-                hdr(1, 0, 0, 0xffff, 0xffff),
-                ALL,
-                BadHeader::ChecksumOutside,
+                hdr(1, 0, 0, 34, 16),
+                Offloads::default(),
+                VnetError::NotNegotiated,
             ),
-            (
-                hdr(1, GSO_T_TCPV4, 1448, 34, 16),
-                csum_only,
-                BadHeader::GsoType,
-            ),
-            (hdr(1, 3, 1448, 34, 6), ALL, BadHeader::GsoType), // UFO
-            (hdr(1, 5, 1448, 34, 6), ALL, BadHeader::GsoType), // USO
-            (hdr(1, GSO_T_TCPV6, 0, 34, 16), ALL, BadHeader::GsoFields),
-            (hdr(0, GSO_T_TCPV6, 1448, 34, 16), ALL, BadHeader::GsoFields),
-            (
-                hdr(1, GSO_T_TCPV6 | GSO_T_ECN, 1448, 34, 16),
-                Offloads { ecn: false, ..ALL },
-                BadHeader::GsoType,
-            ),
+            (hdr(1, 1, 1448, 34, 16), csum_only, VnetError::NotNegotiated),
+            (hdr(1, 4, 1448, 34, 16), csum_only, VnetError::NotNegotiated),
+            (hdr(1, 0x81, 1448, 34, 16), no_ecn, VnetError::NotNegotiated),
+            (hdr(1, 0, 0, 90, 9), ALL, VnetError::CsumOutOfFrame),
         ];
         for (h, sends, want) in cases {
             let mut m = meta();
-            assert_eq!(read_header(&h, 60, sends, &mut m), Err(want), "{h:?}");
+            assert_eq!(
+                read_header(&h, &frame(100), sends, &mut m),
+                Err(want),
+                "{h:?}"
+            );
+            assert!(!m.has_offload(), "nothing half-recorded: {h:?}");
         }
     }
 
     #[test]
-    fn partial_checksums_go_only_where_taken() {
-        let mut m = meta();
-        read_header(&hdr(1, 0, 0, 34, 6), 60, ALL, &mut m).unwrap();
-        assert!(Offloads {
-            csum: true,
-            ..Offloads::default()
-        }
-        .takes(&m));
-        assert!(!Offloads::default().takes(&m));
-        assert!(Offloads::default().takes(&meta()));
+    fn the_features_say_what_each_side_takes() {
+        let f = VIRTIO_NET_F_CSUM | VIRTIO_NET_F_HOST_TSO4 | VIRTIO_NET_F_GUEST_TSO6;
+        assert_eq!(
+            guest_sends(f),
+            Offloads {
+                csum: true,
+                tso4: true,
+                ..Offloads::default()
+            }
+        );
+        // TSO without checksum offload means nothing.
+        assert_eq!(guest_takes(f), Offloads::default());
     }
 }

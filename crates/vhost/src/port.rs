@@ -355,12 +355,6 @@ impl InputNode for VhostRx {
                 continue;
             }
             let (meta, slot) = cx.pool.slot_mut(b);
-            if read_header(&hdr, frame, sends, meta).is_err() {
-                bad_headers += 1;
-                cx.pool.free(b);
-                continue;
-            }
-            supers += u64::from(meta.is_gso());
             let start = meta.data_offset as usize;
             let Some(dst) = slot.get_mut(start..start + frame) else {
                 bad += 1;
@@ -368,6 +362,14 @@ impl InputNode for VhostRx {
                 continue;
             };
             gather(segs, hdr_len, dst);
+            // The header is checked against the frame it describes (a TCP header where a
+            // super-packet says it is).
+            if read_header(&hdr, dst, sends, meta).is_err() {
+                bad_headers += 1;
+                cx.pool.free(b);
+                continue;
+            }
+            supers += u64::from(meta.is_gso());
             meta.length = frame as u16;
             meta.rx_port = self.port_id;
             out[n] = b;
@@ -693,8 +695,18 @@ impl Node for VhostTx {
                     continue;
                 };
                 let hdr = if meta.has_offload() {
-                    supers += u64::from(meta.is_gso());
-                    write_header(meta, data, 1)
+                    match write_header(meta, data, 1) {
+                        Ok(h) => {
+                            supers += u64::from(meta.is_gso());
+                            h
+                        }
+                        Err(_) => {
+                            // The chain goes back empty; the packet is dropped and counted.
+                            bad_supers += 1;
+                            run.ring.push_used(head, 0);
+                            continue;
+                        }
+                    }
                 } else {
                     plain
                 };
@@ -725,14 +737,12 @@ impl Node for VhostTx {
                     continue;
                 };
                 let put = if takes.takes(meta) {
+                    let Ok(h) = write_header(meta, data, 0) else {
+                        bad_supers += 1;
+                        continue;
+                    };
                     supers += u64::from(meta.is_gso());
-                    put(
-                        run,
-                        snap,
-                        &mut self.segs,
-                        &write_header(meta, data, 0),
-                        [data, &[]],
-                    )
+                    put(run, snap, &mut self.segs, &h, [data, &[]])
                 } else if meta.is_gso() {
                     segmented += 1;
                     match segment_into(run, snap, &mut self.segs, meta, data) {

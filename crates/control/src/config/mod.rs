@@ -181,7 +181,12 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   exist; tap: created if missing, attached to if a TAP
 /// fanout = 7                        # af-packet only: PACKET_FANOUT group 0..=65535, optional,
 ///                                   #   unique over all ports
-/// vnet-hdr = false                  # tap only: virtio-net headers (offloads off); default false
+/// vnet-hdr = false                  # tap only: virtio-net headers; default false (true when
+///                                   #   offloads = true)
+/// offloads = false                  # tap only: checksum and TCP segmentation offloads in the
+///                                   #   virtio-net headers (64 KiB super-packets, jumbo buffers
+///                                   #   in the pool); needs vnet-hdr and workers = 1; default
+///                                   #   false (the kernel checksums and segments everything)
 /// queues = 1                        # af-xdp only: 1..=64 queues (sockets); default: every
 ///                                   #   receive queue of the interface. Fewer queues than
 ///                                   #   workers: the queue owners spread flows (software RSS)

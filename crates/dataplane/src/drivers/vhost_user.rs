@@ -103,6 +103,11 @@ impl<'a> Driver<'a> for VhostUser<'a> {
     fn may_hand_off(&self) -> bool {
         true
     }
+
+    /// Guests send TSO super-packets: every worker that runs a queue pair receives them.
+    fn wants_jumbo_buffers(&self, worker: usize, workers: usize) -> bool {
+        (0..usize::from(self.queues.max(1))).any(|k| k % workers.max(1) == worker)
+    }
 }
 
 /// A worker's transmit node for a port with several queue pairs, on a worker other than 0:
