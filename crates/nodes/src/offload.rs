@@ -48,6 +48,26 @@ pub enum OffloadDrop {
     TooBig,
 }
 
+/// Where replacements of frame packet `after` go: `emitter`, to next index `next`.
+pub struct Replace<'a> {
+    /// The node's queue of extra packets.
+    pub emitter: &'a mut Emitter,
+    /// Index in the frame of the packet being replaced.
+    pub after: usize,
+    /// Next index of the replacements.
+    pub next: u16,
+}
+
+impl Replace<'_> {
+    /// Emit `c` in the packet's place; a full queue frees it.
+    fn emit(&mut self, pool: &mut BufferPool, c: u32) -> Result<(), OffloadDrop> {
+        self.emitter.emit(self.after, self.next, c).map_err(|c| {
+            pool.free(c);
+            OffloadDrop::QueueFull
+        })
+    }
+}
+
 /// Bytes of scratch per segment header.
 const MAX_HEADER: usize = MAX_HEADER_LEN;
 
@@ -80,17 +100,15 @@ impl SoftwareOffload {
         }
     }
 
-    /// Make packet `b` (frame index `after`) fit a port with `caps`, emitting replacements to
-    /// next index `next`. The caller checks first that the packet has offloads or sits in a
-    /// jumbo buffer (`BufferMeta::has_offload`, `BufferPool::is_jumbo`): that is the rare case.
+    /// Make packet `b` fit a port with `caps`, replacing it through `to` when it must. The
+    /// caller checks first that the packet has offloads or sits in a jumbo buffer
+    /// (`BufferMeta::has_offload`, `BufferPool::is_jumbo`): that is the rare case.
     pub fn prepare(
         &mut self,
         pool: &mut BufferPool,
         b: u32,
         caps: PortCaps,
-        emitter: &mut Emitter,
-        after: usize,
-        next: u16,
+        to: Replace<'_>,
     ) -> Result<Fate, OffloadDrop> {
         let m = *pool.meta(b);
         let jumbo = pool.is_jumbo(b);
@@ -99,7 +117,7 @@ impl SoftwareOffload {
             return Ok(Fate::AsIs);
         }
         if m.is_gso() {
-            return self.segment(pool, b, caps, emitter, after, next);
+            return self.segment(pool, b, caps, to);
         }
         if m.flags & FLAG_CSUM_PARTIAL != 0 && !caps.offloads.csum {
             let (meta, data) = pool.packet_mut(b);
@@ -109,7 +127,7 @@ impl SoftwareOffload {
             meta.clear_offload();
         }
         if jumbo && !caps.jumbo {
-            return move_to_ordinary(pool, b, emitter, after, next);
+            return move_to_ordinary(pool, b, to);
         }
         Ok(Fate::AsIs)
     }
@@ -120,9 +138,7 @@ impl SoftwareOffload {
         pool: &mut BufferPool,
         b: u32,
         caps: PortCaps,
-        emitter: &mut Emitter,
-        after: usize,
-        next: u16,
+        mut to: Replace<'_>,
     ) -> Result<Fate, OffloadDrop> {
         let m = *pool.meta(b);
         let kind = GsoKind::from_gso_type(m.gso_type).ok_or(OffloadDrop::Malformed)?;
@@ -174,9 +190,8 @@ impl SoftwareOffload {
                 outcome = Err(OffloadDrop::Malformed);
                 break;
             }
-            if let Err(c) = emitter.emit(after, next, c) {
-                pool.free(c);
-                outcome = Err(OffloadDrop::QueueFull);
+            if let Err(why) = to.emit(pool, c) {
+                outcome = Err(why);
                 break;
             }
         }
@@ -193,9 +208,7 @@ impl SoftwareOffload {
 fn move_to_ordinary(
     pool: &mut BufferPool,
     b: u32,
-    emitter: &mut Emitter,
-    after: usize,
-    next: u16,
+    mut to: Replace<'_>,
 ) -> Result<Fate, OffloadDrop> {
     let m = *pool.meta(b);
     let len = usize::from(m.length);
@@ -217,10 +230,7 @@ fn move_to_ordinary(
             .wrapping_sub(m.data_offset)
             .wrapping_add(headroom as u16);
     }
-    if let Err(c) = emitter.emit(after, next, c) {
-        pool.free(c);
-        return Err(OffloadDrop::QueueFull);
-    }
+    to.emit(pool, c)?;
     pool.free(b);
     Ok(Fate::Replaced)
 }

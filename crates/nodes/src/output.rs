@@ -4,7 +4,7 @@
 //! jumbo buffer) is made fit in software first (`offload`). It changes no other packet's bytes.
 
 use crate::names;
-use crate::offload::{Fate, OffloadDrop, PortCaps, SoftwareOffload};
+use crate::offload::{Fate, OffloadDrop, PortCaps, Replace, SoftwareOffload};
 use graph::{CaptureControl, Dispatch, Emitter, Node, NodeContext, NEXT_CONSUMED};
 use std::sync::Arc;
 
@@ -78,10 +78,12 @@ impl InterfaceOutput {
     fn fit(&mut self, cx: &mut NodeContext<'_>, i: usize, b: u32, p: usize) -> u16 {
         let next = p as u16 + 1;
         let caps = self.caps[p];
-        match self
-            .offload
-            .prepare(cx.pool, b, caps, &mut self.emitter, i, next)
-        {
+        let to = Replace {
+            emitter: &mut self.emitter,
+            after: i,
+            next,
+        };
+        match self.offload.prepare(cx.pool, b, caps, to) {
             Ok(Fate::AsIs) => next,
             Ok(Fate::Replaced) => NEXT_CONSUMED,
             Err(why) => {

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{delete_leftovers, missing_prerequisite, ok, require_root, run};
+use common::{delete_leftovers, ok, require_root, run, tap_skip_reason};
 use graph::{Dispatch, GraphBuilder, Node, NodeContext, PortStats};
 use packet::{BufferPool, PoolConfig};
 use ports::{TapConfig, TapPort};
@@ -24,14 +24,7 @@ const NEIGH_IP: &str = "198.18.77.2";
 const NEIGH_MAC: &str = "02:00:00:00:77:02";
 
 fn skip_reason() -> Option<String> {
-    missing_prerequisite(
-        "network namespaces and TAP devices",
-        &["ip", "ping", "python3"],
-    )
-    .or_else(|| {
-        (!std::path::Path::new("/dev/net/tun").exists())
-            .then(|| "/dev/net/tun does not exist".to_string())
-    })
+    tap_skip_reason(&["ip", "ping", "python3"])
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);

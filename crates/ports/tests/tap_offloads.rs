@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{delete_leftovers, missing_prerequisite, ok, require_root, run};
+use common::{delete_leftovers, missing_prerequisite, ok, require_root, run, tap_skip_reason};
 use graph::{Dispatch, DriverCounters, GraphBuilder, Node, NodeContext, PortStats};
 use packet::meta::{FLAG_CSUM_PARTIAL, GSO_TCP4, GSO_TCP6};
 use packet::{BufferPool, PoolConfig};
@@ -32,14 +32,7 @@ const TRANSFER_SECONDS: u32 = 20;
 const MAX_PLAIN_FRAME: usize = 1514;
 
 fn skip_reason() -> Option<String> {
-    missing_prerequisite(
-        "network namespaces and TAP devices",
-        &["ip", "python3", "ethtool", "timeout"],
-    )
-    .or_else(|| {
-        (!std::path::Path::new("/dev/net/tun").exists())
-            .then(|| "/dev/net/tun does not exist".to_string())
-    })
+    tap_skip_reason(&["ip", "python3", "ethtool", "timeout"])
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
