@@ -6,14 +6,13 @@
 //! the length of a run; it never sends traffic anywhere but between the guests it is given.
 
 use crate::report::{median, ratio};
-use crate::scratch::ScratchDir;
 use crate::sys;
 use crate::veth::spread;
 use anyhow::{anyhow, bail, Context, Result};
 use dataplane::flows::FlowSwitch;
 use dataplane::{Dataplane, PollMode, RunningDataplane, RuntimeView};
 use flow::ofctl::{self, FlowModKind};
-use netlab::{Guest, GuestImage, GuestSpec};
+use netlab::{Guest, GuestImage, GuestSpec, RegisteredDir};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -31,18 +30,22 @@ pub(crate) const SHORT: Duration = Duration::from_secs(60);
 /// `vecplane-worker-N`).
 const WORKER_COMM: &str = "vecplane-worker";
 
+/// Prefix of the scratch directories (`<tmp>/vbm-<pid>-<seq>`).
+const SCRATCH_PREFIX: &str = "vbm";
+
 /// vecplane in this process, serving vhost-user sockets in a scratch directory of its own.
 pub(crate) struct VmSwitch {
     running: Option<RunningDataplane>,
     view: RuntimeView,
-    scratch: ScratchDir,
+    scratch: RegisteredDir,
 }
 
 impl VmSwitch {
-    /// Write `config` (sockets relative to it) to a fresh scratch directory, check it with
-    /// vecplane's own parser, build the data plane and start its worker.
-    pub(crate) fn start(tag: &str, config: &str) -> Result<VmSwitch> {
-        let scratch = ScratchDir::create(tag)?;
+    /// Write `config` (sockets relative to it) to a fresh scratch directory (netlab's
+    /// registry deletes it also on a signal), check it with vecplane's own parser, build the
+    /// data plane and start its worker.
+    pub(crate) fn start(config: &str) -> Result<VmSwitch> {
+        let scratch = RegisteredDir::create(SCRATCH_PREFIX)?;
         let path = scratch.path().join("vecplane.toml");
         std::fs::write(&path, config).with_context(|| format!("write {}", path.display()))?;
         let spec = control::parse_config(config, &path.display().to_string(), scratch.path())

@@ -147,7 +147,7 @@ pub fn compare(args: &BenchArgs) -> Result<Report> {
     say("finding or building the guest image".into());
     let image = GuestImage::build_or_find()?;
     let config = chain::vecplane_config(max, &vm_tcp::dataplane_lines(p.cpu))?;
-    let vp = VmSwitch::start("vm-chain", &config)?;
+    let vp = VmSwitch::start(&config)?;
     let mut specs = chain::guest_specs(max, SUBNET_VECPLANE, "vp-", |port| {
         Ok(NicSpec::VhostUser {
             socket: vp.socket(&port.name),

@@ -218,7 +218,7 @@ pub fn compare(args: &BenchArgs) -> Result<Report> {
     let load = sys::load_average();
     say("finding or building the guest image".into());
     let image = GuestImage::build_or_find()?;
-    let vp = VmSwitch::start("vm-tcp", &vecplane_config(p.cpu)?)?;
+    let vp = VmSwitch::start(&vecplane_config(p.cpu)?)?;
     let mut specs = chain::guest_specs(0, SUBNET_VECPLANE, "vp-", |port| {
         Ok(NicSpec::VhostUser {
             socket: vp.socket(&port.name),

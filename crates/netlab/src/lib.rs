@@ -38,7 +38,9 @@ pub mod topology;
 pub mod vecplane;
 
 pub use chain::LinuxChain;
-pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
+pub use cleanup::{
+    cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists, RegisteredDir,
+};
 pub use cmd::{missing_prerequisite, Spawned};
 pub use guest::{
     free_port, guest_mac, missing_guest_prerequisite, Guest, GuestImage, GuestSpec, Mac, NicSpec,
