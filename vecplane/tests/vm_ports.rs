@@ -20,7 +20,9 @@
 #[path = "support/root.rs"]
 mod root;
 
-use netlab::{guest_mac, Addressing, Guest, GuestImage, GuestSpec, Host, Mode, NicSpec, Topology};
+use netlab::{
+    chain, guest_mac, Addressing, Guest, GuestImage, GuestSpec, Host, Mode, NicSpec, Topology,
+};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -220,13 +222,6 @@ impl Drop for Daemon {
     }
 }
 
-fn vhost_port(name: &str, mac: &str, mode: &str, extra: &str) -> String {
-    format!(
-        "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
-         socket = \"{name}.sock\"\nsocket-mode = \"{mode}\"\nbridge = \"br0\"\n{extra}\n"
-    )
-}
-
 /// A guest with one vhost-user NIC on `socket` (`qemu_server`: QEMU listens there).
 fn host_spec(name: &str, n: u8, socket: &Path, qemu_server: bool) -> GuestSpec {
     GuestSpec::new(name)
@@ -407,7 +402,7 @@ fn a_tso_guest_reaches_a_kernel_host_through_software_segmentation() {
         "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n{}\
          [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
          mac = \"{}\"\nbridge = \"br0\"\n",
-        vhost_port("vm1", "02:00:00:00:10:01", "server", ""),
+        chain::vhost_user_port("vm1", "02:00:00:00:10:01", "server", ""),
         topo.names().ra,
         netlab::addr::MAC_RA
     );
@@ -589,38 +584,6 @@ fn queue_pairs_are_run_by_their_own_workers() {
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }
 
-/// OpenFlow port numbers: A is 1, B is 2, VNF `k`'s first NIC is `10k+1`, its second `10k+2`.
-fn vnf_ports(k: u32) -> (u32, u32) {
-    (10 * k + 1, 10 * k + 2)
-}
-
-/// The rules steering A -> VNF1 -> ... -> VNF`n` -> B and back, as `ovs-ofctl` takes them.
-fn chain_rules(n: u32) -> Vec<String> {
-    let mut r = Vec::new();
-    // Forward: each hop's egress is the next hop's ingress.
-    let mut from = 1;
-    for k in 1..=n {
-        let (first, second) = vnf_ports(k);
-        r.push(format!(
-            "priority=100,in_port={from},actions=output:{first}"
-        ));
-        from = second;
-    }
-    r.push(format!("priority=100,in_port={from},actions=output:2"));
-    // Back: B into the last VNF's second NIC, out of its first NIC into the previous one's
-    // second, ..., into A.
-    let mut from = 2;
-    for k in (1..=n).rev() {
-        let (first, second) = vnf_ports(k);
-        r.push(format!(
-            "priority=100,in_port={from},actions=output:{second}"
-        ));
-        from = first;
-    }
-    r.push(format!("priority=100,in_port={from},actions=output:1"));
-    r
-}
-
 /// (match, n_packets) of every rule of br0.
 fn rule_packets(vp: &Daemon) -> Vec<(String, u64)> {
     let v = vp.ctl_json(&["dump-flows", "br0"]);
@@ -659,60 +622,18 @@ fn flow_rules_chain_traffic_through_one_two_and_three_vnf_guests() {
     let Some(image) = image() else { return };
     let start = Instant::now();
     const VNFS: u32 = 3;
-    let mut config = String::from(
-        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\nmode = \"flow\"\n\
-         flows = [\"priority=0,actions=drop\"]\n\n",
-    );
-    config.push_str(&vhost_port(
-        "a",
-        "02:00:00:00:20:01",
-        "server",
-        "ofport = 1",
-    ));
-    config.push_str(&vhost_port(
-        "b",
-        "02:00:00:00:20:02",
-        "server",
-        "ofport = 2",
-    ));
-    for k in 1..=VNFS {
-        let (first, second) = vnf_ports(k);
-        config.push_str(&vhost_port(
-            &format!("vnf{k}a"),
-            &format!("02:00:00:00:2{k}:01"),
-            "server",
-            &format!("ofport = {first}"),
-        ));
-        config.push_str(&vhost_port(
-            &format!("vnf{k}b"),
-            &format!("02:00:00:00:2{k}:02"),
-            "server",
-            &format!("ofport = {second}"),
-        ));
-    }
+    // The chain's config, rules and guests are netlab's (`vecplane bench --scenario vm-chain`
+    // builds the same chain).
+    let config = chain::vecplane_config(VNFS, "buffers = 8192").unwrap_or_else(|e| panic!("{e:#}"));
     let mut vp = Daemon::start(&config);
-    let nic = |socket: PathBuf, g: u8, n: u8| NicSpec::VhostUser {
-        socket,
-        server: false,
-        mac: guest_mac(g, n),
-    };
-    let mut specs = vec![
-        GuestSpec::new("a")
-            .nic(nic(vp.sock("a"), 1, 0))
-            .addresses("198.18.20.1/24", "2001:db8:20::1/64"),
-        GuestSpec::new("b")
-            .nic(nic(vp.sock("b"), 2, 0))
-            .addresses("198.18.20.2/24", "2001:db8:20::2/64"),
-    ];
-    for k in 1..=VNFS {
-        let g = 10 + k as u8;
-        specs.push(
-            GuestSpec::new(&format!("vnf{k}"))
-                .nic(nic(vp.sock(&format!("vnf{k}a")), g, 0))
-                .nic(nic(vp.sock(&format!("vnf{k}b")), g, 1))
-                .bridged(),
-        );
-    }
+    let specs = chain::guest_specs(VNFS, 20, "", |p| {
+        Ok(NicSpec::VhostUser {
+            socket: vp.sock(&p.name),
+            server: false,
+            mac: p.guest_mac,
+        })
+    })
+    .unwrap_or_else(|e| panic!("{e:#}"));
     let mut g = boot(&image, specs);
 
     // Nothing passes before the operator loads a chain (the default rule drops).
@@ -727,8 +648,8 @@ fn flow_rules_chain_traffic_through_one_two_and_three_vnf_guests() {
         let t = Instant::now();
         // Replace the chain as an operator would: remove the steering rules, load the new ones.
         vp.ctl_ok(&["del-flows", "br0"]);
-        vp.ctl_ok(&["add-flow", "br0", "priority=0,actions=drop"]);
-        let rules = chain_rules(n);
+        vp.ctl_ok(&["add-flow", "br0", chain::DEFAULT_RULE]);
+        let rules = chain::chain_rules(n);
         for r in &rules {
             vp.ctl_ok(&["add-flow", "br0", r]);
         }
