@@ -149,6 +149,11 @@ pub struct BenchArgs {
     /// [default: 1000].
     #[arg(long)]
     pub servers: Option<u32>,
+    /// vm-tcp, vm-chain: vecplane's worker polls busily during its own runs (by default it
+    /// polls adaptively, as vecplane's default config does: it sleeps when idle and a guest's
+    /// kick wakes it, leaving the CPU to the guests).
+    #[arg(long)]
+    pub busy_worker: bool,
     /// veth-switch with --churn: new flows per second [default: 100000].
     #[arg(long, value_name = "N")]
     pub new_flows_per_second: Option<u64>,

@@ -38,13 +38,15 @@ pub(crate) struct VmSwitch {
     running: Option<RunningDataplane>,
     view: RuntimeView,
     scratch: RegisteredDir,
+    /// The worker polls busily during measured runs (else it stays adaptive throughout).
+    busy_in_runs: bool,
 }
 
 impl VmSwitch {
     /// Write `config` (sockets relative to it) to a fresh scratch directory (netlab's
     /// registry deletes it also on a signal), check it with vecplane's own parser, build the
     /// data plane and start its worker.
-    pub(crate) fn start(config: &str) -> Result<VmSwitch> {
+    pub(crate) fn start(config: &str, busy_in_runs: bool) -> Result<VmSwitch> {
         let scratch = RegisteredDir::create(SCRATCH_PREFIX)?;
         let path = scratch.path().join("vecplane.toml");
         std::fs::write(&path, config).with_context(|| format!("write {}", path.display()))?;
@@ -57,6 +59,7 @@ impl VmSwitch {
             running: Some(running),
             view,
             scratch,
+            busy_in_runs,
         })
     }
 
@@ -95,7 +98,7 @@ impl VmSwitch {
     /// Switch every worker to busy polling (`true`) or back to adaptive polling, live, as a
     /// reload of `poll-mode` does; the workers adopt it within a round or a nap.
     pub(crate) fn set_busy(&self, busy: bool) {
-        let mode = if busy {
+        let mode = if busy && self.busy_in_runs {
             PollMode::Busy
         } else {
             PollMode::Adaptive
@@ -388,8 +391,9 @@ pub(crate) fn tcp_run(
         seconds + 30
     );
     let limit = Duration::from_secs(u64::from(seconds) + 60);
-    // vecplane's worker polls busily while its guests are measured, and naps otherwise (so it
-    // does not take a CPU from the reference's runs); back to napping however this ends.
+    // With --busy-worker, vecplane's worker polls busily while its guests are measured and
+    // naps otherwise (so it takes no CPU from the reference's runs); back to napping however
+    // this ends. Without, `set_busy` leaves it adaptive.
     struct Napping<'a>(Option<&'a VmSwitch>);
     impl Drop for Napping<'_> {
         fn drop(&mut self) {

@@ -147,7 +147,7 @@ pub fn compare(args: &BenchArgs) -> Result<Report> {
     say("finding or building the guest image".into());
     let image = GuestImage::build_or_find()?;
     let config = chain::vecplane_config(max, &vm_tcp::dataplane_lines(p.cpu))?;
-    let vp = VmSwitch::start(&config)?;
+    let vp = VmSwitch::start(&config, args.busy_worker)?;
     let mut specs = chain::guest_specs(max, SUBNET_VECPLANE, "vp-", |port| {
         Ok(NicSpec::VhostUser {
             socket: vp.socket(&port.name),
@@ -300,10 +300,10 @@ fn build_report(
         format!(
             "guests: QEMU under TCG, 1 vCPU, 256 MiB each, {} of them on each side, all booted \
              for the whole run (idle VNFs cost a little CPU too); vecplane's worker pinned to \
-             CPU {}, polling busily during vecplane's runs and napping during the bridges', \
-             QEMU not pinned",
+             CPU {}, {}, QEMU not pinned",
             2 + max,
-            p.cpu
+            p.cpu,
+            vm_tcp::poll_mode(p.busy_worker)
         ),
         format!(
             "TSO negotiated A -> B: vecplane {}{}",
@@ -336,7 +336,7 @@ fn build_report(
         "warmup_seconds": p.warmup,
         "runs": p.runs,
         "cpu": p.cpu,
-        "poll_mode": vm_tcp::POLL_MODE,
+        "poll_mode": vm_tcp::poll_mode(p.busy_worker),
         "table": table,
         "plot": plot_path.map(|x| x.display().to_string()),
         "ports": ports,

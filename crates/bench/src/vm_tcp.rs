@@ -41,6 +41,8 @@ pub(crate) struct Plan {
     pub(crate) cpu: usize,
     pub(crate) reference: bool,
     pub(crate) progress: bool,
+    /// `--busy-worker`.
+    pub(crate) busy_worker: bool,
 }
 
 /// Check the arguments shared by the VM scenarios (`name` for messages).
@@ -78,6 +80,7 @@ pub(crate) fn plan(args: &BenchArgs, name: &str) -> Result<Plan> {
         cpu,
         reference,
         progress: !args.no_progress,
+        busy_worker: args.busy_worker,
     })
 }
 
@@ -89,12 +92,17 @@ impl Plan {
     }
 }
 
-/// How vecplane's worker polls in the VM scenarios: adaptive in the config (it naps up to a
-/// millisecond when idle, so it leaves the CPUs to booting guests and to the reference's runs)
-/// and busy during its own measured runs ([`VmSwitch::set_busy`]), as a poll-mode data plane
-/// runs: vhost-user rings give an adaptive worker nothing to sleep on, so it would nap between
-/// a guest's packets, which a TCP stream pays for in every round trip.
-pub(crate) const POLL_MODE: &str = "busy during its runs, adaptive otherwise";
+/// How vecplane's worker polls in the VM scenarios: adaptive, as vecplane's default config
+/// (it sleeps when idle, so it leaves the CPUs to the guests, and a guest's kick wakes it at
+/// once); with `--busy-worker`, busy during its own measured runs ([`VmSwitch::set_busy`]) and
+/// adaptive otherwise (so it takes no CPU from the reference's runs).
+pub(crate) fn poll_mode(busy_worker: bool) -> &'static str {
+    if busy_worker {
+        "polling busily during vecplane's runs and adaptively (napping) otherwise"
+    } else {
+        "polling adaptively throughout (it sleeps when idle; a guest's kick wakes it)"
+    }
+}
 
 /// vecplane's `[dataplane]` lines for the VM scenarios.
 pub(crate) fn dataplane_lines(cpu: usize) -> String {
@@ -218,7 +226,7 @@ pub fn compare(args: &BenchArgs) -> Result<Report> {
     let load = sys::load_average();
     say("finding or building the guest image".into());
     let image = GuestImage::build_or_find()?;
-    let vp = VmSwitch::start(&vecplane_config(p.cpu)?)?;
+    let vp = VmSwitch::start(&vecplane_config(p.cpu)?, args.busy_worker)?;
     let mut specs = chain::guest_specs(0, SUBNET_VECPLANE, "vp-", |port| {
         Ok(NicSpec::VhostUser {
             socket: vp.socket(&port.name),
@@ -321,14 +329,13 @@ fn build_report(
          device): the emulator limits the rate as much as the switch does"
             .to_string(),
         format!(
-            "CPUs: vecplane's worker is pinned to CPU {}; it polls busily during vecplane's \
-             runs and naps (adaptive polling, switched live) during the bridge's, so it takes \
-             no CPU from them; the QEMU processes are not pinned. During vecplane's runs the \
-             worker takes a core the two guests otherwise share; the Linux bridge has no thread \
-             of its own, it forwards inside the sending QEMU's write to its TAP. Per run, \
-             all_runs has the CPU seconds of the QEMUs and of the worker and how busy the whole \
-             machine was",
-            p.cpu
+            "CPUs: vecplane's worker is pinned to CPU {}, {}; the QEMU processes are not \
+             pinned. The worker's CPU time is CPU the two guests would otherwise share; the \
+             Linux bridge has no thread of its own, it forwards inside the sending QEMU's write \
+             to its TAP. Per run, all_runs has the CPU seconds of the QEMUs and of the worker \
+             and how busy the whole machine was",
+            p.cpu,
+            poll_mode(p.busy_worker)
         ),
         format!(
             "TSO (sender's HOST_TSO4 and receiver's GUEST_TSO4 in the virtio features the \
@@ -365,7 +372,7 @@ fn build_report(
         "warmup_seconds": p.warmup,
         "runs": p.runs,
         "cpu": p.cpu,
-        "poll_mode": POLL_MODE,
+        "poll_mode": poll_mode(p.busy_worker),
         "tso": ours.tso(),
         "offloads": ours.offloads_json(),
         "ports": ports,
