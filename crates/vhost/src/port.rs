@@ -1,14 +1,18 @@
-//! A vhost-user port's two nodes on the worker that owns it: `VhostRx` (an input node) copies
-//! the frames the guest transmits out of its memory into pool buffers; `VhostTx` copies packets
-//! into the receive buffers the guest posted (merging buffers when negotiated) and frees them.
-//! The copy between guest memory and the pool is the only copy; a poll makes no system call
-//! unless the guest asked for an interrupt (one eventfd write per batch at most).
+//! A vhost-user port's nodes on a worker that runs some of its queue pairs: `VhostRx` (an input
+//! node, one per pair) copies the frames the guest transmits out of its memory into pool
+//! buffers (a super-packet into a jumbo buffer, its virtio-net header into the metadata);
+//! `VhostTx` copies packets into the receive buffers the guest posted on the first of its pairs
+//! the guest enabled (merging buffers when negotiated; a super-packet whole to a guest that took
+//! TSO, else cut into segments straight into its buffers) and frees them. The copy between
+//! guest memory and the pool is the only copy; a poll makes no system call unless the guest
+//! asked for an interrupt (one eventfd write per batch at most).
 //!
 //! Each node checks the device's generation before it touches a ring and picks up the new
-//! snapshot when it moved; the receive node then acknowledges it for both (see `device`).
-//! A malformed ring stops the queue at once and is reported to the control thread, which
-//! resets the connection. These nodes never allocate, lock or block on the fast path, and
+//! snapshot when it moved; each receive node then acknowledges it for its worker (see
+//! `device`). A malformed ring stops the queue at once and is reported to the control thread,
+//! which resets the connection. These nodes never allocate, lock or block on the fast path, and
 //! never read or write outside the guest's memory (every buffer is translated and bounded).
+//! Before an adaptive worker sleeps, the receive node asks the guest for a kick.
 
 use crate::backend::VhostUserDevice;
 use crate::device::{guest_rx, guest_tx, notify, DeviceSnapshot, QueueSetup, Shared, GUEST_TX};
