@@ -14,7 +14,8 @@
 //! several vecplane load balancers, each announcing the VIP over eBGP with its own BIRD.
 //! [`Guest`] runs a QEMU guest (busybox, iperf3, virtio-net, a Linux bridge for VNF mode) built
 //! from Debian packages by scripts/guest/build-guest.sh ([`GuestImage`]), with vhost-user or
-//! QEMU socket NICs and a scriptable serial console.
+//! QEMU socket NICs and a scriptable serial console; [`VhostLab`] runs vecplane for guests on
+//! its vhost-user ports.
 #![deny(missing_docs)]
 
 pub mod cleanup;
@@ -31,12 +32,14 @@ pub mod names;
 pub mod ovs;
 pub mod topology;
 pub mod vecplane;
+pub mod vm_lab;
 
 pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
 pub use cmd::{missing_prerequisite, Spawned};
 pub use guest::{
-    free_port, guest_mac, missing_guest_prerequisite, Guest, GuestImage, GuestSpec, Mac, NicSpec,
-    GUEST_PREFIX, READY_LINE,
+    free_port, guest_mac, missing_guest_packages, missing_guest_packages_reason,
+    missing_guest_prerequisite, Guest, GuestImage, GuestSpec, Mac, NicSpec, GUEST_PREFIX,
+    READY_LINE,
 };
 pub use lb::{
     Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LAB_TOOLS,
@@ -51,3 +54,4 @@ pub use vecplane::{
     render_config, unsupported_feature, validate_config, Driver, Forwarding, PortCounters,
     Unsupported, Vecplane, VecplaneConfig, XdpMode,
 };
+pub use vm_lab::{VhostLab, VM_BRIDGE_CONFIG};
