@@ -11,6 +11,9 @@ those pcaps and of tests/golden/flow/extract.pcap behind the target's 4-byte hea
 fuzz/corpus/ofctl_parse/: every rule, dump line and group of crates/flow/tests/golden/ofctl/;
 fuzz/corpus/lb_cli/: every line of crates/lb/tests/lb_cli_lines.txt, and the whole file.
 fuzz/corpus/lb_parse/: the packets of crates/lb/tests/golden/lb_input.pcap behind each selector.
+fuzz/corpus/gso_segment/: TCP super-packets built here (IPv4/IPv6, 0-2 VLAN tags, IP and TCP
+options, payloads from 0 to 9000 bytes) behind the target's 5-byte head (kind, mss, csum_start,
+csum_offset).
 Existing files are kept (libFuzzer adds its own finds next to them).
 """
 
@@ -124,6 +127,38 @@ def main():
                 put(lp, bytes([op << 1 | ip6]) + data[14:])
                 j += 1
     print(f"seeded {j} packets into {lp}")
+    gs = os.path.join(fuzz, "corpus", "gso_segment")
+    j = 0
+    for v6 in (False, True):
+        for tags in ((), ((0x8100, 7),), ((0x88A8, 1), (0x8100, 2))):
+            for ip_opts, tcp_opts in ((b"", b""), (b"\x01" * 4, b"\x01\x01\x08\x0a" + bytes(8))):
+                for payload, mss in ((0, 1448), (100, 1448), (4000, 1448), (3000, 7), (9000, 8948)):
+                    frame, l4 = tcp_frame(v6, tags, ip_opts, tcp_opts, payload)
+                    head = bytes([1 if v6 else 0]) + struct.pack(">H", mss) + bytes([l4, 16])
+                    put(gs, head + frame)
+                    j += 1
+    print(f"seeded {j} super-packets into {gs}")
+
+
+def tcp_frame(v6, tags, ip_opts, tcp_opts, payload_len):
+    """A TCP super-packet as a guest sends one (lengths right, checksums left as they fall);
+    returns it and the offset of its TCP header."""
+    eth = b"\x02\x00\x00\x00\x00\x01\x02\x00\x00\x00\x00\x02"
+    for tpid, tci in tags:
+        eth += struct.pack(">HH", tpid, tci)
+    payload = bytes((i * 7) & 0xFF for i in range(payload_len))
+    tcp = struct.pack(">HHIIBBHHH", 40000, 5201, 1, 1, (5 + len(tcp_opts) // 4) << 4, 0x18, 512, 0, 0)
+    tcp += tcp_opts
+    if v6:
+        ip = struct.pack(">IHBB", 0x60000000, len(tcp) + payload_len, 6, 64)
+        ip += bytes.fromhex("20010db8000000000000000000000001") + bytes.fromhex("20010db8000000010000000000000009")
+        eth += b"\x86\xdd"
+    else:
+        ihl = 5 + len(ip_opts) // 4
+        ip = struct.pack(">BBHHHBBH4s4s", 0x40 | ihl, 0, ihl * 4 + len(tcp) + payload_len, 1, 0x4000, 64, 6, 0,
+                         bytes([198, 18, 0, 1]), bytes([198, 19, 0, 1])) + ip_opts
+        eth += b"\x08\x00"
+    return eth + ip + tcp + payload, len(eth) + len(ip)
 
 
 if __name__ == "__main__":

@@ -371,22 +371,21 @@ fn assert_vm_demo_cleaned_up(pid: u32) {
     }
 }
 
-/// The figures of a results line `   ok    port NAME: connected, rx R tx T packets, ...`.
-fn port_packets(out: &str, name: &str) -> (u64, u64) {
+/// Figure `key` (`rx`, `tx`, `in`, `out`, `segmented`, ...: the number after its first
+/// occurrence) of the passed check of port `name`:
+/// `   ok    port NAME: connected, rx R tx T packets, super-packets in S out U, segmented G, ...`.
+fn port_figure(out: &str, name: &str, key: &str) -> u64 {
     let line = out
         .lines()
         .find(|l| l.contains(&format!("ok    port {name}: connected, rx ")))
         .unwrap_or_else(|| panic!("no passed check of port {name}"));
     let words: Vec<&str> = line.split_whitespace().collect();
-    let after = |w: &str| -> u64 {
-        words
-            .iter()
-            .position(|x| *x == w)
-            .and_then(|i| words.get(i + 1))
-            .and_then(|x| x.parse().ok())
-            .unwrap_or_else(|| panic!("no `{w} N` in {line}"))
-    };
-    (after("rx"), after("tx"))
+    words
+        .iter()
+        .position(|x| *x == key)
+        .and_then(|i| words.get(i + 1))
+        .and_then(|x| x.trim_end_matches(',').parse().ok())
+        .unwrap_or_else(|| panic!("no `{key} N` in {line}"))
 }
 
 #[test]
@@ -437,16 +436,31 @@ fn demo_vms_two_guests_ping_and_transfer_through_vecplane_and_clean_up() {
         .and_then(|x| x.parse().ok())
         .unwrap_or_else(|| panic!("no TCP figures"));
     assert!(mb > 0.1, "TCP moved {mb} MB");
-    let (vm1_rx, vm1_tx) = port_packets(&out, "vm1");
-    let (vm2_rx, vm2_tx) = port_packets(&out, "vm2");
+    let f = |port: &str, key: &str| port_figure(&out, port, key);
+    let (vm1_rx, vm2_tx) = (f("vm1", "rx"), f("vm2", "tx"));
     assert!(
         vm1_rx > 1000 && vm2_tx > 1000,
         "data: vm1 rx {vm1_rx}, vm2 tx {vm2_tx}"
     );
+    let (vm2_rx, vm1_tx) = (f("vm2", "rx"), f("vm1", "tx"));
     assert!(
         vm2_rx > 10 && vm1_tx > 10,
         "acks: vm2 rx {vm2_rx}, vm1 tx {vm1_tx}"
     );
+    // Both guests negotiated TSO: the sender's super-packets crossed vecplane whole, into the
+    // other guest whole (no software segmentation between two TSO guests).
+    assert!(
+        out.matches("offloads from the guest: csum tso4 tso6 ecn")
+            .count()
+            >= 2,
+        "offloads not negotiated by both guests"
+    );
+    let (sent, delivered) = (f("vm1", "in"), f("vm2", "out"));
+    assert!(
+        sent > 10 && delivered > 10,
+        "super-packets in {sent}, out {delivered}"
+    );
+    assert_eq!(f("vm2", "segmented"), 0, "vm2 segmented super-packets");
     assert_vm_demo_cleaned_up(pid);
 }
 

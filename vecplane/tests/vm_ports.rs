@@ -8,6 +8,9 @@
 //!   is then killed and started again (a fresh QEMU, the old one and its files gone) on the
 //!   same socket, and pings over IPv4 and IPv6 resume. The same setup with pings both ways in
 //!   both families and a TCP transfer is `vecplane demo --vms`, run by tests/demo.rs;
+//! * a TSO guest reaches a kernel host (a netlab namespace) through vecplane, which cuts its
+//!   super-packets into segments; two queue pairs per port are run by their own workers (DPDK's
+//!   virtio-user as the guest);
 //! * service chaining: guests A and B and three VNF guests (two vhost-user NICs each, bridging
 //!   them inside) on a flow-mode bridge; rules loaded with `vecplane ctl add-flow` steer A's
 //!   traffic through a chain of 1, 2 and 3 VNFs to B and back; ping works through each chain and
@@ -22,9 +25,10 @@
 mod root;
 
 use netlab::vm_lab::{self, VhostLab, VM_BRIDGE_CONFIG};
-use netlab::{guest_mac, Guest, GuestImage, GuestSpec, NicSpec};
+use netlab::{chain, Addressing, Guest, GuestImage, GuestSpec, Host, Mode, NicSpec, Topology};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -52,9 +56,20 @@ struct Daemon {
 
 impl Daemon {
     fn start(config: &str) -> Daemon {
+        Daemon::start_in(config, None)
+    }
+
+    /// `start`, inside network namespace `ns` when given (the sockets stay in the scratch
+    /// directory, which every namespace sees).
+    fn start_in(config: &str, ns: Option<&str>) -> Daemon {
         Daemon {
-            lab: VhostLab::start(Path::new(BIN), config).unwrap_or_else(|e| panic!("{e:#}")),
+            lab: VhostLab::start_in(Path::new(BIN), config, ns).unwrap_or_else(|e| panic!("{e:#}")),
         }
+    }
+
+    /// What the daemon printed so far.
+    fn log(&self) -> String {
+        self.lab.vecplane().map(|v| v.log()).unwrap_or_default()
     }
 
     /// A vhost-user socket path in the scratch directory.
@@ -110,13 +125,6 @@ impl Daemon {
     fn assert_running(&mut self) {
         self.lab.check_running().unwrap_or_else(|e| panic!("{e:#}"));
     }
-}
-
-fn vhost_port(name: &str, mac: &str, mode: &str, extra: &str) -> String {
-    format!(
-        "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
-         socket = \"{name}.sock\"\nsocket-mode = \"{mode}\"\nbridge = \"br0\"\n{extra}\n"
-    )
 }
 
 /// Start QEMU for every spec in order, then wait for all of them (`Guest::boot_all`).
@@ -181,8 +189,15 @@ fn two_guests_on_a_learning_bridge_transfer_and_survive_restarts() {
         let d = &p["driver_counters"];
         assert_eq!(d["guest_errors"], 0, "{p}");
         assert_eq!(d["rx_bad_frames"], 0, "{p}");
+        assert_eq!(d["rx_bad_headers"], 0, "{p}");
         assert!(d["connections"].as_u64().unwrap_or(0) >= 1, "{p}");
-        assert_eq!(p["driver_state"], "connected", "{p}");
+        // Both guests negotiated the offloads (their TSO super-packets crossing whole is
+        // checked on the TCP transfer of `vecplane demo --vms`, in tests/demo.rs).
+        let state = p["driver_state"].as_str().unwrap_or_default();
+        assert!(
+            state.starts_with("connected; offloads from the guest: csum tso4 tso6 ecn"),
+            "{p}"
+        );
     }
     assert_eq!(vp.guest_errors(), Vec::<String>::new());
     println!("traffic done after {:.1} s", start.elapsed().as_secs_f64());
@@ -232,36 +247,202 @@ fn two_guests_on_a_learning_bridge_transfer_and_survive_restarts() {
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }
 
-/// OpenFlow port numbers: A is 1, B is 2, VNF `k`'s first NIC is `10k+1`, its second `10k+2`.
-fn vnf_ports(k: u32) -> (u32, u32) {
-    (10 * k + 1, 10 * k + 2)
+#[test]
+fn a_tso_guest_reaches_a_kernel_host_through_software_segmentation() {
+    require_root!(SERIAL, TOOLS);
+    let Some(image) = image() else { return };
+    let start = Instant::now();
+    // vecplane in R bridges a guest and R's veth towards host A (whose kernel neither takes
+    // nor sends super-packets there: tx offloads off on A0, GRO off on Ra).
+    let topo = Topology::build_with_prefix("vmso", Mode::Dataplane(Addressing::Bridged))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let config = format!(
+        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n{}\
+         [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
+         mac = \"{}\"\nbridge = \"br0\"\n",
+        chain::vhost_user_port("vm1", "02:00:00:00:10:01", "server", ""),
+        topo.names().ra,
+        netlab::addr::MAC_RA
+    );
+    let mut vp = Daemon::start_in(&config, Some(topo.ns(Host::R)));
+    let mut g = boot(
+        &image,
+        vec![vm_lab::vhost_guest("vm1", 1, &vp.sock("vm1"), false)],
+    );
+    let vm = &mut g[0];
+    vm.run_ok(
+        "ip addr add 198.18.1.10/24 dev eth0 && ip -6 addr add 2001:db8:1::10/64 dev eth0",
+        SHORT,
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    pings(vm, "198.18.1.2");
+    pings(vm, "2001:db8:1::2");
+    for dst in ["198.18.1.2", "2001:db8:1::2"] {
+        let mut server = topo
+            .spawn(
+                Host::A,
+                &["timeout", "30", "iperf3", "-s", "-1", "-B", dst],
+                "iperf3-server",
+            )
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let out = vm
+            .run_ok(
+                &format!(
+                    "for i in $(seq 50); do iperf3 -c {dst} -t 2 -J --connect-timeout 2000 \
+                     >/tmp/c.json 2>&1 && break; sleep 0.2; done; cat /tmp/c.json"
+                ),
+                Duration::from_secs(60),
+            )
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let v: Value = serde_json::from_str(out.trim())
+            .unwrap_or_else(|e| panic!("iperf3 to {dst} printed no JSON ({e}):\n{out}"));
+        let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+        println!(
+            "iperf3 to {dst}: {:.1} Mbit/s",
+            v["end"]["sum_received"]["bits_per_second"]
+                .as_f64()
+                .unwrap_or(0.0)
+                / 1e6
+        );
+        assert!(
+            received > 1_000_000,
+            "iperf3 to {dst}: {received} bytes: {v}"
+        );
+        let _ = server.wait_timeout(Duration::from_secs(10));
+    }
+    vp.assert_running();
+    let guest = vp.port("vm1");
+    let kernel = vp.port("kernel");
+    println!("vm1: {guest}\nkernel: {kernel}");
+    let d = &guest["driver_counters"];
+    let supers = d["rx_super_packets"].as_u64().unwrap_or(0);
+    assert!(supers > 10, "the guest sent super-packets: {guest}");
+    assert_eq!(d["rx_bad_headers"], 0, "{guest}");
+    // Cut into MTU-sized segments on the way out: many more frames left than came in, and
+    // none was dropped for its offloads.
+    assert!(
+        counter(&kernel, "tx_packets") > 3 * supers,
+        "segments: {kernel} for {supers} super-packets"
+    );
+    let errors = vp.ctl_json(&["show", "errors"]);
+    let output_drops: u64 = errors["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["node"] == "interface-output")
+        .filter_map(|e| e["count"].as_u64())
+        .sum();
+    assert_eq!(output_drops, 0, "{errors}");
+    drop(g);
+    drop(vp);
+    topo.delete().unwrap_or_else(|e| panic!("{e:#}"));
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }
 
-/// The rules steering A -> VNF1 -> ... -> VNF`n` -> B and back, as `ovs-ofctl` takes them.
-fn chain_rules(n: u32) -> Vec<String> {
-    let mut r = Vec::new();
-    // Forward: each hop's egress is the next hop's ingress.
-    let mut from = 1;
-    for k in 1..=n {
-        let (first, second) = vnf_ports(k);
-        r.push(format!(
-            "priority=100,in_port={from},actions=output:{first}"
+#[test]
+fn queue_pairs_are_run_by_their_own_workers() {
+    let testpmd = bench::testpmd::DEFAULT_PATH;
+    require_root!(SERIAL, &[testpmd]);
+    let start = Instant::now();
+    // Two ports of two queue pairs each, cross-connected, on two workers: pair 0 on worker
+    // 0, pair 1 on worker 1. DPDK's virtio-user (two queues, io forwarding with bursts in
+    // flight) is the guest, as in `vecplane bench --scenario pvp`.
+    let mut config = String::from("[dataplane]\nworkers = 2\n\n");
+    for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
+        config.push_str(&format!(
+            "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
+             socket = \"{name}.sock\"\nqueues = 2\n\n"
         ));
-        from = second;
     }
-    r.push(format!("priority=100,in_port={from},actions=output:2"));
-    // Back: B into the last VNF's second NIC, out of its first NIC into the previous one's
-    // second, ..., into A.
-    let mut from = 2;
-    for k in (1..=n).rev() {
-        let (first, second) = vnf_ports(k);
-        r.push(format!(
-            "priority=100,in_port={from},actions=output:{second}"
-        ));
-        from = first;
+    config.push_str(
+        "[[xconnect]]\nfrom = \"vu0\"\nto = \"vu1\"\ndst-mac = \"02:00:00:00:00:21\"\n\n\
+         [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
+    );
+    let mut vp = Daemon::start(&config);
+    let (s0, s1) = (vp.sock("vu0"), vp.sock("vu1"));
+    let mut guest = bench::testpmd::spawn(Path::new(testpmd), Stdio::piped(), |prefix| {
+        let mut a: Vec<String> = [
+            "--lcores=0@0,1@0",
+            "--main-lcore=0",
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            "--no-telemetry",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(format!("--file-prefix={prefix}"));
+        for (i, s) in [&s0, &s1].iter().enumerate() {
+            a.push("--vdev".into());
+            a.push(format!("net_virtio_user{i},path={},queues=2", s.display()));
+        }
+        a.extend(
+            [
+                "--",
+                "--nb-cores=1",
+                "--rxq=2",
+                "--txq=2",
+                "--forward-mode=io",
+                "--tx-first",
+                "--stats-period=1",
+                "--no-lsc-interrupt",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        a
+    })
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    // Every receive node of every pair moves packets, each on its own worker.
+    let node_packets = |rt: &Value, worker: usize, node: &str| -> u64 {
+        rt["workers"][worker]["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["name"] == node)
+            .and_then(|n| n["packets"].as_u64())
+            .unwrap_or(0)
+    };
+    let want = [
+        (0, "vu0-rx-q0"),
+        (1, "vu0-rx-q1"),
+        (0, "vu1-rx-q0"),
+        (1, "vu1-rx-q1"),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let rt = loop {
+        let rt = vp.ctl_json(&["show", "runtime"]);
+        if want.iter().all(|&(w, n)| node_packets(&rt, w, n) > 10_000) {
+            break rt;
+        }
+        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
+        assert!(
+            Instant::now() < deadline,
+            "not every queue pair moved packets within 30 s: {rt}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for (w, n) in want {
+        println!("worker {w}: {n}: {} packets", node_packets(&rt, w, n));
     }
-    r.push(format!("priority=100,in_port={from},actions=output:1"));
-    r
+    vp.assert_running();
+    for name in ["vu0", "vu1"] {
+        let p = vp.port(name);
+        println!("{name}: {p}");
+        assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
+        assert!(
+            p["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("2 queue pairs"),
+            "{p}"
+        );
+    }
+    drop(guest);
+    assert_eq!(vp.guest_errors(), Vec::<String>::new());
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }
 
 /// (match, n_packets) of every rule of br0.
@@ -302,60 +483,18 @@ fn flow_rules_chain_traffic_through_one_two_and_three_vnf_guests() {
     let Some(image) = image() else { return };
     let start = Instant::now();
     const VNFS: u32 = 3;
-    let mut config = String::from(
-        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\nmode = \"flow\"\n\
-         flows = [\"priority=0,actions=drop\"]\n\n",
-    );
-    config.push_str(&vhost_port(
-        "a",
-        "02:00:00:00:20:01",
-        "server",
-        "ofport = 1",
-    ));
-    config.push_str(&vhost_port(
-        "b",
-        "02:00:00:00:20:02",
-        "server",
-        "ofport = 2",
-    ));
-    for k in 1..=VNFS {
-        let (first, second) = vnf_ports(k);
-        config.push_str(&vhost_port(
-            &format!("vnf{k}a"),
-            &format!("02:00:00:00:2{k}:01"),
-            "server",
-            &format!("ofport = {first}"),
-        ));
-        config.push_str(&vhost_port(
-            &format!("vnf{k}b"),
-            &format!("02:00:00:00:2{k}:02"),
-            "server",
-            &format!("ofport = {second}"),
-        ));
-    }
+    // The chain's config, rules and guests are netlab's (`vecplane bench --scenario vm-chain`
+    // builds the same chain).
+    let config = chain::vecplane_config(VNFS, "buffers = 8192").unwrap_or_else(|e| panic!("{e:#}"));
     let mut vp = Daemon::start(&config);
-    let nic = |socket: PathBuf, g: u8, n: u8| NicSpec::VhostUser {
-        socket,
-        server: false,
-        mac: guest_mac(g, n),
-    };
-    let mut specs = vec![
-        GuestSpec::new("a")
-            .nic(nic(vp.sock("a"), 1, 0))
-            .addresses("198.18.20.1/24", "2001:db8:20::1/64"),
-        GuestSpec::new("b")
-            .nic(nic(vp.sock("b"), 2, 0))
-            .addresses("198.18.20.2/24", "2001:db8:20::2/64"),
-    ];
-    for k in 1..=VNFS {
-        let g = 10 + k as u8;
-        specs.push(
-            GuestSpec::new(&format!("vnf{k}"))
-                .nic(nic(vp.sock(&format!("vnf{k}a")), g, 0))
-                .nic(nic(vp.sock(&format!("vnf{k}b")), g, 1))
-                .bridged(),
-        );
-    }
+    let specs = chain::guest_specs(VNFS, 20, "", |p| {
+        Ok(NicSpec::VhostUser {
+            socket: vp.sock(&p.name),
+            server: false,
+            mac: p.guest_mac,
+        })
+    })
+    .unwrap_or_else(|e| panic!("{e:#}"));
     let mut g = boot(&image, specs);
 
     // Nothing passes before the operator loads a chain (the default rule drops).
@@ -370,8 +509,8 @@ fn flow_rules_chain_traffic_through_one_two_and_three_vnf_guests() {
         let t = Instant::now();
         // Replace the chain as an operator would: remove the steering rules, load the new ones.
         vp.ctl_ok(&["del-flows", "br0"]);
-        vp.ctl_ok(&["add-flow", "br0", "priority=0,actions=drop"]);
-        let rules = chain_rules(n);
+        vp.ctl_ok(&["add-flow", "br0", chain::DEFAULT_RULE]);
+        let rules = chain::chain_rules(n);
         for r in &rules {
             vp.ctl_ok(&["add-flow", "br0", r]);
         }

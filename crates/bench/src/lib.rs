@@ -26,6 +26,9 @@ pub mod veth_lb;
 pub(crate) mod veth_measure;
 pub(crate) mod veth_report;
 pub mod veth_switch;
+pub(crate) mod vm;
+pub mod vm_chain;
+pub mod vm_tcp;
 
 use anyhow::{bail, Context, Result};
 use clap::ValueEnum;
@@ -50,6 +53,8 @@ pub enum Reference {
     /// Open vSwitch with DPDK and `dpdkvhostuserclient` ports (and the testpmd vhost floor),
     /// for pvp.
     OvsDpdk,
+    /// Linux bridges with TAP ports for the same QEMU guests, for vm-tcp and vm-chain.
+    LinuxBridge,
 }
 
 /// Arguments of `vecplane bench`.
@@ -147,6 +152,9 @@ pub struct BenchArgs {
     /// veth-switch with --churn: new flows per second [default: 100000].
     #[arg(long, value_name = "N")]
     pub new_flows_per_second: Option<u64>,
+    /// vm-chain: the longest chain, in VNF guests (lengths 0..=N are measured) [default: 4].
+    #[arg(long, value_name = "N")]
+    pub max_vnfs: Option<u32>,
 }
 
 /// Frame sizes to run as (requested, used, note when they differ).
@@ -308,6 +316,7 @@ pub fn run(args: &BenchArgs) -> Result<()> {
         veth::ScenarioArg::VethSwitch => Some(Reference::Ovs),
         veth::ScenarioArg::Pvp => Some(Reference::OvsDpdk),
         veth::ScenarioArg::VethLb => Some(Reference::Nftables),
+        veth::ScenarioArg::VmTcp | veth::ScenarioArg::VmChain => Some(Reference::LinuxBridge),
         veth::ScenarioArg::Fib => Some(Reference::DpdkFib),
         veth::ScenarioArg::Poll
         | veth::ScenarioArg::Flows
@@ -343,6 +352,12 @@ pub fn run(args: &BenchArgs) -> Result<()> {
     }
     if args.scenario == veth::ScenarioArg::FleetSim {
         return fleet_sim::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::VmTcp {
+        return vm_tcp::run(args);
+    }
+    if args.scenario == veth::ScenarioArg::VmChain {
+        return vm_chain::run(args);
     }
     if args.scenario == veth::ScenarioArg::VethSwitch {
         return veth_switch::run(args);

@@ -1,6 +1,7 @@
 //! Thin wrappers over the few Linux calls the bench needs: CPU affinity of the calling thread,
-//! the calling thread's CPU time and involuntary context switches, the load average.
-//! It owns no state and never touches packets; every call is about the calling thread only.
+//! the calling thread's CPU time and involuntary context switches, the load average, and (read
+//! from /proc) the CPU time of another process or of a named thread of this one.
+//! It owns no state and never touches packets or another process.
 
 use std::time::Duration;
 
@@ -125,6 +126,57 @@ pub fn others_busy(before: &CpuTimes, after: &CpuTimes, cpu: usize) -> Option<f6
     (total > 0).then(|| busy as f64 / total as f64)
 }
 
+/// User + system seconds from the text of a `/proc/.../stat` file (fields 14 and 15, counted
+/// after the parenthesised command name, which may hold spaces).
+pub fn parse_stat_cpu_seconds(stat: &str, ticks_per_second: f64) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): utime is field 14, stime field 15.
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    (ticks_per_second > 0.0).then(|| (utime + stime) as f64 / ticks_per_second)
+}
+
+fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// CPU seconds (user + system) process `pid` and all its threads used so far (None when it is
+/// gone or unreadable).
+pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu_seconds(&stat, clock_ticks())
+}
+
+/// CPU seconds the threads of this process named `name` (their `comm`) used so far, summed;
+/// None when no thread has that name.
+pub fn threads_cpu_seconds(name: &str) -> Option<f64> {
+    let tasks = std::fs::read_dir("/proc/self/task").ok()?;
+    let mut total = None;
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        if let Some(s) = parse_stat_cpu_seconds(&stat, clock_ticks()) {
+            total = Some(total.unwrap_or(0.0) + s);
+        }
+    }
+    total
+}
+
+/// Share of time all CPUs together were busy between two samples (None if unknown).
+pub fn all_busy(before: &CpuTimes, after: &CpuTimes) -> Option<f64> {
+    others_busy(before, after, usize::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,5 +206,26 @@ mod tests {
         assert_eq!(others_busy(&a, &b, 7), Some(140.0 / 200.0));
         assert_eq!(others_busy(&CpuTimes::default(), &b, 1), None);
         assert!(!cpu_times().0.is_empty());
+        assert_eq!(all_busy(&a, &b), Some(140.0 / 200.0));
+    }
+
+    #[test]
+    fn cpu_seconds_of_processes_and_threads() {
+        let stat = "42 (qemu (x) y) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 3 0";
+        assert_eq!(parse_stat_cpu_seconds(stat, 100.0), Some(3.0));
+        assert_eq!(parse_stat_cpu_seconds("42 (x) S 1", 100.0), None);
+        assert!(process_cpu_seconds(std::process::id()).is_some());
+        assert_eq!(threads_cpu_seconds("no-such-thread-name"), None);
+        let h = std::thread::Builder::new()
+            .name("vp-sys-test".into())
+            .spawn(|| {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_millis(30) {
+                    std::hint::black_box(0u64);
+                }
+                threads_cpu_seconds("vp-sys-test")
+            })
+            .expect("thread");
+        assert!(h.join().expect("join").is_some());
     }
 }

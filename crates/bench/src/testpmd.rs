@@ -386,7 +386,7 @@ pub fn check_installed(path: &Path) -> Result<()> {
 }
 
 /// The running child, killed and cleaned up whatever happens.
-pub(crate) struct Guard {
+pub struct Guard {
     pub(crate) child: Child,
     pub(crate) dir: PathBuf,
 }
@@ -416,7 +416,8 @@ impl Guard {
         }
     }
 
-    pub(crate) fn exited(&mut self) -> bool {
+    /// True once the child exited.
+    pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 }
@@ -456,11 +457,7 @@ pub(crate) fn tail(s: &str, max: usize) -> &str {
 /// Start testpmd at `path` with the arguments `args(prefix)` makes for a fresh private
 /// `--file-prefix`, stdout and stderr piped; it dies with this thread, and the guard removes
 /// its runtime directory.
-pub(crate) fn spawn(
-    path: &Path,
-    stdin: Stdio,
-    args: impl FnOnce(&str) -> Vec<String>,
-) -> Result<Guard> {
+pub fn spawn(path: &Path, stdin: Stdio, args: impl FnOnce(&str) -> Vec<String>) -> Result<Guard> {
     let rt = runtime_dir();
     clean_stale(&rt);
     static RUN: AtomicU64 = AtomicU64::new(0);

@@ -94,6 +94,12 @@ pub enum ScenarioArg {
     /// `pvp`: two vhost-user ports, testpmd's virtio-user as the VM (against Open vSwitch
     /// with DPDK).
     Pvp,
+    /// `vm-tcp`: one TCP stream between two QEMU guests on vhost-user ports (against a Linux
+    /// bridge with TAP ports).
+    VmTcp,
+    /// `vm-chain`: one TCP stream through a chain of 0..N VNF guests steered by flow rules
+    /// (against Linux bridges with TAP ports).
+    VmChain,
 }
 
 impl ScenarioArg {
@@ -110,7 +116,9 @@ impl ScenarioArg {
             | ScenarioArg::Lb
             | ScenarioArg::VethLb
             | ScenarioArg::FleetSim
-            | ScenarioArg::Pvp => None,
+            | ScenarioArg::Pvp
+            | ScenarioArg::VmTcp
+            | ScenarioArg::VmChain => None,
         }
     }
 }
@@ -132,6 +140,8 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::VethLb,
             ScenarioArg::FleetSim,
             ScenarioArg::Pvp,
+            ScenarioArg::VmTcp,
+            ScenarioArg::VmChain,
         ]
     }
 
@@ -177,6 +187,16 @@ impl clap::ValueEnum for ScenarioArg {
             ScenarioArg::Pvp => Some(PossibleValue::new("pvp").help(
                 "Two vhost-user ports, dpdk-testpmd's virtio-user as the VM in an io loop (vs Open \
                  vSwitch with DPDK and the testpmd vhost floor with --reference ovs-dpdk)",
+            )),
+            ScenarioArg::VmTcp => Some(PossibleValue::new("vm-tcp").help(
+                "One iperf3 TCP stream between two QEMU guests on vhost-user ports of a vecplane \
+                 bridge, --runs times (vs a Linux bridge with TAP ports, interleaved, with \
+                 --reference linux-bridge): mean, median, coefficient of variation, TSO",
+            )),
+            ScenarioArg::VmChain => Some(PossibleValue::new("vm-chain").help(
+                "One iperf3 TCP stream through a chain of 0..--max-vnfs [4] VNF guests steered \
+                 by flow rules (vs Linux bridges with TAP ports with --reference \
+                 linux-bridge): Gbit/s by chain length, table and --plot FILE.svg",
             )),
             ScenarioArg::Poll => Some(PossibleValue::new("poll").help(
                 "The veth router polling adaptively and busily: idle CPU and forwarding rate",
@@ -671,7 +691,7 @@ fn throughput(p: &Plan) -> Result<Report> {
 }
 
 /// Mean, min, max, sample standard deviation and coefficient of variation.
-fn spread(v: &[f64]) -> (f64, f64, f64, f64, f64) {
+pub(crate) fn spread(v: &[f64]) -> (f64, f64, f64, f64, f64) {
     if v.is_empty() {
         return (0.0, 0.0, 0.0, 0.0, 0.0);
     }

@@ -273,3 +273,126 @@ fn pvp_against_open_vswitch_with_dpdk_reports_both_and_the_floor() {
     assert_eq!(j["reference"]["name"], "ovs-dpdk");
     assert!(j["floor"]["mpps"].as_f64().unwrap_or(0.0) > 0.0, "{j}");
 }
+
+/// Why the VM scenarios cannot run here (root for the TAPs' namespace, QEMU, the guest image).
+fn vm_missing() -> Option<String> {
+    if !netlab_root() {
+        return Some("needs root (a namespace with a Linux bridge and TAP devices)".into());
+    }
+    if let Some(why) = netlab::missing_guest_prerequisite() {
+        return Some(why);
+    }
+    netlab::GuestImage::build_or_find()
+        .err()
+        .map(|e| format!("{e:#}"))
+}
+
+/// A file deleted when dropped (also when the test fails).
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn positive(v: &serde_json::Value, k: &str) -> f64 {
+    let x = v[k].as_f64().unwrap_or(-1.0);
+    assert!(x > 0.0, "{k} is not positive: {v}");
+    x
+}
+
+/// Two runs on each side, interleaved: both sides' figures, TSO on the bridge's TAPs.
+#[test]
+fn vm_tcp_against_a_linux_bridge_reports_both_sides_and_tso() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !testenv::can_run(vm_missing()) {
+        return;
+    }
+    let t = std::time::Instant::now();
+    let mut a = args(&["--scenario", "vm-tcp", "--reference", "linux-bridge"]);
+    a.runs = 2;
+    a.seconds = 1.0;
+    a.warmup = 0.0;
+    let r = bench::vm_tcp::compare(&a).expect("vm-tcp");
+    let j = &r.json;
+    println!("{}\n{:.1} s", r.text, t.elapsed().as_secs_f64());
+    assert_eq!(j["scenario"], "vm-tcp", "{j}");
+    assert_eq!(j["runs"], 2, "{j}");
+    for side in [j, &j["reference"]] {
+        assert_eq!(
+            side["runs_gbps"].as_array().map(Vec::len),
+            Some(2),
+            "{side}"
+        );
+        assert_eq!(side["all_runs"].as_array().map(Vec::len), Some(2), "{side}");
+        for k in ["gbps", "gbps_mean", "gbps_median", "gbps_min", "gbps_max"] {
+            positive(side, k);
+        }
+        assert!(side["gbps_cv"].as_f64().is_some_and(|c| c >= 0.0), "{side}");
+        assert!(side["tso"].is_boolean(), "{side}");
+        assert!(side["offloads"]["client"]["features"].is_string(), "{side}");
+    }
+    assert_eq!(j["reference"]["name"], "linux-bridge", "{j}");
+    // QEMU's tap backend negotiates TSO with the TAP: the reference always has it.
+    assert_eq!(j["reference"]["tso"], true, "{j}");
+    positive(&j["reference"], "throughput_ratio");
+    assert!(j["reference"]["cv_ratio"].is_number(), "{j}");
+    assert!(j["reference"]["goal"]["met"].is_boolean(), "{j}");
+    assert!(j["ports"].as_array().is_some_and(|p| p.len() == 2), "{j}");
+    assert!(r.text.contains("vecplane / Linux bridge"), "{}", r.text);
+}
+
+/// A chain of 0 and 1 VNF on both sides: a point per length, the table, the SVG plot.
+#[test]
+fn vm_chain_of_one_vnf_reports_each_length_and_writes_the_plot() {
+    let _g = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !testenv::can_run(vm_missing()) {
+        return;
+    }
+    let t = std::time::Instant::now();
+    let svg = TempFile(
+        std::env::temp_dir().join(format!("vecplane-vm-chain-test-{}.svg", std::process::id())),
+    );
+    let plot = svg.0.display().to_string();
+    let mut a = args(&[
+        "--scenario",
+        "vm-chain",
+        "--max-vnfs",
+        "1",
+        "--reference",
+        "linux-bridge",
+        "--plot",
+        &plot,
+    ]);
+    a.seconds = 1.0;
+    a.warmup = 0.0;
+    let r = bench::vm_chain::compare(&a).expect("vm-chain");
+    let j = &r.json;
+    println!("{}\n{:.1} s", r.text, t.elapsed().as_secs_f64());
+    assert_eq!(j["scenario"], "vm-chain", "{j}");
+    assert_eq!(j["max_vnfs"], 1, "{j}");
+    for side in [j, &j["reference"]] {
+        let points = side["points"].as_array().expect("points");
+        assert_eq!(points.len(), 2, "{side}");
+        for (n, pt) in points.iter().enumerate() {
+            assert_eq!(pt["vnfs"], n, "{pt}");
+            positive(pt, "gbps");
+            assert_eq!(pt["runs_gbps"].as_array().map(Vec::len), Some(1), "{pt}");
+        }
+        assert_eq!(side["gbps_by_vnfs"].as_array().map(Vec::len), Some(2));
+    }
+    assert_eq!(j["reference"]["name"], "linux-bridge", "{j}");
+    assert_eq!(
+        j["reference"]["ratio_by_vnfs"].as_array().map(Vec::len),
+        Some(2)
+    );
+    let table = j["table"].as_str().expect("table");
+    assert!(
+        table.contains("| 0 |") && table.contains("| 1 |"),
+        "{table}"
+    );
+    assert_eq!(j["plot"], plot.as_str(), "{j}");
+    let text = std::fs::read_to_string(&svg.0).expect("the plot was written");
+    assert!(text.starts_with("<svg"), "{}", &text[..text.len().min(200)]);
+}

@@ -22,6 +22,7 @@ use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
 use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
 use nodes::ip6::{Ip6Input, Ip6Lookup, Ip6Rewrite};
 use nodes::neighbour::{NeighbourConfig, NeighbourHandle, NeighbourPort};
+use nodes::offload::PortCaps;
 use nodes::output::InterfaceOutput;
 use nodes::xconnect::{L2Xconnect, XconnectPeer};
 use packet::{BufferPool, PoolConfig};
@@ -110,6 +111,8 @@ pub struct WorkersShared {
     pub lb: Option<Arc<crate::lb::LbControl>>,
     /// Each worker's epoch handle, taken by the worker built with that index.
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
+    /// vhost-user devices by port id, opened by the first worker built that needs one.
+    vhost_devices: Mutex<std::collections::HashMap<u16, Arc<vhostuser::VhostUserDevice>>>,
 }
 
 impl WorkersShared {
@@ -137,7 +140,23 @@ impl WorkersShared {
             flows,
             lb,
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
+            vhost_devices: Mutex::default(),
         })
+    }
+
+    /// Port `port`'s vhost-user device, opened by `open` the first time a worker asks.
+    pub(crate) fn vhost_device(
+        &self,
+        port: u16,
+        open: impl FnOnce() -> Result<Arc<vhostuser::VhostUserDevice>, BuildError>,
+    ) -> Result<Arc<vhostuser::VhostUserDevice>, BuildError> {
+        let mut devices = self.vhost_devices.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(d) = devices.get(&port) {
+            return Ok(d.clone());
+        }
+        let d = open()?;
+        devices.insert(port, d.clone());
+        Ok(d)
     }
 
     /// Readers of the routing tables, for one worker.
@@ -192,15 +211,19 @@ impl BuiltWorker {
         shared: &WorkersShared,
     ) -> Result<BuiltWorker, BuildError> {
         let capture = shared.capture.clone();
-        let pool = BufferPool::new(PoolConfig {
-            buffers: spec.buffers,
-            headroom: 128,
-            data_size: spec.data_size,
-            try_hugepages: true,
-        })?;
+        let pool = BufferPool::with_jumbo(
+            PoolConfig {
+                buffers: spec.buffers,
+                headroom: 128,
+                data_size: spec.data_size,
+                try_hugepages: true,
+            },
+            jumbo_buffers(spec, index),
+        )?;
         let mut b = GraphBuilder::new();
         let mut views = Vec::new();
         let mut tx_nodes = Vec::new();
+        let mut caps = Vec::new();
         // The pool registered as UMEM, once, by the first AF_XDP port.
         let mut umem: Option<Umem> = None;
         // Whether this worker takes part in software RSS (rss-dispatch, handoff-rx).
@@ -225,6 +248,7 @@ impl BuiltWorker {
             let built = crate::drivers::of(&p.driver).build(&mut cx)?;
             needs_rss_nodes |= built.rss;
             tx_nodes.push(built.tx);
+            caps.push(built.caps);
             views.push(PortView {
                 name: p.name.clone(),
                 driver: built.driver.to_string(),
@@ -238,7 +262,7 @@ impl BuiltWorker {
         let protocols = add_protocol_nodes_with(
             spec,
             &mut b,
-            tx_nodes,
+            (tx_nodes, &caps),
             tsc_hz,
             Some(capture),
             shared.readers(),
@@ -316,6 +340,16 @@ pub fn ip4_options(p: OptionsPolicy) -> Ip4Options {
     }
 }
 
+/// Jumbo buffers (64 KiB each) worker `index` keeps for super-packets: `JUMBO_BUFFERS` when
+/// one of its ports receives them there (see `Driver::wants_jumbo_buffers`), else none.
+pub fn jumbo_buffers(spec: &DataplaneSpec, index: usize) -> u32 {
+    if crate::drivers::any_wants_jumbo_buffers(spec, index) {
+        crate::drivers::JUMBO_BUFFERS
+    } else {
+        0
+    }
+}
+
 /// Add the protocol nodes of `spec` to `b`: `ethernet-input`, `l2-xconnect`, `l2-bridge` (when
 /// there are bridge domains), the IPv4/IPv6 nodes with their FIBs, the neighbour nodes and the
 /// `neighbour-tx` input (add the ports' inputs first), `interface-output` (to `tx_nodes[port]`)
@@ -334,7 +368,7 @@ pub fn add_protocol_nodes(
     let mut state = add_protocol_nodes_with(
         spec,
         b,
-        tx_nodes,
+        (tx_nodes, &[]),
         tsc_hz,
         None,
         routing.readers(),
@@ -379,7 +413,8 @@ pub fn flow_switches(
     Ok(out)
 }
 
-/// `add_protocol_nodes`, with the packet capture of `vecplane ctl pcap` when `capture` is given,
+/// `add_protocol_nodes`, with what each port takes as it is (`caps`, by port id; missing
+/// ports take nothing), the packet capture of `vecplane ctl pcap` when `capture` is given,
 /// the tables of `tables`, the live settings of `policies` and the flow-mode bridges of
 /// `flows` (for worker `flows.1`), and the load balancer `lb` (its `lb` node between the IP
 /// inputs and lookups).
@@ -387,7 +422,7 @@ pub fn flow_switches(
 pub fn add_protocol_nodes_with(
     spec: &DataplaneSpec,
     b: &mut GraphBuilder,
-    tx_nodes: Vec<Option<String>>,
+    (tx_nodes, caps): (Vec<Option<String>>, &[PortCaps]),
     tsc_hz: u64,
     capture: Option<Arc<graph::CaptureControl>>,
     tables: RoutingReaders,
@@ -491,7 +526,7 @@ pub fn add_protocol_nodes_with(
         Some(stats)
     };
     let mut ethernet = EthernetInput::new(modes).with_arp();
-    let mut output = InterfaceOutput::new(tx_nodes);
+    let mut output = InterfaceOutput::new(tx_nodes).with_caps(caps);
     if let Some(c) = capture {
         ethernet = ethernet.with_capture(c.clone());
         output = output.with_capture(c);

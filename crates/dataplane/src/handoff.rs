@@ -340,7 +340,15 @@ impl Node for RssDispatch {
         let all_mine = self.out.with(|out| {
             let mut all_mine = true;
             for (i, &b) in frame.iter().enumerate() {
-                let to = frame_flow_hash(cx.pool.data(b)).map_or(me, |h| worker_of(h, workers));
+                // A frame with offloads left undone (or in a jumbo buffer) stays here: the
+                // ring carries bytes only, in ordinary-sized slots. A TSO guest's flows are
+                // all such frames (every packet has a partial checksum), so they keep order.
+                let stays = cx.pool.meta(b).has_offload() || cx.pool.is_jumbo(b);
+                let to = if stays {
+                    me
+                } else {
+                    frame_flow_hash(cx.pool.data(b)).map_or(me, |h| worker_of(h, workers))
+                };
                 if to == me {
                     nexts[i] = 0;
                     continue;

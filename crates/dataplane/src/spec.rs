@@ -359,8 +359,11 @@ pub enum PortDriver {
     Tap {
         /// Kernel interface name (1..=15 bytes).
         name: String,
-        /// Exchange virtio-net headers (offloads stay off).
+        /// Exchange virtio-net headers.
         vnet_hdr: bool,
+        /// Take and pass on checksum and TCP segmentation offloads in those headers (needs
+        /// `vnet_hdr` and one worker); the worker's pool gets jumbo buffers.
+        offloads: bool,
     },
     /// The health-check probe host's port: a TAP created inside vecplane's private network
     /// namespace (`probe_host`), never named in a config file.
@@ -377,6 +380,8 @@ pub enum PortDriver {
         /// Server: vecplane creates the socket and the frontend connects; client: vecplane
         /// connects to the frontend's socket (and reconnects when it restarts).
         mode: vhostuser::SocketMode,
+        /// Queue pairs offered (1..=8); pair `k` is run by worker `k % workers`.
+        queues: u16,
     },
 }
 

@@ -8,6 +8,7 @@ use crate::dpaction::DpAction;
 use crate::extract::{Parsed, L3, L4, NO_OFFSET};
 use crate::key::{Field, VLAN_CFI};
 use packet::checksum::{update16, update32};
+use packet::meta::FLAG_CSUM_PARTIAL;
 use packet::BufferPool;
 use thiserror::Error;
 
@@ -503,12 +504,31 @@ pub fn apply_to_buffer(
     action: &DpAction,
 ) -> Result<(), ExecError> {
     let (meta, slot) = pool.slot_mut(buffer);
+    // A partial checksum (an offload the sender left) holds the pseudo-header's sum, not a
+    // checksum: an address change moves it the other way, a port change not at all.
+    let partial = match action {
+        DpAction::Set { field, .. } if meta.flags & FLAG_CSUM_PARTIAL != 0 => {
+            let at = usize::from(meta.csum_start) + usize::from(meta.csum_offset);
+            slot.get(at..at + 2)
+                .map(|c| (at, [c[0], c[1]], in_pseudo_header(*field)))
+        }
+        _ => None,
+    };
+    if let Some((at, _, true)) = partial {
+        invert16(slot, at);
+    }
     let mut f = SlotFrame {
         slot,
         start: meta.data_offset as usize,
         len: meta.length as usize,
     };
-    apply(&mut f, p, action)?;
+    let applied = apply(&mut f, p, action);
+    match partial {
+        Some((at, _, true)) => invert16(f.slot, at),
+        Some((at, before, false)) => f.slot[at..at + 2].copy_from_slice(&before),
+        None => {}
+    }
+    applied?;
     if matches!(action, DpAction::PushVlan { .. } | DpAction::PopVlan) {
         meta.data_offset = f.start as u16;
         meta.length = f.len as u16;
@@ -516,6 +536,22 @@ pub fn apply_to_buffer(
         meta.l4_offset = p.l4_offset;
     }
     Ok(())
+}
+
+/// True when `field` is part of the TCP/UDP pseudo-header (an IP address).
+fn in_pseudo_header(field: Field) -> bool {
+    matches!(
+        field,
+        Field::NwSrc | Field::NwDst | Field::Ipv6Src | Field::Ipv6Dst
+    )
+}
+
+/// Complement the 16-bit word at `at` (in bounds: checked by the caller).
+fn invert16(slot: &mut [u8], at: usize) {
+    if let Some(w) = slot.get_mut(at..at + 2) {
+        w[0] = !w[0];
+        w[1] = !w[1];
+    }
 }
 
 #[cfg(test)]

@@ -594,3 +594,66 @@ fn icmp_all_zero_message_keeps_checksum_ffff() {
     set_field(&mut f, &p, F::TpDst, 0, !0).expect("code");
     assert_eq!(f[34..38], [0, 0, 0xff, 0xff]);
 }
+
+/// A sender's partial checksum (an offload left to the device) stays right across address and
+/// port rewrites: finished afterwards, the checksum is valid.
+#[test]
+fn a_partial_checksum_follows_address_and_port_rewrites() {
+    let mut pool = BufferPool::new(packet::PoolConfig {
+        buffers: 4,
+        try_hugepages: false,
+        ..packet::PoolConfig::default()
+    })
+    .expect("pool");
+    let all = frames();
+    for (name, addr, value) in [
+        ("tcp4", F::NwDst, 0xc612_0909u128),
+        (
+            "udp6",
+            F::Ipv6Src,
+            0x2001_0db8_0000_0000_0000_0000_0000_0077u128,
+        ),
+    ] {
+        let mut frame = all
+            .iter()
+            .find(|(n, _)| *n == name)
+            .expect("frame")
+            .1
+            .clone();
+        let (_, p) = extract(&frame, 1, None);
+        let l4 = p.l4_offset as usize;
+        let at = if p.l4 == L4::Tcp { 16 } else { 6 };
+        // What a sender leaves: the folded pseudo-header sum, not complemented.
+        let partial = fold(pseudo(&frame, &p));
+        frame[l4 + at..l4 + at + 2].copy_from_slice(&partial.to_be_bytes());
+        let b = pool.alloc().expect("buffer");
+        assert!(pool.write_packet(b, &frame));
+        let m = pool.meta_mut(b);
+        m.flags |= packet::meta::FLAG_CSUM_PARTIAL;
+        m.csum_start = m.data_offset + l4 as u16;
+        m.csum_offset = at as u16;
+        let mut p = p;
+        let acts = [
+            DpAction::Set {
+                field: addr,
+                value,
+                mask: !0,
+            },
+            DpAction::Set {
+                field: F::TpDst,
+                value: 8080,
+                mask: 0xffff,
+            },
+        ];
+        for a in &acts {
+            apply_to_buffer(&mut pool, b, &mut p, a).expect("apply");
+        }
+        let (meta, data) = pool.packet_mut(b);
+        let start = usize::from(meta.csum_start - meta.data_offset);
+        packet::gso::finish_checksum(data, start, at).expect("finish");
+        checksums_ok(data).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (k, _) = extract(data, 1, None);
+        assert_eq!((k.get(addr), k.get(F::TpDst)), (value, 8080), "{name}");
+        pool.free(b);
+    }
+}

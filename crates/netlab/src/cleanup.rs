@@ -2,8 +2,9 @@
 //! and the handlers that tear everything down on SIGINT/SIGTERM/SIGHUP (and on a panic when
 //! panics abort). It owns deletion: a namespace is emptied of its processes (by id, SIGTERM then
 //! SIGKILL; only netlab's own namespaces, where nothing but what netlab started can run) and then
-//! deleted, which destroys its veths and bridge. It never touches a namespace it did not create,
-//! except leftovers of dead runs with its own prefix.
+//! deleted, which destroys its veths and bridge; [`RegisteredDir`] lends the same care to a
+//! caller's scratch directory. It never touches a namespace it did not create, except leftovers
+//! of dead runs with its own prefix.
 
 use crate::cmd::run_ok;
 use crate::names::owner_pid;
@@ -66,6 +67,39 @@ pub(crate) fn release(namespaces: &[&str], dirs: &[&Path]) -> Vec<String> {
         l.dirs.retain(|x| x != d);
     }
     failed
+}
+
+/// A scratch directory for a caller outside netlab (a benchmark's sockets and config), kept in
+/// the same registry as netlab's own: deleted on drop, by the SIGINT/SIGTERM/SIGHUP handlers,
+/// and, named `<tmp>/<prefix>-<pid>-<seq>`, as the leftover of a dead run by the next
+/// [`RegisteredDir::create`] with the same prefix.
+#[derive(Debug)]
+pub struct RegisteredDir {
+    path: PathBuf,
+}
+
+impl RegisteredDir {
+    /// A fresh, empty directory named after `prefix` (1 to 4 of `[a-z0-9]`).
+    pub fn create(prefix: &str) -> Result<RegisteredDir> {
+        install_cleanup_handlers()?;
+        delete_leftovers(prefix);
+        let path = crate::names::Names::next(prefix)?.dir;
+        create_dir(&path)?;
+        Ok(RegisteredDir { path })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RegisteredDir {
+    fn drop(&mut self) {
+        for f in release(&[], &[&self.path]) {
+            eprintln!("netlab: cannot delete {f}");
+        }
+    }
 }
 
 /// Names of the namespaces netlab holds right now (for tests and messages).
@@ -294,5 +328,26 @@ pub fn install_cleanup_handlers() -> Result<()> {
     {
         Some(e) => anyhow::bail!("cannot install netlab's signal handlers: {e}"),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_registered_dir_is_deleted_on_drop_and_forgotten() {
+        let d = RegisteredDir::create("vtst").expect("dir");
+        let path = d.path().to_path_buf();
+        assert!(path.is_dir());
+        assert!(path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(&format!("vtst-{}-", std::process::id()))));
+        std::fs::write(path.join("x.sock"), b"").expect("a file inside");
+        assert!(live().dirs.contains(&path));
+        drop(d);
+        assert!(!path.exists());
+        assert!(!live().dirs.contains(&path));
     }
 }

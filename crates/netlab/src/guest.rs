@@ -1,8 +1,9 @@
 //! QEMU guests for tests and the demo: [`GuestImage`] builds or finds the guest kernel and
 //! initramfs (scripts/guest/build-guest.sh, cached under the target directory), [`Guest`] runs
-//! one `qemu-system-x86_64` with the NICs of a [`GuestSpec`] (vhost-user sockets, or QEMU socket
-//! netdevs joining guests directly), waits for its ready line on the serial console and runs
-//! shell commands there.
+//! one `qemu-system-x86_64` with the NICs of a [`GuestSpec`] (vhost-user sockets, QEMU socket
+//! netdevs joining guests directly, or TAP devices, optionally inside a network namespace; see
+//! [`crate::guest_spec`]), waits for its ready line on the serial console and runs shell
+//! commands there.
 //!
 //! A guest owns its QEMU process, its console connection and its scratch directory (console log,
 //! QEMU log, console socket): all are stopped and deleted on drop, and the directory on
@@ -13,11 +14,12 @@
 
 use crate::cleanup;
 use crate::cmd::{describe_status, run_bounded, tool_available};
+pub use crate::guest_spec::{guest_mac, qemu_args, GuestSpec, Mac, NicSpec, DEFAULT_BOOT_TIMEOUT};
 use crate::names::Names;
 use anyhow::{anyhow, bail, Context, Result};
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -34,198 +36,11 @@ pub const READY_LINE: &str = "VP-READY";
 /// The QEMU binary.
 pub const QEMU: &str = "qemu-system-x86_64";
 
-/// Default deadline for a guest to print [`READY_LINE`] (about 3 s under TCG here).
-pub const DEFAULT_BOOT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Longest kernel command line on x86 (bytes, without the terminating zero).
-const CMDLINE_MAX: usize = 2047;
-
 /// Longest command [`Guest::run`] sends (the console reads lines of at most 4095 bytes).
 const COMMAND_MAX: usize = 3500;
 
 /// Grace between SIGTERM and SIGKILL when a guest is stopped.
 const STOP_GRACE: Duration = Duration::from_secs(3);
-
-/// A MAC address.
-pub type Mac = [u8; 6];
-
-/// A locally administered unicast MAC for NIC `nic` of guest number `guest`.
-pub fn guest_mac(guest: u8, nic: u8) -> Mac {
-    [0x52, 0x54, 0x00, 0x76, guest, nic]
-}
-
-fn show_mac(m: &Mac) -> String {
-    m.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
-}
-
-/// One NIC of a guest; they become eth0, eth1, ... in order.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NicSpec {
-    /// A vhost-user virtio-net NIC on unix socket `socket`: QEMU listens there (`server`) or
-    /// connects to a backend already listening. Either way QEMU 7.2 does not start the guest
-    /// before the backend is connected (`wait=off` only lets QEMU start listening), so the
-    /// guest boots once vecplane serves the socket.
-    VhostUser {
-        /// The vhost-user socket (owned by the caller; never deleted by the guest).
-        socket: PathBuf,
-        /// Whether QEMU is the socket's server.
-        server: bool,
-        /// The NIC's MAC.
-        mac: Mac,
-    },
-    /// A QEMU socket netdev listening on 127.0.0.1:`port` (for joining guests without vecplane).
-    SocketListen {
-        /// TCP port on 127.0.0.1.
-        port: u16,
-        /// The NIC's MAC.
-        mac: Mac,
-    },
-    /// A QEMU socket netdev connecting to a [`NicSpec::SocketListen`] of another guest, which
-    /// must be listening already ([`Guest::spawn`] waits up to the boot timeout for that).
-    SocketConnect {
-        /// TCP port on 127.0.0.1.
-        port: u16,
-        /// The NIC's MAC.
-        mac: Mac,
-    },
-}
-
-/// What one guest runs with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct GuestSpec {
-    /// Host name (1 to 32 of `[a-z0-9-]`).
-    pub name: String,
-    /// NICs, in order (eth0, eth1, ...).
-    pub nics: Vec<NicSpec>,
-    /// IPv4 address with prefix length for eth0 (`198.18.5.1/24`), from 198.18.0.0/15.
-    pub ip: Option<String>,
-    /// IPv6 address with prefix length for eth0 (`2001:db8:5::1/64`), from 2001:db8::/32.
-    pub ip6: Option<String>,
-    /// VNF mode: eth0 and eth1 in Linux bridge br0, up, without addresses.
-    pub bridge: bool,
-    /// Guest memory in MiB (shared memfd, as vhost-user needs).
-    pub memory_mib: u32,
-    /// QEMU accelerator: `tcg` by default, or `$VP_GUEST_ACCEL` (e.g. `kvm`).
-    pub accel: String,
-    /// Deadline for the ready line.
-    pub boot_timeout: Duration,
-}
-
-impl GuestSpec {
-    /// A guest named `name` without NICs or addresses, 256 MiB, the default accelerator.
-    pub fn new(name: &str) -> GuestSpec {
-        GuestSpec {
-            name: name.to_string(),
-            nics: Vec::new(),
-            ip: None,
-            ip6: None,
-            bridge: false,
-            memory_mib: 256,
-            accel: std::env::var("VP_GUEST_ACCEL").unwrap_or_else(|_| "tcg".to_string()),
-            boot_timeout: DEFAULT_BOOT_TIMEOUT,
-        }
-    }
-
-    /// Add a NIC.
-    pub fn nic(mut self, nic: NicSpec) -> GuestSpec {
-        self.nics.push(nic);
-        self
-    }
-
-    /// Set eth0's IPv4 and IPv6 addresses (`ADDR/LEN`).
-    pub fn addresses(mut self, ip: &str, ip6: &str) -> GuestSpec {
-        self.ip = Some(ip.to_string());
-        self.ip6 = Some(ip6.to_string());
-        self
-    }
-
-    /// VNF mode (bridge eth0 and eth1).
-    pub fn bridged(mut self) -> GuestSpec {
-        self.bridge = true;
-        self
-    }
-
-    /// Check the name, the addresses, the NICs and the command line's length.
-    pub fn validate(&self) -> Result<()> {
-        let n = &self.name;
-        if n.is_empty()
-            || n.len() > 32
-            || !n
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            bail!("guest name `{n}`: accepted: 1 to 32 of a-z, 0-9 and -");
-        }
-        if let Some(ip) = &self.ip {
-            let (a, len) = split_prefix(ip)?;
-            let a: Ipv4Addr = a.parse().with_context(|| format!("`{ip}`: not IPv4"))?;
-            let o = a.octets();
-            if o[0] != 198 || o[1] & 0xfe != 18 || len > 32 {
-                bail!("`{ip}`: guests only use 198.18.0.0/15 (prefix length at most 32)");
-            }
-        }
-        if let Some(ip6) = &self.ip6 {
-            let (a, len) = split_prefix(ip6)?;
-            let a: Ipv6Addr = a.parse().with_context(|| format!("`{ip6}`: not IPv6"))?;
-            let s = a.segments();
-            if s[0] != 0x2001 || s[1] != 0x0db8 || len > 128 {
-                bail!("`{ip6}`: guests only use 2001:db8::/32 (prefix length at most 128)");
-            }
-        }
-        if self.bridge && self.nics.len() != 2 {
-            bail!(
-                "guest {n}: VNF (bridge) mode needs exactly two NICs, not {}",
-                self.nics.len()
-            );
-        }
-        if self.bridge && (self.ip.is_some() || self.ip6.is_some()) {
-            bail!("guest {n}: a VNF (bridge) guest has no addresses");
-        }
-        if self.memory_mib < 64 {
-            bail!("guest {n}: {} MiB is too little memory", self.memory_mib);
-        }
-        let line = self.kernel_cmdline();
-        if line.len() > CMDLINE_MAX {
-            bail!(
-                "guest {n}: kernel command line is {} bytes, more than {CMDLINE_MAX}",
-                line.len()
-            );
-        }
-        Ok(())
-    }
-
-    /// The kernel command line: console, quiet, no reboot on panic, and the `vp.*` settings.
-    pub fn kernel_cmdline(&self) -> String {
-        let mut s = format!(
-            "console=ttyS0 quiet panic=-1 vp.name={} vp.nics={}",
-            self.name,
-            self.nics.len()
-        );
-        if let Some(ip) = &self.ip {
-            s.push_str(&format!(" vp.ip={ip}"));
-        }
-        if let Some(ip6) = &self.ip6 {
-            s.push_str(&format!(" vp.ip6={ip6}"));
-        }
-        if self.bridge {
-            s.push_str(" vp.bridge=1");
-        }
-        s
-    }
-}
-
-fn split_prefix(s: &str) -> Result<(&str, u8)> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| anyhow!("`{s}`: expected ADDRESS/PREFIX-LENGTH"))?;
-    let l = l
-        .parse()
-        .with_context(|| format!("`{s}`: bad prefix length"))?;
-    Ok((a, l))
-}
 
 /// The guest kernel and initramfs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -416,78 +231,6 @@ fn tcp_listening(port: u16) -> bool {
         let f: Vec<&str> = l.split_whitespace().collect();
         f.len() > 3 && (f[1] == want || f[1] == any) && f[3] == "0A"
     })
-}
-
-/// QEMU's arguments (without the program) for `spec`, with its console connecting to
-/// `console_sock`.
-pub fn qemu_args(image: &GuestImage, spec: &GuestSpec, console_sock: &Path) -> Vec<String> {
-    let mut a: Vec<String> = Vec::new();
-    let mut push = |s: &[&str]| a.extend(s.iter().map(|x| x.to_string()));
-    let mem = format!(
-        "memory-backend-memfd,id=mem,size={}M,share=on",
-        spec.memory_mib
-    );
-    let console = format!("socket,id=con,path={}", console_sock.display());
-    push(&[
-        "-accel",
-        &spec.accel,
-        "-m",
-        &format!("{}M", spec.memory_mib),
-        "-smp",
-        "1",
-        "-nodefaults",
-        "-no-reboot",
-        "-display",
-        "none",
-        "-object",
-        &mem,
-        "-numa",
-        "node,memdev=mem",
-        "-kernel",
-        &image.vmlinux.to_string_lossy(),
-        "-initrd",
-        &image.initrd.to_string_lossy(),
-        "-append",
-        &spec.kernel_cmdline(),
-        "-chardev",
-        &console,
-        "-serial",
-        "chardev:con",
-    ]);
-    for (i, nic) in spec.nics.iter().enumerate() {
-        let (netdev, mac, vectors) = match nic {
-            NicSpec::VhostUser {
-                socket,
-                server,
-                mac,
-            } => {
-                let server = if *server { ",server=on,wait=off" } else { "" };
-                push(&[
-                    "-chardev",
-                    &format!("socket,id=vu{i},path={}{server}", socket.display()),
-                ]);
-                // QEMU 7.2 under TCG crashes in vhost_net_start with MSI-X vectors.
-                (
-                    format!("vhost-user,id=n{i},chardev=vu{i}"),
-                    mac,
-                    ",vectors=0",
-                )
-            }
-            NicSpec::SocketListen { port, mac } => {
-                (format!("socket,id=n{i},listen=127.0.0.1:{port}"), mac, "")
-            }
-            NicSpec::SocketConnect { port, mac } => {
-                (format!("socket,id=n{i},connect=127.0.0.1:{port}"), mac, "")
-            }
-        };
-        push(&[
-            "-netdev",
-            &netdev,
-            "-device",
-            &format!("virtio-net-pci,netdev=n{i},mac={}{vectors}", show_mac(mac)),
-        ]);
-    }
-    a
 }
 
 /// A request to the spawner thread.
@@ -728,24 +471,47 @@ impl Guest {
         let log =
             File::create(&qemu_log).with_context(|| format!("create {}", qemu_log.display()))?;
         let log2 = log.try_clone().context("duplicate a log file handle")?;
+        // QEMU starts in the spec's network namespace (where its TAP devices are): the handle
+        // stays open here until QEMU is spawned, and the child enters it before exec.
+        let netns = match &spec.netns {
+            Some(ns) => {
+                let path = Path::new("/run/netns").join(ns);
+                Some(File::open(&path).with_context(|| {
+                    format!(
+                        "guest {}: cannot open network namespace {}",
+                        spec.name,
+                        path.display()
+                    )
+                })?)
+            }
+            None => None,
+        };
+        let netns_fd = netns.as_ref().map(|f| f.as_raw_fd());
         let mut cmd = Command::new(QEMU);
         cmd.args(qemu_args(image, &spec, &sock))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log2));
-        // SAFETY: the closure only calls prctl(), which is async-signal-safe, between fork and
-        // exec.
+        // SAFETY: the closure only calls prctl() and setns(), which are async-signal-safe,
+        // between fork and exec; the namespace's descriptor is open until spawn returns.
         unsafe {
-            cmd.pre_exec(|| {
+            cmd.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = netns_fd {
+                    if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
         }
         let started = Instant::now();
-        let mut child = spawn_from_long_lived_thread(cmd)
-            .with_context(|| format!("cannot start {QEMU} for guest {}", spec.name))?;
+        let spawned = spawn_from_long_lived_thread(cmd);
+        drop(netns);
+        let mut child =
+            spawned.with_context(|| format!("cannot start {QEMU} for guest {}", spec.name))?;
         let stream = loop {
             match listener.accept() {
                 Ok((s, _)) => break s,
@@ -1027,76 +793,6 @@ impl Drop for Guest {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn image() -> GuestImage {
-        GuestImage {
-            vmlinux: "/i/vmlinux".into(),
-            initrd: "/i/initrd.gz".into(),
-        }
-    }
-
-    #[test]
-    fn specs_are_validated() {
-        let ok = GuestSpec::new("g1")
-            .nic(NicSpec::SocketListen {
-                port: 4000,
-                mac: guest_mac(1, 0),
-            })
-            .addresses("198.18.5.1/24", "2001:db8:5::1/64");
-        ok.validate().expect("valid");
-        assert_eq!(
-            ok.kernel_cmdline(),
-            "console=ttyS0 quiet panic=-1 vp.name=g1 vp.nics=1 vp.ip=198.18.5.1/24 vp.ip6=2001:db8:5::1/64"
-        );
-        for (ip, ip6) in [
-            ("10.0.0.1/24", "2001:db8::1/64"),
-            ("198.20.0.1/24", "2001:db8::1/64"),
-            ("198.19.0.1/33", "2001:db8::1/64"),
-            ("198.18.0.1", "2001:db8::1/64"),
-            ("198.18.0.1/24", "2001:db9::1/64"),
-            ("198.18.0.1/24", "fe80::1/64"),
-        ] {
-            let s = ok.clone().addresses(ip, ip6);
-            assert!(s.validate().is_err(), "{ip} {ip6} accepted");
-        }
-        assert!(GuestSpec::new("Bad name").validate().is_err());
-        assert!(GuestSpec::new("v").bridged().validate().is_err());
-        let mut long = ok.clone();
-        long.name = "x".repeat(33);
-        assert!(long.validate().is_err());
-    }
-
-    #[test]
-    fn qemu_arguments_describe_every_nic() {
-        let spec = GuestSpec::new("v")
-            .nic(NicSpec::VhostUser {
-                socket: "/s/vu0".into(),
-                server: true,
-                mac: guest_mac(2, 0),
-            })
-            .nic(NicSpec::SocketConnect {
-                port: 4001,
-                mac: guest_mac(2, 1),
-            })
-            .bridged();
-        spec.validate().expect("valid");
-        let a = qemu_args(&image(), &spec, Path::new("/d/console.sock")).join(" ");
-        for want in [
-            "-accel ",
-            "-object memory-backend-memfd,id=mem,size=256M,share=on -numa node,memdev=mem",
-            "-kernel /i/vmlinux -initrd /i/initrd.gz",
-            "vp.name=v vp.nics=2 vp.bridge=1",
-            "-chardev socket,id=con,path=/d/console.sock -serial chardev:con",
-            "-chardev socket,id=vu0,path=/s/vu0,server=on,wait=off",
-            "-netdev vhost-user,id=n0,chardev=vu0",
-            "-device virtio-net-pci,netdev=n0,mac=52:54:00:76:02:00,vectors=0",
-            "-netdev socket,id=n1,connect=127.0.0.1:4001",
-            "-device virtio-net-pci,netdev=n1,mac=52:54:00:76:02:01",
-        ] {
-            assert!(a.contains(want), "{want} not in {a}");
-        }
-        assert!(a.ends_with("mac=52:54:00:76:02:01"), "{a}");
-    }
 
     #[test]
     fn end_markers_are_parsed() {

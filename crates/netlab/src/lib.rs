@@ -13,14 +13,18 @@
 //! encapsulation; [`LbFleet`] is its scale-out sibling: a BIRD router with ECMP in front of
 //! several vecplane load balancers, each announcing the VIP over eBGP with its own BIRD.
 //! [`Guest`] runs a QEMU guest (busybox, iperf3, virtio-net, a Linux bridge for VNF mode) built
-//! from Debian packages by scripts/guest/build-guest.sh ([`GuestImage`]), with vhost-user or
-//! QEMU socket NICs and a scriptable serial console; [`VhostLab`] runs vecplane for guests on
-//! its vhost-user ports.
+//! from Debian packages by scripts/guest/build-guest.sh ([`GuestImage`]), with vhost-user, QEMU
+//! socket or TAP NICs and a scriptable serial console; [`TapBridges`] holds Linux bridges with
+//! TAP ports for guests in a namespace of its own, [`chain`] builds service chains of VNF guests
+//! (vecplane flow rules, or Linux bridges), and [`VhostLab`] runs vecplane for guests on its
+//! vhost-user ports.
 #![deny(missing_docs)]
 
+pub mod chain;
 pub mod cleanup;
 pub mod cmd;
 pub mod guest;
+pub mod guest_spec;
 pub mod lb;
 pub mod lb_fleet;
 pub mod lb_kernel;
@@ -30,11 +34,15 @@ pub mod lb_spec;
 pub mod lb_vecplane;
 pub mod names;
 pub mod ovs;
+pub mod tap_bridge;
 pub mod topology;
 pub mod vecplane;
 pub mod vm_lab;
 
-pub use cleanup::{cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists};
+pub use chain::LinuxChain;
+pub use cleanup::{
+    cleanup_all, delete_leftovers, install_cleanup_handlers, namespace_exists, RegisteredDir,
+};
 pub use cmd::{missing_prerequisite, Spawned};
 pub use guest::{
     free_port, guest_mac, missing_guest_packages, missing_guest_packages_reason,
@@ -49,6 +57,7 @@ pub use lb_fleet::{FleetNames, FleetSpec, LbFleet, WrkJob, FLEET_PREFIX, FLEET_T
 pub use lb_load::{LoadResult, WrkSpec};
 pub use names::{Names, DEFAULT_PREFIX};
 pub use ovs::{AfxdpSwitch, DpdkVhostSwitch, Ovs, Trace, OVS_VSWITCHD_DPDK};
+pub use tap_bridge::{TapBridges, TAP_PREFIX};
 pub use topology::{addr, Addressing, Host, LinkStats, Mode, Topology};
 pub use vecplane::{
     render_config, unsupported_feature, validate_config, Driver, Forwarding, PortCounters,

@@ -10,14 +10,12 @@
 //! socket, guest or process it did not create, and its guests only use 198.18.10.0/24 and
 //! 2001:db8:10::/64.
 
-use crate::cleanup;
+use crate::cleanup::RegisteredDir;
 use crate::guest::{guest_mac, Guest, GuestSpec, NicSpec};
-use crate::names::Names;
 use crate::vecplane::{validate_config, Vecplane};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 use std::time::Duration;
 
 /// The config of examples/vm-bridge.toml: learning bridge `br0` with vhost-user ports `vm1`
@@ -66,51 +64,48 @@ pub fn vm_bridge_guests(lab: &VhostLab) -> Vec<GuestSpec> {
 /// Deadline of one short guest command.
 const GUEST_COMMAND: Duration = Duration::from_secs(30);
 
-static LEFTOVERS: Once = Once::new();
-
 /// A `vecplane run` daemon with its config, control socket, log and vhost-user sockets in a
-/// scratch directory; the daemon is stopped and the directory deleted on drop.
+/// scratch directory; the daemon is stopped and the directory deleted on drop (in that order:
+/// the fields drop in declaration order).
 pub struct VhostLab {
     vecplane: Option<Vecplane>,
-    dir: PathBuf,
+    dir: RegisteredDir,
 }
 
 impl VhostLab {
-    /// Validate `config`, write it to a fresh scratch directory, start `exe run` on it and wait
-    /// until its control socket answers.
+    /// Validate `config`, write it to a fresh scratch directory, start `exe run` on it (in this
+    /// process's network namespace) and wait until its control socket answers.
     pub fn start(exe: &Path, config: &str) -> Result<VhostLab> {
+        VhostLab::start_in(exe, config, None)
+    }
+
+    /// [`VhostLab::start`], the daemon inside netlab namespace `ns` when given (for ports on
+    /// that namespace's interfaces besides the vhost-user ones; the sockets stay in the scratch
+    /// directory, which every namespace sees, and deleting the namespace ends the daemon).
+    pub fn start_in(exe: &Path, config: &str, ns: Option<&str>) -> Result<VhostLab> {
         validate_config(config)?;
-        cleanup::install_cleanup_handlers()?;
-        LEFTOVERS.call_once(|| {
-            cleanup::delete_leftovers(VHOST_PREFIX);
-        });
-        let dir = Names::next(VHOST_PREFIX)?.dir;
-        cleanup::create_dir(&dir)?;
-        // From here the directory is deleted by the error path or by Drop.
-        let path = dir.join("vecplane.toml");
-        let started = std::fs::write(&path, config)
-            .with_context(|| format!("write {}", path.display()))
-            .and_then(|()| Vecplane::start_here(exe, &path, &dir));
-        match started {
-            Ok(v) => Ok(VhostLab {
-                vecplane: Some(v),
-                dir,
-            }),
-            Err(e) => {
-                cleanup::release(&[], &[&dir]);
-                Err(e)
-            }
-        }
+        // Deleted on drop, also on the error paths below.
+        let dir = RegisteredDir::create(VHOST_PREFIX)?;
+        let path = dir.path().join("vecplane.toml");
+        std::fs::write(&path, config).with_context(|| format!("write {}", path.display()))?;
+        let vecplane = match ns {
+            Some(ns) => crate::vecplane::start_in(ns, dir.path(), exe, &path)?,
+            None => Vecplane::start_here(exe, &path, dir.path())?,
+        };
+        Ok(VhostLab {
+            vecplane: Some(vecplane),
+            dir,
+        })
     }
 
     /// The vhost-user socket of port `port` (`<port>.sock` in the scratch directory).
     pub fn socket(&self, port: &str) -> PathBuf {
-        self.dir.join(format!("{port}.sock"))
+        self.dir.path().join(format!("{port}.sock"))
     }
 
     /// The scratch directory.
     pub fn dir(&self) -> &Path {
-        &self.dir
+        self.dir.path()
     }
 
     /// The daemon.
@@ -154,28 +149,20 @@ impl VhostLab {
     /// Stop the daemon (an error, with its output, unless it exits cleanly) and delete the
     /// scratch directory.
     pub fn stop(mut self) -> Result<()> {
-        let stopped = match self.vecplane.take() {
+        match self.vecplane.take() {
             Some(v) => v.stop().map(|_| ()),
             None => Ok(()),
-        };
-        let failed = cleanup::release(&[], &[&self.dir]);
-        stopped?;
-        if !failed.is_empty() {
-            bail!("cannot delete {}", failed.join("; "));
         }
-        Ok(())
     }
 }
 
 impl Drop for VhostLab {
     fn drop(&mut self) {
-        if let Some(v) = self.vecplane.take() {
-            if std::thread::panicking() {
+        if std::thread::panicking() {
+            if let Some(v) = &self.vecplane {
                 eprintln!("--- vecplane log ---\n{}", v.log());
             }
-            drop(v);
         }
-        cleanup::release(&[], &[&self.dir]);
     }
 }
 
@@ -260,7 +247,7 @@ mod tests {
     fn bridge_guests_are_valid_and_addressed_in_the_test_ranges() {
         let lab = VhostLab {
             vecplane: None,
-            dir: PathBuf::from("/nonexistent/vvu-test"),
+            dir: RegisteredDir::create("vtvu").expect("scratch directory"),
         };
         let specs = vm_bridge_guests(&lab);
         assert_eq!(specs.len(), 2);

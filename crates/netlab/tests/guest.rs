@@ -4,8 +4,10 @@
 //! interrupted at its deadline) on two guests joined by a QEMU socket netdev, which ping each
 //! other over IPv4 and IPv6, and whose QEMU and scratch directories are gone after a drop; a
 //! guest with a vhost-user NIC (QEMU as the socket's server) waits for a backend; a guest that
-//! cannot boot in time reports its console. Tests run one at a time (the machine may have two
-//! cores); every wait is bounded.
+//! cannot boot in time reports its console; two guests on TAP ports of a Linux bridge in a
+//! namespace of their own (root only) ping, negotiate TSO, and are cut off when a TAP moves to
+//! another bridge, and the namespace is gone after a drop. Tests run one at a time (the machine
+//! may have two cores); every wait is bounded.
 //!
 //! The rest of what guests do is tested with vecplane, in vecplane/tests/vm_ports.rs (VNF
 //! guests, restarts on the same vhost-user socket, iperf3 UDP) and by `vecplane demo --vms` in
@@ -154,4 +156,58 @@ fn a_guest_that_cannot_boot_reports_its_console() {
         e.contains("did not print VP-READY") && e.contains("console of slow"),
         "{e}"
     );
+}
+
+#[test]
+fn guests_on_tap_ports_of_a_linux_bridge_in_a_namespace_ping_and_are_cut_off_by_a_move() {
+    let root = (!netlab::cmd::is_root()).then(|| "needs root (a namespace, TAPs)".to_string());
+    if !testenv::can_run(root) {
+        return;
+    }
+    let Some(image) = image() else { return };
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let start = Instant::now();
+    let mut lab = netlab::TapBridges::create().expect("namespace");
+    let ns = lab.namespace().to_string();
+    let (br0, br1) = (
+        lab.add_bridge().expect("bridge"),
+        lab.add_bridge().expect("bridge"),
+    );
+    let taps = [
+        lab.add_tap(Some(&br0)).expect("tap"),
+        lab.add_tap(Some(&br0)).expect("tap"),
+    ];
+    let spec = |i: u8, tap: &str| {
+        lab.guest(
+            GuestSpec::new(&format!("tap{i}"))
+                .nic(lab.nic(tap, guest_mac(20 + i, 0)))
+                .addresses(&format!("198.18.8.{i}/24"), &format!("2001:db8:8::{i}/64")),
+        )
+    };
+    let mut g = boot(&image, vec![spec(1, &taps[0]), spec(2, &taps[1])]);
+    pings(&mut g[0], "198.18.8.2");
+    pings(&mut g[1], "2001:db8:8::1");
+    // QEMU's tap backend negotiated TSO with the TAP (bit 11: HOST_TSO4).
+    let features = g[0]
+        .run_ok("cat /sys/class/net/eth0/device/features", SHORT)
+        .expect("features");
+    assert_eq!(
+        features.trim().as_bytes().get(11),
+        Some(&b'1'),
+        "{features}"
+    );
+    // On another bridge, guest 2 is out of reach.
+    lab.attach(&taps[1], Some(&br1)).expect("move");
+    let (status, _) = g[0]
+        .run("ping -c 1 -w 2 198.18.8.2", SHORT)
+        .expect("ping runs");
+    assert_ne!(status, 0, "reached a guest on another bridge");
+    let pids: Vec<u32> = g.iter().filter_map(Guest::pid).collect();
+    drop(g);
+    lab.delete().expect("delete");
+    assert!(!netlab::namespace_exists(&ns), "{ns} is still there");
+    for pid in pids {
+        assert!(!pid_alive(pid), "QEMU {pid} still runs");
+    }
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }

@@ -670,7 +670,8 @@ impl L2Bridge {
             table: MacTable::new(config.max_macs),
             stats,
             emitter: Emitter::new(config.flood_queue),
-            scratch: Vec::with_capacity(2048 + 2 * eth::TAG_LEN + eth::HEADER_LEN),
+            // Room for the largest frame (a super-packet in a jumbo buffer): never regrown.
+            scratch: Vec::with_capacity(usize::from(u16::MAX) + 2 * eth::TAG_LEN),
             age_seconds: Arc::new(AtomicU32::new(config.age_seconds)),
             snapshot_interval_ms: config.snapshot_interval_ms,
             snap: SnapshotState {
@@ -906,14 +907,14 @@ impl Node for L2Bridge {
                         scratch.extend_from_slice(&d[rest..]);
                         have_scratch = true;
                     }
-                    let Some(c) = cx.pool.alloc() else {
+                    let tag = if fp.tagged { eth::TAG_LEN } else { 0 };
+                    let Some(c) = cx.pool.alloc_for(scratch.len() + tag) else {
                         count(cx, BridgeDrop::NoBufferForFlood.id());
                         continue;
                     };
                     let orig: BufferMeta = *cx.pool.meta(b);
                     let headroom = cx.pool.headroom();
                     let (cm, slot) = cx.pool.slot_mut(c);
-                    let tag = if fp.tagged { eth::TAG_LEN } else { 0 };
                     let start = headroom - tag;
                     let total = scratch.len() + tag;
                     if start + total > slot.len() {
@@ -934,7 +935,14 @@ impl Node for L2Bridge {
                     cm.tx_port = fp.port;
                     cm.vlan = vlan;
                     let l3 = orig.l3_offset as usize + tag;
-                    cm.l3_offset = l3.saturating_sub(if tagged { eth::TAG_LEN } else { 0 }) as u16;
+                    let untag = if tagged { eth::TAG_LEN } else { 0 };
+                    cm.l3_offset = l3.saturating_sub(untag) as u16;
+                    if orig.has_offload() {
+                        // The checksum start counts from the slot: the copy's frame starts
+                        // elsewhere and its tag may differ.
+                        let l4 = orig.csum_start.wrapping_sub(orig.data_offset) as usize;
+                        cm.csum_start = (start + (l4 + tag).saturating_sub(untag)) as u16;
+                    }
                     if let Err(c) = emitter.emit(i, BridgeNext::Output.id(), c) {
                         // Unreachable: checked `is_full` above.
                         cx.pool.free(c);

@@ -19,6 +19,9 @@ pub mod ip6;
 pub mod lb;
 pub mod lookup;
 pub mod neighbour;
+pub mod offload;
+#[cfg(test)]
+mod offload_tests;
 pub mod output;
 pub mod probe_reply;
 pub mod rewrite;

@@ -1,9 +1,11 @@
 //! `interface-output`: hands each packet to the transmit node of `meta.tx_port` (and, while a
-//! capture is armed, offers it to the capture). It owns the port-to-node map; it never changes
-//! packet bytes.
+//! capture is armed, offers it to the capture). It owns the port-to-node map and what each port
+//! takes; a packet with offloads its port cannot take (a super-packet, a partial checksum, a
+//! jumbo buffer) is made fit in software first (`offload`). It changes no other packet's bytes.
 
 use crate::names;
-use graph::{CaptureControl, Dispatch, Node, NodeContext};
+use crate::offload::{Fate, OffloadDrop, PortCaps, Replace, SoftwareOffload};
+use graph::{CaptureControl, Dispatch, Emitter, Node, NodeContext, NEXT_CONSUMED};
 use std::sync::Arc;
 
 /// The `interface-output` node.
@@ -11,15 +13,35 @@ pub struct InterfaceOutput {
     /// Transmit node name per port id (None: the port cannot send).
     tx_nodes: Vec<Option<String>>,
     capture: Option<Arc<CaptureControl>>,
+    /// What each port takes as it is (index = port id; missing: nothing).
+    caps: Vec<PortCaps>,
+    offload: SoftwareOffload,
+    emitter: Emitter,
 }
+
+/// Segments and copies one call may emit (a frame of super-packets is cut over several
+/// calls' worth of room; what does not fit is dropped and counted).
+const EMIT_CAPACITY: usize = 2048;
 
 impl InterfaceOutput {
     /// A node for ports whose transmit nodes are `tx_nodes` (index = port id).
     pub fn new(tx_nodes: Vec<Option<String>>) -> InterfaceOutput {
         InterfaceOutput {
+            caps: vec![PortCaps::default(); tx_nodes.len()],
             tx_nodes,
             capture: None,
+            offload: SoftwareOffload::new(),
+            emitter: Emitter::new(EMIT_CAPACITY),
         }
+    }
+
+    /// Declare what each port takes as it is (index = port id); ports not listed take no
+    /// offload and no jumbo buffer.
+    pub fn with_caps(mut self, caps: &[PortCaps]) -> InterfaceOutput {
+        for (slot, c) in self.caps.iter_mut().zip(caps) {
+            *slot = *c;
+        }
+        self
     }
 
     /// Offer every frame handed to a port to `capture` (`vecplane ctl pcap ... tx`).
@@ -38,6 +60,43 @@ graph::node_indices! {
         UnknownPort = "unknown-port",
         /// The port has no transmit node (e.g. a pcap port without `tx`).
         NoTx = "port-has-no-tx",
+        /// A super-packet or partial checksum whose headers do not allow the software offload.
+        BadOffload = "malformed-offload",
+        /// No buffer was free for a segment or copy.
+        NoOffloadBuffer = "no-buffer-for-segment",
+        /// Too many segments in one frame.
+        OffloadQueueFull = "segment-queue-full",
+        /// A jumbo frame for a port that takes ordinary buffers only.
+        TooBig = "frame-too-big-for-port",
+    }
+}
+
+impl InterfaceOutput {
+    /// Make packet `i` (buffer `b`) fit port `p`: its next index (`NEXT_CONSUMED` when
+    /// replaced by emitted packets).
+    #[cold]
+    fn fit(&mut self, cx: &mut NodeContext<'_>, i: usize, b: u32, p: usize) -> u16 {
+        let next = p as u16 + 1;
+        let caps = self.caps[p];
+        let to = Replace {
+            emitter: &mut self.emitter,
+            after: i,
+            next,
+        };
+        match self.offload.prepare(cx.pool, b, caps, to) {
+            Ok(Fate::AsIs) => next,
+            Ok(Fate::Replaced) => NEXT_CONSUMED,
+            Err(why) => {
+                let reason = match why {
+                    OffloadDrop::Malformed => OutputError::BadOffload,
+                    OffloadDrop::NoBuffer => OutputError::NoOffloadBuffer,
+                    OffloadDrop::QueueFull => OutputError::OffloadQueueFull,
+                    OffloadDrop::TooBig => OutputError::TooBig,
+                };
+                cx.pool.meta_mut(b).error = cx.error_base + reason.id();
+                NEXT_DROP
+            }
+        }
     }
 }
 
@@ -61,6 +120,10 @@ impl Node for InterfaceOutput {
         OutputError::names()
     }
 
+    fn emitter(&mut self) -> Option<&mut Emitter> {
+        Some(&mut self.emitter)
+    }
+
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         if let Some(c) = self.capture.as_ref().filter(|c| c.is_armed()) {
             c.offer(cx.pool, frame, cx.worker, true, |m| m.tx_port);
@@ -69,6 +132,7 @@ impl Node for InterfaceOutput {
         let first = cx.pool.meta(frame[0]).tx_port;
         let mut same = true;
         for (i, &b) in frame.iter().enumerate() {
+            let jumbo = cx.pool.is_jumbo(b);
             let meta = cx.pool.meta_mut(b);
             let p = meta.tx_port as usize;
             same &= meta.tx_port == first;
@@ -78,6 +142,9 @@ impl Node for InterfaceOutput {
             } else if self.tx_nodes[p].is_none() {
                 meta.error = cx.error_base + OutputError::NoTx.id();
                 NEXT_DROP
+            } else if meta.has_offload() || jumbo {
+                same = false;
+                self.fit(cx, i, b, p)
             } else {
                 p as u16 + 1
             };

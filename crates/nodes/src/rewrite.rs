@@ -11,7 +11,7 @@ use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
 use packet::headers::{be16, eth, ip4, ip6, put16};
-use packet::BufferPool;
+use packet::{BufferMeta, BufferPool};
 use std::marker::PhantomData;
 
 /// What the rewrite node needs to know about an address family.
@@ -84,6 +84,15 @@ impl RewriteFamily for Ip4 {
     fn describe(pool: &BufferPool, buffer: u32) -> String {
         crate::ip4::describe_ip4(pool, buffer)
     }
+}
+
+/// True when the segments of super-packet `meta` (frame `data`, L3 header at `l3`) would pass
+/// `mtu`: L3 and TCP headers plus `gso_size` bytes of payload.
+#[cold]
+fn segment_over_mtu(meta: &BufferMeta, data: &[u8], l3: usize, mtu: u16) -> bool {
+    let tcp = usize::from(meta.csum_start.wrapping_sub(meta.data_offset));
+    let tcp_len = data.get(tcp + 12).map_or(60, |b| usize::from(b >> 4) * 4);
+    tcp.saturating_sub(l3) + tcp_len + usize::from(meta.gso_size) > usize::from(mtu)
 }
 
 impl RewriteFamily for Ip6 {
@@ -191,8 +200,10 @@ fn rewrite<F: RewriteFamily>(
                 meta.error = cx.error_base + RewriteError::BadAdjacency.id();
                 break 'rw Next::Drop.id();
             }
+            // A super-packet leaves as segments: their size is what the MTU bounds.
+            let check_mtu = !meta.is_gso() || segment_over_mtu(meta, data, l3, adj.mtu);
             let (l2, h) = data.split_at_mut(l3);
-            match F::over_mtu(h, adj.mtu) {
+            match check_mtu.then(|| F::over_mtu(h, adj.mtu)).flatten() {
                 None => {}
                 Some(Ok(request)) => {
                     meta.next_scratch = request;

@@ -35,12 +35,16 @@ pub mod eth {
 pub mod ip4 {
     /// Header length without options.
     pub const MIN_HEADER_LEN: usize = 20;
+    /// Largest header length (IHL 15).
+    pub const MAX_HEADER_LEN: usize = 60;
     /// Offset of version and IHL.
     pub const VER_IHL: usize = 0;
     /// Offset of DSCP/ECN.
     pub const TOS: usize = 1;
     /// Offset of total length.
     pub const TOTAL_LEN: usize = 2;
+    /// Offset of the identification.
+    pub const ID: usize = 4;
     /// Offset of flags and fragment offset.
     pub const FRAG: usize = 6;
     /// Offset of TTL.
@@ -93,6 +97,38 @@ pub mod udp {
     pub const HEADER_LEN: usize = 8;
     /// Offset of checksum.
     pub const CHECKSUM: usize = 6;
+}
+
+/// TCP.
+pub mod tcp {
+    /// Header length without options.
+    pub const MIN_HEADER_LEN: usize = 20;
+    /// Largest header length (data offset 15).
+    pub const MAX_HEADER_LEN: usize = 60;
+    /// Offset of the sequence number.
+    pub const SEQ: usize = 4;
+    /// Offset of the data offset (high nibble, in 32-bit words).
+    pub const DATA_OFFSET: usize = 12;
+    /// Offset of the flags byte (CWR .. FIN).
+    pub const FLAGS: usize = 13;
+    /// Offset of checksum.
+    pub const CHECKSUM: usize = 16;
+    /// FIN flag.
+    pub const FIN: u8 = 0x01;
+    /// SYN flag.
+    pub const SYN: u8 = 0x02;
+    /// RST flag.
+    pub const RST: u8 = 0x04;
+    /// PSH flag.
+    pub const PSH: u8 = 0x08;
+    /// ACK flag.
+    pub const ACK: u8 = 0x10;
+    /// URG flag.
+    pub const URG: u8 = 0x20;
+    /// ECE flag (ECN echo).
+    pub const ECE: u8 = 0x40;
+    /// CWR flag (congestion window reduced).
+    pub const CWR: u8 = 0x80;
 }
 
 /// Read a big-endian u16 at `at` (caller checked the length).
@@ -248,6 +284,161 @@ pub fn build_udp_frame(spec: &UdpFrameSpec) -> Vec<u8> {
         c = 0xffff;
     }
     put16(&mut f, u + udp::CHECKSUM, c);
+    f
+}
+
+/// What a TCP frame to build carries: a test or benchmark template, or a super-packet as a guest
+/// with TSO sends it (any payload length, IP lengths matching the frame).
+#[derive(Clone, Debug)]
+pub struct TcpFrameSpec {
+    /// Destination MAC.
+    pub dst_mac: Mac,
+    /// Source MAC.
+    pub src_mac: Mac,
+    /// VLAN tags, outermost first, as (TPID, TCI); at most two are read back by the data plane.
+    pub vlans: Vec<(u16, u16)>,
+    /// Source address (v4 or v6; must match `dst_ip`'s family).
+    pub src_ip: IpAddr,
+    /// Destination address.
+    pub dst_ip: IpAddr,
+    /// IPv4 identification (unused for IPv6).
+    pub ip_id: u16,
+    /// IPv4 "don't fragment" (unused for IPv6).
+    pub dont_fragment: bool,
+    /// DSCP/ECN byte (IPv4 TOS, IPv6 traffic class).
+    pub tos: u8,
+    /// TTL or hop limit.
+    pub ttl: u8,
+    /// IPv4 options (padded with zeros to a multiple of 4 bytes, at most 40; unused for IPv6).
+    pub ip_options: Vec<u8>,
+    /// TCP source port.
+    pub src_port: u16,
+    /// TCP destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgement number.
+    pub ack: u32,
+    /// Flags byte (`tcp::FIN` ..).
+    pub flags: u8,
+    /// Receive window.
+    pub window: u16,
+    /// Urgent pointer.
+    pub urgent: u16,
+    /// TCP options (padded with zeros to a multiple of 4 bytes, at most 40).
+    pub tcp_options: Vec<u8>,
+    /// The TCP payload.
+    pub payload: Vec<u8>,
+    /// Leave the TCP checksum to an offload, as a guest does: the field holds the folded
+    /// pseudo-header sum (virtio-net `NEEDS_CSUM`) instead of the checksum.
+    pub partial_checksum: bool,
+}
+
+impl Default for TcpFrameSpec {
+    fn default() -> Self {
+        TcpFrameSpec {
+            dst_mac: [0x02, 0, 0, 0, 0, 1],
+            src_mac: [0x02, 0, 0, 0, 0, 2],
+            vlans: Vec::new(),
+            src_ip: IpAddr::V4([198, 18, 0, 1].into()),
+            dst_ip: IpAddr::V4([198, 19, 0, 1].into()),
+            ip_id: 1,
+            dont_fragment: true,
+            tos: 0,
+            ttl: 64,
+            ip_options: Vec::new(),
+            src_port: 40000,
+            dst_port: 5201,
+            seq: 1,
+            ack: 1,
+            flags: tcp::ACK,
+            window: 512,
+            urgent: 0,
+            tcp_options: Vec::new(),
+            payload: Vec::new(),
+            partial_checksum: false,
+        }
+    }
+}
+
+/// Build a TCP frame with a valid IPv4 header checksum and a full (or, with
+/// `partial_checksum`, partial) TCP checksum. No Ethernet padding and no FCS.
+pub fn build_tcp_frame(spec: &TcpFrameSpec) -> Vec<u8> {
+    let pad4 = |o: &[u8]| {
+        let mut v = o[..o.len().min(40)].to_vec();
+        v.resize(v.len().div_ceil(4) * 4, 0);
+        v
+    };
+    let ip_options = pad4(&spec.ip_options);
+    let tcp_options = pad4(&spec.tcp_options);
+    let v4 = matches!(spec.dst_ip, IpAddr::V4(_));
+    let l3 = eth::HEADER_LEN + eth::TAG_LEN * spec.vlans.len();
+    let l4 = l3
+        + if v4 {
+            ip4::MIN_HEADER_LEN + ip_options.len()
+        } else {
+            ip6::HEADER_LEN
+        };
+    let data = l4 + tcp::MIN_HEADER_LEN + tcp_options.len();
+    let mut f = vec![0u8; data + spec.payload.len()];
+    f[0..6].copy_from_slice(&spec.dst_mac);
+    f[6..12].copy_from_slice(&spec.src_mac);
+    let mut at = eth::TYPE;
+    for &(tpid, tci) in &spec.vlans {
+        put16(&mut f, at, tpid);
+        put16(&mut f, at + 2, tci);
+        at += eth::TAG_LEN;
+    }
+    let tcp_len = (f.len() - l4) as u16;
+    let pseudo = match (spec.src_ip, spec.dst_ip) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            put16(&mut f, at, eth::TYPE_IPV4);
+            let h = &mut f[l3..l4];
+            h[0] = 0x40 | (h.len() / 4) as u8;
+            h[ip4::TOS] = spec.tos;
+            put16(h, ip4::TOTAL_LEN, h.len() as u16 + tcp_len);
+            put16(h, ip4::ID, spec.ip_id);
+            put16(h, ip4::FRAG, if spec.dont_fragment { 0x4000 } else { 0 });
+            h[ip4::TTL] = spec.ttl;
+            h[ip4::PROTOCOL] = proto::TCP;
+            h[ip4::SRC..ip4::SRC + 4].copy_from_slice(&s.octets());
+            h[ip4::DST..ip4::DST + 4].copy_from_slice(&d.octets());
+            h[ip4::MIN_HEADER_LEN..].copy_from_slice(&ip_options);
+            let c = checksum::checksum(h);
+            put16(h, ip4::CHECKSUM, c);
+            checksum::pseudo_header_v4(s.octets(), d.octets(), proto::TCP, tcp_len)
+        }
+        (s, d) => {
+            let (s, d) = (to_v6(s), to_v6(d));
+            put16(&mut f, at, eth::TYPE_IPV6);
+            let h = &mut f[l3..l4];
+            h[0] = 0x60 | spec.tos >> 4;
+            h[1] = spec.tos << 4;
+            put16(h, ip6::PAYLOAD_LEN, tcp_len);
+            h[ip6::NEXT_HEADER] = proto::TCP;
+            h[ip6::HOP_LIMIT] = spec.ttl;
+            h[ip6::SRC..ip6::SRC + 16].copy_from_slice(&s);
+            h[ip6::DST..ip6::DST + 16].copy_from_slice(&d);
+            checksum::pseudo_header_v6(s, d, proto::TCP, u32::from(tcp_len))
+        }
+    };
+    let t = &mut f[l4..];
+    put16(t, 0, spec.src_port);
+    put16(t, 2, spec.dst_port);
+    t[tcp::SEQ..tcp::SEQ + 4].copy_from_slice(&spec.seq.to_be_bytes());
+    t[8..12].copy_from_slice(&spec.ack.to_be_bytes());
+    t[tcp::DATA_OFFSET] = (((tcp::MIN_HEADER_LEN + tcp_options.len()) / 4) as u8) << 4;
+    t[tcp::FLAGS] = spec.flags;
+    put16(t, 14, spec.window);
+    put16(t, 18, spec.urgent);
+    t[tcp::MIN_HEADER_LEN..tcp::MIN_HEADER_LEN + tcp_options.len()].copy_from_slice(&tcp_options);
+    f[data..].copy_from_slice(&spec.payload);
+    let c = if spec.partial_checksum {
+        checksum::fold(pseudo)
+    } else {
+        !checksum::fold(checksum::sum(pseudo, &f[l4..]))
+    };
+    put16(&mut f, l4 + tcp::CHECKSUM, c);
     f
 }
 

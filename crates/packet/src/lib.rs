@@ -4,10 +4,12 @@
 #![deny(missing_docs)]
 
 pub mod checksum;
+pub mod gso;
 pub mod headers;
 pub mod huge;
 pub mod meta;
 pub mod pool;
+pub mod vnet;
 
 pub use meta::BufferMeta;
 

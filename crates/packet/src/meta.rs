@@ -107,3 +107,60 @@ impl BufferMeta {
         self.gso_flags = 0;
     }
 }
+
+/// Which offloads a port (or one direction of a device) takes: what may stay undone in the
+/// packets handed to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offloads {
+    /// Partial checksums.
+    pub csum: bool,
+    /// TCP/IPv4 super-packets.
+    pub tso4: bool,
+    /// TCP/IPv6 super-packets.
+    pub tso6: bool,
+    /// Super-packets with CWR (ECN).
+    pub ecn: bool,
+}
+
+impl Offloads {
+    /// Every offload.
+    pub const ALL: Offloads = Offloads {
+        csum: true,
+        tso4: true,
+        tso6: true,
+        ecn: true,
+    };
+
+    /// True when a packet with metadata `m` can go to this side as it is.
+    #[inline(always)]
+    pub fn takes(&self, m: &BufferMeta) -> bool {
+        match m.gso_type {
+            GSO_NONE => self.csum || m.flags & FLAG_CSUM_PARTIAL == 0,
+            GSO_TCP4 => self.tso4 && (self.ecn || m.gso_flags & GSO_FLAG_ECN == 0),
+            GSO_TCP6 => self.tso6 && (self.ecn || m.gso_flags & GSO_FLAG_ECN == 0),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Offloads {
+    /// `csum tso4 tso6 ecn`, or `none`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names = [
+            (self.csum, "csum"),
+            (self.tso4, "tso4"),
+            (self.tso6, "tso6"),
+            (self.ecn, "ecn"),
+        ];
+        let on: Vec<&str> = names
+            .iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, n)| *n)
+            .collect();
+        if on.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&on.join(" "))
+        }
+    }
+}

@@ -451,6 +451,41 @@ impl BufferPool {
         true
     }
 
+    /// Copy `len` packet bytes of buffer `from`, starting `at` bytes into its packet, into
+    /// buffer `to`'s slot at byte `to_at` (counted from the start of the slot). Returns false,
+    /// copying nothing, when `from == to` or either range falls outside its buffer.
+    #[inline]
+    pub fn copy_between(
+        &mut self,
+        from: u32,
+        at: usize,
+        len: usize,
+        to: u32,
+        to_at: usize,
+    ) -> bool {
+        if from == to || from as usize >= self.metas.len() || to as usize >= self.metas.len() {
+            return false;
+        }
+        let m = &self.metas[from as usize];
+        let Some(end) = at.checked_add(len) else {
+            return false;
+        };
+        if end > m.length as usize {
+            return false;
+        }
+        let src_at = m.data_offset as usize + at;
+        let (src, _) = self.slot_ptr(from);
+        let (dst, dst_len) = self.slot_ptr(to);
+        if to_at.checked_add(len).is_none_or(|e| e > dst_len) {
+            return false;
+        }
+        // SAFETY: both ranges were checked to lie inside their slots (the source inside its
+        // packet, which the pool keeps inside the slot); two different buffers' slots never
+        // overlap, and `&mut self` makes this the only access to either.
+        unsafe { core::ptr::copy_nonoverlapping(src.add(src_at), dst.add(to_at), len) };
+        true
+    }
+
     /// Grow the packet at the front by `bytes` (for a new header). Returns false when the
     /// headroom is too small or the length would pass 65535.
     #[inline]
@@ -674,6 +709,20 @@ mod tests {
         assert!(p.alloc_jumbo().is_none());
         assert_eq!(p.stats().alloc_failures, 1);
         assert!(p.alloc_for(70_000).is_none());
+        // Copies between buffers stay inside both.
+        assert!(p.copy_between(big, 10, 1000, small, 128));
+        // The packet now starts at frame byte 86 (100 pulled, 14 pushed).
+        assert!(p.slot(small)[128..1128] == frame[96..1096]);
+        assert!(!p.copy_between(big, 10, 1000, big, 128));
+        assert!(
+            !p.copy_between(small, 0, 1, big, 0),
+            "past the source packet"
+        );
+        assert!(
+            !p.copy_between(big, 0, 3000, small, 0),
+            "past the destination slot"
+        );
+        assert!(!p.copy_between(big, usize::MAX, 2, small, 0));
         p.free_batch(&[big, small, other]);
         assert_eq!((p.available(), p.jumbo_available()), (4, 2));
         assert!(p.index_of_offset(4 * p.stride()).is_none());

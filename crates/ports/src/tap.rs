@@ -12,23 +12,36 @@
 //!   large frame) until EAGAIN or a full vector, so an idle poll costs one system call; tx writes
 //!   each frame. This is the inherent price of TAP; AF_PACKET or AF_XDP ports avoid it.
 //! - vnet headers (`vnet_hdr = true`): IFF_VNET_HDR with a 10-byte `struct virtio_net_hdr` before
-//!   every frame, and TUNSETOFFLOAD(0): we announce no offload, so the kernel checksums and
-//!   segments everything before handing it to us and never sends GSO or partial-checksum frames.
-//!   Should one arrive anyway (GSO type set or VIRTIO_NET_HDR_F_NEEDS_CSUM), it is dropped and
-//!   counted. Frames we write carry an all-zero header (complete frame, checksum done). Rx reads
-//!   the header into the headroom and strips it; tx writes it into the headroom before the frame,
-//!   so each frame is still one `write()`.
+//!   every frame. Rx reads the header into the headroom and strips it; tx writes it into the
+//!   headroom before the frame, so each frame is still one `write()`. Headers are translated and
+//!   checked by `packet::vnet`; a refused one drops the frame, counted by reason.
+//! - Without offloads (the default) TUNSETOFFLOAD(0): the kernel checksums and segments
+//!   everything before handing it to us; a GSO or partial-checksum frame arriving anyway is
+//!   dropped (`rx_vnet_offload_not_negotiated`). Frames we write carry an all-zero header.
+//! - With offloads (`offloads = true`, needs `vnet_hdr`): TUNSETOFFLOAD(CSUM | TSO4 | TSO6 |
+//!   TSO_ECN), so the kernel hands over TCP super-packets up to 64 KiB with the checksum left
+//!   partial, recorded in the meta (`FLAG_CSUM_PARTIAL`, `gso_*`); on tx the meta's offloads go
+//!   into the header and the kernel finishes them. A frame larger than an ordinary buffer is read
+//!   with its tail straight into a jumbo buffer (a third iovec over the jumbo's data past the
+//!   ordinary size); only the head (one ordinary buffer's worth) is then copied across. Without a
+//!   free jumbo buffer such a frame is dropped (`rx_no_jumbo_buffer`); smaller ones still flow.
+//! - A packet with offloads sent on a port without them is dropped and counted
+//!   (`tx_vnet_offload_not_negotiated`): whoever routes to the port must finish the work first
+//!   (`TapTx::takes_offloads`).
 //! - The link state is left alone: bring the interface up (`ip link set <name> up`) and address
 //!   it as the host side needs. A device vecplane created disappears when the port closes; one it
 //!   attached to (created with `ip tuntap add`) stays.
-//! - `rx_drops` counts frames read but not handed on (larger than a buffer, runts, offload
-//!   frames); failed reads that consumed no frame are in `TapDevice::read_errors`. `tx_drops`
-//!   counts packets the kernel refused (link down, too short) or without headroom for the vnet
-//!   header.
+//! - `rx_drops` counts frames read but not handed on (larger than a buffer, runts, refused vnet
+//!   headers); failed reads that consumed no frame are in `TapDevice::read_errors`. `tx_drops`
+//!   counts packets the kernel refused (link down, too short), without headroom for the vnet
+//!   header, or with offloads the port cannot pass on. The device's own counters (reasons) are
+//!   its `DriverCounters`.
 
 use crate::af_packet::{check_ifname, ifreq_for};
 use crate::error::PortError;
-use graph::{Counter, Dispatch, InputNode, Node, NodeContext, PortStats};
+use graph::{Counter, Dispatch, DriverCounters, InputNode, Node, NodeContext, PortStats};
+use packet::pool::JUMBO_DATA_SIZE;
+use packet::vnet::{self, VnetError, VnetHdr};
 use packet::BufferPool;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -37,12 +50,33 @@ use std::sync::Arc;
 pub const DRIVER: &str = "tap";
 
 /// Size of `struct virtio_net_hdr` (without `num_buffers`).
-pub const VNET_HDR_LEN: usize = 10;
+pub const VNET_HDR_LEN: usize = vnet::HDR_LEN;
 
-/// virtio-net header flag: the checksum must still be computed.
-const VIRTIO_NET_HDR_F_NEEDS_CSUM: u8 = 1;
-/// virtio-net header GSO type "none".
-const VIRTIO_NET_HDR_GSO_NONE: u8 = 0;
+/// The offloads a TAP with `offloads` announces: partial checksums and TCP segmentation (v4,
+/// v6, with ECN). Never UDP (UFO/USO): nothing here would segment it.
+const TAP_OFFLOADS: libc::c_uint =
+    libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6 | libc::TUN_F_TSO_ECN;
+
+/// Names of the per-reason counters of refused received headers (index: `VnetError::index`).
+const RX_VNET_NAMES: [&str; VnetError::ALL.len()] = [
+    "rx_vnet_unknown_flags",
+    "rx_vnet_csum_out_of_frame",
+    "rx_vnet_offload_not_negotiated",
+    "rx_vnet_udp_gso",
+    "rx_vnet_unknown_gso_type",
+    "rx_vnet_gso_size_zero",
+    "rx_vnet_gso_not_tcp",
+];
+/// Names of the per-reason counters of packets not sent for their offloads.
+const TX_VNET_NAMES: [&str; VnetError::ALL.len()] = [
+    "tx_vnet_unknown_flags",
+    "tx_vnet_csum_out_of_frame",
+    "tx_vnet_offload_not_negotiated",
+    "tx_vnet_udp_gso",
+    "tx_vnet_unknown_gso_type",
+    "tx_vnet_gso_size_zero",
+    "tx_vnet_gso_not_tcp",
+];
 
 /// Shortest frame accepted: an Ethernet header.
 const ETH_HLEN: usize = 14;
@@ -52,8 +86,11 @@ const ETH_HLEN: usize = 14;
 pub struct TapConfig {
     /// Interface name: created if it does not exist, attached to if it is a TAP device.
     pub name: String,
-    /// Exchange a virtio-net header with every frame (IFF_VNET_HDR), offloads off.
+    /// Exchange a virtio-net header with every frame (IFF_VNET_HDR).
     pub vnet_hdr: bool,
+    /// Take and pass on checksum and TCP segmentation offloads (needs `vnet_hdr`): received
+    /// super-packets need jumbo buffers in the pool.
+    pub offloads: bool,
     /// Create the device in this network namespace (None: the calling thread's).
     pub netns: Option<crate::netns::Netns>,
 }
@@ -64,6 +101,7 @@ impl TapConfig {
         TapConfig {
             name: name.into(),
             vnet_hdr: false,
+            offloads: false,
             netns: None,
         }
     }
@@ -74,9 +112,18 @@ impl TapConfig {
 pub struct TapDevice {
     name: String,
     vnet_hdr: bool,
+    offloads: bool,
     created: bool,
     ifindex: u32,
     read_errors: Counter,
+    /// Frames longer than the buffers they could go to (truncated by the kernel).
+    rx_too_long: Counter,
+    /// Frames larger than an ordinary buffer read while no jumbo buffer was free.
+    rx_no_jumbo: Counter,
+    /// Received frames refused for their virtio-net header, by `VnetError::index`.
+    rx_vnet: [Counter; VnetError::ALL.len()],
+    /// Packets not sent because of their offloads, by `VnetError::index`.
+    tx_vnet: [Counter; VnetError::ALL.len()],
     fd: OwnedFd,
 }
 
@@ -135,6 +182,15 @@ impl TapDevice {
     fn open_here(config: &TapConfig) -> Result<Arc<TapDevice>, PortError> {
         let name = &config.name;
         let cname = check_ifname(DRIVER, name)?;
+        if config.offloads && !config.vnet_hdr {
+            return Err(PortError::BadSetting {
+                driver: DRIVER,
+                interface: name.clone(),
+                reason: "offloads travel in virtio-net headers; accepted: offloads with \
+                         vnet_hdr, or neither"
+                    .into(),
+            });
+        }
         // SAFETY: `cname` is a valid NUL-terminated string.
         let existed = unsafe { libc::if_nametoindex(cname.as_ptr()) } != 0;
         let path = c"/dev/net/tun";
@@ -185,14 +241,26 @@ impl TapDevice {
                     std::io::Error::last_os_error(),
                 ));
             }
-            // No TUN_F_* offload: the kernel never hands us GSO or partial-checksum frames.
+            // Without offloads no TUN_F_* bit: the kernel never hands us GSO or partial-checksum
+            // frames.
+            let (features, op) = if config.offloads {
+                (
+                    TAP_OFFLOADS,
+                    "turn checksum and TCP segmentation offloads on (TUNSETOFFLOAD)",
+                )
+            } else {
+                (0, "turn offloads off (TUNSETOFFLOAD)")
+            };
             // SAFETY: TUNSETOFFLOAD takes its argument by value.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, 0 as libc::c_ulong) } < 0 {
-                return Err(tap_err(
-                    name,
-                    "turn offloads off (TUNSETOFFLOAD)",
-                    std::io::Error::last_os_error(),
-                ));
+            if unsafe {
+                libc::ioctl(
+                    fd.as_raw_fd(),
+                    libc::TUNSETOFFLOAD,
+                    features as libc::c_ulong,
+                )
+            } < 0
+            {
+                return Err(tap_err(name, op, std::io::Error::last_os_error()));
             }
         }
         // SAFETY: `cname` is a valid NUL-terminated string.
@@ -200,9 +268,14 @@ impl TapDevice {
         Ok(Arc::new(TapDevice {
             name: name.clone(),
             vnet_hdr: config.vnet_hdr,
+            offloads: config.offloads,
             created: !existed,
             ifindex,
             read_errors: Counter::default(),
+            rx_too_long: Counter::default(),
+            rx_no_jumbo: Counter::default(),
+            rx_vnet: std::array::from_fn(|_| Counter::default()),
+            tx_vnet: std::array::from_fn(|_| Counter::default()),
             fd,
         }))
     }
@@ -215,6 +288,13 @@ impl TapDevice {
     /// Whether frames carry a virtio-net header.
     pub fn vnet_hdr(&self) -> bool {
         self.vnet_hdr
+    }
+
+    /// Whether the port takes and passes on checksum and TCP segmentation offloads: received
+    /// packets may be super-packets (jumbo buffers) or have a partial checksum, and packets
+    /// with offloads may be sent. Without it, a packet with offloads sent here is dropped.
+    pub fn offloads(&self) -> bool {
+        self.offloads
     }
 
     /// True when this port created the interface (it goes away with the port).
@@ -238,6 +318,36 @@ impl TapDevice {
         } else {
             0
         }
+    }
+}
+
+/// Only the counters that can move on a port of this kind: the vnet-header reasons with vnet
+/// headers, the jumbo and tx-offload ones with offloads, and on every port the packets refused
+/// for offloads it does not take.
+impl DriverCounters for TapDevice {
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut v = vec![
+            ("read_errors", self.read_errors.get()),
+            ("rx_too_long", self.rx_too_long.get()),
+        ];
+        if self.offloads {
+            v.push(("rx_no_jumbo_buffer", self.rx_no_jumbo.get()));
+        }
+        if self.vnet_hdr {
+            v.extend(
+                RX_VNET_NAMES
+                    .iter()
+                    .zip(&self.rx_vnet)
+                    .map(|(n, c)| (*n, c.get())),
+            );
+        }
+        let not_negotiated = VnetError::NotNegotiated.index();
+        for (i, (n, c)) in TX_VNET_NAMES.iter().zip(&self.tx_vnet).enumerate() {
+            if self.offloads || i == not_negotiated {
+                v.push((*n, c.get()));
+            }
+        }
+        v
     }
 }
 
@@ -319,17 +429,26 @@ impl InputNode for TapRx {
         out: &mut [u32],
         _nexts: &mut [u16],
     ) -> (usize, Dispatch) {
-        let hdr = self.dev.hdr_len();
-        let fd = self.dev.fd.as_raw_fd();
+        let dev = &*self.dev;
+        let hdr = dev.hdr_len();
+        let fd = dev.fd.as_raw_fd();
         let data_size = cx.pool.data_size();
         let (mut n, mut bytes, mut drops) = (0usize, 0u64, 0u64);
         // One spare buffer is reused across dropped frames and returned at the end.
         let mut spare: Option<u32> = None;
+        // With offloads: the jumbo buffer the next frame's tail (past `data_size`) lands in,
+        // taken once per poll while the pool has one (a dry pool is not asked again).
+        let mut landing: Option<u32> = None;
+        let mut jumbo_dry = !dev.offloads || cx.pool.jumbo_capacity() == 0;
         while n < out.len() {
             let Some(b) = spare.take().or_else(|| cx.pool.alloc()) else {
                 // No buffer: leave frames queued in the kernel.
                 break;
             };
+            if landing.is_none() && !jumbo_dry {
+                landing = cx.pool.alloc_jumbo();
+                jumbo_dry = landing.is_none();
+            }
             let (meta, slot) = cx.pool.slot_mut(b);
             let start = meta.data_offset as usize;
             // Read the vnet header (if any) into the headroom just before the data.
@@ -340,22 +459,36 @@ impl InputNode for TapRx {
                 spare = Some(b);
                 break;
             };
-            // A second one-byte iovec catches frames larger than the buffer: the kernel copies what
-            // fits and drops the rest, so a read that reaches it was truncated.
+            let head = libc::iovec {
+                iov_base: room.as_mut_ptr() as *mut libc::c_void,
+                iov_len: room.len(),
+            };
+            // The landing buffer's data past `data_size`: where a super-packet's tail goes.
+            let tail = landing.and_then(|j| {
+                let (jm, js) = cx.pool.slot_mut(j);
+                let at = jm.data_offset as usize;
+                js.get_mut(at + data_size..at + JUMBO_DATA_SIZE as usize)
+                    .map(|t| libc::iovec {
+                        iov_base: t.as_mut_ptr() as *mut libc::c_void,
+                        iov_len: t.len(),
+                    })
+            });
+            // A last one-byte iovec catches frames larger than the buffers: the kernel copies
+            // what fits and drops the rest, so a read that reaches it was truncated.
             let mut overflow = 0u8;
-            let iov = [
-                libc::iovec {
-                    iov_base: room.as_mut_ptr() as *mut libc::c_void,
-                    iov_len: room.len(),
-                },
-                libc::iovec {
-                    iov_base: &mut overflow as *mut u8 as *mut libc::c_void,
-                    iov_len: 1,
-                },
-            ];
-            // SAFETY: the kernel writes at most `room.len()` bytes into the buffer slot and one
-            // byte into `overflow`, both held exclusively here.
-            let r = unsafe { libc::readv(fd, iov.as_ptr(), 2) };
+            let over = libc::iovec {
+                iov_base: &mut overflow as *mut u8 as *mut libc::c_void,
+                iov_len: 1,
+            };
+            let (iov, iovcnt) = match tail {
+                Some(t) => ([head, t, over], 3),
+                None => ([head, over, over], 2),
+            };
+            let capacity = data_size + tail.map_or(0, |t| t.iov_len);
+            // SAFETY: the kernel writes at most `iov_len` bytes at each `iov_base`: the buffer
+            // slot of `b`, the landing slot (a different buffer), and `overflow`, all held
+            // exclusively by this node until the call returns.
+            let r = unsafe { libc::readv(fd, iov.as_ptr(), iovcnt) };
             if r < 0 {
                 spare = Some(b);
                 match std::io::Error::last_os_error().raw_os_error() {
@@ -367,33 +500,83 @@ impl InputNode for TapRx {
                     }
                     // Not a frame (e.g. the device went away): counted apart, retried next poll.
                     _ => {
-                        self.dev.read_errors.add(1);
+                        dev.read_errors.add(1);
                         break;
                     }
                 }
             }
+            // The kernel answers the frame's whole length, also when it truncated it.
             let got = r as usize;
-            if got < hdr + ETH_HLEN || got > room.len() {
+            if got < hdr + ETH_HLEN {
                 drops += 1;
                 spare = Some(b);
                 continue;
             }
-            if hdr > 0
-                && (room[0] & VIRTIO_NET_HDR_F_NEEDS_CSUM != 0
-                    || room[1] != VIRTIO_NET_HDR_GSO_NONE)
-            {
-                // Offloads are off, so this should not happen; never forward a half-done frame.
+            let len = got - hdr;
+            if len > capacity {
+                if dev.offloads && landing.is_none() && len <= JUMBO_DATA_SIZE as usize {
+                    dev.rx_no_jumbo.add(1);
+                } else {
+                    dev.rx_too_long.add(1);
+                }
                 drops += 1;
                 spare = Some(b);
                 continue;
             }
-            meta.length = (got - hdr) as u16;
+            let h = if hdr > 0 {
+                VnetHdr::read(&cx.pool.slot(b)[start - hdr..start]).unwrap_or_default()
+            } else {
+                VnetHdr::default()
+            };
+            let (keep, spare_back) = if len <= data_size {
+                (b, None)
+            } else {
+                // A super-packet: its tail is in the landing buffer; copy the head over.
+                let Some(j) = landing.take() else {
+                    drops += 1;
+                    spare = Some(b);
+                    continue;
+                };
+                let src = cx.pool.slot(b)[start..start + data_size].as_ptr();
+                let (jm, js) = cx.pool.slot_mut(j);
+                let at = jm.data_offset as usize;
+                let dst = &mut js[at..at + data_size];
+                // SAFETY: `src` points at `data_size` bytes of buffer `b`'s slot, which the pool
+                // keeps mapped; `b` is an ordinary buffer and `j` a jumbo one, so the ranges
+                // are disjoint, and no reference to `b`'s slot is alive.
+                unsafe { core::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), data_size) };
+                (j, Some(b))
+            };
+            let (meta, slot) = cx.pool.slot_mut(keep);
+            let at = meta.data_offset as usize;
+            if hdr > 0 {
+                if let Err(e) = vnet::to_meta(
+                    &h,
+                    &slot[at..at + len],
+                    meta.data_offset,
+                    dev.offloads,
+                    meta,
+                ) {
+                    dev.rx_vnet[e.index()].add(1);
+                    drops += 1;
+                    if keep == b {
+                        spare = Some(b);
+                    } else {
+                        // Keep the jumbo buffer for the next super-packet.
+                        landing = Some(keep);
+                        spare = spare_back;
+                    }
+                    continue;
+                }
+            }
+            meta.length = len as u16;
             meta.rx_port = self.port_id;
-            out[n] = b;
+            out[n] = keep;
             n += 1;
-            bytes += (got - hdr) as u64;
+            bytes += len as u64;
+            spare = spare_back;
         }
-        if let Some(b) = spare {
+        for b in [spare, landing].into_iter().flatten() {
             cx.pool.free(b);
         }
         if n > 0 {
@@ -408,10 +591,26 @@ impl InputNode for TapRx {
 
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);
-        format!(
+        let mut t = format!(
             "tap rx: {} (port {}), {} bytes",
             self.dev.name, m.rx_port, m.length
-        )
+        );
+        if m.flags & packet::meta::FLAG_CSUM_PARTIAL != 0 {
+            t.push_str(&format!(
+                ", checksum partial (start {}, offset {})",
+                m.csum_start.saturating_sub(m.data_offset),
+                m.csum_offset
+            ));
+        }
+        if m.is_gso() {
+            t.push_str(&format!(
+                ", GSO type {} size {}{}",
+                m.gso_type,
+                m.gso_size,
+                if m.gso_flags != 0 { " ECN" } else { "" }
+            ));
+        }
+        t
     }
 }
 
@@ -433,6 +632,12 @@ impl TapTx {
     pub fn device(&self) -> &Arc<TapDevice> {
         &self.dev
     }
+
+    /// Whether packets with offloads (partial checksum, super-packets) may be sent here; when
+    /// not, the sender must finish them first (they are dropped here otherwise).
+    pub fn takes_offloads(&self) -> bool {
+        self.dev.offloads
+    }
 }
 
 impl Node for TapTx {
@@ -445,8 +650,9 @@ impl Node for TapTx {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _nexts: &mut [u16]) -> Dispatch {
-        let hdr = self.dev.hdr_len();
-        let fd = self.dev.fd.as_raw_fd();
+        let dev = &*self.dev;
+        let hdr = dev.hdr_len();
+        let fd = dev.fd.as_raw_fd();
         let (mut sent, mut bytes, mut drops) = (0u64, 0u64, 0u64);
         for &b in frame {
             let (meta, slot) = cx.pool.slot_mut(b);
@@ -463,7 +669,26 @@ impl Node for TapTx {
                 drops += 1;
                 continue;
             }
-            bytes_out[..hdr].fill(0);
+            if !meta.has_offload() {
+                bytes_out[..hdr].fill(0);
+            } else {
+                // A half-done frame never leaves: the kernel finishes it, or it is dropped.
+                let h = if dev.offloads {
+                    vnet::from_meta(meta, &bytes_out[hdr..])
+                } else {
+                    Err(VnetError::NotNegotiated)
+                };
+                match h {
+                    Ok(h) => {
+                        h.write(bytes_out);
+                    }
+                    Err(e) => {
+                        dev.tx_vnet[e.index()].add(1);
+                        drops += 1;
+                        continue;
+                    }
+                }
+            }
             // SAFETY: writes `bytes_out.len()` bytes from memory we hold.
             let r = unsafe {
                 libc::write(
@@ -511,5 +736,23 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("1 to 15 bytes"), "{s}");
+    }
+
+    #[test]
+    fn offloads_without_vnet_headers_are_refused() {
+        let mut c = TapConfig::new("vp-nohdr");
+        c.offloads = true;
+        let s = TapDevice::open(&c)
+            .expect_err("offloads need vnet headers")
+            .to_string();
+        assert!(s.contains("offloads travel in virtio-net headers"), "{s}");
+    }
+
+    #[test]
+    fn counter_names_follow_the_reasons() {
+        for e in VnetError::ALL {
+            assert_eq!(RX_VNET_NAMES[e.index()], format!("rx_vnet_{}", e.name()));
+            assert_eq!(TX_VNET_NAMES[e.index()], format!("tx_vnet_{}", e.name()));
+        }
     }
 }

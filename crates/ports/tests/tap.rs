@@ -3,13 +3,14 @@
 //! `TapRx -> echo responder -> TapTx` answers the kernel's pings to that neighbour: the requests
 //! prove TapRx receives what the kernel sends, the replies (checked by the kernel, counted by
 //! ping and by the tap's rx counter) prove TapTx delivers. Run with and without vnet headers, plus
-//! oversized frames, attaching to an existing TAP, and the error messages. Namespaces (and the
+//! oversized frames (into jumbo buffers with offloads), packets with offloads refused by a TAP
+//! without them, attaching to an existing TAP, and the error messages. Namespaces (and the
 //! TAP devices in them) are deleted by a guard, also when a test panics; leftovers of dead runs
 //! (prefix `vptap-`) are deleted at start.
 
 mod common;
 
-use common::{delete_leftovers, missing_prerequisite, ok, require_root, run};
+use common::{delete_leftovers, ok, require_root, run, tap_skip_reason};
 use graph::{Dispatch, GraphBuilder, Node, NodeContext, PortStats};
 use packet::{BufferPool, PoolConfig};
 use ports::{TapConfig, TapPort};
@@ -23,14 +24,7 @@ const NEIGH_IP: &str = "198.18.77.2";
 const NEIGH_MAC: &str = "02:00:00:00:77:02";
 
 fn skip_reason() -> Option<String> {
-    missing_prerequisite(
-        "network namespaces and TAP devices",
-        &["ip", "ping", "python3"],
-    )
-    .or_else(|| {
-        (!std::path::Path::new("/dev/net/tun").exists())
-            .then(|| "/dev/net/tun does not exist".to_string())
-    })
+    tap_skip_reason(&["ip", "ping", "python3"])
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -169,6 +163,9 @@ struct Responder {
     requests: Arc<AtomicU64>,
     others: Arc<AtomicU64>,
     udp_ok: Arc<AtomicU64>,
+    /// Mark each reply as a partial-checksum packet (an offload the TAP must refuse without
+    /// offloads).
+    mark_partial: bool,
 }
 
 /// True for an IPv4 UDP frame (no options) whose UDP checksum verifies.
@@ -242,6 +239,12 @@ impl Node for Responder {
             sum = (sum & 0xffff) + (sum >> 16);
             sum = (sum & 0xffff) + (sum >> 16);
             p[36..38].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+            if self.mark_partial {
+                let m = cx.pool.meta_mut(b);
+                m.flags |= packet::meta::FLAG_CSUM_PARTIAL;
+                m.csum_start = m.data_offset + 34;
+                m.csum_offset = 2;
+            }
             nexts[i] = 0;
         }
         Dispatch::PerPacket
@@ -274,8 +277,21 @@ struct Worker {
     udp_ok: Arc<AtomicU64>,
 }
 
+/// How the worker is set up.
+#[derive(Clone, Copy, Default)]
+struct Setup {
+    /// Jumbo buffers in its pool.
+    jumbo: u32,
+    /// `Responder::mark_partial`.
+    mark_partial: bool,
+}
+
 impl Worker {
     fn start(port: TapPort, stats: Arc<PortStats>) -> Worker {
+        Worker::start_with(port, stats, Setup::default())
+    }
+
+    fn start_with(port: TapPort, stats: Arc<PortStats>, setup: Setup) -> Worker {
         let stop = Arc::new(AtomicBool::new(false));
         let requests = Arc::new(AtomicU64::new(0));
         let others = Arc::new(AtomicU64::new(0));
@@ -294,14 +310,18 @@ impl Worker {
                     requests: r,
                     others: o,
                     udp_ok: u,
+                    mark_partial: setup.mark_partial,
                 }))
                 .add_node(Box::new(Sink));
             let mut g = b.build(0, 1).expect("graph");
-            let mut pool = BufferPool::new(PoolConfig {
-                buffers: 1024,
-                try_hugepages: false,
-                ..PoolConfig::default()
-            })
+            let mut pool = BufferPool::with_jumbo(
+                PoolConfig {
+                    buffers: 1024,
+                    try_hugepages: false,
+                    ..PoolConfig::default()
+                },
+                setup.jumbo,
+            )
             .expect("pool");
             let deadline = Instant::now() + Duration::from_secs(60);
             while !s.load(Ordering::Relaxed) && Instant::now() < deadline {
@@ -311,7 +331,11 @@ impl Worker {
                 }
             }
             g.finish();
-            (pool.available() == pool.capacity(), true)
+            (
+                pool.available() == pool.capacity()
+                    && pool.jumbo_available() == pool.jumbo_capacity(),
+                true,
+            )
         });
         Worker {
             stop,
@@ -343,12 +367,17 @@ impl Drop for Worker {
 }
 
 fn open_in(n: &Netns, vnet_hdr: bool, stats: &Arc<PortStats>) -> TapPort {
+    open_with(n, vnet_hdr, false, stats)
+}
+
+fn open_with(n: &Netns, vnet_hdr: bool, offloads: bool, stats: &Arc<PortStats>) -> TapPort {
     let (name, stats) = (n.tap.clone(), stats.clone());
     n.inside(move || {
         TapPort::open(
             &TapConfig {
                 name,
                 vnet_hdr,
+                offloads,
                 netns: None,
             },
             0,
@@ -446,6 +475,90 @@ fn frames_larger_than_a_buffer_are_dropped_and_counted() {
     assert!(big.contains("100% packet loss"), "{big}");
     assert!(small.contains(" 0% packet loss"), "{small}");
     assert_eq!(stats.rx_drops.get(), 3, "each oversized frame counted once");
+    assert!(all_back);
+}
+
+/// The named driver counter of a TAP device.
+fn driver_counter(dev: &ports::TapDevice, name: &str) -> u64 {
+    use graph::DriverCounters;
+    dev.counters()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .map_or(u64::MAX, |(_, v)| v)
+}
+
+/// With offloads, a frame larger than an ordinary buffer is read with its tail in a jumbo
+/// buffer and its head copied over: the 3042-byte echo requests come back intact (the kernel
+/// verifies the ICMP checksum over all of it). Without a jumbo buffer in the pool such frames
+/// are dropped and counted by name, and small frames still flow.
+#[test]
+fn with_offloads_large_frames_land_in_jumbo_buffers() {
+    require_root!(skip_reason());
+    for jumbo in [4, 0] {
+        let n = Netns::new();
+        let stats = Arc::new(PortStats::default());
+        let port = open_with(&n, true, true, &stats);
+        assert!(port.tx.takes_offloads());
+        let dev = port.rx.device().clone();
+        n.configure();
+        ok(&["ip", "-n", &n.ns, "link", "set", &n.tap, "mtu", "4000"]);
+        let w = Worker::start_with(
+            port,
+            stats.clone(),
+            Setup {
+                jumbo,
+                ..Setup::default()
+            },
+        );
+        let big = n.ping(3, 3000);
+        let small = n.ping(3, 56);
+        let all_back = w.finish();
+        let no_jumbo = driver_counter(&dev, "rx_no_jumbo_buffer");
+        println!("jumbo buffers {jumbo}: rx_no_jumbo_buffer {no_jumbo}\n{big}");
+        assert!(small.contains(" 0% packet loss"), "{small}");
+        if jumbo > 0 {
+            assert!(big.contains(" 0% packet loss"), "{big}");
+            assert_eq!(stats.rx_drops.get(), 0);
+        } else {
+            assert!(big.contains("100% packet loss"), "{big}");
+            assert_eq!(
+                no_jumbo, 3,
+                "each large frame counted as finding no jumbo buffer"
+            );
+            assert_eq!(stats.rx_drops.get(), 3);
+        }
+        assert!(
+            all_back,
+            "every buffer (jumbo ones too) returned to the pool"
+        );
+    }
+}
+
+/// A packet with an offload (here a partial checksum) never leaves a TAP without offloads:
+/// dropped and counted by name.
+#[test]
+fn offload_packets_never_leave_a_tap_without_offloads() {
+    require_root!(skip_reason());
+    let n = Netns::new();
+    let stats = Arc::new(PortStats::default());
+    let port = open_in(&n, true, &stats);
+    assert!(!port.tx.takes_offloads());
+    let dev = port.rx.device().clone();
+    n.configure();
+    let w = Worker::start_with(
+        port,
+        stats.clone(),
+        Setup {
+            mark_partial: true,
+            ..Setup::default()
+        },
+    );
+    let out = n.ping(3, 56);
+    let all_back = w.finish();
+    assert!(out.contains("100% packet loss"), "{out}");
+    assert_eq!(stats.tx_packets.get(), 0);
+    assert_eq!(stats.tx_drops.get(), 3);
+    assert_eq!(driver_counter(&dev, "tx_vnet_offload_not_negotiated"), 3);
     assert!(all_back);
 }
 

@@ -9,8 +9,9 @@
 //! It owns the socket and the thread. It never touches a ring (the worker does) and never
 //! blocks a worker: the worker only ever sees a new generation number.
 
-use crate::device::{DeviceSnapshot, QueueSetup, Shared};
+use crate::device::{DeviceSnapshot, QueueSetup, Shared, GUEST_TX, MAX_QUEUES, MAX_QUEUE_PAIRS};
 use crate::memory::{GuestMemory, RegionSpec};
+use crate::net_header::{guest_sends, guest_takes, OFFLOAD_FEATURES};
 use crate::ring::RingLayout;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -38,9 +39,12 @@ pub const VIRTIO_F_VERSION_1: u64 = 1 << 32;
 pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
 /// Event-index notification suppression.
 pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
-/// What this backend offers.
+/// Several queue pairs (offered when the port has more than one).
+pub const VIRTIO_NET_F_MQ: u64 = 1 << 22;
+/// What this backend offers (plus `VIRTIO_NET_F_MQ` on a port with several queue pairs).
 pub const OFFERED_FEATURES: u64 = VIRTIO_F_VERSION_1
     | VIRTIO_NET_F_MRG_RXBUF
+    | OFFLOAD_FEATURES
     | VIRTIO_RING_F_EVENT_IDX
     | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
 
@@ -77,7 +81,9 @@ struct Device {
     features: u64,
     protocol: u64,
     memory: Arc<GuestMemory>,
-    queues: [QueueState; 2],
+    queues: [QueueState; MAX_QUEUES],
+    /// Queue pairs this port offers (1..=MAX_QUEUE_PAIRS).
+    pairs: usize,
     next_start: u64,
     /// Where messages come from.
     label: String,
@@ -88,13 +94,14 @@ fn bad(why: &'static str) -> VuError {
 }
 
 impl Device {
-    fn new(shared: Arc<Shared>, label: String) -> Device {
+    fn new(shared: Arc<Shared>, label: String, pairs: usize) -> Device {
         Device {
             shared,
             features: 0,
             protocol: 0,
             memory: Arc::new(GuestMemory::empty()),
             queues: Default::default(),
+            pairs,
             next_start: 1,
             label,
         }
@@ -105,14 +112,25 @@ impl Device {
     }
 
     fn queue(&mut self, index: u32) -> VuResult<&mut QueueState> {
-        self.queues
-            .get_mut(index as usize)
-            .ok_or(VuError::InvalidParam)
+        let index = index as usize;
+        if index >= 2 * self.pairs {
+            return Err(VuError::InvalidParam);
+        }
+        self.queues.get_mut(index).ok_or(VuError::InvalidParam)
+    }
+
+    /// The virtio features this port offers.
+    fn offered(&self) -> u64 {
+        if self.pairs > 1 {
+            OFFERED_FEATURES | VIRTIO_NET_F_MQ
+        } else {
+            OFFERED_FEATURES
+        }
     }
 
     /// Publish what the worker must run now and wait until it does.
     fn apply(&mut self) {
-        let mut queues: [Option<QueueSetup>; 2] = [None, None];
+        let mut queues: [Option<QueueSetup>; MAX_QUEUES] = Default::default();
         for (q, st) in self.queues.iter_mut().enumerate() {
             let Some(start) = st.running else { continue };
             let Some((d, a, u)) = st.addr else { continue };
@@ -139,6 +157,8 @@ impl Device {
             hdr_len: DeviceSnapshot::header_len(version_1, mrg_rxbuf),
             mrg_rxbuf,
             event_idx: self.features & VIRTIO_RING_F_EVENT_IDX != 0,
+            sends: guest_sends(self.features),
+            takes: guest_takes(self.features),
         };
         let g = self.shared.publish(snap);
         if !self.shared.wait_acknowledged(g, ACK_TIMEOUT) {
@@ -186,6 +206,9 @@ impl Device {
         for st in &mut self.queues {
             *st = QueueState::default();
         }
+        for k in &self.shared.kicks {
+            k.set(None);
+        }
         self.memory = Arc::new(GuestMemory::empty());
         self.features = 0;
         self.protocol = 0;
@@ -209,11 +232,11 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn get_features(&mut self) -> VuResult<u64> {
-        Ok(OFFERED_FEATURES)
+        Ok(self.offered())
     }
 
     fn set_features(&mut self, features: u64) -> VuResult<()> {
-        if features & !OFFERED_FEATURES != 0 {
+        if features & !self.offered() != 0 {
             return Err(VuError::InvalidParam);
         }
         self.features = features;
@@ -294,9 +317,14 @@ impl VhostUserBackendReqHandlerMut for Device {
         ))
     }
 
-    fn set_vring_kick(&mut self, index: u8, _fd: Option<File>) -> VuResult<()> {
-        // Kicks are not read: the worker polls (and asks the guest not to kick).
+    fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {
+        // The worker polls and asks the guest not to kick, except just before it sleeps
+        // (adaptive polling): then the guest's transmit kicks wake it.
         self.queue(u32::from(index))?.kicked = true;
+        let q = usize::from(index);
+        if q % 2 == GUEST_TX {
+            self.shared.kicks[q / 2].set(fd);
+        }
         self.maybe_start(usize::from(index));
         Ok(())
     }
@@ -316,7 +344,7 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn get_protocol_features(&mut self) -> VuResult<VhostUserProtocolFeatures> {
-        Ok(VhostUserProtocolFeatures::REPLY_ACK)
+        Ok(VhostUserProtocolFeatures::REPLY_ACK | VhostUserProtocolFeatures::MQ)
     }
 
     fn set_protocol_features(&mut self, features: u64) -> VuResult<()> {
@@ -325,7 +353,7 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn get_queue_num(&mut self) -> VuResult<u64> {
-        Ok(2)
+        Ok(self.pairs as u64)
     }
 
     fn set_vring_enable(&mut self, index: u32, enable: bool) -> VuResult<()> {
@@ -430,11 +458,21 @@ impl VhostUserDevice {
     /// Listen on `socket` (server mode: created, replacing a stale socket file) or start
     /// connecting to it (client mode: retried until the frontend is there), and serve
     /// frontends one after the other until dropped.
-    pub fn open(socket: &Path, mode: SocketMode) -> Result<VhostUserDevice, OpenError> {
+    /// `pairs` (1..=`MAX_QUEUE_PAIRS`) is how many queue pairs the port offers.
+    pub fn open(
+        socket: &Path,
+        mode: SocketMode,
+        pairs: usize,
+    ) -> Result<VhostUserDevice, OpenError> {
         let err = |why: String| OpenError {
             socket: socket.display().to_string(),
             why,
         };
+        if !(1..=MAX_QUEUE_PAIRS).contains(&pairs) {
+            return Err(err(format!(
+                "{pairs} queue pairs; accepted: 1 to {MAX_QUEUE_PAIRS}"
+            )));
+        }
         let shared = Arc::new(Shared::default());
         let stop = Arc::new(AtomicBool::new(false));
         let label = format!("vhost-user {}", socket.display());
@@ -451,7 +489,7 @@ impl VhostUserDevice {
         let conn = connection.clone();
         let thread = std::thread::Builder::new()
             .name("vhost-user".into())
-            .spawn(move || control_loop(listener, path, sh, st, conn, label))
+            .spawn(move || control_loop(listener, path, sh, st, conn, (label, pairs)))
             .map_err(|e| err(format!("cannot start its thread: {e}")))?;
         Ok(VhostUserDevice {
             shared,
@@ -516,9 +554,13 @@ fn control_loop(
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     connection: Arc<Mutex<Option<UnixStream>>>,
-    label: String,
+    (label, pairs): (String, usize),
 ) {
-    let device = Arc::new(Mutex::new(Device::new(shared.clone(), label.clone())));
+    let device = Arc::new(Mutex::new(Device::new(
+        shared.clone(),
+        label.clone(),
+        pairs,
+    )));
     while !stop.load(Ordering::Acquire) {
         let handler = match listener.as_mut() {
             Some(l) => {

@@ -151,7 +151,7 @@ fn echo_once(rx: &mut FakeGuest, tx: &mut FakeGuest, seed: u8) {
 #[test]
 fn a_frontend_sets_up_the_device_and_frames_flow() {
     let path = socket_path();
-    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
     let echo = Echo::start(device);
     let mut rx = FakeGuest::new(64);
     let mut tx = rx.another(1, 64);
@@ -209,7 +209,7 @@ fn break_ring(tx: &mut FakeGuest, how: &str) {
 #[test]
 fn malformed_rings_reset_the_connection_and_the_next_frontend_is_served() {
     let path = socket_path();
-    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
     let echo = Echo::start(device);
     let cases = [
         ("loop", "a loop"),
@@ -240,7 +240,8 @@ fn malformed_rings_reset_the_connection_and_the_next_frontend_is_served() {
     let mut tx = rx.another(1, 128);
     let (_f, _fds) = frontend(&path, &rx, &tx);
     tx.add_chain(&[0], false, &[]);
-    tx.add_chain(&[4000, 4000], false, &[0u8; 8000]);
+    // Longer than the 64 KiB any buffer holds.
+    tx.add_chain(&[4096; 17], false, &[0u8; 4096 * 17]);
     echo_once(&mut rx, &mut tx, 99);
     assert_eq!(echo.shared.counters.rx_bad_frames.get(), 2);
     assert_eq!(echo.shared.counters.guest_errors.get(), cases.len() as u64);
@@ -282,7 +283,7 @@ fn raw_request(
 #[test]
 fn a_vring_enable_before_set_features_keeps_the_connection() {
     let path = socket_path();
-    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
     let mut s = std::os::unix::net::UnixStream::connect(&path).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(5)))
         .expect("timeout");
@@ -313,7 +314,7 @@ fn a_vring_enable_before_set_features_keeps_the_connection() {
 fn a_frontend_stuck_in_the_middle_of_a_message_does_not_hold_the_port() {
     use std::io::Write;
     let path = socket_path();
-    let device = VhostUserDevice::open(&path, SocketMode::Server).expect("open");
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
     let shared = device.shared().clone();
     let mut s = std::os::unix::net::UnixStream::connect(&path).expect("connect");
     // Four bytes of a twelve-byte header, then nothing.

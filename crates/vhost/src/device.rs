@@ -5,25 +5,45 @@
 //!
 //! The protocol it implements between the threads: the control thread publishes a snapshot
 //! (stopping, starting or moving queues) and, before it reports a queue's index to the
-//! frontend or lets go of guest memory, waits until the receive node (an input node, polled
-//! every round) acknowledged that generation. Both nodes run on the same worker thread and
-//! check the generation before they touch a ring, so an acknowledgement means neither node
-//! will touch a ring of an older generation again. The worker takes the slot's lock only when
+//! frontend or lets go of guest memory, waits until every receive node (an input node, polled
+//! every round; one per worker and queue pair it runs) acknowledged that generation. A
+//! worker's nodes of the port run on that worker's thread and check the generation before
+//! they touch a ring, so an acknowledgement means no node of that worker will touch a ring of
+//! an older generation again. The worker takes the slot's lock only when
 //! the generation changed (a reconfiguration), never per packet.
 
 use crate::memory::GuestMemory;
+use crate::net_header::Offloads;
 use crate::ring::RingLayout;
 use graph::Counter;
 use std::fs::File;
-use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Queue 0: the guest's receive queue (the device writes into it).
+/// Queue 0: the guest's (first) receive queue (the device writes into it).
 pub const GUEST_RX: usize = 0;
-/// Queue 1: the guest's transmit queue (the device reads from it).
+/// Queue 1: the guest's (first) transmit queue (the device reads from it).
 pub const GUEST_TX: usize = 1;
+/// Most queue pairs a port offers (virtio-net multiqueue: pair `k` is receive queue `2k` and
+/// transmit queue `2k + 1`).
+pub const MAX_QUEUE_PAIRS: usize = 8;
+/// Most queues of a port.
+pub const MAX_QUEUES: usize = 2 * MAX_QUEUE_PAIRS;
+/// Most nodes (one per worker and queue pair at most) that acknowledge generations.
+const MAX_ACKERS: usize = 64;
+
+/// The guest's receive queue of pair `pair`.
+pub const fn guest_rx(pair: usize) -> usize {
+    2 * pair
+}
+
+/// The guest's transmit queue of pair `pair`.
+pub const fn guest_tx(pair: usize) -> usize {
+    2 * pair + 1
+}
 
 /// A queue the worker may run.
 #[derive(Clone)]
@@ -43,14 +63,18 @@ pub struct QueueSetup {
 pub struct DeviceSnapshot {
     /// The guest's memory (kept mapped as long as a snapshot refers to it).
     pub memory: Arc<GuestMemory>,
-    /// Queues by index (`GUEST_RX`, `GUEST_TX`); None: stopped.
-    pub queues: [Option<QueueSetup>; 2],
+    /// Queues by index (`guest_rx(pair)`, `guest_tx(pair)`); None: stopped.
+    pub queues: [Option<QueueSetup>; MAX_QUEUES],
     /// Bytes of virtio-net header before each frame (10, or 12 with VERSION_1 or MRG_RXBUF).
     pub hdr_len: usize,
     /// A received frame may span several receive chains (VIRTIO_NET_F_MRG_RXBUF).
     pub mrg_rxbuf: bool,
     /// VIRTIO_RING_F_EVENT_IDX was negotiated.
     pub event_idx: bool,
+    /// Offloads the guest may ask of us in the frames it sends.
+    pub sends: Offloads,
+    /// Offloads the guest takes in the frames we hand it.
+    pub takes: Offloads,
 }
 
 impl DeviceSnapshot {
@@ -68,10 +92,12 @@ impl DeviceSnapshot {
     pub fn idle() -> DeviceSnapshot {
         DeviceSnapshot {
             memory: Arc::new(GuestMemory::empty()),
-            queues: [None, None],
+            queues: Default::default(),
             hdr_len: 12,
             mrg_rxbuf: false,
             event_idx: false,
+            sends: Offloads::default(),
+            takes: Offloads::default(),
         }
     }
 }
@@ -89,9 +115,24 @@ pub struct DeviceCounters {
     /// Malformed rings (descriptor loops, out-of-range buffers, index jumps...): each stopped
     /// the queue and reset the connection.
     pub guest_errors: Counter,
-    /// Frames from the guest dropped: too long for a buffer, shorter than the header, or with
-    /// offload requests that were not negotiated.
+    /// Frames from the guest dropped: longer than 64 KiB or shorter than an Ethernet header.
     pub rx_bad_frames: Counter,
+    /// Frames from the guest dropped for their virtio-net header: an offload that was not
+    /// negotiated, a checksum field outside the frame, a super-packet without a segment size.
+    pub rx_bad_headers: Counter,
+    /// Frames from the guest larger than an ordinary buffer dropped because the worker has
+    /// no jumbo buffers at all (when it has some, such frames wait until one is free).
+    pub rx_no_jumbo_buffers: Counter,
+    /// Super-packets (TSO) received from the guest.
+    pub rx_super_packets: Counter,
+    /// Super-packets handed to the guest whole (it negotiated TSO).
+    pub tx_super_packets: Counter,
+    /// Super-packets cut into segments in software for a guest without TSO.
+    pub tx_segmented: Counter,
+    /// Partial checksums finished in software for a guest without checksum offload.
+    pub tx_checksums_finished: Counter,
+    /// Packets to the guest dropped because they could not be segmented (malformed headers).
+    pub tx_bad_super_packets: Counter,
     /// Frames to the guest dropped because it had posted no (or too little) receive buffer.
     pub tx_no_buffers: Counter,
     /// Interrupts raised (eventfd writes).
@@ -104,11 +145,13 @@ pub struct DeviceCounters {
 pub struct Shared {
     generation: AtomicU64,
     slot: Mutex<Arc<DeviceSnapshot>>,
-    /// Highest generation the worker acknowledged.
-    acked: AtomicU64,
+    /// Highest generation each acknowledging node (see `register_acker`) acknowledged.
+    acked: [AtomicU64; MAX_ACKERS],
+    /// How many nodes acknowledge.
+    ackers: AtomicUsize,
     /// Each queue's next available index as the worker last left it (low 16 bits), tagged
     /// with the low 16 bits of its start number (high 16 bits).
-    progress: [AtomicU32; 2],
+    progress: [AtomicU32; MAX_QUEUES],
     /// A ring error the worker met; the control thread resets the connection.
     broken: AtomicBool,
     last_error: Mutex<String>,
@@ -116,6 +159,87 @@ pub struct Shared {
     pub connected: AtomicBool,
     /// The counters.
     pub counters: DeviceCounters,
+    /// The guest's kicks on each pair's transmit queue, for a worker that sleeps.
+    pub kicks: [KickWaiter; MAX_QUEUE_PAIRS],
+}
+
+/// How a sleeping worker hears the guest's kicks on its transmit queue: an epoll set that lives
+/// as long as the port (the worker's wait descriptor) holding the kick eventfd of the current
+/// connection. The worker asks for kicks only just before it sleeps (`SplitRing::arm_kick`);
+/// while it polls, the guest does not kick at all.
+pub struct KickWaiter {
+    epoll: Option<OwnedFd>,
+    kick: Mutex<Option<File>>,
+}
+
+impl Default for KickWaiter {
+    fn default() -> Self {
+        // SAFETY: epoll_create1 takes no pointers; a non-negative result is a new descriptor
+        // we own.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        KickWaiter {
+            // SAFETY: `fd` is a fresh descriptor nobody else owns.
+            epoll: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) }),
+            kick: Mutex::new(None),
+        }
+    }
+}
+
+impl KickWaiter {
+    /// The descriptor a sleeping worker waits on (None: the kernel refused an epoll set; the
+    /// worker then sleeps only its bounded timeout).
+    pub fn wait_fd(&self) -> Option<RawFd> {
+        self.epoll.as_ref().map(|e| e.as_raw_fd())
+    }
+
+    /// The guest's new kick eventfd (None: none now). Control thread.
+    pub fn set(&self, fd: Option<File>) {
+        let mut kick = self.kick.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(epoll) = &self.epoll else {
+            *kick = fd;
+            return;
+        };
+        if let Some(old) = kick.take() {
+            // SAFETY: both descriptors are open; DEL takes no event.
+            unsafe {
+                libc::epoll_ctl(
+                    epoll.as_raw_fd(),
+                    libc::EPOLL_CTL_DEL,
+                    old.as_raw_fd(),
+                    std::ptr::null_mut(),
+                )
+            };
+        }
+        if let Some(f) = &fd {
+            let raw = f.as_raw_fd();
+            // Draining must never block the worker.
+            // SAFETY: fcntl on an open descriptor with integer arguments.
+            unsafe {
+                let flags = libc::fcntl(raw, libc::F_GETFL);
+                if flags >= 0 {
+                    libc::fcntl(raw, libc::F_SETFL, flags | libc::O_NONBLOCK);
+                }
+            }
+            let mut ev = libc::epoll_event {
+                events: libc::EPOLLIN as u32,
+                u64: 0,
+            };
+            // SAFETY: both descriptors are open; `ev` is a valid event for the call.
+            unsafe { libc::epoll_ctl(epoll.as_raw_fd(), libc::EPOLL_CTL_ADD, raw, &mut ev) };
+        }
+        *kick = fd;
+    }
+
+    /// Reset the kick eventfd's counter after a sleep, so the next sleep waits for a new kick.
+    /// Worker, cold path.
+    pub fn drain(&self) {
+        let kick = self.kick.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = kick.as_ref() {
+            let mut v = [0u8; 8];
+            // A non-blocking read: EAGAIN when there was no kick.
+            let _ = (&*f).read(&mut v);
+        }
+    }
 }
 
 impl Default for Shared {
@@ -123,12 +247,14 @@ impl Default for Shared {
         Shared {
             generation: AtomicU64::new(1),
             slot: Mutex::new(Arc::new(DeviceSnapshot::idle())),
-            acked: AtomicU64::new(0),
-            progress: [AtomicU32::new(0), AtomicU32::new(0)],
+            acked: std::array::from_fn(|_| AtomicU64::new(0)),
+            ackers: AtomicUsize::new(0),
+            progress: std::array::from_fn(|_| AtomicU32::new(0)),
             broken: AtomicBool::new(false),
             last_error: Mutex::new(String::new()),
             connected: AtomicBool::new(false),
             counters: DeviceCounters::default(),
+            kicks: Default::default(),
         }
     }
 }
@@ -155,24 +281,39 @@ impl Shared {
         self.generation.fetch_add(1, Ordering::AcqRel) + 1
     }
 
-    /// The worker runs generation `g` from now on and holds nothing older (receive node, at
-    /// the start of a poll).
+    /// A slot for one more acknowledging node (a receive node, at its construction): every
+    /// worker that runs rings of this port has one. None past `MAX_ACKERS` (a configuration
+    /// the dataplane refuses before).
+    pub fn register_acker(&self) -> Option<usize> {
+        let slot = self.ackers.fetch_add(1, Ordering::AcqRel);
+        (slot < MAX_ACKERS).then_some(slot)
+    }
+
+    /// The worker of acker `slot` runs generation `g` from now on and holds nothing older
+    /// (its receive node, at the start of a poll).
     #[inline]
-    pub fn acknowledge(&self, g: u64) {
-        self.acked.store(g, Ordering::Release);
+    pub fn acknowledge(&self, slot: usize, g: u64) {
+        if let Some(a) = self.acked.get(slot) {
+            a.store(g, Ordering::Release);
+        }
     }
 
-    /// The highest generation the worker acknowledged.
+    /// The lowest generation any acker acknowledged (the current one when there is none).
     pub fn acked_generation(&self) -> u64 {
-        self.acked.load(Ordering::Acquire)
+        let n = self.ackers.load(Ordering::Acquire).min(MAX_ACKERS);
+        self.acked[..n]
+            .iter()
+            .map(|a| a.load(Ordering::Acquire))
+            .min()
+            .unwrap_or_else(|| self.generation())
     }
 
-    /// Wait until the worker acknowledged generation `g` (control thread). False after
-    /// `timeout`: the worker is stopped or stalled, and holds the old snapshot still.
+    /// Wait until every worker acknowledged generation `g` (control thread). False after
+    /// `timeout`: a worker is stopped or stalled, and holds the old snapshot still.
     pub fn wait_acknowledged(&self, g: u64, timeout: Duration) -> bool {
         let until = Instant::now() + timeout;
         loop {
-            if self.acked.load(Ordering::Acquire) >= g {
+            if self.acked_generation() >= g {
                 return true;
             }
             if Instant::now() >= until {
@@ -233,7 +374,14 @@ impl graph::DriverCounters for Shared {
         vec![
             ("guest_errors", c.guest_errors.get()),
             ("rx_bad_frames", c.rx_bad_frames.get()),
+            ("rx_bad_headers", c.rx_bad_headers.get()),
+            ("rx_no_jumbo_buffers", c.rx_no_jumbo_buffers.get()),
+            ("rx_super_packets", c.rx_super_packets.get()),
             ("tx_no_buffers", c.tx_no_buffers.get()),
+            ("tx_super_packets", c.tx_super_packets.get()),
+            ("tx_segmented", c.tx_segmented.get()),
+            ("tx_checksums_finished", c.tx_checksums_finished.get()),
+            ("tx_bad_super_packets", c.tx_bad_super_packets.get()),
             ("notifications", c.notifications.get()),
             ("connections", c.connections.get()),
         ]
@@ -246,10 +394,15 @@ impl graph::DriverCounters for Shared {
             "waiting for the frontend"
         };
         let last = self.last_error();
+        let (_, snap) = self.snapshot();
+        let offloads = format!(
+            "offloads from the guest: {}; to the guest: {}",
+            snap.sends, snap.takes
+        );
         Some(if last.is_empty() {
-            connected.to_string()
+            format!("{connected}; {offloads}")
         } else {
-            format!("{connected}; last guest error: {last}")
+            format!("{connected}; {offloads}; last guest error: {last}")
         })
     }
 }

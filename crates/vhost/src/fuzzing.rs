@@ -8,6 +8,7 @@
 
 use crate::device::{DeviceSnapshot, QueueSetup, Shared, GUEST_RX, GUEST_TX};
 use crate::memory::{GuestMemory, RegionSpec};
+use crate::net_header::Offloads;
 use crate::port::{VhostRx, VhostTx};
 use crate::ring::RingLayout;
 use graph::{Counter, InputNode, Node, NodeContext, PortStats};
@@ -85,7 +86,7 @@ pub fn exercise(data: &[u8]) {
             start,
         })
     };
-    let mut queues = [None, None];
+    let mut queues: [Option<QueueSetup>; crate::device::MAX_QUEUES] = Default::default();
     queues[GUEST_TX] = queue(tx_ring, 1);
     queues[GUEST_RX] = queue(rx_ring, 2);
     let version_1 = sel & 8 != 0;
@@ -96,13 +97,16 @@ pub fn exercise(data: &[u8]) {
         hdr_len: DeviceSnapshot::header_len(version_1, mrg_rxbuf),
         mrg_rxbuf,
         event_idx: sel & 32 != 0,
+        sends: offloads(sel & 64 != 0),
+        takes: offloads(sel & 128 != 0),
     });
-    let Ok(mut pool) = BufferPool::new(PoolConfig {
+    let config = PoolConfig {
         buffers: 64,
         headroom: 128,
         data_size: 2048,
         try_hugepages: false,
-    }) else {
+    };
+    let Ok(mut pool) = BufferPool::with_jumbo(config, 4) else {
         return;
     };
     let stats = Arc::new(PortStats::default());
@@ -141,6 +145,17 @@ pub fn exercise(data: &[u8]) {
         tx.process(&mut cx, &frame, &mut nexts);
     }
     assert_eq!(pool.available(), 64, "a buffer leaked");
+    assert_eq!(pool.jumbo_available(), 4, "a jumbo buffer leaked");
+}
+
+/// Every offload, or none.
+fn offloads(on: bool) -> Offloads {
+    Offloads {
+        csum: on,
+        tso4: on,
+        tso6: on,
+        ecn: on,
+    }
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! * `memory`: the guest's memory table, mapped (rust-vmm's `vm-memory`) and translated.
 //! * `ring`: the split virtqueue, device side: the fast path (our own; see its header).
 //! * `device`: what the control thread and the worker share, and how they hand over.
+//! * `net_header`: the virtio-net header and the offloads it carries (checksum, TSO).
 //! * `port`: the receive and transmit nodes.
 //!
 //! It never trusts the guest: every index, descriptor and address is checked, a malformed
@@ -19,6 +20,7 @@ mod fake_guest;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod memory;
+pub mod net_header;
 pub mod port;
 pub mod ring;
 

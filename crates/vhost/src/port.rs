@@ -11,9 +11,13 @@
 //! never read or write outside the guest's memory (every buffer is translated and bounded).
 
 use crate::backend::VhostUserDevice;
-use crate::device::{notify, DeviceSnapshot, QueueSetup, Shared, GUEST_RX, GUEST_TX};
+use crate::device::{guest_rx, guest_tx, notify, DeviceSnapshot, QueueSetup, Shared, GUEST_TX};
+use crate::net_header::{read_header, write_header};
 use crate::ring::{Direction, RingError, Segment, SplitRing, MAX_SEGMENTS};
 use graph::{Dispatch, InputNode, Node, NodeContext, PortStats};
+use packet::gso::{self, finish_checksum, GsoError, GsoKind};
+use packet::meta::BufferMeta;
+use packet::pool::JUMBO_DATA_SIZE;
 use packet::{BufferPool, VECTOR_SIZE};
 use std::fs::File;
 use std::sync::Arc;
@@ -23,10 +27,9 @@ pub const DRIVER: &str = "vhost-user";
 
 /// Shortest frame accepted from a guest: an Ethernet header.
 const ETH_HLEN: usize = 14;
-/// virtio-net header flag: the checksum must still be computed (not negotiated).
-const HDR_F_NEEDS_CSUM: u8 = 1;
-/// Most receive chains one frame may be merged over.
-const MAX_MERGED: usize = 16;
+/// Most receive chains one frame may be merged over (a 64 KiB super-packet over the guest's
+/// page-sized buffers takes 17; over MTU-sized ones, 44).
+const MAX_MERGED: usize = 64;
 
 /// One queue as a node runs it.
 struct RunningQueue {
@@ -66,7 +69,7 @@ impl View {
     #[cold]
     fn reload(&mut self, shared: &Shared) {
         let (g, snap) = shared.snapshot();
-        let dir = if self.q == GUEST_TX {
+        let dir = if self.q % 2 == GUEST_TX {
             Direction::Read
         } else {
             Direction::Write
@@ -87,12 +90,12 @@ impl View {
     /// Stop the queue after a malformed ring and report it.
     #[cold]
     fn fail(&mut self, shared: &Shared, e: RingError) {
-        let which = if self.q == GUEST_TX {
+        let which = if self.q % 2 == GUEST_TX {
             "transmit"
         } else {
             "receive"
         };
-        shared.ring_error(format!("guest {which} queue: {e}"));
+        shared.ring_error(format!("guest {which} queue {}: {e}", self.q / 2));
         self.running = None;
     }
 }
@@ -195,11 +198,19 @@ pub struct VhostRx {
     shared: Arc<Shared>,
     stats: Arc<PortStats>,
     view: View,
+    /// This node's slot among the port's acknowledging nodes.
+    acker: Option<usize>,
     segs: Box<[Segment; MAX_SEGMENTS]>,
     heads: Box<[u16; VECTOR_SIZE]>,
 }
 
 impl VhostRx {
+    /// Receive from the transmit queue of queue pair `pair` (default: pair 0).
+    pub fn on_pair(mut self, pair: usize) -> VhostRx {
+        self.view = View::new(guest_tx(pair));
+        self
+    }
+
     /// The receive node of port `port_id`, handing frames to `next`.
     pub fn new(
         name: String,
@@ -222,6 +233,7 @@ impl VhostRx {
         stats: Arc<PortStats>,
     ) -> VhostRx {
         VhostRx {
+            acker: shared.register_acker(),
             name,
             port_id,
             next,
@@ -258,9 +270,14 @@ impl InputNode for VhostRx {
         if self.view.refresh(&self.shared) {
             // Both nodes of this port run on this thread and check the generation before
             // touching a ring: from here on neither uses an older snapshot.
-            self.shared.acknowledge(self.view.generation);
+            if let Some(slot) = self.acker {
+                self.shared.acknowledge(slot, self.view.generation);
+            }
         }
-        let View { snap, running, .. } = &mut self.view;
+        let View {
+            snap, running, q, ..
+        } = &mut self.view;
+        let q = *q;
         let Some(run) = running.as_mut() else {
             return (0, Dispatch::AllTo(0));
         };
@@ -273,14 +290,16 @@ impl InputNode for VhostRx {
             }
         };
         let hdr_len = snap.hdr_len;
+        let sends = snap.sends;
         let data_size = cx.pool.data_size();
         let (mut n, mut bytes, mut bad) = (0usize, 0u64, 0u64);
+        let (mut bad_headers, mut no_jumbo, mut supers) = (0u64, 0u64, 0u64);
         let mut error = None;
         let want = out.len().min(avail).min(VECTOR_SIZE);
         let taken = run.ring.take_heads(&mut self.heads[..want]);
         let mut i = 0;
         while i < taken {
-            let Some(b) = cx.pool.alloc() else { break };
+            let Some(mut b) = cx.pool.alloc() else { break };
             let head = self.heads[i];
             i += 1;
             let found = match run.ring.single(&snap.memory, head) {
@@ -300,27 +319,37 @@ impl InputNode for VhostRx {
                 }
             };
             let segs = &self.segs[..nseg];
-            run.ring.push_used(head, 0);
             let frame = (total as usize).saturating_sub(hdr_len);
+            if frame > data_size && frame <= JUMBO_DATA_SIZE as usize {
+                cx.pool.free(b);
+                match cx.pool.alloc_jumbo() {
+                    Some(j) => b = j,
+                    None if cx.pool.jumbo_capacity() > 0 => {
+                        // All in flight: this chain and the rest wait for the next poll.
+                        i -= 1;
+                        break;
+                    }
+                    None => {
+                        run.ring.push_used(head, 0);
+                        no_jumbo += 1;
+                        continue;
+                    }
+                }
+            }
+            run.ring.push_used(head, 0);
             // A chain of zero-length buffers has no segment at all (and no frame).
             let hdr = match segs.first() {
-                Some(s) if s.len >= 2 => {
-                    // SAFETY: the first segment holds at least two bytes (checked just above).
-                    unsafe { std::ptr::read_unaligned(s.ptr as *const [u8; 2]) }
+                Some(s) if s.len >= 10 => {
+                    // SAFETY: the first segment holds at least ten bytes (checked just above).
+                    unsafe { std::ptr::read_unaligned(s.ptr as *const [u8; 10]) }
                 }
                 _ => {
-                    let mut h = [0u8; 2];
+                    let mut h = [0u8; 10];
                     gather(segs, 0, &mut h);
                     h
                 }
             };
-            if frame < ETH_HLEN || frame > data_size {
-                bad += 1;
-                cx.pool.free(b);
-                continue;
-            }
-            if hdr[0] & HDR_F_NEEDS_CSUM != 0 || hdr[1] != 0 {
-                // Checksum and segmentation offloads were not negotiated.
+            if !(ETH_HLEN..=JUMBO_DATA_SIZE as usize).contains(&frame) {
                 bad += 1;
                 cx.pool.free(b);
                 continue;
@@ -333,6 +362,14 @@ impl InputNode for VhostRx {
                 continue;
             };
             gather(segs, hdr_len, dst);
+            // The header is checked against the frame it describes (a TCP header where a
+            // super-packet says it is).
+            if read_header(&hdr, dst, sends, meta).is_err() {
+                bad_headers += 1;
+                cx.pool.free(b);
+                continue;
+            }
+            supers += u64::from(meta.is_gso());
             meta.length = frame as u16;
             meta.rx_port = self.port_id;
             out[n] = b;
@@ -344,7 +381,7 @@ impl InputNode for VhostRx {
             run.ring.rewind((taken - i) as u16);
         }
         self.shared
-            .set_progress(GUEST_TX, run.start, run.ring.last_avail());
+            .set_progress(q, run.start, run.ring.last_avail());
         if run.ring.publish() {
             if let Some(call) = &run.call {
                 if notify(call) {
@@ -356,9 +393,15 @@ impl InputNode for VhostRx {
             self.stats.rx_packets.add(n as u64);
             self.stats.rx_bytes.add(bytes);
         }
-        if bad > 0 {
-            self.stats.rx_drops.add(bad);
-            self.shared.counters.rx_bad_frames.add(bad);
+        if bad + bad_headers + no_jumbo > 0 {
+            let c = &self.shared.counters;
+            self.stats.rx_drops.add(bad + bad_headers + no_jumbo);
+            c.rx_bad_frames.add(bad);
+            c.rx_bad_headers.add(bad_headers);
+            c.rx_no_jumbo_buffers.add(no_jumbo);
+        }
+        if supers > 0 {
+            self.shared.counters.rx_super_packets.add(supers);
         }
         if let Some(e) = error {
             self.view.fail(&self.shared, e);
@@ -370,6 +413,27 @@ impl InputNode for VhostRx {
         let m = pool.meta(buffer);
         format!("vhost-user rx: port {}, {} bytes", m.rx_port, m.length)
     }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.shared.kicks.get(self.view.q / 2)?.wait_fd()
+    }
+
+    /// Ask the guest to kick for its next frame; no sleep when one is already there.
+    fn before_sleep(&self) -> bool {
+        self.view
+            .running
+            .as_ref()
+            .is_none_or(|run| !run.ring.arm_kick())
+    }
+
+    fn after_sleep(&self) {
+        if let Some(run) = &self.view.running {
+            run.ring.disarm_kick();
+        }
+        if let Some(k) = self.shared.kicks.get(self.view.q / 2) {
+            k.drain();
+        }
+    }
 }
 
 /// Transmit node: packets into the guest's receive buffers.
@@ -378,7 +442,8 @@ pub struct VhostTx {
     _device: Option<Arc<VhostUserDevice>>,
     shared: Arc<Shared>,
     stats: Arc<PortStats>,
-    view: View,
+    /// The receive queues of the pairs this node may fill, in order of preference.
+    views: Vec<View>,
     segs: Box<[Segment; MAX_SEGMENTS]>,
     heads: Box<[u16; VECTOR_SIZE]>,
     /// The fast path's buffer per packet.
@@ -386,6 +451,25 @@ pub struct VhostTx {
 }
 
 impl VhostTx {
+    /// Fill the receive queues of queue pairs `pairs` (the first running one; default: pair
+    /// 0). An empty list keeps pair 0.
+    pub fn on_pairs(mut self, pairs: &[usize]) -> VhostTx {
+        if !pairs.is_empty() {
+            self.views = pairs.iter().map(|&p| View::new(guest_rx(p))).collect();
+        }
+        self
+    }
+
+    /// Pick up configuration changes; true when one of its queues runs (the guest enabled
+    /// it), i.e. when `process` can deliver. Cold callers (a wrapper deciding per vector).
+    pub fn can_send(&mut self) -> bool {
+        let shared = &self.shared;
+        self.views.iter_mut().fold(false, |any, v| {
+            v.refresh(shared);
+            any | v.running.is_some()
+        })
+    }
+
     /// The transmit node of a port.
     pub fn new(name: String, device: Arc<VhostUserDevice>, stats: Arc<PortStats>) -> VhostTx {
         let shared = device.shared().clone();
@@ -404,7 +488,7 @@ impl VhostTx {
             shared,
             _device: device,
             stats,
-            view: View::new(GUEST_RX),
+            views: vec![View::new(guest_rx(0))],
             segs: Box::new(
                 [Segment {
                     ptr: std::ptr::null_mut(),
@@ -432,16 +516,19 @@ enum Put {
     Broken(RingError),
 }
 
-/// Put `data` (with a virtio-net header before it) into the receive chains of `run`.
+/// Put the frame `parts[0]` then `parts[1]`, after the virtio-net header `vhdr` (its
+/// `num_buffers` filled in here), into the receive chains of `run`.
 #[inline]
 fn put(
     run: &mut RunningQueue,
     snap: &DeviceSnapshot,
     segs: &mut [Segment; MAX_SEGMENTS],
-    data: &[u8],
+    vhdr: &[u8; 12],
+    parts: [&[u8]; 2],
 ) -> Put {
     let hdr_len = snap.hdr_len;
-    let need = hdr_len + data.len();
+    let len = parts[0].len() + parts[1].len();
+    let need = hdr_len + len;
     let max_chains = if snap.mrg_rxbuf { MAX_MERGED } else { 1 };
     // First find enough chains (taken, not yet returned), then copy: a packet that does not
     // fit gives every chain back untouched.
@@ -470,8 +557,8 @@ fn put(
         chains += 1;
         room += total as usize;
     }
-    // The header: no offload, `num_buffers` = chains (VERSION_1 or MRG_RXBUF: 12 bytes).
-    let mut hdr = [0u8; 12];
+    // `num_buffers` = chains (VERSION_1 or MRG_RXBUF: 12-byte headers have it).
+    let mut hdr = *vhdr;
     hdr[10..12].copy_from_slice(&(chains as u16).to_le_bytes());
     let mut pos = 0usize;
     for (i, &(head, total)) in heads[..chains].iter().enumerate() {
@@ -485,12 +572,52 @@ fn put(
         if i == 0 {
             written += scatter(segs, 0, &hdr[..hdr_len]);
         }
-        let want = (total as usize - written).min(data.len() - pos);
-        written += scatter(segs, written, &data[pos..pos + want]);
-        pos += want;
+        let mut want = (total as usize - written).min(len - pos);
+        while want > 0 {
+            // The part that byte `pos` of the frame is in.
+            let (part, at) = if pos < parts[0].len() {
+                (parts[0], pos)
+            } else {
+                (parts[1], pos - parts[0].len())
+            };
+            let n = want.min(part.len() - at);
+            written += scatter(segs, written, &part[at..at + n]);
+            pos += n;
+            want -= n;
+        }
         run.ring.push_used(head, written as u32);
     }
     Put::Sent
+}
+
+/// Cut super-packet `data` (metadata `meta`) into segments, each into the guest's receive
+/// chains with a plain header. `Put::NoRoom` when any segment found no room (those segments
+/// are lost; TCP sends them again); `Err` when the packet cannot be segmented.
+fn segment_into(
+    run: &mut RunningQueue,
+    snap: &DeviceSnapshot,
+    segs: &mut [Segment; MAX_SEGMENTS],
+    meta: &BufferMeta,
+    data: &[u8],
+) -> Result<Put, GsoError> {
+    let mut plain = [0u8; 12];
+    plain[10] = 1;
+    let kind = GsoKind::from_gso_type(meta.gso_type).ok_or(GsoError::NotTcp(meta.gso_type))?;
+    let mut outcome = Put::Sent;
+    gso::segment_tcp(data, kind, meta.gso_size, |hdr, payload| {
+        match put(run, snap, segs, &plain, [hdr, payload]) {
+            Put::Sent => true,
+            Put::NoRoom => {
+                outcome = Put::NoRoom;
+                true
+            }
+            broken @ Put::Broken(_) => {
+                outcome = broken;
+                false
+            }
+        }
+    })?;
+    Ok(outcome)
 }
 
 impl Node for VhostTx {
@@ -503,11 +630,20 @@ impl Node for VhostTx {
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _nexts: &mut [u16]) -> Dispatch {
-        self.view.refresh(&self.shared);
+        // The first of its queues that runs (one, unless the port has several queue pairs).
+        let mut pick = None;
+        for (i, v) in self.views.iter_mut().enumerate() {
+            v.refresh(&self.shared);
+            if pick.is_none() && v.running.is_some() {
+                pick = Some(i);
+            }
+        }
+        let view = &mut self.views[pick.unwrap_or(0)];
         let (mut sent, mut bytes, mut no_room) = (0u64, 0u64, 0u64);
+        let (mut supers, mut segmented, mut finished, mut bad_supers) = (0u64, 0u64, 0u64, 0u64);
         let mut error = None;
-        if let Some(run) = self.view.running.as_mut() {
-            let snap = &self.view.snap;
+        if let Some(run) = view.running.as_mut() {
+            let snap = &view.snap;
             // Fast path: each packet into the next receive chain when that chain is one
             // buffer holding header and packet (what guests post with merged buffers), the
             // ring slots and descriptors of the whole batch requested first.
@@ -522,12 +658,18 @@ impl Node for VhostTx {
                 .ring
                 .take_heads(&mut self.heads[..frame.len().min(avail).min(VECTOR_SIZE)]);
             let hdr_len = snap.hdr_len;
-            let mut hdr = [0u8; 12];
-            hdr[10] = 1; // num_buffers = 1 (VERSION_1 or MRG_RXBUF headers have it)
-                         // Pass 1: the buffers, each asked for (the guest touched them last).
+            let takes = snap.takes;
+            let mut plain = [0u8; 12];
+            plain[10] = 1; // num_buffers = 1 (VERSION_1 or MRG_RXBUF headers have it)
+                           // Pass 1: the buffers, each asked for (the guest touched them last).
+                           // A packet with offloads the guest does not take goes the general way.
             let mut fast = 0;
             while fast < taken {
-                let len = cx.pool.meta(frame[fast]).length as usize;
+                let m = cx.pool.meta(frame[fast]);
+                if !takes.takes(m) {
+                    break;
+                }
+                let len = m.length as usize;
                 match run.ring.single(&snap.memory, self.heads[fast]) {
                     Ok(Some(seg)) if seg.len as usize >= hdr_len + len => {
                         packet::prefetch(seg.ptr);
@@ -552,6 +694,22 @@ impl Node for VhostTx {
                     run.ring.push_used(head, 0);
                     continue;
                 };
+                let hdr = if meta.has_offload() {
+                    match write_header(meta, data, 1) {
+                        Ok(h) => {
+                            supers += u64::from(meta.is_gso());
+                            h
+                        }
+                        Err(_) => {
+                            // The chain goes back empty; the packet is dropped and counted.
+                            bad_supers += 1;
+                            run.ring.push_used(head, 0);
+                            continue;
+                        }
+                    }
+                } else {
+                    plain
+                };
                 // SAFETY: the segment is device-writable guest memory of at least
                 // `hdr_len + len` bytes (checked in pass 1); `hdr` and `data` are ours.
                 unsafe {
@@ -574,11 +732,38 @@ impl Node for VhostTx {
             for &b in rest {
                 let (meta, slot) = cx.pool.slot_mut(b);
                 let (start, len) = (meta.data_offset as usize, meta.length as usize);
-                let Some(data) = slot.get(start..start + len) else {
+                let Some(data) = slot.get_mut(start..start + len) else {
                     no_room += 1;
                     continue;
                 };
-                match put(run, snap, &mut self.segs, data) {
+                let put = if takes.takes(meta) {
+                    let Ok(h) = write_header(meta, data, 0) else {
+                        bad_supers += 1;
+                        continue;
+                    };
+                    supers += u64::from(meta.is_gso());
+                    put(run, snap, &mut self.segs, &h, [data, &[]])
+                } else if meta.is_gso() {
+                    segmented += 1;
+                    match segment_into(run, snap, &mut self.segs, meta, data) {
+                        Ok(put) => put,
+                        Err(_) => {
+                            bad_supers += 1;
+                            continue;
+                        }
+                    }
+                } else {
+                    // A partial checksum the guest cannot take: finished here.
+                    let at = usize::from(meta.csum_start.wrapping_sub(meta.data_offset));
+                    if finish_checksum(data, at, usize::from(meta.csum_offset)).is_err() {
+                        bad_supers += 1;
+                        continue;
+                    }
+                    meta.clear_offload();
+                    finished += 1;
+                    put(run, snap, &mut self.segs, &plain, [data, &[]])
+                };
+                match put {
                     Put::Sent => {
                         sent += 1;
                         bytes += len as u64;
@@ -591,7 +776,7 @@ impl Node for VhostTx {
                 }
             }
             self.shared
-                .set_progress(GUEST_RX, run.start, run.ring.last_avail());
+                .set_progress(view.q, run.start, run.ring.last_avail());
             if run.ring.publish() {
                 if let Some(call) = &run.call {
                     if notify(call) {
@@ -603,13 +788,20 @@ impl Node for VhostTx {
         cx.pool.free_batch(frame);
         let dropped = frame.len() as u64 - sent;
         if let Some(e) = error {
-            self.view.fail(&self.shared, e);
+            view.fail(&self.shared, e);
         }
         self.stats.tx_packets.add(sent);
         self.stats.tx_bytes.add(bytes);
         if dropped > 0 {
             self.stats.tx_drops.add(dropped);
             self.shared.counters.tx_no_buffers.add(no_room);
+            self.shared.counters.tx_bad_super_packets.add(bad_supers);
+        }
+        if supers + segmented + finished > 0 {
+            let c = &self.shared.counters;
+            c.tx_super_packets.add(supers);
+            c.tx_segmented.add(segmented);
+            c.tx_checksums_finished.add(finished);
         }
         Dispatch::Consumed
     }
@@ -625,3 +817,7 @@ impl Node for VhostTx {
 #[cfg(test)]
 #[path = "port_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "port_offload_tests.rs"]
+mod offload_tests;

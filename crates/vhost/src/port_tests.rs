@@ -2,8 +2,9 @@
 //! merged receive buffers, a guest without room, malformed rings, and generations.
 
 use super::*;
-use crate::device::{DeviceSnapshot, QueueSetup};
+use crate::device::{DeviceSnapshot, QueueSetup, GUEST_RX};
 use crate::fake_guest::FakeGuest;
+use crate::net_header::Offloads;
 use graph::Counter;
 use packet::PoolConfig;
 
@@ -17,9 +18,21 @@ fn pool() -> BufferPool {
     .expect("pool")
 }
 
-/// Publish `g`'s ring as queue `q` (start number `start`, base 0).
+/// Publish `g`'s ring as queue `q` (start number `start`, base 0), no offloads.
 fn publish(shared: &Shared, g: &FakeGuest, q: usize, start: u64, mrg_rxbuf: bool) -> u64 {
-    let mut queues: [Option<QueueSetup>; 2] = [None, None];
+    publish_with(shared, g, q, start, mrg_rxbuf, Offloads::default())
+}
+
+/// The same with `offloads` negotiated both ways.
+pub(super) fn publish_with(
+    shared: &Shared,
+    g: &FakeGuest,
+    q: usize,
+    start: u64,
+    mrg_rxbuf: bool,
+    offloads: Offloads,
+) -> u64 {
+    let mut queues: [Option<QueueSetup>; crate::device::MAX_QUEUES] = Default::default();
     queues[q] = Some(QueueSetup {
         layout: g.layout(),
         base: 0,
@@ -32,17 +45,19 @@ fn publish(shared: &Shared, g: &FakeGuest, q: usize, start: u64, mrg_rxbuf: bool
         hdr_len: 12,
         mrg_rxbuf,
         event_idx: false,
+        sends: offloads,
+        takes: offloads,
     })
 }
 
-struct Cx {
-    pool: BufferPool,
+pub(super) struct Cx {
+    pub(super) pool: BufferPool,
     errors: Vec<Counter>,
     names: Vec<(String, String)>,
 }
 
 impl Cx {
-    fn new() -> Cx {
+    pub(super) fn new() -> Cx {
         Cx {
             pool: pool(),
             errors: Vec::new(),
@@ -50,7 +65,7 @@ impl Cx {
         }
     }
 
-    fn cx(&mut self) -> NodeContext<'_> {
+    pub(super) fn cx(&mut self) -> NodeContext<'_> {
         NodeContext {
             pool: &mut self.pool,
             now_tsc: 0,
@@ -118,7 +133,8 @@ fn frames_from_the_guest_arrive_whole_and_bad_ones_are_counted() {
     let mut bytes = vec![0u8; 12];
     bytes.extend_from_slice(&f2);
     g.add_chain(&[1526], false, &bytes);
-    // A runt, a frame asking for a checksum, one asking for segmentation, one too long.
+    // A runt, a frame asking for a checksum and one asking for segmentation (neither
+    // negotiated), one longer than an ordinary buffer (and the pool has no jumbo buffer).
     g.add_chain(&[12 + 10], false, &[0u8; 22]);
     let mut csum = vec![1u8, 0];
     csum.extend_from_slice(&[0u8; 10 + 60]);
@@ -139,7 +155,9 @@ fn frames_from_the_guest_arrive_whole_and_bad_ones_are_counted() {
     assert_eq!(got, vec![f1, f2]);
     assert_eq!(stats.rx_packets.get(), 2);
     assert_eq!(stats.rx_drops.get(), 5);
-    assert_eq!(shared.counters.rx_bad_frames.get(), 5);
+    assert_eq!(shared.counters.rx_bad_frames.get(), 2);
+    assert_eq!(shared.counters.rx_bad_headers.get(), 2);
+    assert_eq!(shared.counters.rx_no_jumbo_buffers.get(), 1);
     assert_eq!(g.used_idx(), 7, "every chain is returned, good or bad");
     assert_eq!(shared.progress(GUEST_TX, 1), Some(7));
     assert_eq!(cx.pool.available(), 256, "no buffer leaked");
@@ -301,4 +319,140 @@ fn a_new_generation_keeps_or_restarts_progress() {
     assert!(poll(&mut node, &mut cx).is_empty());
     assert_eq!(shared.acked_generation(), gen);
     assert_eq!(shared.progress(GUEST_TX, 7), Some(2));
+}
+
+/// Whether `fd` is readable now.
+fn readable_now(fd: std::os::fd::RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
+#[test]
+fn a_sleeping_worker_asks_for_kicks_and_a_kick_wakes_it() {
+    use std::os::fd::FromRawFd;
+    let shared = Arc::new(Shared::default());
+    let mut g = FakeGuest::new(8);
+    let (mut node, _stats) = rx_node(&shared);
+    let mut cx = Cx::new();
+    publish(&shared, &g, GUEST_TX, 1, false);
+    assert!(poll(&mut node, &mut cx).is_empty());
+    assert_eq!(g.used_flags(), 1, "no kicks while polling");
+    // SAFETY: eventfd takes no pointers; the result is a fresh descriptor.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    assert!(efd >= 0);
+    // SAFETY: `efd` is ours; the File owns it from here on.
+    let kick = unsafe { std::fs::File::from_raw_fd(efd) };
+    let guest_side = kick.try_clone().expect("dup");
+    shared.kicks[0].set(Some(kick));
+    let wait = node.wait_fd().expect("a wait descriptor");
+
+    assert!(node.before_sleep(), "nothing pending: it may sleep");
+    assert_eq!(g.used_flags(), 0, "kicks asked for");
+    assert!(!readable_now(wait));
+    // The guest makes a frame available and kicks (as the flags now ask).
+    let mut good = vec![0u8; 12];
+    good.extend_from_slice(&frame(60, 1));
+    g.add_chain(&[72], false, &good);
+    std::io::Write::write_all(&mut &guest_side, &1u64.to_ne_bytes()).expect("kick");
+    assert!(readable_now(wait), "the kick wakes the worker");
+    node.after_sleep();
+    assert_eq!(g.used_flags(), 1, "no kicks again");
+    assert!(!readable_now(wait), "the kick was consumed");
+    assert_eq!(poll(&mut node, &mut cx).len(), 1);
+
+    // A frame made available before the worker asked for kicks: no sleep.
+    g.add_chain(&[72], false, &good);
+    assert!(!node.before_sleep());
+    node.after_sleep();
+    assert_eq!(poll(&mut node, &mut cx).len(), 1);
+}
+
+#[test]
+fn each_queue_pair_has_its_own_nodes_and_every_worker_acknowledges() {
+    use crate::device::{guest_rx, guest_tx};
+    let shared = Arc::new(Shared::default());
+    // Pair 1's transmit ring and pair 0's receive ring live in the same guest memory.
+    let g0 = FakeGuest::new(8);
+    let mut tx1 = g0.another(1, 8);
+    let mut rx0 = g0.another(2, 8);
+    let rx1 = g0.another(3, 8);
+    let setup = |g: &FakeGuest, start| {
+        Some(QueueSetup {
+            layout: g.layout(),
+            base: 0,
+            call: None,
+            start,
+        })
+    };
+    let mut queues: [Option<QueueSetup>; crate::device::MAX_QUEUES] = Default::default();
+    queues[guest_tx(1)] = setup(&tx1, 1);
+    queues[guest_rx(0)] = setup(&rx0, 2);
+    let snapshot = |queues| DeviceSnapshot {
+        memory: g0.mem.clone(),
+        queues,
+        hdr_len: 12,
+        mrg_rxbuf: false,
+        event_idx: false,
+        sends: Offloads::default(),
+        takes: Offloads::default(),
+    };
+    let stats = Arc::new(PortStats::default());
+    // Worker 0 runs pair 0, worker 1 pair 1: two receive nodes, two acknowledgements.
+    let mut rx_w0 = VhostRx::on(
+        "rx0".into(),
+        3,
+        "n".into(),
+        shared.clone(),
+        None,
+        stats.clone(),
+    );
+    let mut rx_w1 = VhostRx::on(
+        "rx1".into(),
+        3,
+        "n".into(),
+        shared.clone(),
+        None,
+        stats.clone(),
+    )
+    .on_pair(1);
+    let mut tx_w1 =
+        VhostTx::on("tx1".into(), shared.clone(), None, stats.clone()).on_pairs(&[1, 0]);
+    let gen = shared.publish(snapshot(queues.clone()));
+    let mut cx = Cx::new();
+    let mut good = vec![0u8; 12];
+    good.extend_from_slice(&frame(60, 5));
+    tx1.add_chain(&[72], false, &good);
+    assert!(
+        poll(&mut rx_w0, &mut cx).is_empty(),
+        "pair 0 has no transmit queue"
+    );
+    assert!(
+        shared.acked_generation() < gen,
+        "worker 1 has not seen it yet"
+    );
+    assert_eq!(poll(&mut rx_w1, &mut cx), vec![good[12..].to_vec()]);
+    assert_eq!(shared.acked_generation(), gen, "both workers acknowledged");
+
+    // Worker 1's transmit node prefers its own pair 1 and falls back to pair 0 while the
+    // guest has not enabled pair 1's receive queue.
+    rx0.add_chain(&[1024], true, &[]);
+    assert!(tx_w1.can_send());
+    send(&mut tx_w1, &mut cx, &[frame(100, 6)]);
+    assert_eq!(rx0.used_idx(), 1, "into pair 0");
+    queues[guest_rx(1)] = setup(&rx1, 3);
+    shared.publish(snapshot(queues));
+    let mut rx1 = rx1;
+    rx1.add_chain(&[1024], true, &[]);
+    send(&mut tx_w1, &mut cx, &[frame(100, 7)]);
+    assert_eq!(
+        (rx0.used_idx(), rx1.used_idx()),
+        (1, 1),
+        "into pair 1 once it runs"
+    );
+    assert_eq!(cx.pool.available(), 256);
 }

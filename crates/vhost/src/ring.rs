@@ -422,6 +422,34 @@ impl SplitRing {
         }
     }
 
+    /// Before the worker sleeps: ask the driver to kick for the next chain it makes available.
+    /// Returns true when one already is (the worker must not sleep).
+    pub fn arm_kick(&self) -> bool {
+        if self.event_idx {
+            let size = usize::from(self.layout.size);
+            self.used_u16(2 + 4 * size)
+                .store(self.last_avail, Ordering::Relaxed);
+        } else {
+            self.used_u16(0).store(0, Ordering::Relaxed);
+        }
+        // The driver reads our request after it publishes its index; we read its index after
+        // our request is visible: one of us sees the other.
+        fence(Ordering::SeqCst);
+        self.avail_u16(1).load(Ordering::Acquire) != self.last_avail
+    }
+
+    /// After the worker woke: kicks are not wanted while it polls (with event index, the
+    /// request moves half the ring space away: at most one kick per 32768 chains).
+    pub fn disarm_kick(&self) {
+        if self.event_idx {
+            let size = usize::from(self.layout.size);
+            let far = self.last_avail.wrapping_add(0x8000);
+            self.used_u16(2 + 4 * size).store(far, Ordering::Relaxed);
+        } else {
+            self.used_u16(0).store(USED_F_NO_NOTIFY, Ordering::Relaxed);
+        }
+    }
+
     /// Which way this queue moves data.
     pub fn direction(&self) -> Direction {
         self.dir

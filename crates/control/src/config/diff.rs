@@ -434,11 +434,19 @@ fn driver_key(old: &PortDriver, new: &PortDriver) -> &'static str {
         }
         (PortDriver::AfXdp { .. }, PortDriver::AfXdp { .. }) => "xdp-mode",
         (PortDriver::Tap { name: a, .. }, PortDriver::Tap { name: b, .. }) if a != b => "interface",
-        (PortDriver::Tap { .. }, PortDriver::Tap { .. }) => "vnet-hdr",
+        (PortDriver::Tap { vnet_hdr: a, .. }, PortDriver::Tap { vnet_hdr: b, .. }) if a != b => {
+            "vnet-hdr"
+        }
+        (PortDriver::Tap { .. }, PortDriver::Tap { .. }) => "offloads",
         (PortDriver::VhostUser { socket: a, .. }, PortDriver::VhostUser { socket: b, .. })
             if a != b =>
         {
             "socket"
+        }
+        (PortDriver::VhostUser { queues: a, .. }, PortDriver::VhostUser { queues: b, .. })
+            if a != b =>
+        {
+            "queues"
         }
         (PortDriver::VhostUser { .. }, PortDriver::VhostUser { .. }) => "socket-mode",
         (PortDriver::Vxlan(a), PortDriver::Vxlan(b)) => {

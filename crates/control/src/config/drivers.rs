@@ -73,8 +73,8 @@ pub(super) const MEMORY_KEYS: &[&str] = &[
 ];
 pub(super) const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
 pub(super) const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
-pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr"];
-pub(super) const VHOST_USER_KEYS: &[&str] = &["socket", "socket-mode"];
+pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr", "offloads"];
+pub(super) const VHOST_USER_KEYS: &[&str] = &["socket", "socket-mode", "queues"];
 pub(super) const DRIVERS_ACCEPTED: &str =
     "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\", \"vxlan\", \"vhost-user\"";
 pub(super) const SOCKET_MODES_ACCEPTED: &str = "\"server\" (vecplane creates the socket; the \
@@ -230,22 +230,64 @@ impl Ctx<'_> {
         }
     }
 
-    /// A TAP port's device name and `vnet-hdr`.
+    /// A TAP port's device name, `vnet-hdr` and `offloads` (which implies `vnet-hdr`, and
+    /// needs one worker: software RSS hands frames between workers without their offloads).
     pub(super) fn tap_driver(
         &mut self,
         f: &Fields<'_>,
         name: Option<&str>,
         label: &str,
         seen_kernel: &mut SeenKernel,
+        workers: usize,
     ) -> Option<PortDriver> {
+        let section = f.section.clone();
         let interface = self.interface(f, name, label, seen_kernel);
         let vnet_hdr = match self.boolean(f, "vnet-hdr") {
-            Field::Ok(b, _) => Some(b),
-            Field::Missing => Some(false),
+            Field::Ok(b, span) => Some(Some((b, self.line_of(span.start)))),
+            Field::Missing => Some(None),
             Field::Bad => None,
         };
-        match (interface, vnet_hdr) {
-            (Some(name), Some(vnet_hdr)) => Some(PortDriver::Tap { name, vnet_hdr }),
+        let offloads = match self.boolean(f, "offloads") {
+            Field::Ok(true, span) => {
+                let mut ok = true;
+                if let Some(Some((false, line))) = vnet_hdr {
+                    self.error(
+                        &span,
+                        &section,
+                        Some("offloads"),
+                        format!(
+                            "offloads travel in virtio-net headers, and this port has \
+                             `vnet-hdr = false` at line {line}; accepted: vnet-hdr = true or \
+                             no vnet-hdr key (offloads = true implies it), or offloads = false"
+                        ),
+                    );
+                    ok = false;
+                }
+                if workers > 1 {
+                    self.error(
+                        &span,
+                        &section,
+                        Some("offloads"),
+                        format!(
+                            "a tap port with offloads runs on one worker, and [dataplane] \
+                             workers = {workers}; accepted: workers = 1, or offloads = false \
+                             (software RSS hands frames between workers without their \
+                             offloads)"
+                        ),
+                    );
+                    ok = false;
+                }
+                ok.then_some(true)
+            }
+            Field::Ok(false, _) | Field::Missing => Some(false),
+            Field::Bad => None,
+        };
+        match (interface, vnet_hdr, offloads) {
+            (Some(name), Some(vnet_hdr), Some(offloads)) => Some(PortDriver::Tap {
+                name,
+                vnet_hdr: vnet_hdr.map_or(offloads, |(b, _)| b),
+                offloads,
+            }),
             _ => None,
         }
     }
@@ -320,9 +362,16 @@ impl Ctx<'_> {
             }
             Field::Bad => None,
         };
+        let max = vhostuser::device::MAX_QUEUE_PAIRS as i64;
+        let queues = match self.int(f, "queues", 1..=max) {
+            Field::Ok(v, _) => Some(v as u16),
+            Field::Missing => Some(1),
+            Field::Bad => None,
+        };
         Some(PortDriver::VhostUser {
             socket: socket?,
             mode: mode?,
+            queues: queues?,
         })
     }
 }

@@ -181,7 +181,12 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   exist; tap: created if missing, attached to if a TAP
 /// fanout = 7                        # af-packet only: PACKET_FANOUT group 0..=65535, optional,
 ///                                   #   unique over all ports
-/// vnet-hdr = false                  # tap only: virtio-net headers (offloads off); default false
+/// vnet-hdr = false                  # tap only: virtio-net headers; default false (true when
+///                                   #   offloads = true)
+/// offloads = false                  # tap only: checksum and TCP segmentation offloads in the
+///                                   #   virtio-net headers (64 KiB super-packets, jumbo buffers
+///                                   #   in the pool); needs vnet-hdr and workers = 1; default
+///                                   #   false (the kernel checksums and segments everything)
 /// queues = 1                        # af-xdp only: 1..=64 queues (sockets); default: every
 ///                                   #   receive queue of the interface. Fewer queues than
 ///                                   #   workers: the queue owners spread flows (software RSS)
@@ -193,6 +198,9 @@ fn display_issues(issues: &[Issue]) -> String {
 /// socket-mode = "server"            # vhost-user only: "server" (vecplane creates the socket,
 ///                                   #   QEMU connects; the default) | "client" (vecplane
 ///                                   #   connects to QEMU's server=on socket, reconnecting)
+/// queues = 1                        # vhost-user only: queue pairs offered, 1..=8 (QEMU
+///                                   #   `-netdev vhost-user,queues=N` and virtio-net-pci
+///                                   #   `mq=on`); pair k is run by worker k % workers
 /// bridge = "br0"                    # any driver: the port switches in this [[bridge]] (no
 ///                                   #   ip4/ip6 then, not an xconnect `from`)
 /// access-vlan = 1                   # bridged port: its VLAN, 1..=4094, untagged (default 1)

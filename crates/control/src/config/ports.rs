@@ -43,6 +43,7 @@ pub(super) const PORT_KEYS: &[&str] = &[
     "interface",
     "fanout",
     "vnet-hdr",
+    "offloads",
     "queues",
     "xdp-mode",
     "bridge",
@@ -215,7 +216,9 @@ impl Ctx<'_> {
             Some(Drv::AfXdp) => {
                 self.af_xdp_driver(f, &section, name.as_deref(), &label, seen_kernel)
             }
-            Some(Drv::Tap) => self.tap_driver(f, name.as_deref(), &label, seen_kernel),
+            Some(Drv::Tap) => {
+                self.tap_driver(f, name.as_deref(), &label, seen_kernel, spec.workers)
+            }
             Some(Drv::Vxlan) => self.vxlan_driver(f),
             Some(Drv::VhostUser) => self.vhost_user_driver(f, &label, base_dir, seen_kernel),
             None => None,

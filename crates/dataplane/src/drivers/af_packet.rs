@@ -4,6 +4,7 @@
 use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
 use nodes::names;
+use nodes::offload::PortCaps;
 use ports::{AfPacketConfig, AfPacketPort};
 
 pub(super) struct AfPacket<'a> {
@@ -36,6 +37,7 @@ impl<'a> Driver<'a> for AfPacket<'a> {
         cx.graph.add_input(Box::new(port.rx));
         cx.graph.add_node(Box::new(port.tx));
         Ok(BuiltPort {
+            caps: PortCaps::default(),
             driver: ports::af_packet::DRIVER,
             detail: String::new(),
             tx: Some(cx.tx_name.clone()),

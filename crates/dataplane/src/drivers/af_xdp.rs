@@ -9,6 +9,7 @@ use crate::handoff::{self, HandoffTx};
 use crate::spec::XdpModeChoice;
 use afxdp::{AfXdpConfig, AfXdpPort, Umem};
 use nodes::names;
+use nodes::offload::PortCaps;
 
 pub(super) struct AfXdp<'a> {
     pub(super) interface: &'a str,
@@ -48,6 +49,7 @@ impl<'a> Driver<'a> for AfXdp<'a> {
                 cx.shared.outbox(index)?,
             )));
             return Ok(BuiltPort {
+                caps: PortCaps::default(),
                 driver: "af-xdp",
                 detail: format!("software RSS: sent by worker {owner}"),
                 tx: Some(cx.tx_name.clone()),
@@ -103,6 +105,7 @@ impl<'a> Driver<'a> for AfXdp<'a> {
             }
         }
         Ok(BuiltPort {
+            caps: PortCaps::default(),
             driver: "af-xdp",
             detail,
             tx: Some(cx.tx_name.clone()),

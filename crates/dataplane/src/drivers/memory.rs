@@ -5,6 +5,7 @@ use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
 use crate::spec::MemoryPortSpec;
 use nodes::names;
+use nodes::offload::PortCaps;
 use packet::headers::UdpFrameSpec;
 use ports::{FlowSet, MemoryRx, MemoryTx};
 
@@ -44,6 +45,7 @@ impl<'a> Driver<'a> for Memory<'a> {
             cx.stats.clone(),
         )));
         Ok(BuiltPort {
+            caps: PortCaps::default(),
             driver: "memory",
             detail: String::new(),
             tx: Some(cx.tx_name.clone()),

@@ -15,6 +15,7 @@ use crate::build::{BuildError, WorkersShared};
 use crate::spec::{DataplaneSpec, PortDriver, PortSpec};
 use afxdp::Umem;
 use graph::{GraphBuilder, PortStats};
+use nodes::offload::PortCaps;
 use packet::BufferPool;
 use std::path::Path;
 use std::sync::Arc;
@@ -63,6 +64,9 @@ pub(crate) struct BuiltPort {
     pub(crate) rss: bool,
     /// The driver's own counters, if it keeps any.
     pub(crate) counters: Option<Arc<dyn graph::DriverCounters>>,
+    /// What its transmit node takes as it is (offloads, jumbo buffers); `interface-output`
+    /// does the rest in software.
+    pub(crate) caps: PortCaps,
 }
 
 /// A port that worker 0 owns (TAP, vhost-user), on another worker: what this worker sends on
@@ -78,6 +82,7 @@ pub(crate) fn sent_by_worker0(
         cx.shared.outbox(cx.worker)?,
     )));
     Ok(BuiltPort {
+        caps: PortCaps::default(),
         driver,
         detail: "software RSS: sent by worker 0".to_string(),
         tx: Some(cx.tx_name.clone()),
@@ -106,6 +111,28 @@ pub(crate) trait Driver<'a> {
     fn may_hand_off(&self) -> bool {
         false
     }
+
+    /// Whether the port receives super-packets (segmentation offload) larger than an ordinary
+    /// buffer on worker `worker` of `workers`, so that worker's pool must have jumbo buffers
+    /// (`JUMBO_BUFFERS`).
+    fn wants_jumbo_buffers(&self, _worker: usize, _workers: usize) -> bool {
+        false
+    }
+}
+
+/// Jumbo (64 KiB) buffers in the pool of a worker that has a port wanting them. The dispatcher
+/// drains each input's vector before it polls the next, so one vector (256) of super-packets is
+/// what a receiving port holds at once; with more parked (neighbour queues) the port only
+/// drops the super-packets that find none (counted), small frames still flow. 256 x 64 KiB
+/// = 16.8 MB, populated at start.
+pub(crate) const JUMBO_BUFFERS: u32 = packet::VECTOR_SIZE as u32;
+
+/// Whether any port of `spec` wants jumbo buffers in worker `worker`'s pool.
+pub(crate) fn any_wants_jumbo_buffers(spec: &DataplaneSpec, worker: usize) -> bool {
+    let workers = spec.workers.max(1);
+    spec.ports
+        .iter()
+        .any(|p| of(&p.driver).wants_jumbo_buffers(worker, workers))
 }
 
 /// The driver of `d`.
@@ -129,20 +156,69 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
             queues: *queues,
             mode: *mode,
         }),
-        PortDriver::Tap { name, vnet_hdr } => Box::new(tap::Tap {
+        PortDriver::Tap {
+            name,
+            vnet_hdr,
+            offloads,
+        } => Box::new(tap::Tap {
             name,
             vnet_hdr: *vnet_hdr,
+            offloads: *offloads,
             netns: None,
         }),
         PortDriver::ProbeHost(p) => Box::new(tap::Tap {
             name: &p.name,
             vnet_hdr: false,
+            offloads: false,
             netns: Some(&p.netns),
         }),
         PortDriver::Vxlan(v) => Box::new(vxlan::Vxlan(v)),
-        PortDriver::VhostUser { socket, mode } => Box::new(vhost_user::VhostUser {
+        PortDriver::VhostUser {
+            socket,
+            mode,
+            queues,
+        } => Box::new(vhost_user::VhostUser {
+            queues: *queues,
             socket,
             mode: *mode,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tap(name: &str, vnet_hdr: bool, offloads: bool) -> PortSpec {
+        PortSpec {
+            name: name.into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            ip4: Vec::new(),
+            ip6: Vec::new(),
+            driver: PortDriver::Tap {
+                name: name.into(),
+                vnet_hdr,
+                offloads,
+            },
+        }
+    }
+
+    #[test]
+    fn only_a_port_with_offloads_asks_for_jumbo_buffers() {
+        let mut spec = DataplaneSpec {
+            ports: vec![
+                tap("t0", false, false),
+                tap("t1", true, false),
+                PortSpec {
+                    driver: PortDriver::Pcap { rx: None, tx: None },
+                    ..tap("p0", false, false)
+                },
+            ],
+            ..DataplaneSpec::default()
+        };
+        assert!(!any_wants_jumbo_buffers(&spec, 0));
+        spec.ports.push(tap("t2", true, true));
+        assert!(any_wants_jumbo_buffers(&spec, 0));
     }
 }

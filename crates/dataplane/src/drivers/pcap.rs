@@ -4,6 +4,7 @@
 use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
 use nodes::names;
+use nodes::offload::PortCaps;
 use ports::{PcapRx, PcapTx};
 use std::path::Path;
 
@@ -42,6 +43,7 @@ impl<'a> Driver<'a> for Pcap<'a> {
             tx = Some(cx.tx_name.clone());
         }
         Ok(BuiltPort {
+            caps: PortCaps::default(),
             driver: "pcap",
             detail: String::new(),
             tx,

@@ -6,6 +6,7 @@ use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
 use crate::spec::{DataplaneSpec, PortDriver, VxlanPortSpec};
 use nodes::icmp::RateLimiter;
+use nodes::offload::PortCaps;
 use nodes::vxlan::{Tunnel, VxlanEncap, VxlanInput};
 
 pub(super) struct Vxlan<'a>(pub(super) &'a VxlanPortSpec);
@@ -52,6 +53,7 @@ impl<'a> Driver<'a> for Vxlan<'a> {
             nodes::vxlan::Vni::Flow => "flow".to_string(),
         };
         Ok(BuiltPort {
+            caps: PortCaps::default(),
             driver: "vxlan",
             detail: format!(
                 "{} -> {} vni {vni} udp {}{}",

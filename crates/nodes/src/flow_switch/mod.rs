@@ -269,7 +269,6 @@ pub struct FlowSwitch {
     group_index: Vec<u16>,
     scratch: Vec<DpActions>,
     recent: RecentMisses,
-    copy: Vec<u8>,
     emitter: Emitter,
     ms_per_tick: f64,
 }
@@ -326,7 +325,6 @@ pub fn flow_switch_nodes(
             group_index: Vec::with_capacity(VECTOR_SIZE),
             scratch: Vec::with_capacity(VECTOR_SIZE),
             recent: RecentMisses::new(),
-            copy: Vec::with_capacity(16 * 1024),
             emitter: Emitter::new(VECTOR_SIZE * 4),
             ms_per_tick,
         },
@@ -351,20 +349,18 @@ fn is_output(a: &DpAction) -> bool {
     )
 }
 
-/// A copy of packet `b` in a new buffer (metadata too), or None when the pool is empty.
-fn copy_packet(pool: &mut BufferPool, b: u32, scratch: &mut Vec<u8>) -> Option<u32> {
-    scratch.clear();
-    scratch.extend_from_slice(pool.data(b));
+/// A copy of packet `b` in a new buffer (metadata too, at the same place in its slot), or None
+/// when the pool is empty.
+fn copy_packet(pool: &mut BufferPool, b: u32) -> Option<u32> {
     let meta = *pool.meta(b);
-    let c = pool.alloc()?;
-    let (cm, slot) = pool.slot_mut(c);
-    let start = meta.data_offset as usize;
-    let Some(dst) = slot.get_mut(start..start + scratch.len()) else {
+    let len = usize::from(meta.length);
+    let c =
+        pool.alloc_for((usize::from(meta.data_offset) + len).saturating_sub(pool.headroom()))?;
+    if !pool.copy_between(b, 0, len, c, usize::from(meta.data_offset)) {
         pool.free(c);
         return None;
-    };
-    dst.copy_from_slice(scratch);
-    *cm = meta;
+    }
+    *pool.meta_mut(c) = meta;
     Some(c)
 }
 
@@ -375,7 +371,7 @@ impl FlowSwitch {
             count(cx, FlowDrop::CopyQueueFull);
             return;
         }
-        let Some(c) = copy_packet(cx.pool, b, &mut self.copy) else {
+        let Some(c) = copy_packet(cx.pool, b) else {
             count(cx, FlowDrop::NoBufferForCopy);
             return;
         };
@@ -433,7 +429,7 @@ impl FlowSwitch {
                         m.tun_id = tun_id as u32;
                         m.flags |= FLAG_TUNNEL;
                         next = FlowNext::Output.id();
-                    } else if let Some(c) = copy_packet(cx.pool, b, &mut self.copy) {
+                    } else if let Some(c) = copy_packet(cx.pool, b) {
                         let m = cx.pool.meta_mut(c);
                         m.tx_port = port;
                         m.tun_id = tun_id as u32;

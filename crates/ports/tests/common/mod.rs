@@ -39,6 +39,15 @@ macro_rules! require_root {
 pub(crate) use require_root;
 
 /// Run a command and return its output (panics only when it cannot be started).
+/// Why a TAP test cannot run here (not root, a tool of `tools` missing, no /dev/net/tun).
+#[allow(dead_code)] // not every test file has TAP tests
+pub fn tap_skip_reason(tools: &[&str]) -> Option<String> {
+    missing_prerequisite("network namespaces and TAP devices", tools).or_else(|| {
+        (!std::path::Path::new("/dev/net/tun").exists())
+            .then(|| "/dev/net/tun does not exist".to_string())
+    })
+}
+
 pub fn run(args: &[&str]) -> Output {
     Command::new(args[0])
         .args(&args[1..])

@@ -448,7 +448,8 @@ fn tap_port_good() {
         s.ports[0].driver,
         PortDriver::Tap {
             name: "tap0".into(),
-            vnet_hdr: true
+            vnet_hdr: true,
+            offloads: false
         }
     );
     let s = ok(&tap_port("interface = \"vm1-tap\"\n"));
@@ -456,8 +457,72 @@ fn tap_port_good() {
         s.ports[0].driver,
         PortDriver::Tap {
             name: "vm1-tap".into(),
-            vnet_hdr: false
+            vnet_hdr: false,
+            offloads: false
         }
+    );
+}
+
+#[test]
+fn tap_offloads_imply_vnet_headers() {
+    for extra in ["offloads = true\n", "vnet-hdr = true\noffloads = true\n"] {
+        let s = ok(&tap_port(extra));
+        assert_eq!(
+            s.ports[0].driver,
+            PortDriver::Tap {
+                name: "tap0".into(),
+                vnet_hdr: true,
+                offloads: true
+            },
+            "{extra}"
+        );
+    }
+    let s = ok(&tap_port("vnet-hdr = false\noffloads = false\n"));
+    assert_eq!(
+        s.ports[0].driver,
+        PortDriver::Tap {
+            name: "tap0".into(),
+            vnet_hdr: false,
+            offloads: false
+        }
+    );
+}
+
+#[test]
+fn tap_offloads_refusals_name_the_line_and_what_is_accepted() {
+    one_error(
+        &tap_port("vnet-hdr = false\noffloads = true\n"),
+        6,
+        Some("offloads"),
+        "offloads travel in virtio-net headers, and this port has `vnet-hdr = false` at line 5; \
+         accepted: vnet-hdr = true or no vnet-hdr key (offloads = true implies it), or \
+         offloads = false",
+    );
+    one_error(
+        &format!(
+            "[dataplane]\nworkers = 2\n\n{}",
+            tap_port("offloads = true\n")
+        ),
+        8,
+        Some("offloads"),
+        "a tap port with offloads runs on one worker, and [dataplane] workers = 2; accepted: \
+         workers = 1, or offloads = false",
+    );
+    ok(&format!(
+        "[dataplane]\nworkers = 2\n\n{}",
+        tap_port("offloads = false\n")
+    ));
+    one_error(
+        &tap_port("offloads = 1\n"),
+        5,
+        Some("offloads"),
+        "accepted: true, false",
+    );
+    one_error(
+        &memory_port("offloads = true\n"),
+        7,
+        Some("offloads"),
+        "`offloads` applies only to driver = \"tap\"",
     );
 }
 
@@ -558,7 +623,7 @@ fn driver_specific_keys_name_their_drivers() {
         5,
         Some("fanout"),
         "`fanout` applies only to driver = \"af-packet\"; this port's driver is \"tap\", whose \
-         keys are: interface, vnet-hdr",
+         keys are: interface, vnet-hdr, offloads",
     );
     one_error(
         &pcap_port("interface = \"eth0\"\n"),
@@ -649,19 +714,27 @@ fn vhost_user_ports() {
         s.ports[0].driver,
         PortDriver::VhostUser {
             socket: "/base/vm1.sock".into(),
-            mode: vhostuser::SocketMode::Server
+            mode: vhostuser::SocketMode::Server,
+            queues: 1,
         }
     );
     let s = ok(&vhost_port(
         "vm1",
-        "socket = \"/run/q/vm1.sock\"\nsocket-mode = \"client\"\n",
+        "socket = \"/run/q/vm1.sock\"\nsocket-mode = \"client\"\nqueues = 4\n",
     ));
     assert_eq!(
         s.ports[0].driver,
         PortDriver::VhostUser {
             socket: "/run/q/vm1.sock".into(),
-            mode: vhostuser::SocketMode::Client
+            mode: vhostuser::SocketMode::Client,
+            queues: 4,
         }
+    );
+    one_error(
+        &vhost_port("vm1", "socket = \"a.sock\"\nqueues = 9\n"),
+        6,
+        Some("queues"),
+        "accepted: 1..=8",
     );
     one_error(
         &vhost_port("vm1", ""),
@@ -702,6 +775,6 @@ fn vhost_user_ports() {
         &vhost_port("vm1", "socket = \"a.sock\"\nvnet-hdr = true\n"),
         6,
         Some("vnet-hdr"),
-        "socket, socket-mode",
+        "socket, socket-mode, queues",
     );
 }
