@@ -4,13 +4,21 @@
 # `vecplane demo` as root: namespaces A - R - B with vecplane routing IPv4/IPv6 in R, a bounded
 # burst of real traffic (ping, iperf3 TCP and UDP) with per-port rates every second, then
 # `show runtime`; everything it creates is deleted at the end, on Ctrl-C and on errors.
-# Arguments are passed on to `vecplane demo` (e.g. --seconds 10 --driver af-packet).
+# Arguments are passed on to `vecplane demo` (e.g. --seconds 10 --driver af-packet); with --vms
+# it also installs what the two QEMU guests are built from and run with (qemu-system-x86,
+# linux-image-amd64, busybox-static, xz-utils, cpio, file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
 need_apt=()
-for pkg in iproute2 iputils-ping iperf3 ethtool; do
+pkgs=(iproute2 iputils-ping iperf3 ethtool)
+for arg in "$@"; do
+  if [ "$arg" = --vms ]; then
+    pkgs+=(qemu-system-x86 linux-image-amd64 busybox-static xz-utils cpio file)
+  fi
+done
+for pkg in "${pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

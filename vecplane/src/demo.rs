@@ -4,7 +4,8 @@
 //! once a second from the control socket, then `show runtime`, and deletes everything, also on
 //! Ctrl-C and on any error. It owns only the topology it builds and the processes it starts
 //! there; it never sends traffic anywhere but to the hosts it created. `vecplane demo --fleet`
-//! runs the load-balancer fleet demo of `demo_fleet` instead.
+//! runs the load-balancer fleet demo of `demo_fleet` instead, `vecplane demo --vms` the two QEMU
+//! guests of `demo_vms`.
 
 use anyhow::{bail, Context, Result};
 use netlab::{
@@ -32,14 +33,15 @@ pub enum DemoDriver {
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
     /// Seconds of the TCP transfer and, again, of the UDP flood (each bounded by this; default
-    /// 5); with --fleet, seconds of the HTTP load (a whole number from 10 to 300; default 20).
+    /// 5); with --fleet, seconds of the HTTP load (a whole number from 10 to 300; default 20);
+    /// with --vms, seconds of the guests' TCP transfer (rounded up; default 5).
     #[arg(long, value_parser = parse_seconds)]
     seconds: Option<f64>,
     /// Port driver of vecplane's two ports.
-    #[arg(long, value_enum, default_value_t = DemoDriver::AfXdp, conflicts_with = "fleet")]
+    #[arg(long, value_enum, default_value_t = DemoDriver::AfXdp, conflicts_with_all = ["fleet", "vms"])]
     driver: DemoDriver,
     /// Rate of the UDP flood (iperf3 `-b`, bits per second with K/M/G suffixes).
-    #[arg(long, default_value = "200M", conflicts_with = "fleet")]
+    #[arg(long, default_value = "200M", conflicts_with_all = ["fleet", "vms"])]
     udp_rate: String,
     /// Do not print the per-second port rates (with --fleet: the per-second LB rates).
     #[arg(long)]
@@ -49,6 +51,11 @@ pub struct DemoArgs {
     /// and a rolling upgrade (needs bird2, nginx-light, wrk, nftables, curl).
     #[arg(long)]
     fleet: bool,
+    /// Two QEMU guests (TCG) on vhost-user ports of a vecplane learning bridge: pings over IPv4
+    /// and IPv6 and an iperf3 TCP transfer between them (needs qemu-system-x86,
+    /// linux-image-amd64, busybox-static, iperf3, xz-utils, cpio, file).
+    #[arg(long, conflicts_with = "fleet")]
+    vms: bool,
 }
 
 impl DemoArgs {
@@ -77,6 +84,9 @@ const TOOLS: &[&str] = &["ip", "ethtool", "ping", "iperf3"];
 pub fn main(args: DemoArgs) -> Result<ExitCode> {
     if args.fleet {
         return crate::demo_fleet::main(args.seconds, !args.no_progress);
+    }
+    if args.vms {
+        return crate::demo_vms::main(args.seconds(), !args.no_progress);
     }
     if let Some(why) = netlab::missing_prerequisite(TOOLS) {
         bail!(
@@ -204,20 +214,25 @@ fn run_demo(topo: &Topology, exe: &std::path::Path, args: &DemoArgs) -> Result<b
     let checks = outcome?;
     still_running?;
     stopped?;
+    Ok(print_results(&checks))
+}
+
+/// Print the checks under `== results`; whether all passed.
+pub(crate) fn print_results(checks: &[Check]) -> bool {
     let mut ok = true;
     println!("== results");
-    for (what, passed, detail) in &checks {
+    for (what, passed, detail) in checks {
         println!(
             "   {:<5} {what}: {detail}",
             if *passed { "ok" } else { "FAIL" }
         );
         ok &= passed;
     }
-    Ok(ok)
+    ok
 }
 
 /// One check: what, whether it passed, the figures.
-type Check = (String, bool, String);
+pub(crate) type Check = (String, bool, String);
 
 fn traffic(topo: &Topology, args: &DemoArgs) -> Result<Vec<Check>> {
     let mut checks = Vec::new();
@@ -355,7 +370,7 @@ fn udp_check(v: &Value) -> Check {
 }
 
 /// Print per-port rates once a second until `stop`.
-fn monitor(socket: &std::path::Path, stop: &AtomicBool) {
+pub(crate) fn monitor(socket: &std::path::Path, stop: &AtomicBool) {
     let read = || -> Option<Vec<netlab::PortCounters>> {
         let r = control::request(socket, "show interfaces", true).ok()?;
         netlab::vecplane::parse_interfaces(r.data.as_ref()?).ok()

@@ -4,6 +4,7 @@
 mod ctl;
 mod demo;
 mod demo_fleet;
+mod demo_vms;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -28,7 +29,8 @@ enum Cmd {
     /// How many cores for a traffic (rate, frame mix, hit ratio, new flows), from the bench profile.
     Plan(bench::plan::PlanArgs),
     /// Build namespaces A - R - B with vecplane routing in R, send real traffic, show the counters
-    /// (--fleet: three load balancers behind BGP/ECMP under HTTP load).
+    /// (--fleet: three load balancers behind BGP/ECMP under HTTP load; --vms: two QEMU guests on
+    /// vhost-user ports).
     Demo(demo::DemoArgs),
     /// AF_XDP traffic generator (`gen tx`) and sink (`gen sink`) for measurements on real interfaces.
     Gen(trafficgen::GenArgs),

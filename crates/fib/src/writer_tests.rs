@@ -22,10 +22,12 @@ enum Op {
 }
 
 fn arb_ops() -> impl Strategy<Value = Vec<Op>> {
-    // Few distinct /24 blocks and lengths around 24 so routes nest and groups come and go.
+    // Few distinct /24 blocks and lengths around 24 so routes nest and groups come and go. The
+    // default route (which repaints all 2^24 tbl24 slots, most of this test's time) comes in
+    // about one op in twelve: still several times in a typical case.
     let prefix = (0u32..3, 0u32..4, any::<u8>())
         .prop_map(|(a, b, c)| (10 << 24) | (a << 16) | (b << 8) | u32::from(c));
-    let len = prop_oneof![Just(0u8), 8u8..=16, 20u8..=32];
+    let len = prop_oneof![1 => Just(0u8), 4 => 8u8..=16, 7 => 20u8..=32];
     let op = prop_oneof![
         3 => (prefix.clone(), len.clone(), 1u32..=40).prop_map(|(p, l, n)| Op::Insert(p, l, n)),
         2 => (prefix, len).prop_map(|(p, l)| Op::Remove(p, l)),

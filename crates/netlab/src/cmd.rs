@@ -1,14 +1,15 @@
 //! Running external commands for netlab: bounded runs (every command has a deadline and is killed
 //! when it passes it), commands inside a namespace (`ip netns exec`), long-running children that
-//! are stopped when dropped, prerequisite checks, and writing a sysctl inside a namespace. It only
-//! signals processes it spawned itself, by their id, and never leaves one running past its owner.
+//! are stopped when dropped (and, outside netlab's namespaces, killed when this process ends),
+//! prerequisite checks, and writing a sysctl inside a namespace. It only signals processes it
+//! spawned itself, by their id, and never leaves one running past its owner.
 
 use anyhow::{bail, Context, Result};
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -197,19 +198,8 @@ pub struct Spawned {
 impl Spawned {
     /// Spawn `args` with stdin closed, stdout and stderr appended to `log` (or discarded).
     pub fn start<S: AsRef<OsStr>>(args: &[S], log: Option<&Path>) -> Result<Spawned> {
-        let (out, err) = match log {
-            Some(p) => {
-                let f = File::create(p).with_context(|| format!("create {}", p.display()))?;
-                let g = f.try_clone().context("duplicate a log file handle")?;
-                (Stdio::from(f), Stdio::from(g))
-            }
-            None => (Stdio::null(), Stdio::null()),
-        };
-        let label = show(args);
-        let child = command(args)?
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
+        let (mut cmd, label) = Spawned::command(args, log)?;
+        let child = cmd
             .spawn()
             .with_context(|| format!("cannot start `{label}`"))?;
         Ok(Spawned {
@@ -218,6 +208,46 @@ impl Spawned {
             log: log.map(Path::to_path_buf),
             status: None,
         })
+    }
+
+    /// [`Spawned::start`] for a child outside netlab's namespaces (whose deletion would end it):
+    /// it gets SIGKILL when this process ends, also when the process is killed or aborts.
+    pub fn start_tied<S: AsRef<OsStr>>(args: &[S], log: Option<&Path>) -> Result<Spawned> {
+        let (mut cmd, label) = Spawned::command(args, log)?;
+        // SAFETY: the closure only calls prctl(), which is async-signal-safe, between fork and
+        // exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        // From a thread that lives as long as the process: the parent-death signal follows the
+        // spawning thread.
+        let child = crate::guest::spawn_from_long_lived_thread(cmd)
+            .with_context(|| format!("cannot start `{label}`"))?;
+        Ok(Spawned {
+            child,
+            label,
+            log: log.map(Path::to_path_buf),
+            status: None,
+        })
+    }
+
+    fn command<S: AsRef<OsStr>>(args: &[S], log: Option<&Path>) -> Result<(Command, String)> {
+        let (out, err) = match log {
+            Some(p) => {
+                let f = File::create(p).with_context(|| format!("create {}", p.display()))?;
+                let g = f.try_clone().context("duplicate a log file handle")?;
+                (Stdio::from(f), Stdio::from(g))
+            }
+            None => (Stdio::null(), Stdio::null()),
+        };
+        let mut cmd = command(args)?;
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+        Ok((cmd, show(args)))
     }
 
     /// The command line, for messages.

@@ -56,16 +56,28 @@ pub fn build_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/guest/build-guest.sh")
 }
 
+/// The build script's text, for a binary running away from its source tree.
+const EMBEDDED_BUILD_SCRIPT: &str = include_str!("../../../scripts/guest/build-guest.sh");
+
 /// Where the image is cached: `$VP_GUEST_DIR`, else `$CARGO_TARGET_DIR/guest`, else
-/// `<workspace>/target/guest`.
+/// `<workspace>/target/guest`, else (a binary away from its source tree)
+/// `$XDG_CACHE_HOME/vecplane/guest` or `$HOME/.cache/vecplane/guest`.
 pub fn image_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("VP_GUEST_DIR") {
         return PathBuf::from(d);
     }
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(t) => PathBuf::from(t).join("guest"),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/guest"),
+    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(t).join("guest");
     }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if workspace.join("Cargo.toml").is_file() {
+        return workspace.join("target/guest");
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    cache.join("vecplane/guest")
 }
 
 static IMAGE: Mutex<Option<GuestImage>> = Mutex::new(None);
@@ -74,7 +86,7 @@ impl GuestImage {
     /// For a test: the image, or None after reporting (through `testenv`: skipped on a
     /// developer's machine, a failure in CI) why guests cannot run here.
     pub fn for_tests() -> Option<GuestImage> {
-        if !testenv::can_run(crate::missing_guest_prerequisite()) {
+        if !testenv::can_run(missing_guest_packages_reason()) {
             return None;
         }
         match GuestImage::build_or_find() {
@@ -98,11 +110,15 @@ impl GuestImage {
         Ok(image)
     }
 
-    /// Run the build script for `out` (it skips the work when `out` is up to date).
+    /// Run the build script for `out` (it skips the work when `out` is up to date); away from
+    /// the source tree, the copy built into this binary, written to `out/build-guest.sh`.
     pub fn build_in(out: &Path) -> Result<GuestImage> {
-        let script = build_script();
+        let mut script = build_script();
         if !script.is_file() {
-            bail!("the guest build script {} is missing", script.display());
+            std::fs::create_dir_all(out).with_context(|| format!("create {}", out.display()))?;
+            script = out.join("build-guest.sh");
+            std::fs::write(&script, EMBEDDED_BUILD_SCRIPT)
+                .with_context(|| format!("write {}", script.display()))?;
         }
         let out_s = out.to_string_lossy().into_owned();
         let o = run_bounded(
@@ -145,6 +161,58 @@ pub fn missing_guest_prerequisite() -> Option<String> {
     None
 }
 
+/// The Debian packages the guests need that are not installed here: QEMU, and what
+/// scripts/guest/build-guest.sh builds the image from (a kernel with its modules, a static
+/// busybox, iperf3) and with (xz, cpio, file). Whether busybox is the static one is left to
+/// the script, which says so.
+pub fn missing_guest_packages() -> Vec<&'static str> {
+    let mut missing: Vec<&'static str> = [
+        (QEMU, "qemu-system-x86"),
+        ("busybox", "busybox-static"),
+        ("iperf3", "iperf3"),
+        ("xz", "xz-utils"),
+        ("cpio", "cpio"),
+        ("file", "file"),
+    ]
+    .into_iter()
+    .filter(|(tool, _)| !tool_available(tool))
+    .map(|(_, package)| package)
+    .collect();
+    if !kernel_with_modules_installed() {
+        missing.push("linux-image-amd64");
+    }
+    missing
+}
+
+/// [`missing_guest_packages`] as a sentence naming the `apt-get install` command, if any.
+pub fn missing_guest_packages_reason() -> Option<String> {
+    let missing = missing_guest_packages();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the QEMU guests need Debian packages that are not installed: {} (apt-get install {})",
+        missing.join(", "),
+        missing.join(" ")
+    ))
+}
+
+/// Whether some /boot/vmlinuz-V has its modules in /lib/modules/V (what the build script takes).
+fn kernel_with_modules_installed() -> bool {
+    let Ok(boot) = std::fs::read_dir("/boot") else {
+        return false;
+    };
+    boot.flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        name.strip_prefix("vmlinuz-").is_some_and(|v| {
+            Path::new("/lib/modules")
+                .join(v)
+                .join("modules.dep")
+                .is_file()
+        })
+    })
+}
+
 /// A free TCP port on 127.0.0.1 right now (for [`NicSpec::SocketListen`]).
 pub fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0").context("bind 127.0.0.1:0")?;
@@ -173,7 +241,7 @@ static SPAWNER: OnceLock<std::result::Result<Mutex<mpsc::Sender<SpawnRequest>>, 
 
 /// Spawn `cmd` from a thread that lives as long as the process, so that the parent-death signal
 /// set in the child fires when the process ends, not when the calling thread does.
-fn spawn_from_long_lived_thread(cmd: Command) -> Result<Child> {
+pub(crate) fn spawn_from_long_lived_thread(cmd: Command) -> Result<Child> {
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         std::thread::Builder::new()
@@ -333,8 +401,8 @@ impl Guest {
 
     /// Ping `to` (IPv4 or IPv6) from this guest: one answer within 10 s (under TCG the first
     /// echo may be lost while the neighbour is resolved), then three of three; prints the time
-    /// it took.
-    pub fn pings(&mut self, to: &str, timeout: Duration) -> Result<()> {
+    /// it took and returns ping's round-trip line of the three (`round-trip min/avg/max = ...`).
+    pub fn pings(&mut self, to: &str, timeout: Duration) -> Result<String> {
         let t = Instant::now();
         let ping = if to.contains(':') { "ping6" } else { "ping" };
         self.run_ok(&format!("{ping} -c 1 -w 10 {to}"), timeout)?;
@@ -347,7 +415,11 @@ impl Guest {
             self.name(),
             t.elapsed().as_secs_f64()
         );
-        Ok(())
+        let rtt = out
+            .lines()
+            .find(|l| l.contains("min/avg/max"))
+            .unwrap_or("");
+        Ok(rtt.trim().to_string())
     }
 
     /// Start QEMU for `spec` and connect its console, without waiting for the guest to boot

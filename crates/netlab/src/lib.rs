@@ -15,8 +15,9 @@
 //! [`Guest`] runs a QEMU guest (busybox, iperf3, virtio-net, a Linux bridge for VNF mode) built
 //! from Debian packages by scripts/guest/build-guest.sh ([`GuestImage`]), with vhost-user, QEMU
 //! socket or TAP NICs and a scriptable serial console; [`TapBridges`] holds Linux bridges with
-//! TAP ports for guests in a namespace of its own, and [`chain`] builds service chains of VNF
-//! guests (vecplane flow rules, or Linux bridges).
+//! TAP ports for guests in a namespace of its own, [`chain`] builds service chains of VNF guests
+//! (vecplane flow rules, or Linux bridges), and [`VhostLab`] runs vecplane for guests on its
+//! vhost-user ports.
 #![deny(missing_docs)]
 
 pub mod chain;
@@ -36,6 +37,7 @@ pub mod ovs;
 pub mod tap_bridge;
 pub mod topology;
 pub mod vecplane;
+pub mod vm_lab;
 
 pub use chain::LinuxChain;
 pub use cleanup::{
@@ -43,8 +45,9 @@ pub use cleanup::{
 };
 pub use cmd::{missing_prerequisite, Spawned};
 pub use guest::{
-    free_port, guest_mac, missing_guest_prerequisite, Guest, GuestImage, GuestSpec, Mac, NicSpec,
-    GUEST_PREFIX, READY_LINE,
+    free_port, guest_mac, missing_guest_packages, missing_guest_packages_reason,
+    missing_guest_prerequisite, Guest, GuestImage, GuestSpec, Mac, NicSpec, GUEST_PREFIX,
+    READY_LINE,
 };
 pub use lb::{
     Encap, KernelHash, LbLab, LbMode, LbNames, LbPort, LbSpec, ServerInfo, Vip, LAB_TOOLS,
@@ -60,3 +63,4 @@ pub use vecplane::{
     render_config, unsupported_feature, validate_config, Driver, Forwarding, PortCounters,
     Unsupported, Vecplane, VecplaneConfig, XdpMode,
 };
+pub use vm_lab::{VhostLab, VM_BRIDGE_CONFIG};

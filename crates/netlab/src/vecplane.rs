@@ -1,8 +1,8 @@
 //! vecplane in R: the TOML config for a topology (router, bridge or cross-connect over Ra/Rb,
 //! driver af-xdp or af-packet, static neighbours for A and B), its validation by the same parser
-//! `vecplane run` uses, and the `vecplane run` daemon inside R with its control socket. It owns
-//! the daemon's lifetime (stopped on drop); it never edits the config format and never talks to a
-//! daemon it did not start.
+//! `vecplane run` uses, and the `vecplane run` daemon inside R (or, for vhost-user ports, in this
+//! process's namespace) with its control socket. It owns the daemon's lifetime (stopped on drop);
+//! it never edits the config format and never talks to a daemon it did not start.
 
 use crate::cmd::{describe_status, Spawned, STOP_GRACE};
 use crate::names::Names;
@@ -325,6 +325,12 @@ impl Topology {
 /// output in `DIR/<config stem>.log`) and wait until its control socket answers (or it exits,
 /// which is an error carrying its output).
 pub(crate) fn start_in(ns: &str, dir: &Path, exe: &Path, config: &Path) -> Result<Vecplane> {
+    launch(Some(ns), dir, exe, config)
+}
+
+/// [`start_in`] in this process's network namespace (where `ns` is None), the daemon tied to this
+/// process (it gets SIGKILL when the process ends, as no namespace deletion would end it).
+fn launch(ns: Option<&str>, dir: &Path, exe: &Path, config: &Path) -> Result<Vecplane> {
     let stem = config
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -335,13 +341,11 @@ pub(crate) fn start_in(ns: &str, dir: &Path, exe: &Path, config: &Path) -> Resul
     let socket_s = socket.to_string_lossy().into_owned();
     let config_text = std::fs::read_to_string(config).unwrap_or_default();
     let log = dir.join(format!("{stem}.log"));
-    let child = Spawned::start(
-        &crate::cmd::in_ns(
-            ns,
-            &[&exe_s, "run", "--config", &config_s, "--socket", &socket_s],
-        ),
-        Some(&log),
-    )?;
+    let run = [&exe_s, "run", "--config", &config_s, "--socket", &socket_s];
+    let child = match ns {
+        Some(ns) => Spawned::start(&crate::cmd::in_ns(ns, &run), Some(&log))?,
+        None => Spawned::start_tied(&run, Some(&log))?,
+    };
     let mut v = Vecplane {
         child,
         socket,
@@ -353,6 +357,14 @@ pub(crate) fn start_in(ns: &str, dir: &Path, exe: &Path, config: &Path) -> Resul
 }
 
 impl Vecplane {
+    /// Start `exe run --config CONFIG --socket DIR/<config stem>.sock` in this process's network
+    /// namespace (for ports that need no interface, such as vhost-user), its output in
+    /// `DIR/<config stem>.log`, and wait until its control socket answers. The daemon is stopped
+    /// on drop and killed when this process ends.
+    pub fn start_here(exe: &Path, config: &Path, dir: &Path) -> Result<Vecplane> {
+        launch(None, dir, exe, config)
+    }
+
     fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         loop {
