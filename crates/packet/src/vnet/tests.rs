@@ -13,7 +13,8 @@ fn tcp_frame(v6: bool, doff: u8, payload: usize) -> Vec<u8> {
     f.resize(14 + l3, 0);
     f[14] = if v6 { 0x60 } else { 0x45 };
     let l4 = f.len();
-    f.resize(l4 + usize::from(doff) * 4 + payload, 0xab);
+    // At least up to the data offset's byte, whatever `doff` says (0..=3 words is too short).
+    f.resize((l4 + usize::from(doff) * 4 + payload).max(l4 + 13), 0xab);
     f[l4 + 12] = doff << 4;
     f
 }
