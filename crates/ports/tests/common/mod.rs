@@ -38,7 +38,6 @@ macro_rules! require_root {
 }
 pub(crate) use require_root;
 
-/// Run a command and return its output (panics only when it cannot be started).
 /// Why a TAP test cannot run here (not root, a tool of `tools` missing, no /dev/net/tun).
 #[allow(dead_code)] // not every test file has TAP tests
 pub fn tap_skip_reason(tools: &[&str]) -> Option<String> {
@@ -48,6 +47,7 @@ pub fn tap_skip_reason(tools: &[&str]) -> Option<String> {
     })
 }
 
+/// Run a command and return its output (panics only when it cannot be started).
 pub fn run(args: &[&str]) -> Output {
     Command::new(args[0])
         .args(&args[1..])
