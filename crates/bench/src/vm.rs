@@ -12,7 +12,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use dataplane::flows::FlowSwitch;
 use dataplane::{Dataplane, PollMode, RunningDataplane, RuntimeView};
 use flow::ofctl::{self, FlowModKind};
-use netlab::{Guest, GuestImage, GuestSpec, RegisteredDir};
+use netlab::{Guest, GuestImage, GuestSpec, NicSpec, RegisteredDir};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -66,6 +66,15 @@ impl VmSwitch {
     /// The vhost-user socket of port `port` (`<port>.sock` beside the config).
     pub(crate) fn socket(&self, port: &str) -> PathBuf {
         self.scratch.path().join(format!("{port}.sock"))
+    }
+
+    /// The guest NIC of chain port `port`: QEMU connects to vecplane's socket for it.
+    pub(crate) fn nic(&self, port: &netlab::chain::ChainPort) -> NicSpec {
+        NicSpec::VhostUser {
+            socket: self.socket(&port.name),
+            server: false,
+            mac: port.guest_mac,
+        }
     }
 
     /// The flow-mode bridge `name`.

@@ -17,7 +17,7 @@ use crate::vm::{self, Offloads, TcpRun, VmSwitch};
 use crate::vm_tcp::{self, Plan, Report};
 use crate::{sys, BenchArgs};
 use anyhow::{anyhow, bail, Result};
-use netlab::{chain, Guest, GuestImage, LinuxChain, NicSpec};
+use netlab::{chain, Guest, GuestImage, LinuxChain};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::time::Duration;
@@ -125,13 +125,7 @@ fn side<'a>(
 
 /// `vecplane bench --scenario vm-chain`: measure, print (text, or one JSON line), plot.
 pub fn run(args: &BenchArgs) -> Result<()> {
-    let r = compare(args)?;
-    if args.json {
-        println!("{}", serde_json::to_string(&r.json)?);
-    } else {
-        print!("{}", r.text);
-    }
-    Ok(())
+    compare(args)?.print(args.json)
 }
 
 /// Boot the chains, measure every length, build the report and write the plot.
@@ -148,13 +142,7 @@ pub fn compare(args: &BenchArgs) -> Result<Report> {
     let image = GuestImage::build_or_find()?;
     let config = chain::vecplane_config(max, &vm_tcp::dataplane_lines(p.cpu))?;
     let vp = VmSwitch::start(&config, args.busy_worker)?;
-    let mut specs = chain::guest_specs(max, SUBNET_VECPLANE, "vp-", |port| {
-        Ok(NicSpec::VhostUser {
-            socket: vp.socket(&port.name),
-            server: false,
-            mac: port.guest_mac,
-        })
-    })?;
+    let mut specs = chain::guest_specs(max, SUBNET_VECPLANE, "vp-", |port| Ok(vp.nic(port)))?;
     let mut linux = if p.reference {
         let lc = LinuxChain::build(max)?;
         let lb = chain::guest_specs(max, SUBNET_BRIDGE, "lb-", |port| lc.nic(port))?;

@@ -13,7 +13,7 @@
 use crate::vm::{self, Offloads, TcpRun, VmSwitch};
 use crate::{sys, BenchArgs, Reference};
 use anyhow::{bail, Context, Result};
-use netlab::{chain, Guest, GuestImage, NicSpec, TapBridges};
+use netlab::{chain, Guest, GuestImage, TapBridges};
 use serde_json::{json, Value};
 
 /// The scenario's name.
@@ -31,6 +31,18 @@ pub struct Report {
     pub text: String,
     /// The JSON report.
     pub json: Value,
+}
+
+impl Report {
+    /// Print it: the text, or one JSON line.
+    pub fn print(&self, json: bool) -> Result<()> {
+        if json {
+            println!("{}", serde_json::to_string(&self.json)?);
+        } else {
+            print!("{}", self.text);
+        }
+        Ok(())
+    }
 }
 
 /// The run's settings, checked.
@@ -209,13 +221,7 @@ fn yes(b: bool) -> &'static str {
 
 /// `vecplane bench --scenario vm-tcp`: measure and print (text, or one JSON line).
 pub fn run(args: &BenchArgs) -> Result<()> {
-    let r = compare(args)?;
-    if args.json {
-        println!("{}", serde_json::to_string(&r.json)?);
-    } else {
-        print!("{}", r.text);
-    }
-    Ok(())
+    compare(args)?.print(args.json)
 }
 
 /// Boot both pairs, run the interleaved series, and build the report.
@@ -227,13 +233,7 @@ pub fn compare(args: &BenchArgs) -> Result<Report> {
     say("finding or building the guest image".into());
     let image = GuestImage::build_or_find()?;
     let vp = VmSwitch::start(&vecplane_config(p.cpu)?, args.busy_worker)?;
-    let mut specs = chain::guest_specs(0, SUBNET_VECPLANE, "vp-", |port| {
-        Ok(NicSpec::VhostUser {
-            socket: vp.socket(&port.name),
-            server: false,
-            mac: port.guest_mac,
-        })
-    })?;
+    let mut specs = chain::guest_specs(0, SUBNET_VECPLANE, "vp-", |port| Ok(vp.nic(port)))?;
     let lab = if p.reference {
         let mut lab = TapBridges::create()?;
         let br = lab.add_bridge()?;
