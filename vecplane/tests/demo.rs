@@ -23,7 +23,7 @@ use netlab::{
 };
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -236,48 +236,40 @@ fn demo_interrupted_by_sigint_deletes_its_namespaces() {
     }
 }
 
-fn interrupt_demo_after_tcp_starts(delay: Duration) {
+/// `vecplane ARGS`, returned once it printed a line starting with `marker` (within
+/// `timeout`; killed and failed otherwise, `phase` saying what it did not reach).
+fn demo_reaching(args: &[&str], marker: &'static str, timeout: Duration, phase: &str) -> Child {
     let mut child = Command::new(BIN)
-        .args([
-            "demo",
-            "--seconds",
-            "30",
-            "--driver",
-            "af-packet",
-            "--udp-rate",
-            "10M",
-            "--no-progress",
-        ])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("vecplane demo");
-    let pid = child.id();
     let stdout = child.stdout.take().expect("stdout");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.starts_with("== iperf3 TCP") {
+            if line.starts_with(marker) {
                 let _ = tx.send(());
             }
         }
     });
-    if rx.recv_timeout(Duration::from_secs(90)).is_err() {
+    if rx.recv_timeout(timeout).is_err() {
         let _ = child.kill();
         let _ = child.wait();
-        panic!("the demo never reached its TCP phase");
+        panic!("the demo never reached {phase}");
     }
-    std::thread::sleep(delay);
-    assert!(
-        !namespaces_of("vdm", pid).is_empty(),
-        "no namespaces while running"
-    );
+    child
+}
+
+/// Send SIGINT to `child` and wait (up to 60 s) for it to exit; its status.
+fn interrupt(child: &mut Child) -> std::process::ExitStatus {
     // SAFETY: signalling our own unreaped child by its id.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
     let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
+    loop {
         if let Some(s) = child.try_wait().expect("wait") {
-            break s;
+            return s;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
@@ -285,7 +277,33 @@ fn interrupt_demo_after_tcp_starts(delay: Duration) {
             panic!("the demo did not exit after SIGINT");
         }
         std::thread::sleep(Duration::from_millis(50));
-    };
+    }
+}
+
+fn interrupt_demo_after_tcp_starts(delay: Duration) {
+    let args = [
+        "demo",
+        "--seconds",
+        "30",
+        "--driver",
+        "af-packet",
+        "--udp-rate",
+        "10M",
+        "--no-progress",
+    ];
+    let mut child = demo_reaching(
+        &args,
+        "== iperf3 TCP",
+        Duration::from_secs(90),
+        "its TCP phase",
+    );
+    let pid = child.id();
+    std::thread::sleep(delay);
+    assert!(
+        !namespaces_of("vdm", pid).is_empty(),
+        "no namespaces while running"
+    );
+    let status = interrupt(&mut child);
     assert!(!status.success());
     assert_eq!(namespaces_of("vdm", pid), Vec::<String>::new());
     // Nothing it started survives, not even in a namespace whose name is already gone (its
@@ -470,48 +488,21 @@ fn demo_vms_interrupted_by_sigint_stops_its_guests_and_vecplane() {
     if !vms_can_run() {
         return;
     }
-    let mut child = Command::new(BIN)
-        .args(["demo", "--vms", "--seconds", "30", "--no-progress"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("vecplane demo --vms");
+    // At "== ping" both guests booted: QEMU, vecplane and every scratch directory exist.
+    let mut child = demo_reaching(
+        &["demo", "--vms", "--seconds", "30", "--no-progress"],
+        "== ping",
+        Duration::from_secs(180),
+        "booted guests",
+    );
     let pid = child.id();
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            // Both guests booted: QEMU, vecplane and every scratch directory exist.
-            if line.starts_with("== ping") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    if rx.recv_timeout(Duration::from_secs(180)).is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!("the VM demo never booted its guests");
-    }
     let running = vm_demo_leftovers(pid);
     assert!(
         running.iter().filter(|l| l.contains("qemu-system")).count() == 2
             && running.iter().any(|l| l.contains(" run --config")),
         "not two guests and vecplane while running: {running:?}"
     );
-    // SAFETY: signalling our own unreaped child by its id.
-    unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the VM demo did not exit after SIGINT");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = interrupt(&mut child);
     assert!(!status.success());
     assert_vm_demo_cleaned_up(pid);
 }
