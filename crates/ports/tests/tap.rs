@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{delete_leftovers, ok, require_root, run, tap_skip_reason};
+use common::{delete_leftovers, ok, require_root, run, tap_skip_reason, Sink};
 use graph::{Dispatch, GraphBuilder, Node, NodeContext, PortStats};
 use packet::{BufferPool, PoolConfig};
 use ports::{TapConfig, TapPort};
@@ -248,22 +248,6 @@ impl Node for Responder {
             nexts[i] = 0;
         }
         Dispatch::PerPacket
-    }
-}
-
-/// Frees what it is given.
-struct Sink;
-
-impl Node for Sink {
-    fn name(&self) -> &str {
-        "sink"
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        Vec::new()
-    }
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
-        cx.pool.free_batch(frame);
-        Dispatch::Consumed
     }
 }
 

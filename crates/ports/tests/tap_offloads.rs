@@ -12,7 +12,9 @@
 
 mod common;
 
-use common::{delete_leftovers, missing_prerequisite, ok, require_root, run, tap_skip_reason};
+use common::{
+    delete_leftovers, missing_prerequisite, ok, require_root, run, tap_skip_reason, Sink,
+};
 use graph::{Dispatch, DriverCounters, GraphBuilder, Node, NodeContext, PortStats};
 use packet::meta::{FLAG_CSUM_PARTIAL, GSO_TCP4, GSO_TCP6};
 use packet::{BufferPool, PoolConfig};
@@ -312,15 +314,7 @@ impl Worker {
                 }));
             let mut g = b.build(0, 1).expect("graph");
             let stats = g.stats();
-            let mut pool = BufferPool::with_jumbo(
-                PoolConfig {
-                    buffers: 2048,
-                    try_hugepages: false,
-                    ..PoolConfig::default()
-                },
-                256,
-            )
-            .expect("pool");
+            let mut pool = jumbo_pool();
             let deadline = Instant::now() + Duration::from_secs(120);
             while !s.load(Ordering::Relaxed) && Instant::now() < deadline {
                 if g.run_once(&mut pool) == 0 && !busy {
@@ -582,22 +576,6 @@ fn measure_tcp_through_two_taps_with_and_without_offloads() {
     }
 }
 
-/// Frees what it is given.
-struct Sink;
-
-impl Node for Sink {
-    fn name(&self) -> &str {
-        "sink"
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        Vec::new()
-    }
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
-        cx.pool.free_batch(frame);
-        Dispatch::Consumed
-    }
-}
-
 /// An AF_PACKET socket in namespace `ns` that sends frames with a virtio-net header on `dev`.
 fn vnet_packet_socket(ns: &str, dev: &str) -> std::os::fd::OwnedFd {
     let (ns, dev) = (ns.to_string(), dev.to_string());
@@ -678,15 +656,7 @@ fn measure_rx_of_super_packets() {
     b.add_input(Box::new(port.rx)).add_node(Box::new(Sink));
     let mut g = b.build(0, 1).expect("graph");
     let gs = g.stats();
-    let mut pool = BufferPool::with_jumbo(
-        PoolConfig {
-            buffers: 2048,
-            try_hugepages: false,
-            ..PoolConfig::default()
-        },
-        256,
-    )
-    .expect("pool");
+    let mut pool = jumbo_pool();
     let (rounds, burst) = (20u64, 200u64);
     let i = gs
         .node_names
@@ -732,4 +702,17 @@ fn measure_rx_of_super_packets() {
         per_round[per_round.len() / 2],
     );
     assert!(pkts >= rounds * burst, "every super-packet was received");
+}
+
+/// 2048 ordinary buffers and 256 jumbo ones (a vector of super-packets).
+fn jumbo_pool() -> BufferPool {
+    BufferPool::with_jumbo(
+        PoolConfig {
+            buffers: 2048,
+            try_hugepages: false,
+            ..PoolConfig::default()
+        },
+        256,
+    )
+    .expect("pool")
 }

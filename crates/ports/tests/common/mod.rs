@@ -84,3 +84,25 @@ pub fn delete_leftovers(prefix: &str) {
         }
     }
 }
+
+/// A node named `sink` that frees what it is given.
+#[allow(dead_code)] // not every test file builds a graph
+pub struct Sink;
+
+impl graph::Node for Sink {
+    fn name(&self) -> &str {
+        "sink"
+    }
+    fn next_nodes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn process(
+        &mut self,
+        cx: &mut graph::NodeContext<'_>,
+        frame: &[u32],
+        _: &mut [u16],
+    ) -> graph::Dispatch {
+        cx.pool.free_batch(frame);
+        graph::Dispatch::Consumed
+    }
+}
