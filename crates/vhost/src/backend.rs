@@ -203,6 +203,9 @@ impl Device {
 
     /// Forget everything the frontend set (disconnect or reset); the worker lets go first.
     fn reset(&mut self) {
+        if let Some(gpa) = self.memory.shrunk_region() {
+            self.shared.memory_shrunk(gpa);
+        }
         for st in &mut self.queues {
             *st = QueueState::default();
         }
@@ -614,6 +617,19 @@ fn serve(
             eprintln!(
                 "{label}: malformed ring ({}); resetting the connection",
                 shared.last_error()
+            );
+            return;
+        }
+        let shrunk = device
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .memory
+            .shrunk_region();
+        if let Some(gpa) = shrunk {
+            // The reset that follows counts it.
+            eprintln!(
+                "{label}: the frontend shrank the file of guest memory at {gpa:#x} under its \
+                 mapping (now zeroes); resetting the connection"
             );
             return;
         }

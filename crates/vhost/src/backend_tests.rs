@@ -251,6 +251,38 @@ fn malformed_rings_reset_the_connection_and_the_next_frontend_is_served() {
     );
 }
 
+#[test]
+fn a_frontend_shrinking_guest_memory_resets_its_connection_not_the_process() {
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
+    let echo = Echo::start(device);
+    let mut rx = FakeGuest::new(64);
+    let mut tx = rx.another(1, 64);
+    let (f, _fds) = frontend(&path, &rx, &tx);
+    echo_once(&mut rx, &mut tx, 1);
+    // A frontend truncates the memory file under the worker, which polls the rings in it:
+    // SIGBUS there is answered with zero pages, and the connection is reset.
+    rx.file.set_len(0).expect("shrink the guest memory file");
+    wait_for("the reset", || {
+        echo.shared.counters.memory_shrunk.get() == 1
+            && !echo.shared.connected.load(Ordering::Acquire)
+    });
+    assert!(
+        echo.shared.last_error().contains("shrank"),
+        "{}",
+        echo.shared.last_error()
+    );
+    drop(f);
+    // The test's own view of the old memory is gone too: drop it unread.
+    drop((rx, tx));
+    // The next frontend is served as usual.
+    let mut rx = FakeGuest::new(64);
+    let mut tx = rx.another(1, 64);
+    let (_f, _fds) = frontend(&path, &rx, &tx);
+    echo_once(&mut rx, &mut tx, 2);
+    assert_eq!(echo.shared.counters.connections.get(), 2);
+}
+
 /// One raw vhost-user message (version 1, `flags` more) and, if `reply`, the reply's header and
 /// u64 payload.
 fn raw_request(

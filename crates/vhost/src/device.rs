@@ -135,6 +135,9 @@ pub struct DeviceCounters {
     pub tx_bad_super_packets: Counter,
     /// Frames to the guest dropped because it had posted no (or too little) receive buffer.
     pub tx_no_buffers: Counter,
+    /// Guest memory files the frontend shrank under their mapping (each read as zeroes from
+    /// then on, and reset the connection).
+    pub memory_shrunk: Counter,
     /// Interrupts raised (eventfd writes).
     pub notifications: Counter,
     /// Frontend connections accepted (or made, in client mode).
@@ -343,6 +346,13 @@ impl Shared {
         self.broken.store(true, Ordering::Release);
     }
 
+    /// The frontend shrank the file of the guest memory region at `gpa` (control thread).
+    pub fn memory_shrunk(&self, gpa: u64) {
+        self.counters.memory_shrunk.add(1);
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) =
+            format!("the frontend shrank the file of guest memory at {gpa:#x} under its mapping");
+    }
+
     /// Take the broken flag (control thread).
     pub fn take_broken(&self) -> bool {
         self.broken.swap(false, Ordering::AcqRel)
@@ -382,6 +392,7 @@ impl graph::DriverCounters for Shared {
             ("tx_segmented", c.tx_segmented.get()),
             ("tx_checksums_finished", c.tx_checksums_finished.get()),
             ("tx_bad_super_packets", c.tx_bad_super_packets.get()),
+            ("memory_shrunk", c.memory_shrunk.get()),
             ("notifications", c.notifications.get()),
             ("connections", c.connections.get()),
         ]

@@ -3,6 +3,8 @@
 //!
 //! * `backend`: the control thread speaking the vhost-user protocol (rust-vmm's `vhost`).
 //! * `memory`: the guest's memory table, mapped (rust-vmm's `vm-memory`) and translated.
+//! * `fault_guard`: the SIGBUS handler that keeps a frontend shrinking a memory file from
+//!   killing the process.
 //! * `ring`: the split virtqueue, device side: the fast path (our own; see its header).
 //! * `device`: what the control thread and the worker share, and how they hand over.
 //! * `net_header`: the virtio-net header and the offloads it carries (checksum, TSO).
@@ -17,6 +19,7 @@ pub mod backend;
 pub mod device;
 #[cfg(test)]
 mod fake_guest;
+pub mod fault_guard;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod memory;

@@ -7,6 +7,7 @@
 //! arranges to happen only once no worker can read them). It never hands out a pointer to a
 //! range that is not wholly inside one region, whatever the guest wrote.
 
+use crate::fault_guard;
 use std::fs::File;
 use vm_memory::{FileOffset, MmapRegion};
 
@@ -20,6 +21,8 @@ pub(crate) struct Region {
     len: u64,
     /// Where its first byte is mapped here.
     host: *mut u8,
+    /// Guards the mapping against its file shrinking; dropped (released) before the unmap.
+    guard: fault_guard::Guard,
     /// The mapping (file offset 0 to `mmap_offset + len`; `host` points `mmap_offset` into it).
     _map: MmapRegion,
 }
@@ -135,11 +138,19 @@ impl GuestMemory {
             })?;
             // `mmap_offset + len == map.size()`, so the offset is inside the mapping.
             let host = map.as_ptr().wrapping_add(s.mmap_offset as usize);
+            // If the frontend shrinks the file later, an access past its end must not kill
+            // the process: the guard answers it (see `fault_guard`).
+            let guard =
+                fault_guard::guard(map.as_ptr(), map.size()).map_err(|e| MemoryError::Map {
+                    gpa: s.gpa,
+                    why: e.to_string(),
+                })?;
             regions.push(Region {
                 gpa: s.gpa,
                 uva: s.uva,
                 len: s.len,
                 host,
+                guard,
                 _map: map,
             });
         }
@@ -149,6 +160,15 @@ impl GuestMemory {
     /// Number of regions.
     pub fn regions(&self) -> usize {
         self.regions.len()
+    }
+
+    /// The guest address of a region whose file the frontend shrank under its mapping (its
+    /// pages read as zeroes since: the guest's memory is no longer shared there), if any.
+    pub fn shrunk_region(&self) -> Option<u64> {
+        self.regions
+            .iter()
+            .find(|r| r.guard.faulted())
+            .map(|r| r.gpa)
     }
 
     /// Bytes of guest memory mapped.
