@@ -3,12 +3,16 @@
 //! Maglev), encapsulated (L3DSR, GRE4, GRE6, NAT4, NAT6) and handed to the lookup of the
 //! outer family toward that server; a NAT server's reply is rewritten back to the VIP; a
 //! health probe from the probe host's port is wrapped for the server its source port is leased
-//! to (`wrap.rs`); every other packet passes to the lookup untouched. It owns this worker's flow tables; it reads
+//! to (`wrap.rs`); every other packet passes to the lookup untouched. A VIP packet (or NAT
+//! reply) whose sender left offloads undone (a local guest's TSO super-packet or partial
+//! checksum) has them finished in software first: the segments re-enter this node as ordinary
+//! packets, since no encapsulation here can carry a super-packet. It owns this worker's flow tables; it reads
 //! the published `LbTables` snapshot and writes only this worker's counters. It never
 //! allocates, locks or makes a syscall per packet.
 
+use crate::offload::{Fate, OffloadDrop, PortCaps, Replace, SoftwareOffload};
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
-use graph::{Dispatch, Node, NodeContext};
+use graph::{Dispatch, Emitter, Node, NodeContext, NEXT_CONSUMED};
 use lb::counters::LbWorkerCounters;
 use lb::encap::{self, EncapError};
 use lb::flowtable::{self, AsRef, FlowHash, FlowKey, FlowTable, NatReverse, Touch};
@@ -40,6 +44,8 @@ const CHUNK: usize = 64;
 const GRE_TTL: u8 = 64;
 /// Seconds between copies of the flow tables' live counts into the counters.
 const PUBLISH_EVERY_S: u32 = 1;
+/// Segments one call may emit (as `interface-output`).
+const EMIT_CAPACITY: usize = 2048;
 
 graph::node_indices! {
     /// `lb`'s next nodes.
@@ -54,6 +60,8 @@ graph::node_indices! {
         Ip6IcmpError = names::IP6_ICMP_ERROR,
         /// To `ERROR_DROP`.
         Drop = names::ERROR_DROP,
+        /// Back to this node: the segments of a super-packet cut in software.
+        Lb = LB,
     }
 }
 
@@ -72,6 +80,12 @@ graph::node_indices! {
         EncapFailed = "encap-failed",
         /// A health probe whose source port is not leased to one of its VIP's servers.
         ProbeNotLeased = "probe-not-leased",
+        /// A super-packet or partial checksum whose headers do not allow the software offload.
+        BadOffload = "malformed-offload",
+        /// No buffer was free for a segment.
+        NoOffloadBuffer = "no-buffer-for-segment",
+        /// Too many segments in one call.
+        OffloadQueueFull = "segment-queue-full",
     }
 }
 
@@ -123,6 +137,9 @@ pub struct LbNode {
     /// NAT reverse entries of this vector's new flows, written after pass 3 (their buckets
     /// are prefetched when they are made, so the other packets' work hides the misses).
     nat_pending: Vec<(FlowKey, FlowHash, NatReverse)>,
+    /// Offloads finished in software, and the segments it emits back to this node.
+    offload: SoftwareOffload,
+    emitter: Emitter,
 }
 
 impl LbNode {
@@ -162,6 +179,8 @@ impl LbNode {
             touch: vec![Touch::Refresh; VECTOR_SIZE],
             found: vec![None; VECTOR_SIZE],
             nat_pending: Vec::with_capacity(VECTOR_SIZE),
+            offload: SoftwareOffload::new(),
+            emitter: Emitter::new(EMIT_CAPACITY),
         })
     }
 }
@@ -263,6 +282,10 @@ impl Node for LbNode {
         LbError::names()
     }
 
+    fn emitter(&mut self) -> Option<&mut Emitter> {
+        Some(&mut self.emitter)
+    }
+
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let LbNode {
             tables,
@@ -281,6 +304,8 @@ impl Node for LbNode {
             touch,
             found,
             nat_pending,
+            offload,
+            emitter,
         } = self;
         let tables = tables.get();
         observe(tables, seen, flows, nat);
@@ -396,6 +421,9 @@ impl Node for LbNode {
                             Touch::Refresh
                         };
                         match nat.lookup(&k, h, now, t) {
+                            Some(_) if cx.pool.meta(b).has_offload() => {
+                                nexts[i] = finish_offload(offload, emitter, cx, start + i, b);
+                            }
                             Some(r) => {
                                 let (meta, buf) = cx.pool.slot_mut(b);
                                 if encap::nat_reverse(meta, buf, parsed, r.addr, r.port).is_ok() {
@@ -479,6 +507,13 @@ impl Node for LbNode {
                         slot
                     }
                 };
+                if cx.pool.meta(b).has_offload() {
+                    // Segments come back here; the flow (just made or found) takes them.
+                    nexts[i] = finish_offload(offload, emitter, cx, start + i, b);
+                    if nexts[i] != LbNext::Lb.id() {
+                        continue;
+                    }
+                }
                 let server = tables.as_entry(slot).addr16;
                 let len = p.len as u64;
                 let (meta, buf) = cx.pool.slot_mut(b);
@@ -580,6 +615,43 @@ impl Node for LbNode {
     }
 }
 
+/// Finish in software what the sender of packet `b` (index `i` of the frame) left undone:
+/// its next index. A super-packet is replaced by its segments, emitted back to this node
+/// (`NEXT_CONSUMED`); a partial checksum is finished in place (`LbNext::Lb` means: go on with
+/// it); what cannot be done is dropped with its reason. Cold: only local guests send these.
+#[cold]
+fn finish_offload(
+    offload: &mut SoftwareOffload,
+    emitter: &mut Emitter,
+    cx: &mut NodeContext<'_>,
+    i: usize,
+    b: u32,
+) -> u16 {
+    // The encapsulations keep jumbo buffers; they take no offload.
+    let caps = PortCaps {
+        jumbo: true,
+        ..PortCaps::default()
+    };
+    let to = Replace {
+        emitter,
+        after: i,
+        next: LbNext::Lb.id(),
+    };
+    match offload.prepare(cx.pool, b, caps, to) {
+        Ok(Fate::AsIs) => LbNext::Lb.id(),
+        Ok(Fate::Replaced) => NEXT_CONSUMED,
+        Err(why) => {
+            let reason = match why {
+                OffloadDrop::Malformed | OffloadDrop::TooBig => LbError::BadOffload,
+                OffloadDrop::NoBuffer => LbError::NoOffloadBuffer,
+                OffloadDrop::QueueFull => LbError::OffloadQueueFull,
+            };
+            cx.pool.meta_mut(b).error = cx.error_base + reason.id();
+            LbNext::Drop.id()
+        }
+    }
+}
+
 /// The last `vip_for` answer of a vector: packets to a VIP come in runs to the same address,
 /// protocol and port, and one compare is far cheaper than the prefix search. Lives for one
 /// `process` call (the tables it answered from do not change within it).
@@ -651,7 +723,9 @@ fn fragment_vip(tables: &LbTables, t: &FiveTuple) -> Option<VipId> {
 /// node; the check is one pass over 2-byte ids).
 fn uniform(nexts: &[u16]) -> Dispatch {
     match nexts.first() {
-        Some(&first) if nexts.iter().all(|&n| n == first) => Dispatch::AllTo(first),
+        Some(&first) if first != NEXT_CONSUMED && nexts.iter().all(|&n| n == first) => {
+            Dispatch::AllTo(first)
+        }
         _ => Dispatch::PerPacket,
     }
 }

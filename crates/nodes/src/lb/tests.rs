@@ -42,6 +42,11 @@ struct Lab {
 
 impl Lab {
     fn new(lines: &str) -> Lab {
+        Lab::with_setup(lines, ip_input_like)
+    }
+
+    /// A lab whose injected packets get `setup` (what `ip*-input` and the receiving port left).
+    fn with_setup(lines: &str, setup: fn(&mut BufferMeta, &[u8])) -> Lab {
         let state = apply(&LbState::new(), lines);
         let tables = LbTables::build(&state, None);
         let publisher = Publisher::new(tables, &Domain::new(0).0);
@@ -68,7 +73,7 @@ impl Lab {
         let queue: Queue = Arc::default();
         let mut b = GraphBuilder::new();
         b.add_input(Box::new(Inject {
-            setup: ip_input_like,
+            setup,
             ..Inject::new(LB, queue.clone())
         }));
         b.add_node(Box::new(node));
@@ -188,7 +193,11 @@ fn tcp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, flags: u8) -> Vec<u8
 
 /// IPv4 header and TCP checksums of a frame (Ethernet at 0) verify.
 fn checksums_ok(f: &[u8]) -> bool {
-    let ip = &f[14..];
+    ip4_checksums_ok(&f[14..])
+}
+
+/// IPv4 header and L4 checksums of the IPv4 packet at the start of `ip` verify.
+fn ip4_checksums_ok(ip: &[u8]) -> bool {
     let ihl = (ip[0] & 15) as usize * 4;
     let total = u16::from_be_bytes([ip[2], ip[3]]) as usize;
     if checksum::checksum(&ip[..ihl]) != 0 {
@@ -541,4 +550,127 @@ fn a_probe_reply_on_a_nat_inside_port_is_not_a_nat_miss() {
     // A client on the same band port at another address is a NAT reply as ever (a miss here).
     lab.run(vec![tcp4(S1, CLIENT, 8080, band, SYN | ACK)]);
     assert_eq!(lab.counters.nat_reply_misses.get(), 1);
+}
+
+/// Bytes per segment of the test super-packets.
+const MSS: u16 = 500;
+/// Source port of a super-packet whose segment size is 0 (malformed).
+const BAD_GSO_PORT: u16 = 666;
+
+/// An Ethernet + IPv4 + TCP frame with `payload` bytes (the i-th is `i as u8`) as a sender
+/// that leaves the TCP checksum to the device writes it: the checksum field holds the
+/// pseudo-header sum.
+fn tcp4_partial(src: [u8; 4], dst: [u8; 4], sport: u16, payload: usize) -> Vec<u8> {
+    let mut f = tcp4(src, dst, sport, 80, ACK);
+    f.extend((0..payload).map(|i| i as u8));
+    let total = (40 + payload) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let ph = checksum::pseudo_header_v4(src, dst, TCP, total - 20);
+    f[50..52].copy_from_slice(&checksum::fold(ph).to_be_bytes());
+    f
+}
+
+/// `ip_input_like`, and the offloads a TSO guest's port leaves: a partial TCP checksum, and
+/// a super-packet of `MSS`-byte segments when the payload is longer than that.
+fn from_a_tso_guest(meta: &mut BufferMeta, f: &[u8]) {
+    ip_input_like(meta, f);
+    meta.flags |= packet::meta::FLAG_CSUM_PARTIAL;
+    meta.csum_start = meta.data_offset + 34;
+    meta.csum_offset = 16;
+    if f.len() > 54 + usize::from(MSS) {
+        meta.gso_type = packet::meta::GSO_TCP4;
+        meta.gso_size = if f.get(34..36) == Some(&BAD_GSO_PORT.to_be_bytes()) {
+            0
+        } else {
+            MSS
+        };
+    }
+}
+
+/// The IPv4 packet each output carries for its server: the inner one for GRE.
+fn delivered(out: &[(String, BufferMeta, Vec<u8>)], gre: bool) -> Vec<Vec<u8>> {
+    out.iter()
+        .map(|(next, meta, f)| {
+            assert_eq!(next, names::IP4_LOOKUP, "{out:?}");
+            assert!(!meta.has_offload(), "offloads finished before the lookup");
+            let l3 = &f[meta.l3_offset as usize..];
+            if gre {
+                assert_eq!(l3[9], 47, "GRE");
+                l3[24..].to_vec()
+            } else {
+                l3.to_vec()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_guests_super_packet_is_cut_before_each_encapsulation_and_the_segments_follow_its_flow() {
+    let cases = [
+        (L3DSR, [198, 18, 100, 1], false),
+        (
+            "lb conf ip4-src-address 198.18.12.1\n\
+             lb vip 198.18.100.2/32 encap gre4\n\
+             lb as 198.18.100.2/32 198.18.12.12\n",
+            [198, 18, 100, 2],
+            true,
+        ),
+        (
+            "lb vip 198.18.100.4/32 protocol tcp port 80 encap nat4 type clusterip target_port 8080\n\
+             lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11\n",
+            [198, 18, 100, 4],
+            false,
+        ),
+    ];
+    for (lines, vip, gre) in cases {
+        let mut lab = Lab::with_setup(lines, from_a_tso_guest);
+        let out = lab.run(vec![tcp4_partial(CLIENT, vip, 40000, 1200)]);
+        let packets = delivered(&out, gre);
+        assert_eq!(packets.len(), 3, "{lines}: 500 + 500 + 200 bytes");
+        let server = packets[0][16..20].to_vec();
+        let mut payload = Vec::new();
+        let mut seq = Vec::new();
+        for p in &packets {
+            assert!(ip4_checksums_ok(p), "{lines}: {p:?}");
+            assert_eq!(p[16..20], server[..], "{lines}: one flow, one server");
+            seq.push(u32::from_be_bytes([p[24], p[25], p[26], p[27]]));
+            payload.extend_from_slice(&p[40..]);
+        }
+        assert_eq!(payload, (0..1200).map(|i| i as u8).collect::<Vec<_>>());
+        assert_eq!(seq, [seq[0], seq[0] + 500, seq[0] + 1000], "{lines}");
+        let vc = lab.counters.vip(VipId(0)).expect("vip counters");
+        assert_eq!((vc.packets.get(), vc.new_flows.get()), (3, 1), "{lines}");
+    }
+}
+
+#[test]
+fn a_partial_checksum_is_finished_before_nat_and_a_bad_super_packet_is_dropped() {
+    let mut lab = Lab::with_setup(
+        "lb vip 198.18.100.4/32 protocol tcp port 80 encap nat4 type clusterip target_port 8080\n\
+         lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11\n",
+        from_a_tso_guest,
+    );
+    let vip = [198, 18, 100, 4];
+    let out = lab.run(vec![tcp4_partial(CLIENT, vip, 40001, 300)]);
+    let packets = delivered(&out, false);
+    assert_eq!(packets.len(), 1);
+    assert_eq!(packets[0][16..20], S1);
+    assert!(ip4_checksums_ok(&packets[0]));
+    // A server's reply with its checksum left partial comes back from the VIP, valid.
+    let out = lab.run(vec![{
+        let mut r = tcp4_partial(S1, CLIENT, 8080, 100);
+        r[36..38].copy_from_slice(&40001u16.to_be_bytes());
+        r
+    }]);
+    let packets = delivered(&out, false);
+    assert_eq!(packets[0][12..16], vip, "source is the VIP");
+    assert!(ip4_checksums_ok(&packets[0]));
+    assert_eq!(lab.counters.nat_replies.get(), 1);
+    // A super-packet with no segment size cannot be cut.
+    let out = lab.run(vec![tcp4_partial(CLIENT, vip, BAD_GSO_PORT, 1200)]);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, "drop:malformed-offload");
 }
