@@ -539,16 +539,17 @@ impl Drop for VhostUserDevice {
     }
 }
 
-/// Wait up to one tick for `fd` to become readable.
-fn readable(fd: i32) -> bool {
-    let mut p = libc::pollfd {
+/// Wait up to one tick for `fd` to become readable; false at once when `bell` (the worker's
+/// broken-ring bell) rings first.
+fn readable(fd: i32, bell: Option<i32>) -> bool {
+    let mut p = [fd, bell.unwrap_or(-1)].map(|fd| libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
-    };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let r = unsafe { libc::poll(&mut p, 1, TICK_MS) };
-    r > 0
+    });
+    // SAFETY: two valid pollfds for the duration of the call (poll ignores a negative fd).
+    let r = unsafe { libc::poll(p.as_mut_ptr(), 2, TICK_MS) };
+    r > 0 && p[1].revents == 0 && p[0].revents != 0
 }
 
 fn control_loop(
@@ -567,7 +568,7 @@ fn control_loop(
     while !stop.load(Ordering::Acquire) {
         let handler = match listener.as_mut() {
             Some(l) => {
-                if !readable(l.as_raw_fd()) {
+                if !readable(l.as_raw_fd(), None) {
                     continue;
                 }
                 let Ok(mut bl) = BackendListener::new(l, device.clone()) else {
@@ -600,6 +601,8 @@ fn control_loop(
             break;
         }
         device.lock().unwrap_or_else(|p| p.into_inner()).reset();
+        // A report about the rings just dropped must not reset the next frontend.
+        shared.take_broken();
     }
 }
 
@@ -633,7 +636,7 @@ fn serve(
             );
             return;
         }
-        if !readable(handler.as_raw_fd()) {
+        if !readable(handler.as_raw_fd(), shared.broken_fd()) {
             continue;
         }
         match early_vring_enable(handler.as_raw_fd(), device) {

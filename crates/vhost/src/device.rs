@@ -157,6 +157,9 @@ pub struct Shared {
     progress: [AtomicU32; MAX_QUEUES],
     /// A ring error the worker met; the control thread resets the connection.
     broken: AtomicBool,
+    /// Written with `broken`, so the control thread resets at once instead of at its next
+    /// tick (an eventfd; None if none could be made: the tick still finds the flag).
+    broken_bell: Option<OwnedFd>,
     last_error: Mutex<String>,
     /// Whether a frontend is connected.
     pub connected: AtomicBool,
@@ -254,6 +257,13 @@ impl Default for Shared {
             ackers: AtomicUsize::new(0),
             progress: std::array::from_fn(|_| AtomicU32::new(0)),
             broken: AtomicBool::new(false),
+            broken_bell: {
+                // SAFETY: eventfd takes no pointers; a non-negative result is a new
+                // descriptor we own.
+                let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+                // SAFETY: `fd` is that fresh descriptor.
+                (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+            },
             last_error: Mutex::new(String::new()),
             connected: AtomicBool::new(false),
             counters: DeviceCounters::default(),
@@ -344,6 +354,12 @@ impl Shared {
         self.counters.guest_errors.add(1);
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = what;
         self.broken.store(true, Ordering::Release);
+        if let Some(bell) = &self.broken_bell {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writes 8 bytes from a live buffer to a descriptor we own; a full counter
+            // (EAGAIN) still leaves it readable.
+            let _ = unsafe { libc::write(bell.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        }
     }
 
     /// The frontend shrank the file of the guest memory region at `gpa` (control thread).
@@ -353,9 +369,20 @@ impl Shared {
             format!("the frontend shrank the file of guest memory at {gpa:#x} under its mapping");
     }
 
-    /// Take the broken flag (control thread).
+    /// Take the broken flag (control thread), emptying its bell.
     pub fn take_broken(&self) -> bool {
+        if let Some(bell) = &self.broken_bell {
+            let mut v = [0u8; 8];
+            // SAFETY: reads at most 8 bytes into a live buffer from a descriptor we own
+            // (non-blocking: EAGAIN when it was not rung).
+            let _ = unsafe { libc::read(bell.as_raw_fd(), v.as_mut_ptr().cast(), v.len()) };
+        }
         self.broken.swap(false, Ordering::AcqRel)
+    }
+
+    /// The descriptor that becomes readable when the worker reports a broken ring.
+    pub fn broken_fd(&self) -> Option<RawFd> {
+        self.broken_bell.as_ref().map(|b| b.as_raw_fd())
     }
 
     /// The last ring error met, empty if none.
