@@ -30,6 +30,13 @@ struct Echo {
 }
 
 impl Echo {
+    /// A one-pair port serving a fresh socket, and its echo.
+    fn serving() -> (PathBuf, Echo) {
+        let path = socket_path();
+        let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
+        (path, Echo::start(device))
+    }
+
     fn start(device: VhostUserDevice) -> Echo {
         let device = Arc::new(device);
         let shared = device.shared().clone();
@@ -150,9 +157,7 @@ fn echo_once(rx: &mut FakeGuest, tx: &mut FakeGuest, seed: u8) {
 
 #[test]
 fn a_frontend_sets_up_the_device_and_frames_flow() {
-    let path = socket_path();
-    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
-    let echo = Echo::start(device);
+    let (path, echo) = Echo::serving();
     let mut rx = FakeGuest::new(64);
     let mut tx = rx.another(1, 64);
     let (f, _fds) = frontend(&path, &rx, &tx);
@@ -208,9 +213,7 @@ fn break_ring(tx: &mut FakeGuest, how: &str) {
 
 #[test]
 fn malformed_rings_reset_the_connection_and_the_next_frontend_is_served() {
-    let path = socket_path();
-    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
-    let echo = Echo::start(device);
+    let (path, echo) = Echo::serving();
     let cases = [
         ("loop", "a loop"),
         ("out of range", "outside the guest's memory"),
@@ -253,9 +256,7 @@ fn malformed_rings_reset_the_connection_and_the_next_frontend_is_served() {
 
 #[test]
 fn a_frontend_shrinking_guest_memory_resets_its_connection_not_the_process() {
-    let path = socket_path();
-    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
-    let echo = Echo::start(device);
+    let (path, echo) = Echo::serving();
     let mut rx = FakeGuest::new(64);
     let mut tx = rx.another(1, 64);
     let (f, _fds) = frontend(&path, &rx, &tx);
