@@ -9,7 +9,8 @@
 //!   same socket, and pings over IPv4 and IPv6 resume. The same setup with pings both ways in
 //!   both families and a TCP transfer is `vecplane demo --vms`, run by tests/demo.rs;
 //! * a TSO guest reaches a kernel host (a netlab namespace) through vecplane, which cuts its
-//!   super-packets into segments; two queue pairs per port are run by their own workers (DPDK's
+//!   super-packets into segments; the same guest, routed, is an iperf3 client of a NAT4 VIP
+//!   (the load balancer cuts its super-packets and finishes its checksums); two queue pairs per port are run by their own workers (DPDK's
 //!   virtio-user as the guest);
 //! * service chaining: guests A and B and three VNF guests (two vhost-user NICs each, bridging
 //!   them inside) on a flow-mode bridge; rules loaded with `vecplane ctl add-flow` steer A's
@@ -285,29 +286,7 @@ fn a_tso_guest_reaches_a_kernel_host_through_software_segmentation() {
                 "iperf3-server",
             )
             .unwrap_or_else(|e| panic!("{e:#}"));
-        let out = vm
-            .run_ok(
-                &format!(
-                    "for i in $(seq 50); do iperf3 -c {dst} -t 2 -J --connect-timeout 2000 \
-                     >/tmp/c.json 2>&1 && break; sleep 0.2; done; cat /tmp/c.json"
-                ),
-                Duration::from_secs(60),
-            )
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        let v: Value = serde_json::from_str(out.trim())
-            .unwrap_or_else(|e| panic!("iperf3 to {dst} printed no JSON ({e}):\n{out}"));
-        let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
-        println!(
-            "iperf3 to {dst}: {:.1} Mbit/s",
-            v["end"]["sum_received"]["bits_per_second"]
-                .as_f64()
-                .unwrap_or(0.0)
-                / 1e6
-        );
-        assert!(
-            received > 1_000_000,
-            "iperf3 to {dst}: {received} bytes: {v}"
-        );
+        iperf3_from(vm, dst);
         let _ = server.wait_timeout(Duration::from_secs(10));
     }
     vp.assert_running();
@@ -324,15 +303,108 @@ fn a_tso_guest_reaches_a_kernel_host_through_software_segmentation() {
         counter(&kernel, "tx_packets") > 3 * supers,
         "segments: {kernel} for {supers} super-packets"
     );
+    assert_eq!(node_drops(&vp, "interface-output"), 0);
+    drop(g);
+    drop(vp);
+    topo.delete().unwrap_or_else(|e| panic!("{e:#}"));
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+/// A 2 s iperf3 TCP run from guest `vm` to `dst` (retried while the server starts), which
+/// must carry over 1 MB; its JSON report.
+fn iperf3_from(vm: &mut Guest, dst: &str) -> Value {
+    let out = vm
+        .run_ok(
+            &format!(
+                "for i in $(seq 50); do iperf3 -c {dst} -t 2 -J --connect-timeout 2000 \
+                 >/tmp/c.json 2>&1 && break; sleep 0.2; done; cat /tmp/c.json"
+            ),
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let v: Value = serde_json::from_str(out.trim())
+        .unwrap_or_else(|e| panic!("iperf3 to {dst} printed no JSON ({e}):\n{out}"));
+    let received = v["end"]["sum_received"]["bytes"].as_u64().unwrap_or(0);
+    println!(
+        "iperf3 to {dst}: {:.1} Mbit/s",
+        v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / 1e6
+    );
+    assert!(
+        received > 1_000_000,
+        "iperf3 to {dst}: {received} bytes: {v}"
+    );
+    v
+}
+
+/// Drops counted by `node` in `show errors`.
+fn node_drops(vp: &Daemon, node: &str) -> u64 {
     let errors = vp.ctl_json(&["show", "errors"]);
-    let output_drops: u64 = errors["errors"]
+    errors["errors"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|e| e["node"] == "interface-output")
+        .filter(|e| e["node"] == node)
         .filter_map(|e| e["count"].as_u64())
-        .sum();
-    assert_eq!(output_drops, 0, "{errors}");
+        .sum()
+}
+
+#[test]
+fn a_tso_guest_is_a_client_of_a_nat4_vip() {
+    require_root!(SERIAL, TOOLS);
+    let Some(image) = image() else { return };
+    let start = Instant::now();
+    // vecplane in R routes between a guest (198.18.5.0/24) and host A (198.18.1.2, default
+    // route via R), and balances VIP 198.18.100.1 port 5201 to A by NAT4: the guest's
+    // super-packets and partial checksums reach the VIP.
+    let topo = Topology::build_with_prefix("vmlb", Mode::Dataplane(Addressing::Routed))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let config = format!(
+        "[dataplane]\nbuffers = 8192\n\n\
+         [[port]]\nname = \"vm1\"\ndriver = \"vhost-user\"\nmac = \"02:00:00:00:10:01\"\n\
+         socket = \"vm1.sock\"\nip4 = [\"198.18.5.1/24\"]\n\n\
+         [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
+         mac = \"{}\"\nip4 = [\"198.18.1.1/24\"]\n\n\
+         [lb]\nlines = [\n\
+         \"lb vip 198.18.100.1/32 protocol tcp port 5201 encap nat4 type clusterip target_port 5201\",\n\
+         \"lb as 198.18.100.1/32 protocol tcp port 5201 198.18.1.2\",\n]\n",
+        topo.names().ra,
+        netlab::addr::MAC_RA
+    );
+    let mut vp = Daemon::start_in(&config, Some(topo.ns(Host::R)));
+    let mut g = boot(
+        &image,
+        vec![vm_lab::vhost_guest("vm1", 1, &vp.sock("vm1"), false)],
+    );
+    let vm = &mut g[0];
+    vm.run_ok(
+        "ip addr add 198.18.5.10/24 dev eth0 && ip route add default via 198.18.5.1",
+        SHORT,
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    pings(vm, "198.18.1.2");
+    let mut server = topo
+        .spawn(
+            Host::A,
+            &["timeout", "30", "iperf3", "-s", "-1", "-B", "198.18.1.2"],
+            "iperf3-server",
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    iperf3_from(vm, "198.18.100.1");
+    let _ = server.wait_timeout(Duration::from_secs(10));
+    vp.assert_running();
+    let guest = vp.port("vm1");
+    println!("vm1: {guest}");
+    let supers = guest["driver_counters"]["rx_super_packets"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(supers > 10, "the guest sent super-packets: {guest}");
+    assert_eq!(node_drops(&vp, "lb"), 0, "{}", vp.log());
+    assert_eq!(node_drops(&vp, "interface-output"), 0);
+    let lb = vp.ctl_json(&["show", "lb"]);
+    println!("show lb: {lb}");
     drop(g);
     drop(vp);
     topo.delete().unwrap_or_else(|e| panic!("{e:#}"));
