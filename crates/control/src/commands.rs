@@ -20,6 +20,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 mod language;
+mod rxq;
 
 pub use language::*;
 
@@ -47,6 +48,9 @@ struct Baselines {
 ///   `{"name","calls","vectors","packets","clocks","clocks_per_packet","vectors_per_call"}`
 ///   (`clocks_per_packet` = clocks/packets, `vectors_per_call` = packets/calls, both 0 when the
 ///   denominator is 0; nodes with 0 calls are left out unless `all`, as in the text)
+/// * `show rxq` → `{"time_since_clear","tsc_hz","workers":[{"worker","cpu","busy_percent",
+///   "queues":[{"name","packets","carried_clocks","cycles_per_packet","load_percent",
+///   "share_percent"}]}]}` (see `rxq`)
 /// * `show interfaces` → `{"time_since_clear","interfaces":[{"index","name","driver","mac","mtu",
 ///   "ip4":[..],"ip6":[..],"rx_packets","rx_bytes","rx_drops","tx_packets","tx_bytes","tx_drops"}]}`
 /// * `show neighbours` → `{"workers":[{"worker","age_ms","entries":[{"port","ip","mac","state",
@@ -247,6 +251,10 @@ impl Control {
         match cmd {
             Command::Help => Ok(self.help()),
             Command::ShowRuntime { all } => Ok(self.show_runtime(*all)),
+            Command::ShowRxq => {
+                let (per_worker, _, since_clear) = self.runtime_since_clear();
+                Ok(rxq::show(&self.view, &per_worker, since_clear))
+            }
             Command::ShowInterfaces => Ok(self.show_interfaces()),
             Command::ShowErrors => Ok(self.show_errors()),
             Command::ShowFib { v6, query } => {
@@ -353,26 +361,30 @@ impl Control {
             .collect()
     }
 
-    fn show_runtime(&self, all: bool) -> (String, Value) {
+    /// Per worker: its nodes' counters and (sleeps, nanoseconds asleep) since the last
+    /// `clear runtime`; and the seconds since then.
+    fn runtime_since_clear(&self) -> (Vec<Vec<NodeCounts>>, Vec<(u64, u64)>, f64) {
         let now = self.runtime_now();
         let idle_now = self.idle_now();
-        let (per_worker, idle, since_clear) = {
-            let b = self.baselines();
-            let per: Vec<Vec<NodeCounts>> = now
-                .iter()
-                .enumerate()
-                .map(|(i, w)| minus_nodes(w, b.runtime.get(i)))
-                .collect();
-            let idle: Vec<(u64, u64)> = idle_now
-                .iter()
-                .enumerate()
-                .map(|(i, &(n, ns))| {
-                    let (bn, bns) = b.idle.get(i).copied().unwrap_or((0, 0));
-                    (n.saturating_sub(bn), ns.saturating_sub(bns))
-                })
-                .collect();
-            (per, idle, b.runtime_at.elapsed().as_secs_f64())
-        };
+        let b = self.baselines();
+        let per: Vec<Vec<NodeCounts>> = now
+            .iter()
+            .enumerate()
+            .map(|(i, w)| minus_nodes(w, b.runtime.get(i)))
+            .collect();
+        let idle: Vec<(u64, u64)> = idle_now
+            .iter()
+            .enumerate()
+            .map(|(i, &(n, ns))| {
+                let (bn, bns) = b.idle.get(i).copied().unwrap_or((0, 0));
+                (n.saturating_sub(bn), ns.saturating_sub(bns))
+            })
+            .collect();
+        (per, idle, b.runtime_at.elapsed().as_secs_f64())
+    }
+
+    fn show_runtime(&self, all: bool) -> (String, Value) {
+        let (per_worker, idle, since_clear) = self.runtime_since_clear();
         let mode = |w: &dataplane::WorkerView| match w.poll.mode() {
             dataplane::PollMode::Busy => "busy",
             dataplane::PollMode::Adaptive => "adaptive",

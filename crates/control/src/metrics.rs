@@ -93,6 +93,11 @@ pub fn render_with(
     let vectors = counter_family(&mut reg, "node_vectors", "Vectors a node processed");
     let packets = counter_family(&mut reg, "node_packets", "Packets a node processed");
     let clocks = counter_family(&mut reg, "node_clocks", "TSC ticks a node spent");
+    let carried = counter_family(
+        &mut reg,
+        "rxq_clocks",
+        "TSC ticks a receive queue's packets cost in every node (input nodes)",
+    );
     let drops = counter_family(&mut reg, "drops", "Packets dropped, by node and reason");
     let sleeps = counter_family(
         &mut reg,
@@ -126,6 +131,9 @@ pub fn render_with(
             vectors.get_or_create(&l).inc_by(n.vectors);
             packets.get_or_create(&l).inc_by(n.packets);
             clocks.get_or_create(&l).inc_by(n.clocks);
+            if n.is_input {
+                carried.get_or_create(&l).inc_by(n.carried_clocks);
+            }
         }
         for e in worker_errors(&w.graph) {
             let l = labels(&[

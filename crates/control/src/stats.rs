@@ -15,6 +15,8 @@ pub(crate) struct NodeCounts {
     pub vectors: u64,
     pub packets: u64,
     pub clocks: u64,
+    /// Input nodes: ticks their packets cost in every node (`NodeStats::carried_clocks`).
+    pub carried_clocks: u64,
 }
 
 impl NodeCounts {
@@ -36,6 +38,7 @@ impl NodeCounts {
             vectors: self.vectors.wrapping_sub(base.vectors),
             packets: self.packets.wrapping_sub(base.packets),
             clocks: self.clocks.wrapping_sub(base.clocks),
+            carried_clocks: self.carried_clocks.wrapping_sub(base.carried_clocks),
         }
     }
 
@@ -44,6 +47,7 @@ impl NodeCounts {
         self.vectors = self.vectors.wrapping_add(o.vectors);
         self.packets = self.packets.wrapping_add(o.packets);
         self.clocks = self.clocks.wrapping_add(o.clocks);
+        self.carried_clocks = self.carried_clocks.wrapping_add(o.carried_clocks);
     }
 
     pub fn json(&self, with_vpc: bool) -> Value {
@@ -74,6 +78,7 @@ pub(crate) fn worker_nodes(g: &GraphStats) -> Vec<NodeCounts> {
             vectors: n.vectors.get(),
             packets: n.packets.get(),
             clocks: n.clocks.get(),
+            carried_clocks: n.carried_clocks.get(),
         })
         .collect()
 }

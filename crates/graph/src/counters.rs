@@ -41,6 +41,10 @@ pub struct NodeStats {
     /// The part of `clocks` spent in calls that carried at least one packet (for input
     /// nodes, `clocks` minus the empty polls).
     pub busy_clocks: Counter,
+    /// Input nodes only: TSC ticks from each poll that received packets to the end of the
+    /// graph's work on them (run to completion): what the queue's packets cost the worker in
+    /// every node, the figure receive queues are placed by.
+    pub carried_clocks: Counter,
 }
 
 /// The counters of one graph (one worker): per node, and per drop reason.

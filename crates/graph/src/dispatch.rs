@@ -345,14 +345,19 @@ impl Graph {
         let mut received = 0;
         for k in 0..self.inputs.len() {
             let id = self.inputs[k] as usize;
-            received += self.poll_input(pool, id);
+            let t0 = rdtsc();
+            let n = self.poll_input(pool, id, t0);
             self.drain(pool);
+            if n > 0 {
+                let dt = rdtsc().wrapping_sub(t0);
+                self.stats.nodes[id].carried_clocks.add(dt);
+            }
+            received += n;
         }
         received
     }
 
-    fn poll_input(&mut self, pool: &mut BufferPool, id: usize) -> usize {
-        let t0 = rdtsc();
+    fn poll_input(&mut self, pool: &mut BufferPool, id: usize, t0: u64) -> usize {
         let stats = &*self.stats;
         let slot = &mut self.slots[id];
         let NodeImpl::Input(node) = &mut slot.imp else {
@@ -759,6 +764,18 @@ mod tests {
         assert_eq!(s.nodes[id("sink")].packets.get(), 500);
         let e = s.error_id("classify", "even").expect("reason");
         assert_eq!(s.errors[e].get(), 500);
+        // The source's packets cost the worker its poll and every node after it.
+        let carried = s.nodes[id("source")].carried_clocks.get();
+        let nodes: u64 = ["source", "classify", "sink", "drop"]
+            .iter()
+            .map(|n| s.nodes[id(n)].busy_clocks.get())
+            .sum();
+        assert!(carried >= nodes, "carried {carried} < the nodes' {nodes}");
+        assert_eq!(
+            s.nodes[id("classify")].carried_clocks.get(),
+            0,
+            "inputs only"
+        );
     }
 
     #[test]

@@ -54,6 +54,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     ep(
         "get",
+        "/v1/rxq",
+        "Per worker and receive queue: packets, cycles per packet through the graph, load",
+        &["format"],
+        None,
+    ),
+    ep(
+        "get",
         "/v1/interfaces",
         "Per port: driver, MAC, packets, bytes, drops",
         &["format"],

@@ -183,6 +183,11 @@ show!(
     ["all"]
 );
 show!(
+    get_rxq,
+    |_: &HashMap<String, String>| Ok("show rxq".to_string()),
+    []
+);
+show!(
     get_interfaces,
     |_: &HashMap<String, String>| Ok("show interfaces".to_string()),
     []

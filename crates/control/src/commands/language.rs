@@ -58,6 +58,8 @@ impl Reply {
 pub enum Command {
     /// `help`
     Help,
+    /// `show rxq`
+    ShowRxq,
     /// `show runtime [all]`
     ShowRuntime {
         /// Also nodes with 0 calls.
@@ -124,6 +126,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "show runtime [all]",
         "per node and worker: calls, vectors, packets, clocks/packet, vectors/call (`all`: also \
          nodes never called)",
+    ),
+    (
+        "show rxq",
+        "per worker: each receive queue (input node) with its packets, what they cost in every \
+         node (cycles/packet), its share of the worker's time (load) and of its work",
     ),
     (
         "show interfaces",
@@ -356,6 +363,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 w,
                 &[
                     "runtime",
+                    "rxq",
                     "interfaces",
                     "errors",
                     "ip",
@@ -380,6 +388,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                         Ok(Command::ShowRuntime { all: true })
                     }
                 },
+                "rxq" => {
+                    extra(2, "show rxq")?;
+                    Ok(Command::ShowRxq)
+                }
                 "interfaces" => {
                     extra(2, "show interfaces")?;
                     Ok(Command::ShowInterfaces)

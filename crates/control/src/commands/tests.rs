@@ -36,6 +36,7 @@ fn parses_every_command() {
     let cases = [
         ("help", Command::Help),
         ("show runtime", Command::ShowRuntime { all: false }),
+        ("show rxq", Command::ShowRxq),
         ("show runtime all", Command::ShowRuntime { all: true }),
         ("show interfaces", Command::ShowInterfaces),
         ("show errors", Command::ShowErrors),
@@ -126,11 +127,11 @@ fn accepts_unique_prefixes_and_blanks() {
 fn unknown_words_list_the_accepted_commands() {
     let e = parse_command("show foo").unwrap_err().0;
     assert!(
-        e.starts_with("unknown command `show foo`: `foo` is not one of: runtime, interfaces"),
+        e.starts_with("unknown command `show foo`: `foo` is not one of: runtime, rxq, interfaces"),
         "{e}"
     );
     assert!(
-        e.contains("accepted commands: help, show runtime [all], show interfaces"),
+        e.contains("accepted commands: help, show runtime [all], show rxq, show interfaces"),
         "{e}"
     );
     let e = parse_command("reboot now").unwrap_err().0;
@@ -217,6 +218,42 @@ fn show_runtime_counts_sleeps_since_the_last_clear() {
     let d = data(&c, "show runtime");
     assert_eq!(d["workers"][0]["sleeps"], 1);
     assert_eq!(d["workers"][0]["slept_seconds"], 0.0);
+}
+
+#[test]
+fn show_rxq_weighs_each_receive_queue_by_what_its_packets_cost() {
+    let c = control(1);
+    let v = c.view().clone();
+    run_node(&v, 0, "in0-rx", 100, 10, 2560, 256_000);
+    run_node(&v, 0, "out0-rx", 100, 5, 1000, 10_000);
+    let g = &v.workers[0].graph;
+    let carried = |name: &str, n: u64| {
+        let i = g.node_names.iter().position(|x| x == name).expect("node");
+        g.nodes[i].carried_clocks.add(n);
+    };
+    carried("in0-rx", 768_000);
+    carried("out0-rx", 256_000);
+    let t = text(&c, "show rxq");
+    assert!(t.contains("Worker 0 (cpu 1): "), "{t}");
+    let rows: Vec<&str> = t.lines().filter(|l| l.contains("-rx")).collect();
+    assert_eq!(rows.len(), 2, "{t}");
+    assert!(
+        rows[0].starts_with("in0-rx") && rows[0].contains("75.0%"),
+        "{t}"
+    );
+    assert!(
+        rows[1].starts_with("out0-rx") && rows[1].contains("25.0%"),
+        "{t}"
+    );
+    let d = data(&c, "show rxq");
+    let q = &d["workers"][0]["queues"];
+    assert_eq!(q[0]["name"], "in0-rx");
+    assert_eq!(q[0]["cycles_per_packet"], 300.0);
+    assert_eq!(q[1]["share_percent"], 25.0);
+    // `clear runtime` starts the measurement again.
+    text(&c, "clear runtime");
+    let d = data(&c, "show rxq");
+    assert_eq!(d["workers"][0]["queues"], json!([]));
 }
 
 #[test]

@@ -24,6 +24,18 @@ fn counters_carry_labels_and_values() {
         text.contains("vecplane_node_packets_total{worker=\"1\",node=\"ip4-input\"} 700"),
         "{text}"
     );
+    // Input nodes also say what their packets cost in the whole graph.
+    run_node(&v, 0, "in0-rx", 2, 2, 300, 3000);
+    let g = &v.workers[0].graph;
+    if let Some(i) = g.node_names.iter().position(|n| n == "in0-rx") {
+        g.nodes[i].carried_clocks.add(45_000);
+    }
+    let text = render(&v);
+    assert!(
+        text.contains("vecplane_rxq_clocks_total{worker=\"0\",node=\"in0-rx\"} 45000"),
+        "{text}"
+    );
+    assert!(!text.contains("vecplane_rxq_clocks_total{worker=\"1\",node=\"ip4-input\"}"));
     let routes = crate::testutil::spec().routes4.len();
     assert!(
         text.contains(&format!("vecplane_routes{{family=\"ipv4\"}} {routes}")),
