@@ -74,6 +74,7 @@ impl VmSwitch {
             socket: self.socket(&port.name),
             server: false,
             mac: port.guest_mac,
+            queues: 1,
         }
     }
 

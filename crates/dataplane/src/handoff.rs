@@ -7,7 +7,9 @@
 //! (sender, receiver) pair: single producer, single consumer, fixed slots allocated once, two
 //! atomic indices; never a lock, an allocation or a wait on the fast path (a full ring drops
 //! the frame and counts it). Nodes: `rss-dispatch` (after the owner's rx), `handoff-tx-<port>`
-//! (a worker's transmit node for a port it has no socket on) and the input `handoff-rx`.
+//! (a worker's transmit node for a port it has no socket on) and the input `handoff-rx`. The
+//! ring carries plain bytes: `handoff-tx` finishes offloads first when its port's caps let them
+//! through `interface-output` (`finishing_offloads`), else it never sees any.
 //!
 //! A ring is split at creation into a `Producer` and a `Consumer`, neither `Clone`: pushing and
 //! popping take `&mut self`, so safe code cannot push (or pop) from two threads at once. A
@@ -26,6 +28,7 @@ use graph::{Dispatch, InputNode, Node, NodeContext, NEXT_CONSUMED};
 use nodes::flow_hash::{ip4_flow_hash, ip6_flow_hash};
 use nodes::names;
 use nodes::neighbour::WorkerCell;
+use nodes::offload::{Finisher, OffloadDrop};
 use packet::headers::{be16, eth, ip4, ip6};
 use packet::BufferPool;
 use std::cell::UnsafeCell;
@@ -381,6 +384,8 @@ pub struct HandoffTx {
     port: u16,
     owner: usize,
     out: SharedOutbox,
+    /// Finishes the offloads of what it hands over (None: `interface-output` did).
+    finisher: Option<Finisher>,
 }
 
 impl HandoffTx {
@@ -391,7 +396,36 @@ impl HandoffTx {
             port,
             owner,
             out,
+            finisher: None,
         }
+    }
+
+    /// Finish itself the offloads of what it hands over (segment super-packets, finish
+    /// partial checksums, copy frames out of jumbo buffers): for the transmit node of a port
+    /// that declares it takes offloads although some of its packets leave through the ring.
+    pub fn finishing_offloads(mut self) -> HandoffTx {
+        self.finisher = Some(Finisher::new());
+        self
+    }
+}
+
+/// `handoff-tx` drop reasons: the ring's, then (when it finishes offloads) the software
+/// offloads' (as `interface-output` names them).
+const TX_ERRORS: [&str; 5] = [
+    "ring-full",
+    "malformed-offload",
+    "no-buffer-for-segment",
+    "segment-queue-full",
+    "frame-too-big-for-port",
+];
+
+/// The `TX_ERRORS` index of why an offload could not be finished.
+fn offload_reason(why: OffloadDrop) -> u16 {
+    match why {
+        OffloadDrop::Malformed => 1,
+        OffloadDrop::NoBuffer => 2,
+        OffloadDrop::QueueFull => 3,
+        OffloadDrop::TooBig => 4,
     }
 }
 
@@ -405,13 +439,26 @@ impl Node for HandoffTx {
     }
 
     fn error_reasons(&self) -> Vec<String> {
-        ERRORS.map(String::from).to_vec()
+        let n = if self.finisher.is_some() {
+            TX_ERRORS.len()
+        } else {
+            1
+        };
+        TX_ERRORS[..n].iter().map(|r| r.to_string()).collect()
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let (port, owner) = (self.port, self.owner);
+        let finisher = &mut self.finisher;
         self.out.with(|out| {
             for (i, &b) in frame.iter().enumerate() {
+                if let Some(f) = finisher
+                    .as_mut()
+                    .filter(|_| cx.pool.meta(b).has_offload() || cx.pool.is_jumbo(b))
+                {
+                    nexts[i] = finish_and_push(cx, f, out, owner, port, b);
+                    continue;
+                }
                 let ts = cx.pool.meta(b).timestamp_ns;
                 if out.push(owner, Kind::Tx, port, ts, cx.pool.data(b)) {
                     cx.pool.free(b);
@@ -424,6 +471,41 @@ impl Node for HandoffTx {
             out.notify();
         });
         Dispatch::PerPacket
+    }
+}
+
+/// Hand over packet `b` as the plain frames `f` makes of it (the rare case: it has offloads
+/// or sits in a jumbo buffer): its next index (`NEXT_CONSUMED`, or 0 to drop it). A frame made
+/// from it that does not fit the ring is freed and counted as `ring-full` here (it is not in
+/// the node's frame).
+#[cold]
+fn finish_and_push(
+    cx: &mut NodeContext<'_>,
+    f: &mut Finisher,
+    out: &mut Outbox,
+    owner: usize,
+    port: u16,
+    b: u32,
+) -> u16 {
+    let ts = cx.pool.meta(b).timestamp_ns;
+    let mut full = 0;
+    let done = f.finish(cx.pool, b, |pool, c| {
+        if !out.push(owner, Kind::Tx, port, ts, pool.data(c)) {
+            full += 1;
+        }
+        pool.free(c);
+    });
+    if full > 0 {
+        if let Some(c) = cx.errors.get(usize::from(cx.error_base)) {
+            c.add(full);
+        }
+    }
+    match done {
+        Ok(()) => NEXT_CONSUMED,
+        Err(why) => {
+            cx.pool.meta_mut(b).error = cx.error_id(offload_reason(why));
+            0
+        }
     }
 }
 

@@ -44,6 +44,9 @@ pub enum NicSpec {
         server: bool,
         /// The NIC's MAC.
         mac: Mac,
+        /// Queue pairs offered (virtio-net multiqueue when more than 1; the guest's kernel
+        /// enables as many as it has vCPUs, see [`GuestSpec::cpus`]).
+        queues: u16,
     },
     /// A QEMU socket netdev listening on 127.0.0.1:`port` (for joining guests without vecplane).
     SocketListen {
@@ -87,6 +90,8 @@ pub struct GuestSpec {
     pub bridge: bool,
     /// Guest memory in MiB (shared memfd, as vhost-user needs).
     pub memory_mib: u32,
+    /// vCPUs (1 to 8; under TCG each is a host thread).
+    pub cpus: u8,
     /// QEMU accelerator: `tcg` by default, or `$VP_GUEST_ACCEL` (e.g. `kvm`).
     pub accel: String,
     /// Deadline for the ready line.
@@ -106,6 +111,7 @@ impl GuestSpec {
             ip6: None,
             bridge: false,
             memory_mib: 256,
+            cpus: 1,
             accel: std::env::var("VP_GUEST_ACCEL").unwrap_or_else(|_| "tcg".to_string()),
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             netns: None,
@@ -128,6 +134,12 @@ impl GuestSpec {
     pub fn addresses(mut self, ip: &str, ip6: &str) -> GuestSpec {
         self.ip = Some(ip.to_string());
         self.ip6 = Some(ip6.to_string());
+        self
+    }
+
+    /// Run with `cpus` vCPUs.
+    pub fn cpus(mut self, cpus: u8) -> GuestSpec {
+        self.cpus = cpus;
         self
     }
 
@@ -176,6 +188,9 @@ impl GuestSpec {
         if self.memory_mib < 64 {
             bail!("guest {n}: {} MiB is too little memory", self.memory_mib);
         }
+        if !(1..=8).contains(&self.cpus) {
+            bail!("guest {n}: {} vCPUs: accepted: 1 to 8", self.cpus);
+        }
         let bad_tap = |name: &str| {
             name.is_empty()
                 || name.len() > 15
@@ -185,6 +200,9 @@ impl GuestSpec {
         };
         for nic in &self.nics {
             match nic {
+                NicSpec::VhostUser { queues, .. } if !(1..=8).contains(queues) => {
+                    bail!("guest {n}: {queues} vhost-user queue pairs: accepted: 1 to 8");
+                }
                 NicSpec::Tap { ifname, .. } if bad_tap(ifname) => {
                     bail!(
                         "guest {n}: TAP name `{ifname}`: accepted: 1 to 15 bytes without `/`, \
@@ -264,7 +282,7 @@ pub fn qemu_args(image: &GuestImage, spec: &GuestSpec, console_sock: &Path) -> V
         "-m",
         &format!("{}M", spec.memory_mib),
         "-smp",
-        "1",
+        &spec.cpus.to_string(),
         "-nodefaults",
         "-no-reboot",
         "-display",
@@ -290,18 +308,28 @@ pub fn qemu_args(image: &GuestImage, spec: &GuestSpec, console_sock: &Path) -> V
                 socket,
                 server,
                 mac,
+                queues,
             } => {
                 let server = if *server { ",server=on,wait=off" } else { "" };
                 push(&[
                     "-chardev",
                     &format!("socket,id=vu{i},path={}{server}", socket.display()),
                 ]);
-                // QEMU 7.2 under TCG crashes in vhost_net_start with MSI-X vectors.
-                (
-                    format!("vhost-user,id=n{i},chardev=vu{i}"),
-                    mac,
-                    ",vectors=0",
-                )
+                // QEMU 7.2 under TCG crashes in vhost_net_start with MSI-X vectors; with
+                // legacy interrupts all queues share one line, which multiqueue allows.
+                if *queues > 1 {
+                    (
+                        format!("vhost-user,id=n{i},chardev=vu{i},queues={queues}"),
+                        mac,
+                        ",mq=on,vectors=0",
+                    )
+                } else {
+                    (
+                        format!("vhost-user,id=n{i},chardev=vu{i}"),
+                        mac,
+                        ",vectors=0",
+                    )
+                }
             }
             NicSpec::SocketListen { port, mac } => {
                 (format!("socket,id=n{i},listen=127.0.0.1:{port}"), mac, "")
@@ -376,6 +404,7 @@ mod tests {
                 socket: "/s/vu0".into(),
                 server: true,
                 mac: guest_mac(2, 0),
+                queues: 1,
             })
             .nic(NicSpec::SocketConnect {
                 port: 4001,
@@ -399,6 +428,35 @@ mod tests {
             assert!(a.contains(want), "{want} not in {a}");
         }
         assert!(a.ends_with("mac=52:54:00:76:02:01"), "{a}");
+        assert!(a.contains("-smp 1 "), "{a}");
+
+        // Two vCPUs and two queue pairs: multiqueue.
+        let mut mq = spec.clone().cpus(2);
+        mq.nics[0] = NicSpec::VhostUser {
+            socket: "/s/vu0".into(),
+            server: false,
+            mac: guest_mac(2, 0),
+            queues: 2,
+        };
+        mq.validate().expect("valid");
+        let a = qemu_args(&image(), &mq, Path::new("/d/console.sock")).join(" ");
+        for want in [
+            "-smp 2 ",
+            "-netdev vhost-user,id=n0,chardev=vu0,queues=2",
+            "-device virtio-net-pci,netdev=n0,mac=52:54:00:76:02:00,mq=on,vectors=0",
+        ] {
+            assert!(a.contains(want), "{want} not in {a}");
+        }
+        for (cpus, queues) in [(0, 1), (9, 1), (2, 0), (2, 9)] {
+            let mut bad = mq.clone().cpus(cpus);
+            if let NicSpec::VhostUser { queues: q, .. } = &mut bad.nics[0] {
+                *q = queues;
+            }
+            assert!(
+                bad.validate().is_err(),
+                "{cpus} vCPUs, {queues} queues accepted"
+            );
+        }
     }
 
     #[test]

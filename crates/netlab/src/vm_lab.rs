@@ -46,6 +46,7 @@ pub fn vhost_guest(name: &str, n: u8, socket: &Path, qemu_server: bool) -> Guest
             socket: socket.to_path_buf(),
             server: qemu_server,
             mac: guest_mac(n, 0),
+            queues: 1,
         })
         .addresses(&format!("{}/24", vm_ip4(n)), &format!("{}/64", vm_ip6(n)))
 }

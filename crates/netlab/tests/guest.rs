@@ -130,6 +130,7 @@ fn a_vhost_user_guest_waits_for_its_backend() {
             socket: socket.clone(),
             server: true,
             mac: guest_mac(4, 0),
+            queues: 1,
         })
         .addresses("198.18.7.1/24", "2001:db8:7::1/64");
     spec.boot_timeout = Duration::from_secs(3);

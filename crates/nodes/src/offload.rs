@@ -2,7 +2,8 @@
 //! undone, it cuts super-packets into segments (each in a fresh buffer), finishes partial
 //! checksums in place and moves frames out of jumbo buffers. It owns a preallocated scratch of
 //! segment headers; it never allocates per packet and never touches a packet the port takes
-//! as it is.
+//! as it is. `Finisher` does the same for a consumer of plain bytes outside the graph (a
+//! handoff ring to another worker), one packet at a time.
 
 use graph::Emitter;
 use packet::gso::{self, GsoKind, MAX_HEADER_LEN, MAX_SEGMENTS};
@@ -233,4 +234,55 @@ fn move_to_ordinary(
     to.emit(pool, c)?;
     pool.free(b);
     Ok(Fate::Replaced)
+}
+
+/// Software offloads for a consumer that takes plain frames in ordinary buffers (a handoff
+/// ring carries bytes, no offload metadata): it owns its scratch and its own queue of
+/// replacements, so it needs no next node; it allocates nothing per packet.
+pub struct Finisher {
+    offload: SoftwareOffload,
+    made: Emitter,
+}
+
+impl Default for Finisher {
+    fn default() -> Self {
+        Finisher::new()
+    }
+}
+
+impl Finisher {
+    /// Scratch for one packet at a time (a super-packet's segments at most).
+    pub fn new() -> Finisher {
+        Finisher {
+            offload: SoftwareOffload::new(),
+            made: Emitter::new(MAX_SEGMENTS),
+        }
+    }
+
+    /// Hand `each` the plain frames packet `b` becomes, in order: `b` itself (its checksum
+    /// finished) or, when it was a super-packet or sat in a jumbo buffer, its segments or copy
+    /// (`b` is then freed). `each` owns what it is handed. On an error, what was made so far
+    /// went to `each` and `b` is still the caller's (to drop and count).
+    pub fn finish(
+        &mut self,
+        pool: &mut BufferPool,
+        b: u32,
+        mut each: impl FnMut(&mut BufferPool, u32),
+    ) -> Result<(), OffloadDrop> {
+        self.made.clear();
+        let to = Replace {
+            emitter: &mut self.made,
+            after: 0,
+            next: 0,
+        };
+        let fate = self.offload.prepare(pool, b, PortCaps::default(), to);
+        for e in self.made.items() {
+            each(pool, e.buffer);
+        }
+        self.made.clear();
+        if fate? == Fate::AsIs {
+            each(pool, b);
+        }
+        Ok(())
+    }
 }

@@ -212,3 +212,71 @@ fn a_malformed_super_packet_is_dropped_and_counted() {
         vec![("interface-output/malformed-offload".to_string(), 1)]
     );
 }
+
+/// A buffer holding `f` with the offload fields set as `Source` sets them.
+fn offloaded(pool: &mut BufferPool, f: &[u8], gso_size: u16) -> u32 {
+    let b = pool.alloc_for(f.len()).expect("a buffer");
+    assert!(pool.write_packet(b, f));
+    let m = pool.meta_mut(b);
+    m.flags |= FLAG_CSUM_PARTIAL;
+    m.csum_start = m.data_offset + 54;
+    m.csum_offset = 16;
+    if gso_size > 0 {
+        m.gso_type = GSO_TCP6;
+        m.gso_size = gso_size;
+    }
+    b
+}
+
+#[test]
+fn the_finisher_hands_out_plain_frames_in_ordinary_buffers() {
+    use crate::offload::{Finisher, OffloadDrop};
+    let config = PoolConfig {
+        buffers: 64,
+        try_hugepages: false,
+        ..PoolConfig::default()
+    };
+    let mut pool = BufferPool::with_jumbo(config, 2).expect("pool");
+    let mut fin = Finisher::new();
+    let mut got: Vec<(bool, BufferMeta, Vec<u8>)> = Vec::new();
+    let mut take = |pool: &mut BufferPool, c: u32| {
+        got.push((pool.is_jumbo(c), *pool.meta(c), pool.data(c).to_vec()));
+        pool.free(c);
+    };
+    let sp = tcp6(4000);
+    let b = offloaded(&mut pool, &sp, 1400);
+    assert!(pool.is_jumbo(b));
+    fin.finish(&mut pool, b, &mut take).expect("segmented");
+    let small = tcp6(500);
+    let b = offloaded(&mut pool, &small, 0);
+    fin.finish(&mut pool, b, &mut take)
+        .expect("checksum finished");
+    assert_eq!(got.len(), 4, "three segments, then the small frame");
+    let mut payload = Vec::new();
+    for (i, (jumbo, m, f)) in got.iter().enumerate() {
+        assert!(!jumbo && !m.has_offload(), "frame {i}");
+        assert!(tcp_ok(f), "frame {i}");
+        if i < 3 {
+            payload.extend_from_slice(&f[74..]);
+        }
+    }
+    assert_eq!(payload, sp[74..]);
+    assert_eq!(got[3].2[74..], small[74..]);
+
+    // What cannot be cut stays the caller's.
+    let mut bad = tcp6(4000);
+    bad[20] = 17;
+    let b = offloaded(&mut pool, &bad, 1400);
+    let mut handed = 0;
+    let r = fin.finish(&mut pool, b, |pool, c| {
+        handed += 1;
+        pool.free(c);
+    });
+    assert_eq!((r, handed), (Err(OffloadDrop::Malformed), 0));
+    pool.free(b);
+    assert_eq!(
+        (pool.available(), pool.jumbo_available()),
+        (64, 2),
+        "a leak"
+    );
+}

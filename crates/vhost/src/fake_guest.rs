@@ -1,5 +1,6 @@
-//! Tests only: the driver side of one split ring in a memfd, as a guest would lay it out, so
-//! the device code can be fed well-formed and malformed rings byte by byte.
+//! Tests only (this crate's, and other crates' with the `fake-guest` feature): the driver
+//! side of one split ring in a memfd, as a guest would lay it out, so the device code can be
+//! fed well-formed and malformed rings byte by byte. It panics on any failure.
 
 use crate::memory::{GuestMemory, RegionSpec};
 use crate::ring::RingLayout;
@@ -20,6 +21,20 @@ const RING_AREA: u64 = 0x4000;
 const DATA_AREA: u64 = 200 * 4096;
 /// Data areas start here.
 const DATA_AT: u64 = 0x10000;
+
+/// A memfd of `len` bytes filled with zeroes.
+pub fn memfd(len: u64) -> std::fs::File {
+    use std::io::Write;
+    let name = c"vecplane-vhost-test";
+    // SAFETY: a plain syscall with a valid C string; the fd is owned by the File below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    assert!(fd >= 0, "memfd_create");
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    let mut f = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    f.set_len(len).expect("set_len");
+    f.flush().expect("flush");
+    f
+}
 
 /// One ring of `size` entries in its own memory.
 pub struct FakeGuest {
@@ -44,7 +59,7 @@ impl FakeGuest {
             uva: UVA,
             mmap_offset: 0,
         };
-        let file = crate::memory::tests::memfd(MEM);
+        let file = memfd(MEM);
         let dup = file.try_clone().expect("dup");
         let mem = GuestMemory::map(&[spec], vec![dup]).expect("map");
         let host = mem.gpa(GPA, 1).expect("host");

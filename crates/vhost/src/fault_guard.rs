@@ -185,7 +185,7 @@ mod tests {
     use std::io::Write;
 
     fn memfd(len: u64) -> std::fs::File {
-        crate::memory::tests::memfd(len)
+        crate::fake_guest::memfd(len)
     }
 
     /// Map `file` shared, `len` bytes.

@@ -17,8 +17,10 @@
 
 pub mod backend;
 pub mod device;
-#[cfg(test)]
-mod fake_guest;
+#[cfg(any(test, feature = "fake-guest"))]
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod fake_guest;
 pub mod fault_guard;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -226,20 +226,7 @@ fn check_layout(specs: &[RegionSpec]) -> Result<(), MemoryError> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::io::Write;
-
-    /// A memfd of `len` bytes filled with zeroes.
-    pub(crate) fn memfd(len: u64) -> File {
-        let name = c"vecplane-vhost-test";
-        // SAFETY: a plain syscall with a valid C string; the fd is owned by the File below.
-        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
-        assert!(fd >= 0, "memfd_create");
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        let mut f = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-        f.set_len(len).expect("set_len");
-        f.flush().expect("flush");
-        f
-    }
+    use crate::fake_guest::memfd;
 
     fn spec(gpa: u64, len: u64, uva: u64) -> RegionSpec {
         RegionSpec {

@@ -230,15 +230,15 @@ impl Ctx<'_> {
         }
     }
 
-    /// A TAP port's device name, `vnet-hdr` and `offloads` (which implies `vnet-hdr`, and
-    /// needs one worker: software RSS hands frames between workers without their offloads).
+    /// A TAP port's device name, `vnet-hdr` and `offloads` (which implies `vnet-hdr`; with
+    /// several workers, worker 0 keeps the TAP's offloaded frames and finishes what the others
+    /// hand it).
     pub(super) fn tap_driver(
         &mut self,
         f: &Fields<'_>,
         name: Option<&str>,
         label: &str,
         seen_kernel: &mut SeenKernel,
-        workers: usize,
     ) -> Option<PortDriver> {
         let section = f.section.clone();
         let interface = self.interface(f, name, label, seen_kernel);
@@ -259,20 +259,6 @@ impl Ctx<'_> {
                             "offloads travel in virtio-net headers, and this port has \
                              `vnet-hdr = false` at line {line}; accepted: vnet-hdr = true or \
                              no vnet-hdr key (offloads = true implies it), or offloads = false"
-                        ),
-                    );
-                    ok = false;
-                }
-                if workers > 1 {
-                    self.error(
-                        &span,
-                        &section,
-                        Some("offloads"),
-                        format!(
-                            "a tap port with offloads runs on one worker, and [dataplane] \
-                             workers = {workers}; accepted: workers = 1, or offloads = false \
-                             (software RSS hands frames between workers without their \
-                             offloads)"
                         ),
                     );
                     ok = false;

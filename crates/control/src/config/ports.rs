@@ -216,9 +216,7 @@ impl Ctx<'_> {
             Some(Drv::AfXdp) => {
                 self.af_xdp_driver(f, &section, name.as_deref(), &label, seen_kernel)
             }
-            Some(Drv::Tap) => {
-                self.tap_driver(f, name.as_deref(), &label, seen_kernel, spec.workers)
-            }
+            Some(Drv::Tap) => self.tap_driver(f, name.as_deref(), &label, seen_kernel),
             Some(Drv::Vxlan) => self.vxlan_driver(f),
             Some(Drv::VhostUser) => self.vhost_user_driver(f, &label, base_dir, seen_kernel),
             None => None,

@@ -1,7 +1,8 @@
 //! TAP ports: a TAP device (created if missing); with several workers worker 0 owns it and
-//! spreads its flows (software RSS), the others hand it what they send. A TAP with offloads
-//! runs on one worker only (the handoff rings carry neither offload state nor super-packets)
-//! and asks for jumbo buffers.
+//! spreads its flows (software RSS), the others hand it what they send. With offloads, worker
+//! 0 asks for jumbo buffers and keeps the TAP's offloaded frames (`rss-dispatch` never hands
+//! them over: the rings carry plain frames only); the other workers declare no caps for it, so
+//! their `interface-output` segments and finishes before handing over.
 
 use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
@@ -22,14 +23,7 @@ pub(super) struct Tap<'a> {
 
 impl<'a> Driver<'a> for Tap<'a> {
     fn build(&self, cx: &mut PortContext<'_>) -> Result<BuiltPort, BuildError> {
-        if self.offloads && cx.spec.workers > 1 {
-            return Err(cx.error(format!(
-                "a tap port with offloads runs on one worker, and there are {} workers \
-                 (software RSS hands frames between workers without their offloads)",
-                cx.spec.workers
-            )));
-        }
-        if self.offloads && cx.pool.jumbo_capacity() == 0 {
+        if self.offloads && cx.worker == 0 && cx.pool.jumbo_capacity() == 0 {
             return Err(cx.error(
                 "a tap port with offloads needs jumbo buffers, and the worker's pool has none",
             ));

@@ -3,7 +3,10 @@
 //! spreads the guest's flows (software RSS) and the others hand it what they send. With
 //! several pairs (`queues = N`), pair `k` is run by worker `k % workers`: each worker receives
 //! from its own pairs and sends into the first of them the guest enabled, and hands to worker
-//! 0 what it sends while the guest enabled none of its pairs (or when it has none).
+//! 0 what it sends while the guest enabled none of its pairs (or when it has none). Every
+//! worker that runs pairs takes offloads (super-packets go whole to a TSO guest); what it hands
+//! to worker 0 it finishes first (the ring carries plain bytes), and it never finishes what
+//! goes into its own pairs (the transmit node does what the guest did not negotiate).
 
 use super::{BuiltPort, Driver, PortContext};
 use crate::build::BuildError;
@@ -80,18 +83,15 @@ impl<'a> Driver<'a> for VhostUser<'a> {
             cx.graph.add_node(Box::new(tx));
         } else {
             let handoff =
-                HandoffTx::new(cx.tx_name.clone(), cx.id, 0, cx.shared.outbox(cx.worker)?);
+                HandoffTx::new(cx.tx_name.clone(), cx.id, 0, cx.shared.outbox(cx.worker)?)
+                    .finishing_offloads();
             cx.graph.add_node(Box::new(TxOrHandoff { tx, handoff }));
         }
         Ok(BuiltPort {
-            // Worker 0's transmit node finishes itself what the guest did not negotiate.
-            // Another worker's may hand packets over as bytes (the ring carries no offload
-            // metadata): its `interface-output` finishes them first.
-            caps: if cx.worker == 0 {
-                PortCaps::ALL
-            } else {
-                PortCaps::default()
-            },
+            // The transmit node finishes itself what the guest did not negotiate; another
+            // worker's finishes what it hands to worker 0 as bytes (the ring carries no
+            // offload metadata) and leaves the rest to the guest.
+            caps: PortCaps::ALL,
             driver: vhostuser::DRIVER,
             detail,
             tx: Some(cx.tx_name.clone()),
@@ -112,7 +112,8 @@ impl<'a> Driver<'a> for VhostUser<'a> {
 
 /// A worker's transmit node for a port with several queue pairs, on a worker other than 0:
 /// into its own pairs while the guest enabled one of them, else handed to worker 0 (which
-/// always runs pair 0).
+/// always runs pair 0), its offloads finished first (the handoff's error reasons count what
+/// could not be).
 struct TxOrHandoff {
     tx: VhostTx,
     handoff: HandoffTx,
@@ -144,3 +145,7 @@ impl Node for TxOrHandoff {
         self.tx.trace(pool, buffer)
     }
 }
+
+#[cfg(test)]
+#[path = "vhost_user_tests.rs"]
+mod tests;
