@@ -259,39 +259,27 @@ fn a_tso_guest_reaches_a_kernel_host_through_software_segmentation() {
     let start = Instant::now();
     // vecplane in R bridges a guest and R's veth towards host A (whose kernel neither takes
     // nor sends super-packets there: tx offloads off on A0, GRO off on Ra).
-    let topo = Topology::build_with_prefix("vmso", Mode::Dataplane(Addressing::Bridged))
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let config = format!(
-        "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n{}\
-         [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
-         mac = \"{}\"\nbridge = \"br0\"\n",
-        chain::vhost_user_port("vm1", "02:00:00:00:10:01", "server", ""),
-        topo.names().ra,
-        netlab::addr::MAC_RA
-    );
-    let mut vp = Daemon::start_in(&config, Some(topo.ns(Host::R)));
-    let mut g = boot(
+    let (topo, mut vp, mut g) = guest_behind_r(
         &image,
-        vec![vm_lab::vhost_guest("vm1", 1, &vp.sock("vm1"), false)],
+        "vmso",
+        Addressing::Bridged,
+        |topo| {
+            format!(
+                "[dataplane]\nbuffers = 8192\n\n[[bridge]]\nname = \"br0\"\n\n{}\
+                 [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
+                 mac = \"{}\"\nbridge = \"br0\"\n",
+                chain::vhost_user_port("vm1", "02:00:00:00:10:01", "server", ""),
+                topo.names().ra,
+                netlab::addr::MAC_RA
+            )
+        },
+        "ip addr add 198.18.1.10/24 dev eth0 && ip -6 addr add 2001:db8:1::10/64 dev eth0",
     );
     let vm = &mut g[0];
-    vm.run_ok(
-        "ip addr add 198.18.1.10/24 dev eth0 && ip -6 addr add 2001:db8:1::10/64 dev eth0",
-        SHORT,
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
     pings(vm, "198.18.1.2");
     pings(vm, "2001:db8:1::2");
     for dst in ["198.18.1.2", "2001:db8:1::2"] {
-        let mut server = topo
-            .spawn(
-                Host::A,
-                &["timeout", "30", "iperf3", "-s", "-1", "-B", dst],
-                "iperf3-server",
-            )
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        iperf3_from(vm, dst);
-        let _ = server.wait_timeout(Duration::from_secs(10));
+        iperf3_to_a(&topo, vm, dst, dst);
     }
     vp.assert_running();
     let guest = vp.port("vm1");
@@ -312,6 +300,41 @@ fn a_tso_guest_reaches_a_kernel_host_through_software_segmentation() {
     drop(vp);
     topo.delete().unwrap_or_else(|e| panic!("{e:#}"));
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+/// A netlab topology named `prefix` (R a data plane for A and B), vecplane in R with
+/// `config(&topology)`, and guest vm1 on its port `vm1`, set up by shell line `setup`.
+fn guest_behind_r(
+    image: &GuestImage,
+    prefix: &str,
+    addressing: Addressing,
+    config: impl FnOnce(&Topology) -> String,
+    setup: &str,
+) -> (Topology, Daemon, Vec<Guest>) {
+    let topo = Topology::build_with_prefix(prefix, Mode::Dataplane(addressing))
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let vp = Daemon::start_in(&config(&topo), Some(topo.ns(Host::R)));
+    let mut g = boot(
+        image,
+        vec![vm_lab::vhost_guest("vm1", 1, &vp.sock("vm1"), false)],
+    );
+    g[0].run_ok(setup, SHORT)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    (topo, vp, g)
+}
+
+/// `iperf3_from` guest `vm` to `dst`, served once by host A on address `bind`.
+fn iperf3_to_a(topo: &Topology, vm: &mut Guest, bind: &str, dst: &str) -> Value {
+    let mut server = topo
+        .spawn(
+            Host::A,
+            &["timeout", "30", "iperf3", "-s", "-1", "-B", bind],
+            "iperf3-server",
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let v = iperf3_from(vm, dst);
+    let _ = server.wait_timeout(Duration::from_secs(10));
+    v
 }
 
 /// A 2 s iperf3 TCP run from guest `vm` to `dst` (retried while the server starts), which
@@ -363,41 +386,30 @@ fn a_tso_guest_is_a_client_of_a_nat4_vip() {
     // vecplane in R routes between a guest (198.18.5.0/24) and host A (198.18.1.2, default
     // route via R), and balances VIP 198.18.100.1 port 5201 to A by NAT4: the guest's
     // super-packets and partial checksums reach the VIP.
-    let topo = Topology::build_with_prefix("vmlb", Mode::Dataplane(Addressing::Routed))
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    let config = format!(
-        "[dataplane]\nbuffers = 8192\n\n\
-         [[port]]\nname = \"vm1\"\ndriver = \"vhost-user\"\nmac = \"02:00:00:00:10:01\"\n\
-         socket = \"vm1.sock\"\nip4 = [\"198.18.5.1/24\"]\n\n\
-         [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
-         mac = \"{}\"\nip4 = [\"198.18.1.1/24\"]\n\n\
-         [lb]\nlines = [\n\
-         \"lb vip 198.18.100.1/32 protocol tcp port 5201 encap nat4 type clusterip target_port 5201\",\n\
-         \"lb as 198.18.100.1/32 protocol tcp port 5201 198.18.1.2\",\n]\n",
-        topo.names().ra,
-        netlab::addr::MAC_RA
-    );
-    let mut vp = Daemon::start_in(&config, Some(topo.ns(Host::R)));
-    let mut g = boot(
+    let (topo, mut vp, mut g) = guest_behind_r(
         &image,
-        vec![vm_lab::vhost_guest("vm1", 1, &vp.sock("vm1"), false)],
+        "vmlb",
+        Addressing::Routed,
+        |topo| {
+            format!(
+                "[dataplane]\nbuffers = 8192\n\n\
+                 [[port]]\nname = \"vm1\"\ndriver = \"vhost-user\"\nmac = \"02:00:00:00:10:01\"\n\
+                 socket = \"vm1.sock\"\nip4 = [\"198.18.5.1/24\"]\n\n\
+                 [[port]]\nname = \"kernel\"\ndriver = \"af-packet\"\ninterface = \"{}\"\n\
+                 mac = \"{}\"\nip4 = [\"198.18.1.1/24\"]\n\n\
+                 [lb]\nlines = [\n\
+                 \"lb vip 198.18.100.1/32 protocol tcp port 5201 encap nat4 type clusterip \
+                 target_port 5201\",\n\
+                 \"lb as 198.18.100.1/32 protocol tcp port 5201 198.18.1.2\",\n]\n",
+                topo.names().ra,
+                netlab::addr::MAC_RA
+            )
+        },
+        "ip addr add 198.18.5.10/24 dev eth0 && ip route add default via 198.18.5.1",
     );
     let vm = &mut g[0];
-    vm.run_ok(
-        "ip addr add 198.18.5.10/24 dev eth0 && ip route add default via 198.18.5.1",
-        SHORT,
-    )
-    .unwrap_or_else(|e| panic!("{e:#}"));
     pings(vm, "198.18.1.2");
-    let mut server = topo
-        .spawn(
-            Host::A,
-            &["timeout", "30", "iperf3", "-s", "-1", "-B", "198.18.1.2"],
-            "iperf3-server",
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
-    iperf3_from(vm, "198.18.100.1");
-    let _ = server.wait_timeout(Duration::from_secs(10));
+    iperf3_to_a(&topo, vm, "198.18.1.2", "198.18.100.1");
     vp.assert_running();
     let guest = vp.port("vm1");
     println!("vm1: {guest}");

@@ -40,15 +40,7 @@ impl InputNode for Source {
             assert!(cx.pool.write_packet(b, &f));
             let m = cx.pool.meta_mut(b);
             m.tx_port = port;
-            if partial || gso_size > 0 {
-                m.flags |= FLAG_CSUM_PARTIAL;
-                m.csum_start = m.data_offset + 54;
-                m.csum_offset = 16;
-            }
-            if gso_size > 0 {
-                m.gso_type = GSO_TCP6;
-                m.gso_size = gso_size;
-            }
+            leave_offloads(m, partial, gso_size);
             out[n] = b;
             n += 1;
         }
@@ -217,15 +209,22 @@ fn a_malformed_super_packet_is_dropped_and_counted() {
 fn offloaded(pool: &mut BufferPool, f: &[u8], gso_size: u16) -> u32 {
     let b = pool.alloc_for(f.len()).expect("a buffer");
     assert!(pool.write_packet(b, f));
-    let m = pool.meta_mut(b);
-    m.flags |= FLAG_CSUM_PARTIAL;
-    m.csum_start = m.data_offset + 54;
-    m.csum_offset = 16;
+    leave_offloads(pool.meta_mut(b), true, gso_size);
+    b
+}
+
+/// What a TSO sender leaves for an IPv6 TCP frame: its partial checksum (`partial`, or any
+/// super-packet) and, with `gso_size > 0`, its segments.
+fn leave_offloads(m: &mut packet::BufferMeta, partial: bool, gso_size: u16) {
+    if partial || gso_size > 0 {
+        m.flags |= FLAG_CSUM_PARTIAL;
+        m.csum_start = m.data_offset + 54;
+        m.csum_offset = 16;
+    }
     if gso_size > 0 {
         m.gso_type = GSO_TCP6;
         m.gso_size = gso_size;
     }
-    b
 }
 
 #[test]
