@@ -4,6 +4,7 @@
 //! * `backend`: the control thread speaking the vhost-user protocol (rust-vmm's `vhost`).
 //! * `memory`: the guest's memory table, mapped (rust-vmm's `vm-memory`) and translated.
 //! * `ring`: the split virtqueue, device side: the fast path (our own; see its header).
+//! * `packed_ring`: the packed virtqueue (VIRTIO_F_RING_PACKED), device side, likewise.
 //! * `device`: what the control thread and the worker share, and how they hand over.
 //! * `net_header`: the virtio-net header and the offloads it carries (checksum, TSO).
 //! * `port`: the receive and transmit nodes.
@@ -21,6 +22,7 @@ mod fake_guest;
 pub mod fuzzing;
 pub mod memory;
 pub mod net_header;
+pub mod packed_ring;
 pub mod port;
 pub mod ring;
 
