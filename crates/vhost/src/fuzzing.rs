@@ -97,6 +97,7 @@ pub fn exercise(data: &[u8]) {
         hdr_len: DeviceSnapshot::header_len(version_1, mrg_rxbuf),
         mrg_rxbuf,
         event_idx: sel & 32 != 0,
+        packed: false,
         sends: offloads(sel & 64 != 0),
         takes: offloads(sel & 128 != 0),
     });

@@ -260,14 +260,18 @@ impl PackedRing {
     }
 
     /// Take up to `heads.len()` available chains in ring order; returns how many were taken.
-    /// Chains not used may be given back with `rewind`.
+    /// Chains not used may be given back with `rewind`. A malformed chain after good ones
+    /// ends the batch there (the error comes with the next take, as `take_one` does not move
+    /// past it), so the good ones still go.
     #[inline]
     pub fn take_heads(&mut self, heads: &mut [PackedHead]) -> Result<usize, RingError> {
         let mut n = 0;
         for h in heads.iter_mut() {
-            match self.take_one()? {
-                Some(head) => *h = head,
-                None => break,
+            match self.take_one() {
+                Ok(Some(head)) => *h = head,
+                Ok(None) => break,
+                Err(e) if n == 0 => return Err(e),
+                Err(_) => break,
             }
             n += 1;
         }
