@@ -49,6 +49,7 @@ pub const OFFERED_FEATURES: u64 = VIRTIO_F_VERSION_1
     | VIRTIO_NET_F_MRG_RXBUF
     | OFFLOAD_FEATURES
     | VIRTIO_RING_F_EVENT_IDX
+    | VIRTIO_F_RING_PACKED
     | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
 
 /// How long the control thread waits for the worker to let go of a generation.
