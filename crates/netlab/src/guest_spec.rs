@@ -94,6 +94,9 @@ pub struct GuestSpec {
     /// Network namespace (its name under /run/netns) QEMU starts in, where its TAP devices
     /// are; None: this process's namespace.
     pub netns: Option<String>,
+    /// Vhost-user NICs offer packed virtqueues (`packed=on`); the guest's driver uses them when
+    /// the backend offers VIRTIO_F_RING_PACKED too.
+    pub packed_rings: bool,
 }
 
 impl GuestSpec {
@@ -109,6 +112,7 @@ impl GuestSpec {
             accel: std::env::var("VP_GUEST_ACCEL").unwrap_or_else(|_| "tcg".to_string()),
             boot_timeout: DEFAULT_BOOT_TIMEOUT,
             netns: None,
+            packed_rings: false,
         }
     }
 
@@ -128,6 +132,12 @@ impl GuestSpec {
     pub fn addresses(mut self, ip: &str, ip6: &str) -> GuestSpec {
         self.ip = Some(ip.to_string());
         self.ip6 = Some(ip6.to_string());
+        self
+    }
+
+    /// Packed virtqueues on the vhost-user NICs.
+    pub fn packed_rings(mut self) -> GuestSpec {
+        self.packed_rings = true;
         self
     }
 
@@ -297,11 +307,12 @@ pub fn qemu_args(image: &GuestImage, spec: &GuestSpec, console_sock: &Path) -> V
                     &format!("socket,id=vu{i},path={}{server}", socket.display()),
                 ]);
                 // QEMU 7.2 under TCG crashes in vhost_net_start with MSI-X vectors.
-                (
-                    format!("vhost-user,id=n{i},chardev=vu{i}"),
-                    mac,
-                    ",vectors=0",
-                )
+                let extra = if spec.packed_rings {
+                    ",vectors=0,packed=on"
+                } else {
+                    ",vectors=0"
+                };
+                (format!("vhost-user,id=n{i},chardev=vu{i}"), mac, extra)
             }
             NicSpec::SocketListen { port, mac } => {
                 (format!("socket,id=n{i},listen=127.0.0.1:{port}"), mac, "")
