@@ -99,6 +99,9 @@ pub struct PackedRing {
     /// Next slot to write as used and the device's wrap counter there.
     next_used: u16,
     used_wrap: bool,
+    /// The flags a used descriptor gets on the current used lap (AVAIL and USED both equal to
+    /// the used wrap counter, WRITE on a queue the device writes).
+    used_flags: u16,
     /// The first used descriptor since the last `publish`: its slot and the flags it gets then.
     pending: Option<(u16, u16)>,
     /// `next_used` when the guest was last notified (or the ring started).
@@ -110,10 +113,12 @@ pub struct PackedRing {
 // SAFETY: plain progress and a layout (see `RingLayout`); one worker owns a ring.
 unsafe impl Send for PackedRing {}
 
-/// Whether descriptor flags say "available" to a device whose avail wrap counter is `wrap`.
+/// Whether descriptor flags say "available" to a device whose avail wrap counter is `wrap`:
+/// AVAIL equal to it, USED not.
 #[inline(always)]
 fn is_available(flags: u16, wrap: bool) -> bool {
-    (flags & DESC_F_AVAIL != 0) == wrap && (flags & DESC_F_USED != 0) != wrap
+    let want = if wrap { DESC_F_AVAIL } else { DESC_F_USED };
+    flags & (DESC_F_AVAIL | DESC_F_USED) == want
 }
 
 impl PackedRing {
@@ -123,12 +128,18 @@ impl PackedRing {
     pub fn new(layout: RingLayout, base: u16, event_idx: bool, dir: Direction) -> PackedRing {
         let slot = (base & !WRAP_BIT) % layout.size.max(1);
         let wrap = base & WRAP_BIT != 0;
+        let write = if dir == Direction::Write {
+            DESC_F_WRITE
+        } else {
+            0
+        };
         let ring = PackedRing {
             layout,
             next_avail: slot,
             avail_wrap: wrap,
             next_used: slot,
             used_wrap: wrap,
+            used_flags: write | if wrap { DESC_F_AVAIL | DESC_F_USED } else { 0 },
             pending: None,
             signalled: slot,
             event_idx,
@@ -219,16 +230,55 @@ impl PackedRing {
         })
     }
 
+    /// The buffer id of descriptor `slot` (`slot < size`).
+    #[inline(always)]
+    fn id(&self, slot: u16) -> u16 {
+        debug_assert!(slot < self.layout.size);
+        // SAFETY: as `flags`: the id is the 2-aligned pair of bytes before the flags; volatile
+        // because the guest maps it.
+        unsafe {
+            std::ptr::read_volatile(self.layout.desc.add(16 * usize::from(slot) + 12) as *const u16)
+        }
+    }
+
     /// Take the next chain the driver made available, if there is one: its head's flags are
     /// read with Acquire (the driver writes them last), then the rest of the chain's, which
     /// must be marked available for their own lap. The buffer id comes from the last one.
-    #[inline]
+    #[inline(always)]
     pub fn take_one(&mut self) -> Result<Option<PackedHead>, RingError> {
         let (slot, wrap) = (self.next_avail, self.avail_wrap);
-        let mut flags = self.flags(slot).load(Ordering::Acquire);
+        let flags = self.flags(slot).load(Ordering::Acquire);
         if !is_available(flags, wrap) {
             return Ok(None);
         }
+        if flags & DESC_F_NEXT != 0 {
+            return self.take_chain(slot, wrap, flags);
+        }
+        // One descriptor: the usual case.
+        let id = self.id(slot);
+        if id >= self.layout.size {
+            return Err(RingError::BufferId {
+                id,
+                size: self.layout.size,
+            });
+        }
+        (self.next_avail, self.avail_wrap) = self.step(slot, wrap);
+        Ok(Some(PackedHead {
+            slot,
+            wrap,
+            count: 1,
+            id,
+        }))
+    }
+
+    /// `take_one` for a chain of several descriptors, the first at `slot` with `flags`.
+    #[inline(never)]
+    fn take_chain(
+        &mut self,
+        slot: u16,
+        wrap: bool,
+        mut flags: u16,
+    ) -> Result<Option<PackedHead>, RingError> {
         let size = self.layout.size;
         let (mut at, mut at_wrap, mut count) = (slot, wrap, 1u16);
         while flags & DESC_F_NEXT != 0 {
@@ -246,7 +296,7 @@ impl PackedRing {
             }
             count += 1;
         }
-        let id = self.desc(at)?.id;
+        let id = self.id(at);
         if id >= size {
             return Err(RingError::BufferId { id, size });
         }
@@ -265,16 +315,44 @@ impl PackedRing {
     /// past it), so the good ones still go.
     #[inline]
     pub fn take_heads(&mut self, heads: &mut [PackedHead]) -> Result<usize, RingError> {
+        let size = self.layout.size;
         let mut n = 0;
-        for h in heads.iter_mut() {
-            match self.take_one() {
-                Ok(Some(head)) => *h = head,
+        // `take_one` unrolled for single descriptors: the position stays in registers.
+        let (mut slot, mut wrap) = (self.next_avail, self.avail_wrap);
+        while n < heads.len() {
+            let flags = self.flags(slot).load(Ordering::Acquire);
+            if !is_available(flags, wrap) {
+                break;
+            }
+            let taken = if flags & DESC_F_NEXT != 0 {
+                (self.next_avail, self.avail_wrap) = (slot, wrap);
+                let t = self.take_chain(slot, wrap, flags);
+                (slot, wrap) = (self.next_avail, self.avail_wrap);
+                t
+            } else {
+                let id = self.id(slot);
+                if id < size {
+                    let h = PackedHead {
+                        slot,
+                        wrap,
+                        count: 1,
+                        id,
+                    };
+                    (slot, wrap) = self.step(slot, wrap);
+                    Ok(Some(h))
+                } else {
+                    Err(RingError::BufferId { id, size })
+                }
+            };
+            match taken {
+                Ok(Some(h)) => heads[n] = h,
                 Ok(None) => break,
                 Err(e) if n == 0 => return Err(e),
                 Err(_) => break,
             }
             n += 1;
         }
+        (self.next_avail, self.avail_wrap) = (slot, wrap);
         Ok(n)
     }
 
@@ -360,14 +438,7 @@ impl PackedRing {
     #[inline]
     pub fn push_used(&mut self, head: PackedHead, len: u32) {
         let slot = self.next_used;
-        let mut flags = if self.used_wrap {
-            DESC_F_AVAIL | DESC_F_USED
-        } else {
-            0
-        };
-        if self.dir == Direction::Write {
-            flags |= DESC_F_WRITE;
-        }
+        let flags = self.used_flags;
         // SAFETY: `slot < size` (the ring's own progress): its descriptor is inside the ring;
         // the device owns it (the driver made it available and it was read). Volatile because
         // the guest maps it.
@@ -381,7 +452,11 @@ impl PackedRing {
             Some(_) => self.flags(slot).store(flags, Ordering::Release),
         }
         let count = head.count.clamp(1, self.layout.size);
-        (self.next_used, self.used_wrap) = self.advance(slot, self.used_wrap, count);
+        let (next, wrap) = self.advance(slot, self.used_wrap, count);
+        if wrap != self.used_wrap {
+            self.used_flags ^= DESC_F_AVAIL | DESC_F_USED;
+        }
+        (self.next_used, self.used_wrap) = (next, wrap);
     }
 
     /// Make the used descriptors pushed so far visible; true when the guest asked to be told

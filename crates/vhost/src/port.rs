@@ -533,3 +533,7 @@ mod offload_tests;
 #[cfg(test)]
 #[path = "port_packed_tests.rs"]
 mod packed_tests;
+
+#[cfg(test)]
+#[path = "port_bench_tests.rs"]
+mod bench_tests;
