@@ -14,7 +14,9 @@
 //! * packed virtqueues: DPDK's virtio-user with `packed_vq=1` on two cross-connected ports
 //!   passes traffic both ways over packed rings (`show` says so, no guest error), then again
 //!   after it reconnects, and a split-ring frontend on the same ports after that; two QEMU
-//!   guests with `packed=on` NICs ping each other over IPv4 and IPv6 through the bridge;
+//!   guests with `packed=on` NICs ping each other over IPv4 and IPv6 through the bridge, and
+//!   again after one guest's driver unbinds and rebinds its NIC (QEMU stops and restarts the
+//!   rings with their packed state);
 //! * service chaining: guests A and B and three VNF guests (two vhost-user NICs each, bridging
 //!   them inside) on a flow-mode bridge; rules loaded with `vecplane ctl add-flow` steer A's
 //!   traffic through a chain of 1, 2 and 3 VNFs to B and back; ping works through each chain and
@@ -574,6 +576,19 @@ fn packed_ring_guests_ping_each_other() {
     pings(vm1, &vm_lab::vm_ip4(2));
     pings(vm2, &vm_lab::vm_ip4(1));
     pings(vm1, &vm_lab::vm_ip6(2));
+    // vm1's driver lets go of its NIC and takes it again: the device is reset, QEMU stops the
+    // rings (GET_VRING_BASE, packed state with wrap counters) and starts them again from
+    // there (SET_VRING_BASE); traffic resumes.
+    let rebind = format!(
+        "cd /sys/bus/virtio/drivers/virtio_net && d=$(ls -d virtio* | head -n 1) && \
+         echo $d > unbind && echo $d > bind && sleep 1 && ip link set eth0 up && \
+         ip addr add {}/24 dev eth0",
+        vm_lab::vm_ip4(1)
+    );
+    vm1.run_ok(&rebind, SHORT)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    pings(vm1, &vm_lab::vm_ip4(2));
+    pings(vm2, &vm_lab::vm_ip4(1));
     vp.assert_running();
     for name in vm_lab::VM_BRIDGE_PORTS {
         let p = vp.port(name);
