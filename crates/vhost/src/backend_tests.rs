@@ -223,6 +223,42 @@ fn a_frontend_sets_up_packed_rings_and_frames_flow() {
     drop(echo);
 }
 
+/// A packed ring the guest breaks resets the connection like a split one, and the next
+/// frontend (split rings this time) is served.
+#[test]
+fn a_malformed_packed_ring_resets_the_connection() {
+    use crate::fake_guest::PackedGuest;
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
+    let echo = Echo::start(device);
+    let rx = PackedGuest::new(64);
+    let mut tx = PackedGuest::on(rx.g.another(1, 64));
+    let (f, _fds) = frontend_with(&path, true, &rx.g, &tx.g);
+    // A chain whose second descriptor is marked for the next lap.
+    let avail = PackedGuest::avail_flags(true);
+    let next_lap = PackedGuest::avail_flags(false);
+    tx.set_desc(1, tx.g.buffer_gpa(1), 64, 0, next_lap);
+    tx.set_desc(0, tx.g.buffer_gpa(0), 64, 0, avail | 1);
+    tx.next = 2;
+    wait_for("the reset", || {
+        echo.shared.counters.guest_errors.get() == 1
+            && !echo.shared.connected.load(Ordering::Acquire)
+    });
+    assert!(
+        echo.shared
+            .last_error()
+            .contains("not available for wrap counter"),
+        "{}",
+        echo.shared.last_error()
+    );
+    drop(f);
+    let mut rx = FakeGuest::new(64);
+    let mut tx = rx.another(1, 64);
+    let (_f, _fds) = frontend(&path, &rx, &tx);
+    echo_once(&mut rx, &mut tx, 1);
+    assert_eq!(echo.shared.counters.connections.get(), 2);
+}
+
 /// SET_VRING_BASE of a packed ring as QEMU sends it (used slot and wrap counter in the upper
 /// half) and as DPDK does (upper half 0); a split ring's base must fit 16 bits.
 #[test]
