@@ -341,7 +341,8 @@ impl VhostUserBackendReqHandlerMut for Device {
             let (avail, used) = (base as u16, (base >> 16) as u16);
             if used != 0 && used != avail {
                 eprintln!(
-                    "{label}: queue {index}: packed ring base: used {used:#x} behind avail                      {avail:#x}; buffers in flight from before are not returned"
+                    "{label}: queue {index}: packed ring base: used {used:#x} behind avail \
+                     {avail:#x}; buffers in flight from before are not returned"
                 );
             }
             q.base = avail;

@@ -190,8 +190,8 @@ pub struct Shared {
 
 /// How a sleeping worker hears the guest's kicks on its transmit queue: an epoll set that lives
 /// as long as the port (the worker's wait descriptor) holding the kick eventfd of the current
-/// connection. The worker asks for kicks only just before it sleeps (`Ring::arm_kick`, either layout);
-/// while it polls, the guest does not kick at all.
+/// connection. The worker asks for kicks only just before it sleeps (`Ring::arm_kick`, of
+/// either layout); while it polls, the guest does not kick at all.
 pub struct KickWaiter {
     epoll: Option<OwnedFd>,
     kick: Mutex<Option<File>>,

@@ -2,8 +2,9 @@
 //! `vhost_packed_rings.rs` for packed ones) and the stable property tests run: both port nodes
 //! over guest memory whose bytes are whatever a guest may have written there (descriptor
 //! tables, ring indices or flags and wrap counters, event suppression structures, buffer
-//! addresses and lengths, header bytes), with the negotiated features chosen by the input. It must never panic, never touch memory outside
-//! the guest's, never leak a buffer, and a malformed ring must stop its queue.
+//! addresses and lengths, header bytes), with the negotiated features chosen by the input. It
+//! must never panic, never touch memory outside the guest's, never leak a buffer, and a
+//! malformed ring must stop its queue.
 //!
 //! It owns its memfd-backed guest memory and a small pool; it never opens a socket.
 
@@ -210,7 +211,9 @@ mod tests {
 
         /// The same over packed rings.
         #[test]
-        fn random_packed_rings_are_survived(data in proptest::collection::vec(any::<u8>(), 0..0x6000)) {
+        fn random_packed_rings_are_survived(
+            data in proptest::collection::vec(any::<u8>(), 0..0x6000),
+        ) {
             super::exercise_packed(&data);
         }
 

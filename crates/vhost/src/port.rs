@@ -1,9 +1,10 @@
 //! A vhost-user port's nodes on a worker that runs some of its queue pairs: `VhostRx` (an input
 //! node, one per pair; here) copies the frames the guest transmits out of its memory into pool
 //! buffers (a super-packet into a jumbo buffer, its virtio-net header into the metadata);
-//! `VhostTx` (in `port_tx`) copies packets into the receive buffers the guest posted on the first of its pairs
-//! the guest enabled (merging buffers when negotiated; a super-packet whole to a guest that took
-//! TSO, else cut into segments straight into its buffers) and frees them. The copy between
+//! `VhostTx` (in `port_tx`) copies packets into the receive buffers the guest posted on the
+//! first of its pairs the guest enabled (merging buffers when negotiated; a super-packet whole
+//! to a guest that took TSO, else cut into segments straight into its buffers) and frees them.
+//! The copy between
 //! guest memory and the pool is the only copy; a poll makes no system call unless the guest
 //! asked for an interrupt (one eventfd write per batch at most).
 //!

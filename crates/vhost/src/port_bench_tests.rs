@@ -1,8 +1,9 @@
 //! An instruction-count loop for callgrind (ignored by default): both port nodes moving
 //! 32-packet batches of 60-byte frames between two rings of 256, the guest's side played by
 //! the fake guest. Run with
-//!   valgrind --tool=callgrind --toggle-collect='*VhostRx*poll*' --toggle-collect='*VhostTx*process*' \
-//!     <test binary> --ignored --exact --test-threads=1 <test name>
+//!   valgrind --tool=callgrind --toggle-collect='*VhostRx*poll*' \
+//!     --toggle-collect='*VhostTx*process*' <test binary> --ignored --exact --test-threads=1 \
+//!     <test name>
 //! and divide the collected instructions by the packets moved (each goes through both nodes).
 
 use super::*;

@@ -246,9 +246,10 @@ impl Transmit<'_> {
         let hdr_len = snap.hdr_len;
         let takes = snap.takes;
         let mut plain = [0u8; 12];
-        plain[10] = 1; // num_buffers = 1 (VERSION_1 or MRG_RXBUF headers have it)
-                       // Pass 1: the buffers, each asked for (the guest touched them last). A packet with
-                       // offloads the guest does not take goes the general way.
+        // num_buffers = 1 (VERSION_1 or MRG_RXBUF headers have it).
+        plain[10] = 1;
+        // Pass 1: the buffers, each asked for (the guest touched them last). A packet with
+        // offloads the guest does not take goes the general way.
         let mut fast = 0;
         while fast < taken {
             let m = cx.pool.meta(frame[fast]);
