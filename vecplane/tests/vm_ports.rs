@@ -13,7 +13,8 @@
 //!   virtio-user as the guest);
 //! * packed virtqueues: DPDK's virtio-user with `packed_vq=1` on two cross-connected ports
 //!   passes traffic both ways over packed rings (`show` says so, no guest error), then again
-//!   after it reconnects, and a split-ring frontend on the same ports after that; two QEMU
+//!   after it reconnects with two queue pairs, and a split-ring frontend on the same ports
+//!   after that; two QEMU
 //!   guests with `packed=on` NICs ping each other over IPv4 and IPv6 through the bridge, and
 //!   again after one guest's driver unbinds and rebinds its NIC (QEMU stops and restarts the
 //!   rings with their packed state);
@@ -452,8 +453,8 @@ fn queue_pairs_are_run_by_their_own_workers() {
 }
 
 /// DPDK's virtio-user (io forwarding, a burst in flight) on vecplane's ports `vu0` and `vu1`,
-/// with packed rings or split ones.
-fn virtio_user(vp: &Daemon, testpmd: &str, packed: bool) -> bench::testpmd::Guard {
+/// with packed rings or split ones, `queues` queue pairs each.
+fn virtio_user(vp: &Daemon, testpmd: &str, packed: bool, queues: usize) -> bench::testpmd::Guard {
     let (s0, s1) = (vp.sock("vu0"), vp.sock("vu1"));
     bench::testpmd::spawn(Path::new(testpmd), Stdio::piped(), |prefix| {
         let mut a: Vec<String> = [
@@ -472,14 +473,16 @@ fn virtio_user(vp: &Daemon, testpmd: &str, packed: bool) -> bench::testpmd::Guar
         for (i, s) in [&s0, &s1].iter().enumerate() {
             a.push("--vdev".into());
             a.push(format!(
-                "net_virtio_user{i},path={},queues=1,packed_vq={}",
+                "net_virtio_user{i},path={},queues={queues},packed_vq={}",
                 s.display(),
                 u8::from(packed)
             ));
         }
+        a.push("--".into());
+        a.push(format!("--rxq={queues}"));
+        a.push(format!("--txq={queues}"));
         a.extend(
             [
-                "--",
                 "--nb-cores=1",
                 "--forward-mode=io",
                 "--tx-first",
@@ -499,11 +502,12 @@ fn packed_rings_carry_virtio_user_traffic_both_ways() {
     let testpmd = bench::testpmd::DEFAULT_PATH;
     require_root!(SERIAL, &[testpmd]);
     let start = Instant::now();
-    let mut config = String::from("[dataplane]\nworkers = 1\n\n");
+    // Two queue pairs per port, pair k on worker k; frontends use one or both.
+    let mut config = String::from("[dataplane]\nworkers = 2\n\n");
     for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
         config.push_str(&format!(
             "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
-             socket = \"{name}.sock\"\n\n"
+             socket = \"{name}.sock\"\nqueues = 2\n\n"
         ));
     }
     config.push_str(
@@ -511,18 +515,30 @@ fn packed_rings_carry_virtio_user_traffic_both_ways() {
          [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
     );
     let mut vp = Daemon::start(&config);
-    // Packed, packed again after a reconnect, then split on the same ports.
-    for (round, packed) in [true, true, false].into_iter().enumerate() {
+    // Packed, packed with both queue pairs after a reconnect, then split on the same ports.
+    for (round, (packed, queues)) in [(true, 1), (true, 2), (false, 1)].into_iter().enumerate() {
         let rx = |name: &str| counter(&vp.port(name), "rx_packets");
         let before = (rx("vu0"), rx("vu1"));
-        let mut guest = virtio_user(&vp, testpmd, packed);
+        let mut guest = virtio_user(&vp, testpmd, packed, queues);
         let deadline = Instant::now() + Duration::from_secs(30);
         let layout = if packed { "packed" } else { "split" };
         // Both ports receive from the guest and send to it: traffic both ways.
         loop {
             let (a, b) = (rx("vu0") - before.0, rx("vu1") - before.1);
-            if a > 10_000 && b > 10_000 {
-                println!("round {round} ({layout}): vu0 rx {a}, vu1 rx {b}");
+            // With two pairs, each pair's receive node (on its own worker) moves packets too.
+            let pairs_busy = queues == 1 || {
+                let rt = vp.ctl_json(&["show", "runtime"]);
+                (0..2).all(|w| {
+                    rt["workers"][w]["nodes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|n| n["name"] == format!("vu0-rx-q{w}"))
+                        .any(|n| n["packets"].as_u64().unwrap_or(0) > 1000)
+                })
+            };
+            if a > 10_000 && b > 10_000 && pairs_busy {
+                println!("round {round} ({layout}, queue pairs: {queues}): vu0 rx {a}, vu1 rx {b}");
                 break;
             }
             assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
@@ -535,10 +551,12 @@ fn packed_rings_carry_virtio_user_traffic_both_ways() {
         for name in ["vu0", "vu1"] {
             let p = vp.port(name);
             let state = p["driver_state"].as_str().unwrap_or_default();
-            assert!(
-                state.contains(&format!("rings: {layout} (rx0 256, tx0 256)")),
-                "{p}"
-            );
+            let rings = if queues == 2 {
+                "rx0 256, tx0 256, rx1 256, tx1 256"
+            } else {
+                "rx0 256, tx0 256"
+            };
+            assert!(state.contains(&format!("rings: {layout} ({rings})")), "{p}");
             assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
             assert!(counter(&p, "tx_packets") > 10_000, "{p}");
         }
