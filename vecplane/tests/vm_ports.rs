@@ -17,7 +17,8 @@
 //!   after that; two QEMU
 //!   guests with `packed=on` NICs ping each other over IPv4 and IPv6 through the bridge, and
 //!   again after one guest's driver unbinds and rebinds its NIC (QEMU stops and restarts the
-//!   rings with their packed state);
+//!   rings with their packed state), then run a TCP transfer (TSO super-packets, merged
+//!   receive buffers) over them;
 //! * service chaining: guests A and B and three VNF guests (two vhost-user NICs each, bridging
 //!   them inside) on a flow-mode bridge; rules loaded with `vecplane ctl add-flow` steer A's
 //!   traffic through a chain of 1, 2 and 3 VNFs to B and back; ping works through each chain and
@@ -579,7 +580,7 @@ fn packed_rings_carry_virtio_user_traffic_both_ways() {
 }
 
 #[test]
-fn packed_ring_guests_ping_each_other() {
+fn packed_ring_guests_ping_rebind_and_transfer() {
     require_root!(SERIAL, TOOLS);
     let Some(image) = image() else { return };
     let start = Instant::now();
@@ -607,11 +608,25 @@ fn packed_ring_guests_ping_each_other() {
         .unwrap_or_else(|e| panic!("{e:#}"));
     pings(vm1, &vm_lab::vm_ip4(2));
     pings(vm2, &vm_lab::vm_ip4(1));
+    // TCP from vm2 to vm1: TSO super-packets over merged receive buffers in packed rings.
+    let tcp =
+        vm_lab::iperf3(vm2, vm1, &vm_lab::vm_ip4(1), "", 2).unwrap_or_else(|e| panic!("{e:#}"));
+    let bits = tcp["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    println!("iperf3 TCP vm2 -> vm1: {:.1} Mbit/s", bits / 1e6);
+    assert!(bits > 0.0, "{tcp}");
     vp.assert_running();
+    let vm2_port = vp.port("vm2");
+    assert!(
+        counter(&vm2_port["driver_counters"], "rx_super_packets") > 0,
+        "{vm2_port}"
+    );
     for name in vm_lab::VM_BRIDGE_PORTS {
         let p = vp.port(name);
         let state = p["driver_state"].as_str().unwrap_or_default();
         assert!(state.contains("rings: packed ("), "{p}");
+        assert_eq!(counter(&p, "rx_drops"), 0, "{p}");
         assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
         assert!(counter(&p, "rx_packets") >= 6, "{p}");
         assert!(counter(&p, "tx_packets") >= 6, "{p}");
