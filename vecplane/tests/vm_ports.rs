@@ -10,12 +10,19 @@
 //!   both families and a TCP transfer is `vecplane demo --vms`, run by tests/demo.rs;
 //! * a TSO guest reaches a kernel host (a netlab namespace) through vecplane, which cuts its
 //!   super-packets into segments; the same guest, routed, is an iperf3 client of a NAT4 VIP
-//!   (the load balancer cuts its super-packets and finishes its checksums); two queue pairs per port are run by their own workers (DPDK's
-//!   virtio-user as the guest);
+//!   (the load balancer cuts its super-packets and finishes its checksums); two queue pairs
+//!   per port are run by their own workers (DPDK's virtio-user as the guest);
 //! * multiqueue with QEMU: two guests of two vCPUs (`-smp 2`, `mq=on`) on ports of two queue
 //!   pairs over two workers; their kernels enable both pairs by themselves, a bounded
 //!   `iperf3 -P 4` moves packets through every pair's receive node, and every TSO
 //!   super-packet, also those received on pair 1 (worker 1), reaches the other guest whole;
+//! * packed virtqueues: DPDK's virtio-user with `packed_vq=1` on two cross-connected ports
+//!   passes traffic both ways over packed rings (`show` says so, no guest error), then again
+//!   after it reconnects with two queue pairs, and a split-ring frontend on the same ports
+//!   after that; two QEMU guests with `packed=on` NICs ping each other over IPv4 and IPv6 through the bridge, and
+//!   again after one guest's driver unbinds and rebinds its NIC (QEMU stops and restarts the
+//!   rings with their packed state), then run a TCP transfer (TSO super-packets, merged
+//!   receive buffers) over them;
 //! * service chaining: guests A and B and three VNF guests (two vhost-user NICs each, bridging
 //!   them inside) on a flow-mode bridge; rules loaded with `vecplane ctl add-flow` steer A's
 //!   traffic through a chain of 1, 2 and 3 VNFs to B and back; ping works through each chain and
@@ -650,6 +657,189 @@ fn multiqueue_guests_spread_tcp_over_workers_and_keep_tso_on_pair_1() {
         .sum();
     assert_eq!(offload_drops, 0, "{errors}");
     assert_eq!(vp.guest_errors(), Vec::<String>::new());
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+/// DPDK's virtio-user (io forwarding, a burst in flight) on vecplane's ports `vu0` and `vu1`,
+/// with packed rings or split ones, `queues` queue pairs each.
+fn virtio_user(vp: &Daemon, testpmd: &str, packed: bool, queues: usize) -> bench::testpmd::Guard {
+    let (s0, s1) = (vp.sock("vu0"), vp.sock("vu1"));
+    bench::testpmd::spawn(Path::new(testpmd), Stdio::piped(), |prefix| {
+        let mut a: Vec<String> = [
+            "--lcores=0@0,1@0",
+            "--main-lcore=0",
+            "--no-huge",
+            "-m",
+            "1024",
+            "--no-pci",
+            "--no-telemetry",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.push(format!("--file-prefix={prefix}"));
+        for (i, s) in [&s0, &s1].iter().enumerate() {
+            a.push("--vdev".into());
+            a.push(format!(
+                "net_virtio_user{i},path={},queues={queues},packed_vq={}",
+                s.display(),
+                u8::from(packed)
+            ));
+        }
+        a.push("--".into());
+        a.push(format!("--rxq={queues}"));
+        a.push(format!("--txq={queues}"));
+        a.extend(
+            [
+                "--nb-cores=1",
+                "--forward-mode=io",
+                "--tx-first",
+                "--stats-period=1",
+                "--no-lsc-interrupt",
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        a
+    })
+    .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+#[test]
+fn packed_rings_carry_virtio_user_traffic_both_ways() {
+    let testpmd = bench::testpmd::DEFAULT_PATH;
+    require_root!(SERIAL, &[testpmd]);
+    let start = Instant::now();
+    // Two queue pairs per port, pair k on worker k; frontends use one or both.
+    let mut config = String::from("[dataplane]\nworkers = 2\n\n");
+    for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
+        config.push_str(&format!(
+            "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
+             socket = \"{name}.sock\"\nqueues = 2\n\n"
+        ));
+    }
+    config.push_str(
+        "[[xconnect]]\nfrom = \"vu0\"\nto = \"vu1\"\ndst-mac = \"02:00:00:00:00:21\"\n\n\
+         [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
+    );
+    let mut vp = Daemon::start(&config);
+    // Packed, packed with both queue pairs after a reconnect, then split on the same ports.
+    for (round, (packed, queues)) in [(true, 1), (true, 2), (false, 1)].into_iter().enumerate() {
+        let rx = |name: &str| counter(&vp.port(name), "rx_packets");
+        let before = (rx("vu0"), rx("vu1"));
+        let mut guest = virtio_user(&vp, testpmd, packed, queues);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let layout = if packed { "packed" } else { "split" };
+        // Both ports receive from the guest and send to it: traffic both ways.
+        loop {
+            let (a, b) = (rx("vu0") - before.0, rx("vu1") - before.1);
+            // With two pairs, each pair's receive node (on its own worker) moves packets too.
+            let pairs_busy = queues == 1 || {
+                let rt = vp.ctl_json(&["show", "runtime"]);
+                (0..2).all(|w| {
+                    rt["workers"][w]["nodes"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|n| n["name"] == format!("vu0-rx-q{w}"))
+                        .any(|n| n["packets"].as_u64().unwrap_or(0) > 1000)
+                })
+            };
+            if a > 10_000 && b > 10_000 && pairs_busy {
+                println!("round {round} ({layout}, queue pairs: {queues}): vu0 rx {a}, vu1 rx {b}");
+                break;
+            }
+            assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
+            assert!(
+                Instant::now() < deadline,
+                "round {round} ({layout}): not both ways within 30 s: vu0 rx {a}, vu1 rx {b}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        for name in ["vu0", "vu1"] {
+            let p = vp.port(name);
+            let state = p["driver_state"].as_str().unwrap_or_default();
+            let rings = if queues == 2 {
+                "rx0 256, tx0 256, rx1 256, tx1 256"
+            } else {
+                "rx0 256, tx0 256"
+            };
+            assert!(state.contains(&format!("rings: {layout} ({rings})")), "{p}");
+            assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
+            assert!(counter(&p, "tx_packets") > 10_000, "{p}");
+        }
+        drop(guest);
+        // The ports go back to waiting before the next frontend comes.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while ["vu0", "vu1"].iter().any(|n| {
+            vp.port(n)["driver_state"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("connected")
+        }) {
+            assert!(Instant::now() < deadline, "still connected: {}", vp.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    vp.assert_running();
+    assert_eq!(vp.guest_errors(), Vec::<String>::new());
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+#[test]
+fn packed_ring_guests_ping_rebind_and_transfer() {
+    require_root!(SERIAL, TOOLS);
+    let Some(image) = image() else { return };
+    let start = Instant::now();
+    let mut vp = Daemon::start(VM_BRIDGE_CONFIG);
+    let specs = vm_lab::vm_bridge_guests(&vp.lab)
+        .into_iter()
+        .map(|s| s.packed_rings())
+        .collect();
+    let mut g = boot(&image, specs);
+    let (a, b) = g.split_at_mut(1);
+    let (vm1, vm2) = (&mut a[0], &mut b[0]);
+    pings(vm1, &vm_lab::vm_ip4(2));
+    pings(vm2, &vm_lab::vm_ip4(1));
+    pings(vm1, &vm_lab::vm_ip6(2));
+    // vm1's driver lets go of its NIC and takes it again: the device is reset, QEMU stops the
+    // rings (GET_VRING_BASE, packed state with wrap counters) and starts them again from
+    // there (SET_VRING_BASE); traffic resumes.
+    let rebind = format!(
+        "cd /sys/bus/virtio/drivers/virtio_net && d=$(ls -d virtio* | head -n 1) && \
+         echo $d > unbind && echo $d > bind && sleep 1 && ip link set eth0 up && \
+         ip addr add {}/24 dev eth0",
+        vm_lab::vm_ip4(1)
+    );
+    vm1.run_ok(&rebind, SHORT)
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    pings(vm1, &vm_lab::vm_ip4(2));
+    pings(vm2, &vm_lab::vm_ip4(1));
+    // TCP from vm2 to vm1: TSO super-packets over merged receive buffers in packed rings.
+    let tcp =
+        vm_lab::iperf3(vm2, vm1, &vm_lab::vm_ip4(1), "", 2).unwrap_or_else(|e| panic!("{e:#}"));
+    let bits = tcp["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    println!("iperf3 TCP vm2 -> vm1: {:.1} Mbit/s", bits / 1e6);
+    assert!(bits > 0.0, "{tcp}");
+    vp.assert_running();
+    let vm2_port = vp.port("vm2");
+    assert!(
+        counter(&vm2_port["driver_counters"], "rx_super_packets") > 0,
+        "{vm2_port}"
+    );
+    for name in vm_lab::VM_BRIDGE_PORTS {
+        let p = vp.port(name);
+        let state = p["driver_state"].as_str().unwrap_or_default();
+        assert!(state.contains("rings: packed ("), "{p}");
+        assert_eq!(counter(&p, "rx_drops"), 0, "{p}");
+        assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
+        assert!(counter(&p, "rx_packets") >= 6, "{p}");
+        assert!(counter(&p, "tx_packets") >= 6, "{p}");
+    }
+    assert_eq!(vp.guest_errors(), Vec::<String>::new());
+    drop(g);
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }
 

@@ -154,6 +154,10 @@ pub struct BenchArgs {
     /// kick wakes it, leaving the CPU to the guests).
     #[arg(long)]
     pub busy_worker: bool,
+    /// pvp: the VM's virtio-user ports ask for packed virtqueues (`packed_vq=1`) instead of
+    /// split ones, against every switch.
+    #[arg(long)]
+    pub packed_rings: bool,
     /// veth-switch with --churn: new flows per second [default: 100000].
     #[arg(long, value_name = "N")]
     pub new_flows_per_second: Option<u64>,

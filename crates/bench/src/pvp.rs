@@ -239,9 +239,14 @@ fn virtio_user(
     for (i, s) in sockets.iter().enumerate() {
         eal.push("--vdev".into());
         eal.push(format!(
-            "net_virtio_user{i},path={},queues=1{}",
+            "net_virtio_user{i},path={},queues=1{}{}",
             s.display(),
-            if server { ",server=1" } else { "" }
+            if server { ",server=1" } else { "" },
+            if args.packed_rings {
+                ",packed_vq=1"
+            } else {
+                ""
+            }
         ));
     }
     let size = frame_size.saturating_sub(4);

@@ -12,6 +12,7 @@
 use crate::device::{DeviceSnapshot, QueueSetup, Shared, GUEST_TX, MAX_QUEUES, MAX_QUEUE_PAIRS};
 use crate::memory::{GuestMemory, RegionSpec};
 use crate::net_header::{guest_sends, guest_takes, OFFLOAD_FEATURES};
+use crate::packed_ring::WRAP_BIT;
 use crate::ring::RingLayout;
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -41,11 +42,14 @@ pub const VIRTIO_NET_F_MRG_RXBUF: u64 = 1 << 15;
 pub const VIRTIO_RING_F_EVENT_IDX: u64 = 1 << 29;
 /// Several queue pairs (offered when the port has more than one).
 pub const VIRTIO_NET_F_MQ: u64 = 1 << 22;
+/// Packed virtqueues (`packed_ring`) instead of split ones.
+pub const VIRTIO_F_RING_PACKED: u64 = 1 << 34;
 /// What this backend offers (plus `VIRTIO_NET_F_MQ` on a port with several queue pairs).
 pub const OFFERED_FEATURES: u64 = VIRTIO_F_VERSION_1
     | VIRTIO_NET_F_MRG_RXBUF
     | OFFLOAD_FEATURES
     | VIRTIO_RING_F_EVENT_IDX
+    | VIRTIO_F_RING_PACKED
     | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits();
 
 /// How long the control thread waits for the worker to let go of a generation.
@@ -107,6 +111,10 @@ impl Device {
         }
     }
 
+    fn packed(&self) -> bool {
+        self.features & VIRTIO_F_RING_PACKED != 0
+    }
+
     fn protocol_features_acked(&self) -> bool {
         self.features & VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits() != 0
     }
@@ -134,7 +142,22 @@ impl Device {
         for (q, st) in self.queues.iter_mut().enumerate() {
             let Some(start) = st.running else { continue };
             let Some((d, a, u)) = st.addr else { continue };
-            match RingLayout::translate(&self.memory, st.size, d, a, u) {
+            let layout = if self.features & VIRTIO_F_RING_PACKED != 0 {
+                crate::packed_ring::translate(&self.memory, st.size, d, a, u).and_then(|l| {
+                    // The base's slot (below its wrap bit) must be inside the ring.
+                    if st.base & !WRAP_BIT < st.size {
+                        Ok(l)
+                    } else {
+                        Err(format!(
+                            "packed ring base {:#x} is past the ring of {}",
+                            st.base, st.size
+                        ))
+                    }
+                })
+            } else {
+                RingLayout::translate(&self.memory, st.size, d, a, u)
+            };
+            match layout {
                 Ok(layout) => {
                     queues[q] = Some(QueueSetup {
                         layout,
@@ -157,6 +180,7 @@ impl Device {
             hdr_len: DeviceSnapshot::header_len(version_1, mrg_rxbuf),
             mrg_rxbuf,
             event_idx: self.features & VIRTIO_RING_F_EVENT_IDX != 0,
+            packed: self.packed(),
             sends: guest_sends(self.features),
             takes: guest_takes(self.features),
         };
@@ -277,7 +301,14 @@ impl VhostUserBackendReqHandlerMut for Device {
 
     fn set_vring_num(&mut self, index: u32, num: u32) -> VuResult<()> {
         let size = u16::try_from(num).map_err(|_| VuError::InvalidParam)?;
-        if !crate::ring::valid_queue_size(size) {
+        // Packed rings may have any size; both layouts are checked again when the queue
+        // starts (the features may come later from some frontends).
+        let valid = if self.packed() {
+            (1..=crate::packed_ring::MAX_PACKED_SIZE).contains(&size)
+        } else {
+            crate::ring::valid_queue_size(size)
+        };
+        if !valid {
             return Err(VuError::InvalidParam);
         }
         self.queue(index)?.size = size;
@@ -302,8 +333,25 @@ impl VhostUserBackendReqHandlerMut for Device {
     }
 
     fn set_vring_base(&mut self, index: u32, base: u32) -> VuResult<()> {
+        let packed = self.packed();
+        let label = self.label.clone();
         let q = self.queue(index)?;
-        q.base = u16::try_from(base).map_err(|_| VuError::InvalidParam)?;
+        if packed {
+            // Packed: bits 0-14 the next slot to read, bit 15 the avail wrap counter; QEMU
+            // (since 4.2) also sends the used slot and wrap counter in bits 16-31, DPDK's
+            // virtio-user sends 0 there. This device returns chains in order and all of them
+            // before it reports a base, so it starts the used side where the avail side is.
+            let (avail, used) = (base as u16, (base >> 16) as u16);
+            if used != 0 && used != avail {
+                eprintln!(
+                    "{label}: queue {index}: packed ring base: used {used:#x} behind avail \
+                     {avail:#x}; buffers in flight from before are not returned"
+                );
+            }
+            q.base = avail;
+        } else {
+            q.base = u16::try_from(base).map_err(|_| VuError::InvalidParam)?;
+        }
         Ok(())
     }
 
@@ -314,10 +362,15 @@ impl VhostUserBackendReqHandlerMut for Device {
         // A ring stopped by GET_VRING_BASE restarts only with a new kick.
         self.queues[q].kicked = false;
         self.queues[q].call = None;
-        Ok(VhostUserVringState::new(
-            index,
-            u32::from(self.queues[q].base),
-        ))
+        let base = u32::from(self.queues[q].base);
+        // Packed: the used slot and wrap counter in the upper half, which QEMU reads back
+        // (they equal the avail side: every chain taken was returned). Split: the index.
+        let num = if self.packed() {
+            base | base << 16
+        } else {
+            base
+        };
+        Ok(VhostUserVringState::new(index, num))
     }
 
     fn set_vring_kick(&mut self, index: u8, fd: Option<File>) -> VuResult<()> {

@@ -82,13 +82,29 @@ impl Drop for Echo {
 }
 
 /// Set the device up as QEMU does: features, memory, both rings (guest rx = `rx`, guest tx =
-/// `tx`), kicks, calls, enable.
+/// `tx`), kicks, calls, enable. Split rings.
 fn frontend(path: &Path, rx: &FakeGuest, tx: &FakeGuest) -> (Frontend, Vec<EventFd>) {
+    frontend_with(path, false, rx, tx)
+}
+
+/// The same with packed rings (`packed`: every feature, bases on wrap counter 1 as DPDK's
+/// virtio-user sends them) or split ones (every feature but VIRTIO_F_RING_PACKED).
+fn frontend_with(
+    path: &Path,
+    packed: bool,
+    rx: &FakeGuest,
+    tx: &FakeGuest,
+) -> (Frontend, Vec<EventFd>) {
     let mut f = Frontend::connect(path, 2).expect("connect");
     f.set_owner().expect("owner");
     let offered = f.get_features().expect("features");
     assert_eq!(offered, OFFERED_FEATURES);
-    f.set_features(offered).expect("set features");
+    let (features, base) = if packed {
+        (offered, crate::packed_ring::WRAP_BIT)
+    } else {
+        (offered & !VIRTIO_F_RING_PACKED, 0)
+    };
+    f.set_features(features).expect("set features");
     let proto = f.get_protocol_features().expect("protocol features");
     f.set_protocol_features(proto)
         .expect("set protocol features");
@@ -104,7 +120,7 @@ fn frontend(path: &Path, rx: &FakeGuest, tx: &FakeGuest) -> (Frontend, Vec<Event
     for (q, g) in [(0usize, rx), (1, tx)] {
         let (d, a, u) = g.ring_uvas();
         f.set_vring_num(q, g.size).expect("num");
-        f.set_vring_base(q, 0).expect("base");
+        f.set_vring_base(q, base).expect("base");
         f.set_vring_addr(
             q,
             &VringConfigData {
@@ -176,6 +192,99 @@ fn a_frontend_sets_up_the_device_and_frames_flow() {
     });
     drop(echo);
     assert!(!path.exists(), "the socket file is removed with the port");
+}
+
+#[test]
+fn a_frontend_sets_up_packed_rings_and_frames_flow() {
+    use crate::fake_guest::PackedGuest;
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
+    let echo = Echo::start(device);
+    let mut rx = PackedGuest::new(64);
+    let mut tx = PackedGuest::on(rx.g.another(1, 64));
+    let (f, _fds) = frontend_with(&path, true, &rx.g, &tx.g);
+    for seed in 0..5u8 {
+        let frame: Vec<u8> = (0..200u32).map(|i| (i as u8) ^ seed).collect();
+        let id = rx.add_chain(&[2048], true, &[]);
+        tx.add_chain(&[212], false, &with_header(&frame));
+        let mut used = None;
+        wait_for("the echo", || {
+            used = rx.take_used();
+            used.is_some()
+        });
+        assert_eq!(used.map(|(i, len, _)| (i, len)), Some((id, 212)));
+        assert_eq!(rx.g.buffer(u16::from(seed), 212)[12..], frame[..]);
+        assert!(tx.take_used().is_some(), "the sent chain came back");
+    }
+    use graph::DriverCounters;
+    let state = echo.shared.state().unwrap_or_default();
+    assert!(state.contains("rings: packed (rx0 64, tx0 64)"), "{state}");
+    // GET_VRING_BASE: slot 5 on wrap counter 1, the used side (upper half) alike.
+    let base = 5 | 0x8000;
+    assert_eq!(f.get_vring_base(1).expect("base"), base | base << 16);
+    assert_eq!(f.get_vring_base(0).expect("base"), base | base << 16);
+    assert_eq!(echo.shared.counters.guest_errors.get(), 0);
+    drop(f);
+    drop(echo);
+}
+
+/// A packed ring the guest breaks resets the connection like a split one, and the next
+/// frontend (split rings this time) is served.
+#[test]
+fn a_malformed_packed_ring_resets_the_connection() {
+    use crate::fake_guest::PackedGuest;
+    let path = socket_path();
+    let device = VhostUserDevice::open(&path, SocketMode::Server, 1).expect("open");
+    let echo = Echo::start(device);
+    let rx = PackedGuest::new(64);
+    let mut tx = PackedGuest::on(rx.g.another(1, 64));
+    let (f, _fds) = frontend_with(&path, true, &rx.g, &tx.g);
+    // A chain whose second descriptor is marked for the next lap.
+    let avail = PackedGuest::avail_flags(true);
+    let next_lap = PackedGuest::avail_flags(false);
+    tx.set_desc(1, tx.g.buffer_gpa(1), 64, 0, next_lap);
+    tx.set_desc(0, tx.g.buffer_gpa(0), 64, 0, avail | 1);
+    tx.next = 2;
+    wait_for("the reset", || {
+        echo.shared.counters.guest_errors.get() == 1
+            && !echo.shared.connected.load(Ordering::Acquire)
+    });
+    assert!(
+        echo.shared
+            .last_error()
+            .contains("not available for wrap counter"),
+        "{}",
+        echo.shared.last_error()
+    );
+    drop(f);
+    let mut rx = FakeGuest::new(64);
+    let mut tx = rx.another(1, 64);
+    let (_f, _fds) = frontend(&path, &rx, &tx);
+    echo_once(&mut rx, &mut tx, 1);
+    assert_eq!(echo.shared.counters.connections.get(), 2);
+}
+
+/// SET_VRING_BASE of a packed ring as QEMU sends it (used slot and wrap counter in the upper
+/// half) and as DPDK does (upper half 0); a split ring's base must fit 16 bits.
+#[test]
+fn packed_vring_bases_carry_wrap_counters() {
+    let mut d = Device::new(Arc::new(Shared::default()), "test".into(), 1);
+    d.set_features(OFFERED_FEATURES).expect("features");
+    d.set_vring_num(0, 100).expect("any size for packed rings");
+    for (sent, kept) in [
+        (0x8000_8000u32, 0x8000u16),
+        (0x8000, 0x8000),
+        (0x0007_0007, 7),
+    ] {
+        d.set_vring_base(0, sent).expect("base");
+        assert_eq!(d.queues[0].base, kept);
+        let back = d.get_vring_base(0).expect("base").num;
+        assert_eq!(back, u32::from(kept) | u32::from(kept) << 16);
+    }
+    d.set_features(OFFERED_FEATURES & !VIRTIO_F_RING_PACKED)
+        .expect("features");
+    assert!(d.set_vring_base(0, 0x1_0000).is_err());
+    assert!(d.set_vring_num(0, 100).is_err(), "split: a power of two");
 }
 
 /// How a guest may break its transmit ring.

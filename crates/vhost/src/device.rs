@@ -71,6 +71,10 @@ pub struct DeviceSnapshot {
     pub mrg_rxbuf: bool,
     /// VIRTIO_RING_F_EVENT_IDX was negotiated.
     pub event_idx: bool,
+    /// VIRTIO_F_RING_PACKED was negotiated: every queue is a packed ring (its layout's
+    /// `avail` and `used` are the driver's and device's event suppression structures, its
+    /// base carries the wrap counter in bit 15).
+    pub packed: bool,
     /// Offloads the guest may ask of us in the frames it sends.
     pub sends: Offloads,
     /// Offloads the guest takes in the frames we hand it.
@@ -88,6 +92,26 @@ impl DeviceSnapshot {
         }
     }
 
+    /// The layout and size of each running queue, e.g. "; rings: packed (rx0 256, tx0 256)";
+    /// empty when none runs.
+    pub fn rings(&self) -> String {
+        let queues: Vec<String> = self
+            .queues
+            .iter()
+            .enumerate()
+            .filter_map(|(q, s)| {
+                let way = if q % 2 == GUEST_TX { "tx" } else { "rx" };
+                s.as_ref()
+                    .map(|s| format!("{way}{} {}", q / 2, s.layout.size))
+            })
+            .collect();
+        if queues.is_empty() {
+            return String::new();
+        }
+        let kind = if self.packed { "packed" } else { "split" };
+        format!("; rings: {kind} ({})", queues.join(", "))
+    }
+
     /// Nothing configured: no memory, no queue.
     pub fn idle() -> DeviceSnapshot {
         DeviceSnapshot {
@@ -96,6 +120,7 @@ impl DeviceSnapshot {
             hdr_len: 12,
             mrg_rxbuf: false,
             event_idx: false,
+            packed: false,
             sends: Offloads::default(),
             takes: Offloads::default(),
         }
@@ -171,8 +196,8 @@ pub struct Shared {
 
 /// How a sleeping worker hears the guest's kicks on its transmit queue: an epoll set that lives
 /// as long as the port (the worker's wait descriptor) holding the kick eventfd of the current
-/// connection. The worker asks for kicks only just before it sleeps (`SplitRing::arm_kick`);
-/// while it polls, the guest does not kick at all.
+/// connection. The worker asks for kicks only just before it sleeps (`Ring::arm_kick`, of
+/// either layout); while it polls, the guest does not kick at all.
 pub struct KickWaiter {
     epoll: Option<OwnedFd>,
     kick: Mutex<Option<File>>,
@@ -434,8 +459,10 @@ impl graph::DriverCounters for Shared {
         let last = self.last_error();
         let (_, snap) = self.snapshot();
         let offloads = format!(
-            "offloads from the guest: {}; to the guest: {}",
-            snap.sends, snap.takes
+            "offloads from the guest: {}; to the guest: {}{}",
+            snap.sends,
+            snap.takes,
+            snap.rings()
         );
         Some(if last.is_empty() {
             format!("{connected}; {offloads}")

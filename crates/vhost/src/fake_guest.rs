@@ -1,6 +1,7 @@
 //! Tests only (this crate's, and other crates' with the `fake-guest` feature): the driver
-//! side of one split ring in a memfd, as a guest would lay it out, so the device code can be
-//! fed well-formed and malformed rings byte by byte. It panics on any failure.
+//! side of one split ring (`FakeGuest`) or packed ring (`PackedGuest`) in a memfd, as a guest
+//! would lay it out, so the device code can be fed well-formed and malformed rings byte by
+//! byte. It panics on any failure.
 
 use crate::memory::{GuestMemory, RegionSpec};
 use crate::ring::RingLayout;
@@ -97,6 +98,38 @@ impl FakeGuest {
     pub fn layout(&self) -> RingLayout {
         let (d, a, u) = self.ring_uvas();
         RingLayout::translate(&self.mem, self.size, d, a, u).expect("layout")
+    }
+
+    /// Publish this memory to the worker with this ring as queue `q` (None: no queue runs),
+    /// start number `start` from base 0, split rings, `offloads` negotiated both ways.
+    pub fn publish_as(
+        &self,
+        shared: &crate::device::Shared,
+        q: Option<usize>,
+        start: u64,
+        mrg_rxbuf: bool,
+        offloads: crate::net_header::Offloads,
+    ) -> u64 {
+        use crate::device::{DeviceSnapshot, QueueSetup, MAX_QUEUES};
+        let mut queues: [Option<QueueSetup>; MAX_QUEUES] = Default::default();
+        if let Some(slot) = q.and_then(|q| queues.get_mut(q)) {
+            *slot = Some(QueueSetup {
+                layout: self.layout(),
+                base: 0,
+                call: None,
+                start,
+            });
+        }
+        shared.publish(DeviceSnapshot {
+            memory: self.mem.clone(),
+            queues,
+            hdr_len: 12,
+            mrg_rxbuf,
+            event_idx: false,
+            packed: false,
+            sends: offloads,
+            takes: offloads,
+        })
     }
 
     /// Offset in memory of a part of this ring.
@@ -211,5 +244,163 @@ impl FakeGuest {
     /// Read `len` bytes of descriptor `i`'s data area.
     pub fn buffer(&self, i: u16, len: usize) -> Vec<u8> {
         self.read(self.buffer_gpa(i) - GPA, len)
+    }
+}
+
+/// The driver side of a packed ring in a `FakeGuest`'s memory: descriptors where the split
+/// ring's table is, the driver's event suppression structure where its available ring is, the
+/// device's where its used ring is. It keeps the driver's wrap counters and which chain
+/// length each buffer id has, as a driver does.
+pub struct PackedGuest {
+    pub g: FakeGuest,
+    /// Next slot to make available, and the driver's wrap counter there.
+    pub next: u16,
+    pub wrap: bool,
+    /// Next slot the device will write as used, and the wrap counter it will carry.
+    used_at: u16,
+    used_wrap: bool,
+    /// Descriptors per buffer id in flight.
+    counts: Vec<u16>,
+    next_id: u16,
+}
+
+/// Packed descriptor flags.
+pub const P_NEXT: u16 = 1;
+pub const P_WRITE: u16 = 2;
+pub const P_AVAIL: u16 = 1 << 7;
+pub const P_USED: u16 = 1 << 15;
+
+impl PackedGuest {
+    pub fn new(size: u16) -> PackedGuest {
+        PackedGuest::on(FakeGuest::new(size))
+    }
+
+    pub fn on(g: FakeGuest) -> PackedGuest {
+        let size = g.size;
+        PackedGuest {
+            g,
+            next: 0,
+            wrap: true,
+            used_at: 0,
+            used_wrap: true,
+            counts: vec![0; usize::from(size)],
+            next_id: 0,
+        }
+    }
+
+    pub fn layout(&self) -> RingLayout {
+        let (d, a, u) = self.g.ring_uvas();
+        crate::packed_ring::translate(&self.g.mem, self.g.size, d, a, u).expect("layout")
+    }
+
+    /// The flags that mark a descriptor available on lap `wrap`.
+    pub fn avail_flags(wrap: bool) -> u16 {
+        if wrap {
+            P_AVAIL
+        } else {
+            P_USED
+        }
+    }
+
+    /// Write descriptor `slot` as given (any values: tests make malformed ones).
+    pub fn set_desc(&self, slot: u16, addr: u64, len: u32, id: u16, flags: u16) {
+        let mut d = [0u8; 16];
+        d[0..8].copy_from_slice(&addr.to_le_bytes());
+        d[8..12].copy_from_slice(&len.to_le_bytes());
+        d[12..14].copy_from_slice(&id.to_le_bytes());
+        d[14..16].copy_from_slice(&flags.to_le_bytes());
+        self.g
+            .write(self.g.part(DESC_AT) + 16 * u64::from(slot), &d);
+    }
+
+    /// Descriptor `slot`: (addr, len, id, flags).
+    pub fn desc(&self, slot: u16) -> (u64, u32, u16, u16) {
+        let b = self.g.read(self.g.part(DESC_AT) + 16 * u64::from(slot), 16);
+        let w = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[0..8]);
+        (
+            u64::from_le_bytes(a),
+            u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+            w(12),
+            w(14),
+        )
+    }
+
+    /// A chain of buffers of the given lengths, readable or device-writable, with `data`
+    /// written across the readable ones; the head's flags written last. Returns its id.
+    pub fn add_chain(&mut self, lens: &[u32], writable: bool, data: &[u8]) -> u16 {
+        let id = self.next_id;
+        self.next_id = (self.next_id + 1) % self.g.size;
+        let (head, head_wrap) = (self.next, self.wrap);
+        let mut head_flags = 0;
+        let mut written = 0usize;
+        for (k, &len) in lens.iter().enumerate() {
+            let slot = self.next;
+            let addr = self.g.buffer_gpa(slot);
+            let last = k + 1 == lens.len();
+            let flags = Self::avail_flags(self.wrap)
+                | if last { 0 } else { P_NEXT }
+                | if writable { P_WRITE } else { 0 };
+            if !writable {
+                let n = (len as usize).min(data.len() - written);
+                self.g.write(addr - GPA, &data[written..written + n]);
+                written += n;
+            }
+            if slot == head {
+                head_flags = flags;
+                // Not available yet: marked used on the lap before.
+                let before = if head_wrap { 0 } else { P_AVAIL | P_USED };
+                self.set_desc(slot, addr, len, id, (flags & !(P_AVAIL | P_USED)) | before);
+            } else {
+                self.set_desc(slot, addr, len, id, flags);
+            }
+            self.next += 1;
+            if self.next == self.g.size {
+                self.next = 0;
+                self.wrap = !self.wrap;
+            }
+        }
+        self.counts[usize::from(id)] = lens.len() as u16;
+        let (addr, len) = (self.g.buffer_gpa(head), lens[0]);
+        self.set_desc(head, addr, len, id, head_flags);
+        id
+    }
+
+    /// The next used descriptor if the device published one: (id, len, flags).
+    pub fn take_used(&mut self) -> Option<(u16, u32, u16)> {
+        let (_, len, id, flags) = self.desc(self.used_at);
+        let used =
+            (flags & P_AVAIL != 0) == self.used_wrap && (flags & P_USED != 0) == self.used_wrap;
+        if !used {
+            return None;
+        }
+        let n = self
+            .counts
+            .get(usize::from(id))
+            .copied()
+            .unwrap_or(1)
+            .max(1);
+        for _ in 0..n {
+            self.used_at += 1;
+            if self.used_at == self.g.size {
+                self.used_at = 0;
+                self.used_wrap = !self.used_wrap;
+            }
+        }
+        Some((id, len, flags))
+    }
+
+    /// The driver's event suppression structure.
+    pub fn set_driver_event(&self, off_wrap: u16, flags: u16) {
+        let at = self.g.part(AVAIL_AT);
+        self.g.write(at, &off_wrap.to_le_bytes());
+        self.g.write(at + 2, &flags.to_le_bytes());
+    }
+
+    /// The device's event suppression structure: (off_wrap, flags).
+    pub fn device_event(&self) -> (u16, u16) {
+        let at = self.g.part(USED_AT);
+        (self.g.u16_at(at), self.g.u16_at(at + 2))
     }
 }

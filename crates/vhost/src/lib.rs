@@ -6,9 +6,11 @@
 //! * `fault_guard`: the SIGBUS handler that keeps a frontend shrinking a memory file from
 //!   killing the process.
 //! * `ring`: the split virtqueue, device side: the fast path (our own; see its header).
+//! * `packed_ring`: the packed virtqueue (VIRTIO_F_RING_PACKED), device side, likewise.
 //! * `device`: what the control thread and the worker share, and how they hand over.
 //! * `net_header`: the virtio-net header and the offloads it carries (checksum, TSO).
-//! * `port`: the receive and transmit nodes.
+//! * `port`, `port_tx`: the receive and transmit nodes.
+//! * `virtqueue`: what the nodes need of a ring, of either layout.
 //!
 //! It never trusts the guest: every index, descriptor and address is checked, a malformed
 //! ring stops the queue and resets the connection, and nothing is read or written outside the
@@ -26,8 +28,11 @@ pub mod fault_guard;
 pub mod fuzzing;
 pub mod memory;
 pub mod net_header;
+pub mod packed_ring;
 pub mod port;
+mod port_tx;
 pub mod ring;
+pub mod virtqueue;
 
 pub use backend::{OpenError, SocketMode, VhostUserDevice};
 pub use device::{DeviceCounters, Shared};

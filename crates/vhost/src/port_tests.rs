@@ -32,22 +32,7 @@ pub(super) fn publish_with(
     mrg_rxbuf: bool,
     offloads: Offloads,
 ) -> u64 {
-    let mut queues: [Option<QueueSetup>; crate::device::MAX_QUEUES] = Default::default();
-    queues[q] = Some(QueueSetup {
-        layout: g.layout(),
-        base: 0,
-        call: None,
-        start,
-    });
-    shared.publish(DeviceSnapshot {
-        memory: g.mem.clone(),
-        queues,
-        hdr_len: 12,
-        mrg_rxbuf,
-        event_idx: false,
-        sends: offloads,
-        takes: offloads,
-    })
+    g.publish_as(shared, Some(q), start, mrg_rxbuf, offloads)
 }
 
 pub(super) struct Cx {
@@ -78,7 +63,7 @@ impl Cx {
     }
 }
 
-fn rx_node(shared: &Arc<Shared>) -> (VhostRx, Arc<PortStats>) {
+pub(super) fn rx_node(shared: &Arc<Shared>) -> (VhostRx, Arc<PortStats>) {
     let stats = Arc::new(PortStats::default());
     let node = VhostRx::on(
         "vu-rx".into(),
@@ -91,7 +76,7 @@ fn rx_node(shared: &Arc<Shared>) -> (VhostRx, Arc<PortStats>) {
     (node, stats)
 }
 
-fn poll(node: &mut VhostRx, cx: &mut Cx) -> Vec<Vec<u8>> {
+pub(super) fn poll(node: &mut VhostRx, cx: &mut Cx) -> Vec<Vec<u8>> {
     let mut out = [0u32; 32];
     let mut nexts = [0u16; 32];
     let (n, _) = node.poll(&mut cx.cx(), &mut out, &mut nexts);
@@ -108,7 +93,7 @@ fn poll(node: &mut VhostRx, cx: &mut Cx) -> Vec<Vec<u8>> {
     frames
 }
 
-fn frame(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn frame(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31) ^ seed)
         .collect()
@@ -206,7 +191,7 @@ fn a_malformed_ring_stops_the_queue_and_is_reported() {
     );
 }
 
-fn tx_node(shared: &Arc<Shared>) -> (VhostTx, Arc<PortStats>) {
+pub(super) fn tx_node(shared: &Arc<Shared>) -> (VhostTx, Arc<PortStats>) {
     let stats = Arc::new(PortStats::default());
     (
         VhostTx::on("vu-tx".into(), shared.clone(), None, stats.clone()),
@@ -215,7 +200,7 @@ fn tx_node(shared: &Arc<Shared>) -> (VhostTx, Arc<PortStats>) {
 }
 
 /// Send `frames` through the transmit node.
-fn send(node: &mut VhostTx, cx: &mut Cx, frames: &[Vec<u8>]) {
+pub(super) fn send(node: &mut VhostTx, cx: &mut Cx, frames: &[Vec<u8>]) {
     let bufs: Vec<u32> = frames
         .iter()
         .map(|f| {
@@ -398,6 +383,7 @@ fn each_queue_pair_has_its_own_nodes_and_every_worker_acknowledges() {
         hdr_len: 12,
         mrg_rxbuf: false,
         event_idx: false,
+        packed: false,
         sends: Offloads::default(),
         takes: Offloads::default(),
     };

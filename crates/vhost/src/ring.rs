@@ -78,6 +78,27 @@ pub enum RingError {
     /// An indirect descriptor (not negotiated).
     #[error("indirect descriptor, which was not negotiated")]
     Indirect,
+    /// A buffer of zero bytes in a packed ring (drivers never post one).
+    #[error("a zero-length buffer in a packed ring")]
+    ZeroLength,
+    /// A packed ring's buffer id at or past the ring size.
+    #[error("buffer id {id} is past the packed ring of {size}")]
+    BufferId {
+        /// The id.
+        id: u16,
+        /// Ring size.
+        size: u16,
+    },
+    /// A packed chain goes on into a descriptor not marked available for its lap.
+    #[error("packed chain continues into slot {slot} (flags {flags:#06x}), not available for wrap counter {wrap}")]
+    WrapMismatch {
+        /// The slot.
+        slot: u16,
+        /// Its flags.
+        flags: u16,
+        /// The wrap counter of that slot.
+        wrap: bool,
+    },
     /// A buffer the device should read was marked writable, or the other way round.
     #[error("a {found} buffer in a chain the device must {want}")]
     Direction {
@@ -152,7 +173,7 @@ pub enum Direction {
 }
 
 /// One buffer of a chain, translated.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Segment {
     /// Where it is mapped here.
     pub ptr: *mut u8,

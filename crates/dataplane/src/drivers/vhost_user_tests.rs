@@ -12,7 +12,7 @@ use packet::headers::{build_tcp_frame, TcpFrameSpec};
 use packet::meta::{FLAG_CSUM_PARTIAL, GSO_TCP4};
 use packet::{BufferPool, PoolConfig};
 use std::sync::Arc;
-use vhostuser::device::{guest_rx, DeviceSnapshot, QueueSetup, Shared, MAX_QUEUES};
+use vhostuser::device::{guest_rx, Shared};
 use vhostuser::fake_guest::FakeGuest;
 use vhostuser::net_header::Offloads;
 use vhostuser::VhostTx;
@@ -66,24 +66,13 @@ fn super_packet(pool: &mut BufferPool, payload: usize) -> (u32, Vec<u8>) {
 
 /// Publish the guest's memory with pair 1's receive queue running (`g`) or none.
 fn publish(shared: &Shared, g: &FakeGuest, pair1: bool, start: u64) {
-    let mut queues: [Option<QueueSetup>; MAX_QUEUES] = Default::default();
-    if pair1 {
-        queues[guest_rx(1)] = Some(QueueSetup {
-            layout: g.layout(),
-            base: 0,
-            call: None,
-            start,
-        });
-    }
-    shared.publish(DeviceSnapshot {
-        memory: g.mem.clone(),
-        queues,
-        hdr_len: 12,
-        mrg_rxbuf: true,
-        event_idx: false,
-        sends: Offloads::ALL,
-        takes: Offloads::ALL,
-    });
+    g.publish_as(
+        shared,
+        pair1.then_some(guest_rx(1)),
+        start,
+        true,
+        Offloads::ALL,
+    );
 }
 
 #[test]
