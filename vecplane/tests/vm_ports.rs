@@ -491,15 +491,6 @@ fn queue_pairs_are_run_by_their_own_workers() {
     })
     .unwrap_or_else(|e| panic!("{e:#}"));
     // Every receive node of every pair moves packets, each on its own worker.
-    let node_packets = |rt: &Value, worker: usize, node: &str| -> u64 {
-        rt["workers"][worker]["nodes"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|n| n["name"] == node)
-            .and_then(|n| n["packets"].as_u64())
-            .unwrap_or(0)
-    };
     let want = [
         (0, "vu0-rx-q0"),
         (1, "vu0-rx-q1"),
@@ -522,6 +513,45 @@ fn queue_pairs_are_run_by_their_own_workers() {
     for (w, n) in want {
         println!("worker {w}: {n}: {} packets", node_packets(&rt, w, n));
     }
+    // Move vu0's pair 1 to worker 0 by hand while the loop runs: worker 1 lets go of it and
+    // worker 0 takes it up where it stopped. (Worker 0 sends into pair 0, so the frames
+    // circling through pair 1 join pair 0's loop: the loop goes on there.)
+    let before_move = vp.ctl_json(&["show", "runtime"]);
+    let out = vp.ctl_ok(&["rxq", "move", "vu0", "1", "0"]);
+    assert!(out.contains("moved from worker 1 to worker 0"), "{out}");
+    let rxq = vp.ctl_json(&["show", "rxq"]);
+    assert!(
+        rxq["placement"]["queues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|q| q["port"] == "vu0" && q["pair"] == 1 && q["worker"] == 0),
+        "{rxq}"
+    );
+    let at_move = vp.ctl_json(&["show", "runtime"]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rt = vp.ctl_json(&["show", "runtime"]);
+        let taken_up =
+            node_packets(&rt, 0, "vu0-rx-q1") > node_packets(&before_move, 0, "vu0-rx-q1");
+        let flowing =
+            node_packets(&rt, 0, "vu0-rx-q0") > node_packets(&at_move, 0, "vu0-rx-q0") + 10_000;
+        if taken_up && flowing {
+            assert_eq!(
+                node_packets(&rt, 1, "vu0-rx-q1"),
+                node_packets(&at_move, 1, "vu0-rx-q1"),
+                "worker 1 no longer receives from pair 1: {rt}"
+            );
+            break;
+        }
+        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
+        assert!(
+            Instant::now() < deadline,
+            "worker 0 did not take up vu0's pair 1 within 30 s: {rt}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    println!("{}", vp.ctl_ok(&["show", "rxq"]));
     vp.assert_running();
     for name in ["vu0", "vu1"] {
         let p = vp.port(name);

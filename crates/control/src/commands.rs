@@ -255,6 +255,9 @@ impl Control {
                 let (per_worker, _, since_clear) = self.runtime_since_clear();
                 Ok(rxq::show(&self.view, &per_worker, since_clear))
             }
+            Command::RxqMove { port, pair, worker } => {
+                rxq::move_pair(&self.view, port, *pair, *worker)
+            }
             Command::ShowInterfaces => Ok(self.show_interfaces()),
             Command::ShowErrors => Ok(self.show_errors()),
             Command::ShowFib { v6, query } => {

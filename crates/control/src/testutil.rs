@@ -111,6 +111,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         capture: Arc::new(graph::CaptureControl::new(workers)),
         flows: Vec::new(),
         lb: None,
+        rxq: None,
         routing: Arc::new(std::sync::Mutex::new(
             dataplane::routing::Routing::without_workers(spec)
                 .expect("an empty routing table builds"),

@@ -113,6 +113,8 @@ pub struct WorkersShared {
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
     /// vhost-user devices by port id, opened by the first worker built that needs one.
     vhost_devices: Mutex<std::collections::HashMap<u16, Arc<vhostuser::VhostUserDevice>>>,
+    /// Ports whose receive queues may move between workers (registered by their driver).
+    movable: Mutex<Vec<crate::rebalance::MovablePort>>,
 }
 
 impl WorkersShared {
@@ -141,6 +143,7 @@ impl WorkersShared {
             lb,
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
             vhost_devices: Mutex::default(),
+            movable: Mutex::default(),
         })
     }
 
@@ -157,6 +160,19 @@ impl WorkersShared {
         let d = open()?;
         devices.insert(port, d.clone());
         Ok(d)
+    }
+
+    /// Register a port whose receive queues may move (once per port).
+    pub(crate) fn movable_port(&self, port: crate::rebalance::MovablePort) {
+        let mut ports = self.movable.lock().unwrap_or_else(|p| p.into_inner());
+        if ports.iter().all(|p| p.id != port.id) {
+            ports.push(port);
+        }
+    }
+
+    /// The ports registered by `movable_port`.
+    pub(crate) fn take_movable(&self) -> Vec<crate::rebalance::MovablePort> {
+        std::mem::take(&mut *self.movable.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Readers of the routing tables, for one worker.

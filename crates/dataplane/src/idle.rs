@@ -273,6 +273,15 @@ pub struct Idler {
     tsc_hz: u64,
 }
 
+/// A wait-set entry for readability of `fd`.
+fn pollfd(fd: RawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
 impl Idler {
     /// For a worker in `mode` whose inputs are those of `graph`, woken through `bell`, sleeping
     /// at most `max_us`. Builds the wait set once (cold).
@@ -290,11 +299,7 @@ impl Idler {
                 .wait_fds()
                 .into_iter()
                 .chain(bell.raw_fd())
-                .map(|fd| libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                })
+                .map(pollfd)
                 .collect(),
         };
         Idler {
@@ -357,6 +362,16 @@ impl Idler {
             // SAFETY: called between dispatch rounds: no reference from a reader is alive,
             // and none is taken before `online` below.
             unsafe { e.offline() };
+        }
+        if !self.fds.is_empty() {
+            // The inputs' descriptors now (a vhost-user queue that moved to another worker
+            // withdraws its own); the list keeps its capacity, so this allocates nothing.
+            let fds = &mut self.fds;
+            fds.clear();
+            graph.each_wait_fd(|fd| fds.push(pollfd(fd)));
+            if let Some(fd) = self.bell.raw_fd() {
+                fds.push(pollfd(fd));
+            }
         }
         let start = Instant::now();
         let ready = self.wait(timeout_ns);

@@ -48,6 +48,8 @@ pub struct DataplaneSpec {
     pub neighbour: NeighbourPolicy,
     /// How each worker waits for packets when its inputs are idle.
     pub poll: PollPolicy,
+    /// Receive queues placed over the workers by measured load.
+    pub rxq: RxqPolicy,
     /// The L4 load balancer (`[lb]`); None: no load balancer (no `lb` node, no LB tables).
     pub lb: Option<LbSpec>,
 }
@@ -114,6 +116,7 @@ impl Default for DataplaneSpec {
             ip: IpPolicy::default(),
             neighbour: NeighbourPolicy::default(),
             poll: PollPolicy::default(),
+            rxq: RxqPolicy::default(),
             lb: None,
         }
     }
@@ -139,6 +142,28 @@ pub struct PollPolicy {
     pub default: PollMode,
     /// Longest sleep of an adaptive worker, in microseconds (it wakes earlier on traffic).
     pub sleep_max_us: u32,
+}
+
+/// When receive queues that may move (vhost-user queue pairs) move to even the workers out
+/// (`placement`): every `rebalance_seconds` (0: never; they stay where round-robin put them)
+/// when the busiest worker carried packets at least `busy_percent` of that time and a new
+/// placement lightens it by a quarter or more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxqPolicy {
+    /// Seconds between looks at the loads (0: off).
+    pub rebalance_seconds: u32,
+    /// The busiest worker's load that makes a look worth a move, in percent of its time.
+    pub busy_percent: u32,
+}
+
+impl Default for RxqPolicy {
+    /// Every 10 s, at 95% busy: Open vSwitch's auto load balancing threshold.
+    fn default() -> Self {
+        RxqPolicy {
+            rebalance_seconds: 10,
+            busy_percent: 95,
+        }
+    }
 }
 
 impl PollPolicy {

@@ -35,6 +35,8 @@ pub struct RuntimeView {
     pub flows: Vec<Arc<crate::flows::FlowSwitch>>,
     /// The load balancer (None without `[lb]`): its tables, counters and NAT inside ports.
     pub lb: Option<Arc<crate::lb::LbControl>>,
+    /// Where the receive queues that may move run, and their moves (None: none may move).
+    pub rxq: Option<Arc<crate::rebalance::Rebalancer>>,
 }
 
 /// The settings of a running data plane that the control plane changes live (reload): atomics

@@ -64,6 +64,9 @@ impl Dataplane {
         let policies = shared.policies.clone();
         let flows = shared.flows.clone();
         let lb = shared.lb.clone();
+        let rxq =
+            crate::rebalance::Rebalancer::new(shared.take_movable(), spec.workers.max(1), spec.rxq)
+                .map(Arc::new);
         // What one worker learns about a neighbour, the others hear of.
         let handles: Vec<_> = workers.iter().map(|(w, _)| w.neighbours.clone()).collect();
         if handles.len() > 1 {
@@ -104,6 +107,7 @@ impl Dataplane {
             policies,
             flows,
             lb,
+            rxq,
         };
         Ok(Dataplane { workers, view })
     }
@@ -159,6 +163,7 @@ impl Dataplane {
             .map(|(w, _)| w.doorbell.clone())
             .collect();
         let mut handles = Vec::new();
+        let mut helpers = Vec::new();
         for (index, (mut w, cpu)) in self.workers.into_iter().enumerate() {
             let (s, r) = (stop.clone(), running.clone());
             let handle = std::thread::Builder::new()
@@ -177,11 +182,28 @@ impl Dataplane {
                 }
             }
         }
+        // The receive-queue rebalancer, when queues may move and the policy says how often.
+        if let Some(rb) = view
+            .rxq
+            .clone()
+            .filter(|rb| rb.policy().rebalance_seconds > 0)
+        {
+            let graphs: Vec<_> = view.workers.iter().map(|w| w.graph.clone()).collect();
+            let s = stop.clone();
+            match std::thread::Builder::new()
+                .name("vecplane-rxq".into())
+                .spawn(move || rb.run(&graphs, tsc_hz, &s))
+            {
+                Ok(h) => helpers.push(h),
+                Err(e) => eprintln!("vecplane: cannot start the receive-queue rebalancer: {e}"),
+            }
+        }
         RunningDataplane {
             view,
             stop,
             running,
             handles,
+            helpers,
             doorbells,
         }
     }
@@ -263,6 +285,8 @@ pub struct RunningDataplane {
     stop: Arc<AtomicBool>,
     running: Arc<AtomicUsize>,
     handles: Vec<std::thread::JoinHandle<()>>,
+    /// Threads beside the workers (the receive-queue rebalancer), stopped with them.
+    helpers: Vec<std::thread::JoinHandle<()>>,
     /// The workers' doorbells: `stop` wakes the sleeping ones at once.
     doorbells: Vec<Arc<Doorbell>>,
 }
@@ -285,7 +309,7 @@ impl RunningDataplane {
         for bell in &self.doorbells {
             bell.wake();
         }
-        for h in self.handles {
+        for h in self.handles.into_iter().chain(self.helpers) {
             let _ = h.join();
         }
     }

@@ -285,13 +285,20 @@ impl Graph {
 
     /// The file descriptors of the inputs that have one (see `InputNode::wait_fd`).
     pub fn wait_fds(&self) -> Vec<std::os::fd::RawFd> {
-        self.slots
-            .iter()
-            .filter_map(|s| match &s.imp {
-                NodeImpl::Input(n) => n.wait_fd(),
-                NodeImpl::Internal(_) => None,
-            })
-            .collect()
+        let mut fds = Vec::new();
+        self.each_wait_fd(|fd| fds.push(fd));
+        fds
+    }
+
+    /// `wait_fds` one by one, without allocating (an input's descriptor may come and go).
+    pub fn each_wait_fd(&self, mut f: impl FnMut(std::os::fd::RawFd)) {
+        for s in &self.slots {
+            if let NodeImpl::Input(n) = &s.imp {
+                if let Some(fd) = n.wait_fd() {
+                    f(fd);
+                }
+            }
+        }
     }
 
     /// Whether every input agrees to sleep (see `InputNode::before_sleep`); when one does not,

@@ -9,7 +9,9 @@
 //! It owns the socket and the thread. It never touches a ring (the worker does) and never
 //! blocks a worker: the worker only ever sees a new generation number.
 
-use crate::device::{DeviceSnapshot, QueueSetup, Shared, GUEST_TX, MAX_QUEUES, MAX_QUEUE_PAIRS};
+use crate::device::{
+    guest_tx, DeviceSnapshot, QueueSetup, Shared, GUEST_TX, MAX_QUEUES, MAX_QUEUE_PAIRS,
+};
 use crate::memory::{GuestMemory, RegionSpec};
 use crate::net_header::{guest_sends, guest_takes, OFFLOAD_FEATURES};
 use crate::packed_ring::WRAP_BIT;
@@ -88,6 +90,8 @@ struct Device {
     queues: [QueueState; MAX_QUEUES],
     /// Queue pairs this port offers (1..=MAX_QUEUE_PAIRS).
     pairs: usize,
+    /// The worker receiving from each pair (kept across connections).
+    rx_workers: [u8; MAX_QUEUE_PAIRS],
     next_start: u64,
     /// Where messages come from.
     label: String,
@@ -98,7 +102,8 @@ fn bad(why: &'static str) -> VuError {
 }
 
 impl Device {
-    fn new(shared: Arc<Shared>, label: String, pairs: usize) -> Device {
+    /// Pair `k` received by worker `k % workers` to begin with.
+    fn new(shared: Arc<Shared>, label: String, pairs: usize, workers: usize) -> Device {
         Device {
             shared,
             features: 0,
@@ -106,6 +111,7 @@ impl Device {
             memory: Arc::new(GuestMemory::empty()),
             queues: Default::default(),
             pairs,
+            rx_workers: std::array::from_fn(|k| (k % workers.clamp(1, 256)) as u8),
             next_start: 1,
             label,
         }
@@ -183,6 +189,7 @@ impl Device {
             packed: self.packed(),
             sends: guest_sends(self.features),
             takes: guest_takes(self.features),
+            rx_workers: self.rx_workers,
         };
         let g = self.shared.publish(snap);
         if !self.shared.wait_acknowledged(g, ACK_TIMEOUT) {
@@ -223,6 +230,31 @@ impl Device {
             self.shared.set_progress(q, start, self.queues[q].base);
             self.apply();
         }
+    }
+
+    /// Receive from pair `pair`'s transmit queue on worker `worker` from now on: a running
+    /// queue stops where the old worker left it (every frame it took is handed on) and starts
+    /// there on the new one; the guest's frames wait in its ring meanwhile.
+    fn move_rx(&mut self, pair: usize, worker: usize) -> Result<(), String> {
+        if pair >= self.pairs {
+            return Err(format!(
+                "queue pair {pair}; accepted: 0 to {}",
+                self.pairs - 1
+            ));
+        }
+        let w = u8::try_from(worker).map_err(|_| format!("worker {worker} is out of range"))?;
+        if self.rx_workers[pair] == w {
+            return Ok(());
+        }
+        self.rx_workers[pair] = w;
+        let q = guest_tx(pair);
+        if self.queues[q].running.is_some() {
+            self.stop(q);
+            self.maybe_start(q);
+        } else {
+            self.apply();
+        }
+        Ok(())
     }
 
     /// Forget everything the frontend set (disconnect or reset); the worker lets go first.
@@ -491,6 +523,8 @@ impl VhostUserBackendReqHandlerMut for Device {
 /// A vhost-user port's device: its control thread and what it shares with the worker.
 pub struct VhostUserDevice {
     shared: Arc<Shared>,
+    /// The configuration the control thread serves (the rebalancer moves queues through it).
+    device: Arc<Mutex<Device>>,
     socket: PathBuf,
     mode: SocketMode,
     stop: Arc<AtomicBool>,
@@ -520,6 +554,16 @@ impl VhostUserDevice {
         mode: SocketMode,
         pairs: usize,
     ) -> Result<VhostUserDevice, OpenError> {
+        VhostUserDevice::open_on(socket, mode, pairs, 1)
+    }
+
+    /// `open`, with pair `k` received by worker `k % workers` until `move_rx` moves it.
+    pub fn open_on(
+        socket: &Path,
+        mode: SocketMode,
+        pairs: usize,
+        workers: usize,
+    ) -> Result<VhostUserDevice, OpenError> {
         let err = |why: String| OpenError {
             socket: socket.display().to_string(),
             why,
@@ -541,14 +585,21 @@ impl VhostUserDevice {
             SocketMode::Client => None,
         };
         let connection = Arc::new(Mutex::new(None));
+        let device = Arc::new(Mutex::new(Device::new(
+            shared.clone(),
+            label.clone(),
+            pairs,
+            workers,
+        )));
         let (sh, st, path) = (shared.clone(), stop.clone(), socket.to_path_buf());
-        let conn = connection.clone();
+        let (conn, dev) = (connection.clone(), device.clone());
         let thread = std::thread::Builder::new()
             .name("vhost-user".into())
-            .spawn(move || control_loop(listener, path, sh, st, conn, (label, pairs)))
+            .spawn(move || control_loop(listener, path, (sh, dev), st, conn, label))
             .map_err(|e| err(format!("cannot start its thread: {e}")))?;
         Ok(VhostUserDevice {
             shared,
+            device,
             socket: socket.to_path_buf(),
             mode,
             stop,
@@ -570,6 +621,22 @@ impl VhostUserDevice {
     /// Server or client.
     pub fn mode(&self) -> SocketMode {
         self.mode
+    }
+
+    /// The worker receiving from queue pair `pair`.
+    pub fn rx_worker(&self, pair: usize) -> usize {
+        let d = self.device.lock().unwrap_or_else(|p| p.into_inner());
+        d.rx_workers.get(pair).map_or(0, |&w| usize::from(w))
+    }
+
+    /// Receive from queue pair `pair` on `worker` from now on (see `Device::move_rx`); waits
+    /// until the workers took it (at most about two of their polls, or the acknowledgement
+    /// timeout for a stalled one).
+    pub fn move_rx(&self, pair: usize, worker: usize) -> Result<(), String> {
+        self.device
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .move_rx(pair, worker)
     }
 }
 
@@ -608,16 +675,11 @@ fn readable(fd: i32, bell: Option<i32>) -> bool {
 fn control_loop(
     mut listener: Option<Listener>,
     path: PathBuf,
-    shared: Arc<Shared>,
+    (shared, device): (Arc<Shared>, Arc<Mutex<Device>>),
     stop: Arc<AtomicBool>,
     connection: Arc<Mutex<Option<UnixStream>>>,
-    (label, pairs): (String, usize),
+    label: String,
 ) {
-    let device = Arc::new(Mutex::new(Device::new(
-        shared.clone(),
-        label.clone(),
-        pairs,
-    )));
     while !stop.load(Ordering::Acquire) {
         let handler = match listener.as_mut() {
             Some(l) => {

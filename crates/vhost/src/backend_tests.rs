@@ -268,7 +268,7 @@ fn a_malformed_packed_ring_resets_the_connection() {
 /// half) and as DPDK does (upper half 0); a split ring's base must fit 16 bits.
 #[test]
 fn packed_vring_bases_carry_wrap_counters() {
-    let mut d = Device::new(Arc::new(Shared::default()), "test".into(), 1);
+    let mut d = Device::new(Arc::new(Shared::default()), "test".into(), 1, 1);
     d.set_features(OFFERED_FEATURES).expect("features");
     d.set_vring_num(0, 100).expect("any size for packed rings");
     for (sent, kept) in [

@@ -79,6 +79,10 @@ pub struct DeviceSnapshot {
     pub sends: Offloads,
     /// Offloads the guest takes in the frames we hand it.
     pub takes: Offloads,
+    /// The worker that receives from each pair's transmit queue: a receive node built for a
+    /// worker (`VhostRx::on_worker`) runs its queue only while it is named here, so a queue
+    /// moves between workers by a new snapshot (the rebalancer's).
+    pub rx_workers: [u8; MAX_QUEUE_PAIRS],
 }
 
 impl DeviceSnapshot {
@@ -123,6 +127,7 @@ impl DeviceSnapshot {
             packed: false,
             sends: Offloads::default(),
             takes: Offloads::default(),
+            rx_workers: [0; MAX_QUEUE_PAIRS],
         }
     }
 }

@@ -129,6 +129,7 @@ impl FakeGuest {
             packed: false,
             sends: offloads,
             takes: offloads,
+            rx_workers: [0; crate::device::MAX_QUEUE_PAIRS],
         })
     }
 

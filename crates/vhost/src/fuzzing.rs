@@ -137,6 +137,7 @@ fn run(data: &[u8], packed: bool) {
         packed,
         sends: offloads(sel & 64 != 0),
         takes: offloads(sel & 128 != 0),
+        rx_workers: [0; crate::device::MAX_QUEUE_PAIRS],
     });
     let config = PoolConfig {
         buffers: 64,

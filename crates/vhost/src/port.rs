@@ -63,6 +63,12 @@ impl RunningQueue {
 /// What each node keeps of the device: the snapshot it runs and its queue.
 pub(crate) struct View {
     pub(crate) q: usize,
+    /// The worker this node runs on, when its queue may move between workers: it then runs
+    /// the queue only while the snapshot names this worker (`DeviceSnapshot::rx_workers`).
+    pub(crate) worker: Option<usize>,
+    /// False while another worker receives from this queue (then this node neither runs it
+    /// nor takes its kicks).
+    pub(crate) here: bool,
     pub(crate) generation: u64,
     pub(crate) snap: Arc<DeviceSnapshot>,
     pub(crate) running: Option<RunningQueue>,
@@ -97,6 +103,8 @@ impl View {
     pub(crate) fn new(q: usize) -> View {
         View {
             q,
+            worker: None,
+            here: true,
             generation: 0,
             snap: Arc::new(DeviceSnapshot::idle()),
             running: None,
@@ -121,7 +129,18 @@ impl View {
         } else {
             Direction::Write
         };
+        // Another worker receives from this queue now: stop here (the progress of the last
+        // batch is recorded; the control thread restarts the queue there on that worker).
+        let elsewhere = self.worker.is_some_and(|w| {
+            self.q % 2 == GUEST_TX
+                && snap
+                    .rx_workers
+                    .get(self.q / 2)
+                    .is_some_and(|&o| usize::from(o) != w)
+        });
+        self.here = !elsewhere;
         self.running = match (&snap.queues[self.q], self.running.take()) {
+            _ if elsewhere => None,
             (None, _) => None,
             (Some(setup), Some(mut run))
                 if run.start == setup.start && run.ring.is_packed() == snap.packed =>
@@ -388,7 +407,17 @@ pub struct VhostRx {
 impl VhostRx {
     /// Receive from the transmit queue of queue pair `pair` (default: pair 0).
     pub fn on_pair(mut self, pair: usize) -> VhostRx {
+        let worker = self.view.worker;
         self.view = View::new(guest_tx(pair));
+        self.view.worker = worker;
+        self
+    }
+
+    /// Run on worker `worker` a queue that may move: receive only while the device names this
+    /// worker for the pair (`VhostUserDevice::move_rx`). Without it the node receives
+    /// whenever the queue runs.
+    pub fn on_worker(mut self, worker: usize) -> VhostRx {
+        self.view.worker = Some(worker);
         self
     }
 
@@ -498,7 +527,11 @@ impl InputNode for VhostRx {
         format!("vhost-user rx: port {}, {} bytes", m.rx_port, m.length)
     }
 
+    /// The pair's kicks, while this worker receives from it.
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        if !self.view.here {
+            return None;
+        }
         self.shared.kicks.get(self.view.q / 2)?.wait_fd()
     }
 
@@ -514,8 +547,12 @@ impl InputNode for VhostRx {
         if let Some(run) = &self.view.running {
             run.ring.disarm_kick();
         }
-        if let Some(k) = self.shared.kicks.get(self.view.q / 2) {
-            k.drain();
+        // Only the worker receiving from the queue takes its kicks (another one may wake on
+        // them too: the pair's wait descriptor is in every such worker's wait set).
+        if self.view.here {
+            if let Some(k) = self.shared.kicks.get(self.view.q / 2) {
+                k.drain();
+            }
         }
     }
 }

@@ -30,6 +30,7 @@ fn publish(shared: &Shared, tx: Option<&PackedGuest>, rx: Option<&PackedGuest>, 
         packed: true,
         sends: Offloads::default(),
         takes: Offloads::default(),
+        rx_workers: [0; crate::device::MAX_QUEUE_PAIRS],
     });
 }
 

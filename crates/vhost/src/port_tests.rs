@@ -386,6 +386,7 @@ fn each_queue_pair_has_its_own_nodes_and_every_worker_acknowledges() {
         packed: false,
         sends: Offloads::default(),
         takes: Offloads::default(),
+        rx_workers: [0; crate::device::MAX_QUEUE_PAIRS],
     };
     let stats = Arc::new(PortStats::default());
     // Worker 0 runs pair 0, worker 1 pair 1: two receive nodes, two acknowledgements.
@@ -441,4 +442,72 @@ fn each_queue_pair_has_its_own_nodes_and_every_worker_acknowledges() {
         "into pair 1 once it runs"
     );
     assert_eq!(cx.pool.available(), 256);
+}
+
+#[test]
+fn a_receive_queue_moves_between_workers_without_losing_or_repeating_a_frame() {
+    use crate::device::{guest_tx, MAX_QUEUE_PAIRS};
+    let shared = Arc::new(Shared::default());
+    let mut g = FakeGuest::new(16);
+    let q = guest_tx(0);
+    // The snapshot as the control thread publishes it: pair 0 received by `owner`, its
+    // transmit queue running as `start` from `base` (or stopped).
+    let (layout, memory) = (g.layout(), g.mem.clone());
+    let publish = |owner: u8, run: Option<(u64, u16)>| {
+        let mut queues: [Option<QueueSetup>; crate::device::MAX_QUEUES] = Default::default();
+        queues[q] = run.map(|(start, base)| QueueSetup {
+            layout,
+            base,
+            call: None,
+            start,
+        });
+        let mut rx_workers = [0; MAX_QUEUE_PAIRS];
+        rx_workers[0] = owner;
+        shared.publish(DeviceSnapshot {
+            memory: memory.clone(),
+            queues,
+            rx_workers,
+            ..DeviceSnapshot::idle()
+        })
+    };
+    let (node, _) = rx_node(&shared);
+    let mut on_w0 = node.on_pair(0).on_worker(0);
+    let (node, _) = rx_node(&shared);
+    let mut on_w1 = node.on_pair(0).on_worker(1);
+    let mut cx = Cx::new();
+    let sent = |g: &mut FakeGuest, seed: u8| {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&frame(60, seed));
+        g.add_chain(&[72], false, &f);
+    };
+    publish(0, Some((1, 0)));
+    for seed in 0..3 {
+        sent(&mut g, seed);
+    }
+    assert_eq!(poll(&mut on_w0, &mut cx).len(), 3, "worker 0 receives");
+    assert!(poll(&mut on_w1, &mut cx).is_empty(), "worker 1 does not");
+    assert!(
+        on_w1.wait_fd().is_none(),
+        "nor does it wait on the pair's kicks"
+    );
+    // The move, as `Device::move_rx` makes it: stop the queue (both nodes take that), read where
+    // it stopped, start it there on worker 1. Frames the guest sends meanwhile wait.
+    let g_stop = publish(1, None);
+    sent(&mut g, 3);
+    assert!(poll(&mut on_w0, &mut cx).is_empty());
+    assert!(poll(&mut on_w1, &mut cx).is_empty());
+    assert!(shared.acked_generation() >= g_stop, "both took the stop");
+    let base = shared.progress(q, 1).expect("the progress of start 1");
+    assert_eq!(base, 3);
+    publish(1, Some((2, base)));
+    sent(&mut g, 4);
+    assert!(poll(&mut on_w0, &mut cx).is_empty(), "worker 0 lets go");
+    let got = poll(&mut on_w1, &mut cx);
+    assert_eq!(
+        got,
+        vec![frame(60, 3), frame(60, 4)],
+        "worker 1 takes up exactly where worker 0 stopped"
+    );
+    assert_eq!(g.used_idx(), 5, "every chain returned once");
+    assert_eq!(shared.counters.guest_errors.get(), 0);
 }

@@ -60,6 +60,15 @@ pub enum Command {
     Help,
     /// `show rxq`
     ShowRxq,
+    /// `rxq move PORT PAIR WORKER`
+    RxqMove {
+        /// Port name.
+        port: String,
+        /// Queue pair.
+        pair: usize,
+        /// The worker to receive from it.
+        worker: usize,
+    },
     /// `show runtime [all]`
     ShowRuntime {
         /// Also nodes with 0 calls.
@@ -131,6 +140,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "show rxq",
         "per worker: each receive queue (input node) with its packets, what they cost in every \
          node (cycles/packet), its share of the worker's time (load) and of its work",
+    ),
+    (
+        "rxq move PORT PAIR WORKER",
+        "receive from queue pair PAIR of vhost-user port PORT on worker WORKER (the guest's \
+         frames wait in its ring meanwhile; the rebalancer may move it again)",
     ),
     (
         "show interfaces",
@@ -315,7 +329,9 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
     };
     match pick(
         first,
-        &["help", "show", "trace", "clear", "pcap", "lb", "drain"],
+        &[
+            "help", "show", "trace", "clear", "pcap", "lb", "drain", "rxq",
+        ],
     )
     .map_err(bad)?
     {
@@ -458,6 +474,32 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     Ok(Command::ShowFib { v6, query })
                 }
             }
+        }
+        "rxq" => {
+            let usage = "`rxq move PORT PAIR WORKER`, e.g. `rxq move vm1 1 0`";
+            let Some(w) = words.get(1) else {
+                return Err(bad(format!("`rxq` needs {usage}")));
+            };
+            pick(w, &["move"]).map_err(bad)?;
+            let (Some(port), Some(pair), Some(worker)) = (words.get(2), words.get(3), words.get(4))
+            else {
+                return Err(CommandError(format!("`rxq move` needs {usage}")));
+            };
+            let number = |what: &str, v: &str| {
+                v.parse::<usize>().map_err(|_| {
+                    CommandError(format!(
+                        "`rxq move {port} {pair} {worker}`: {what} `{v}` is not a number; \
+                         accepted: {usage}"
+                    ))
+                })
+            };
+            let (pair, worker) = (number("PAIR", pair)?, number("WORKER", worker)?);
+            extra(5, &format!("rxq move {port} {pair} {worker}"))?;
+            Ok(Command::RxqMove {
+                port: port.to_string(),
+                pair,
+                worker,
+            })
         }
         "trace" => {
             let Some(w) = words.get(1) else {

@@ -1,8 +1,9 @@
-//! `show rxq`: where each worker's time goes, receive queue by receive queue (Open vSwitch's
-//! `dpif-netdev/pmd-rxq-show`). A queue is an input node; what its packets cost is counted from
-//! its poll to the end of the graph's work on them (`NodeStats::carried_clocks`), so a queue
-//! whose packets take the slow paths weighs more than one with as many packets on the fast
-//! path. It only reads the counter snapshots it is given; it never changes an assignment.
+//! `show rxq` and `rxq move`: where each worker's time goes, receive queue by receive queue
+//! (Open vSwitch's `dpif-netdev/pmd-rxq-show`), where the queues that may move run, and moving
+//! one by hand. A queue is an input node; what its packets cost is counted from its poll to
+//! the end of the graph's work on them (`NodeStats::carried_clocks`), so a queue whose packets
+//! take the slow paths weighs more than one with as many packets on the fast path. It reads the
+//! counter snapshots it is given; moves go through the data plane's `Rebalancer`.
 
 use super::NodeCounts;
 use crate::table::{ratio, render, Align};
@@ -108,12 +109,84 @@ pub(super) fn show(
         "Cycles/Pkt: what a queue's packets cost in every node; Load: share of the worker's \
          time; Share: of the work it did.\n",
     );
+    let placement = view.rxq.as_ref().map(|rb| {
+        let policy = rb.policy();
+        let queues = rb.placement();
+        let moves = rb.moves.load(std::sync::atomic::Ordering::Relaxed);
+        let so_far = if moves == 1 {
+            "1 move so far".to_string()
+        } else {
+            format!("{moves} moves so far")
+        };
+        text.push_str(&if policy.rebalance_seconds > 0 {
+            format!(
+                "Queues that may move, placed by load every {} s when the busiest worker is \
+                 {}% busy ({so_far}):\n",
+                policy.rebalance_seconds, policy.busy_percent
+            )
+        } else {
+            format!("Queues that may move (by `rxq move` only; {so_far}):\n")
+        });
+        for (port, pair, worker) in &queues {
+            text.push_str(&format!("  {port} pair {pair}: worker {worker}\n"));
+        }
+        if let Some((last, before, after)) = rb.last_moves() {
+            let moved: Vec<String> = last
+                .iter()
+                .map(|m| format!("{} pair {} {} -> {}", m.port, m.pair, m.from, m.to))
+                .collect();
+            text.push_str(&format!(
+                "  last rebalance: {} (busiest worker {before:.0}% -> {after:.0}%)\n",
+                moved.join(", ")
+            ));
+        }
+        json!({
+            "rebalance_seconds": policy.rebalance_seconds,
+            "busy_percent": policy.busy_percent,
+            "moves": moves,
+            "queues": queues.iter().map(|(port, pair, worker)| json!({
+                "port": port, "pair": pair, "worker": worker,
+            })).collect::<Vec<_>>(),
+        })
+    });
     let data = json!({
         "time_since_clear": since,
         "tsc_hz": view.tsc_hz,
         "workers": workers,
+        "placement": placement,
     });
     (text, data)
+}
+
+/// `rxq move PORT PAIR WORKER`.
+pub(super) fn move_pair(
+    view: &RuntimeView,
+    port: &str,
+    pair: usize,
+    worker: usize,
+) -> Result<(String, Value), super::CommandError> {
+    let Some(rb) = &view.rxq else {
+        return Err(super::CommandError(
+            "no receive queue may move: that takes a vhost-user port with `queues` > 1 and \
+             `workers` > 1"
+                .into(),
+        ));
+    };
+    let m = rb
+        .move_pair(port, pair, worker)
+        .map_err(super::CommandError)?;
+    let text = if m.from == m.to {
+        format!("{port} pair {pair} is received on worker {worker} already\n")
+    } else {
+        format!(
+            "{port} pair {pair} moved from worker {} to worker {}\n",
+            m.from, m.to
+        )
+    };
+    Ok((
+        text,
+        json!({"port": m.port, "pair": m.pair, "from": m.from, "to": m.to}),
+    ))
 }
 
 #[cfg(test)]

@@ -37,6 +37,14 @@ fn parses_every_command() {
         ("help", Command::Help),
         ("show runtime", Command::ShowRuntime { all: false }),
         ("show rxq", Command::ShowRxq),
+        (
+            "rxq move vm1 1 0",
+            Command::RxqMove {
+                port: "vm1".into(),
+                pair: 1,
+                worker: 0,
+            },
+        ),
         ("show runtime all", Command::ShowRuntime { all: true }),
         ("show interfaces", Command::ShowInterfaces),
         ("show errors", Command::ShowErrors),
@@ -131,7 +139,7 @@ fn unknown_words_list_the_accepted_commands() {
         "{e}"
     );
     assert!(
-        e.contains("accepted commands: help, show runtime [all], show rxq, show interfaces"),
+        e.contains("accepted commands: help, show runtime [all], show rxq, rxq move PORT PAIR WORKER, show interfaces"),
         "{e}"
     );
     let e = parse_command("reboot now").unwrap_err().0;
@@ -250,6 +258,15 @@ fn show_rxq_weighs_each_receive_queue_by_what_its_packets_cost() {
     assert_eq!(q[0]["name"], "in0-rx");
     assert_eq!(q[0]["cycles_per_packet"], 300.0);
     assert_eq!(q[1]["share_percent"], 25.0);
+    assert_eq!(d["placement"], Value::Null, "no queue may move here");
+    let e = c.execute("rxq move vm1 1 0", false);
+    let why = e.error.unwrap_or_default();
+    assert!(why.contains("takes a vhost-user port"), "{why}");
+    let why = c
+        .execute("rxq move vm1 x 0", false)
+        .error
+        .unwrap_or_default();
+    assert!(why.contains("PAIR `x` is not a number"), "{why}");
     // `clear runtime` starts the measurement again.
     text(&c, "clear runtime");
     let d = data(&c, "show rxq");

@@ -155,6 +155,7 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         ip,
         neighbour,
         poll,
+        rxq,
         lb,
     } = &new.spec;
     let o = &old.spec;
@@ -177,6 +178,18 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         &neighbour.queue_per_neighbour,
     );
     refusals.value(dp, "bridge-max-macs", &o.bridge.max_macs, &bridge.max_macs);
+    refusals.value(
+        dp,
+        "rxq-rebalance-seconds",
+        &o.rxq.rebalance_seconds,
+        &rxq.rebalance_seconds,
+    );
+    refusals.value(
+        dp,
+        "rxq-rebalance-busy-percent",
+        &o.rxq.busy_percent,
+        &rxq.busy_percent,
+    );
     refusals.ports(&o.ports, ports);
     refusals.list("[[xconnect]]", "xconnect", &o.xconnects, xconnects);
     // A flow bridge's rules and groups change live; anything else about a bridge does not.

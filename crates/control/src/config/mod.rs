@@ -144,6 +144,9 @@ fn display_issues(issues: &[Issue]) -> String {
 ///                                   #   an idle worker sleeps (up to poll-sleep-max-us) and wakes
 ///                                   #   on traffic; "busy" polls without pause (one whole CPU)
 /// poll-sleep-max-us = 1000          # 10..=100000: longest sleep of an adaptive worker
+/// rxq-rebalance-seconds = 10        # 0..=3600: how often movable receive queues (vhost-user
+///                                   #   queue pairs) are placed again by measured load; 0: never
+/// rxq-rebalance-busy-percent = 95   # 1..=100: the busiest worker's load that makes it worth it
 ///
 /// [api]                             # optional: the HTTP API also on TCP (always on the socket)
 /// tcp = "127.0.0.1:8080"            # ADDRESS:PORT (port 1..=65535); requires token-file

@@ -24,6 +24,8 @@ pub(super) const DATAPLANE_KEYS: &[&str] = &[
     "neighbour-queue",
     "poll-mode",
     "poll-sleep-max-us",
+    "rxq-rebalance-seconds",
+    "rxq-rebalance-busy-percent",
 ];
 
 const POLL_MODES_ACCEPTED: &str = "\"busy\", \"adaptive\"";
@@ -148,6 +150,12 @@ impl Ctx<'_> {
         }
         if let Some(v) = self.int(&f, "poll-sleep-max-us", 10..=100_000).ok() {
             spec.poll.sleep_max_us = v as u32;
+        }
+        if let Some(v) = self.int(&f, "rxq-rebalance-seconds", 0..=3600).ok() {
+            spec.rxq.rebalance_seconds = v as u32;
+        }
+        if let Some(v) = self.int(&f, "rxq-rebalance-busy-percent", 1..=100).ok() {
+            spec.rxq.busy_percent = v as u32;
         }
         self.poll_mode(&f, &mut spec.poll, spec.workers);
     }

@@ -29,17 +29,40 @@ impl<'a> Driver<'a> for VhostUser<'a> {
     fn build(&self, cx: &mut PortContext<'_>) -> Result<BuiltPort, BuildError> {
         let workers = cx.spec.workers.max(1);
         let pairs = usize::from(self.queues.max(1));
-        // The pairs this worker runs.
+        // The pairs this worker sends into (and receives from, until the rebalancer moves
+        // them).
         let mine: Vec<usize> = (0..pairs).filter(|k| k % workers == cx.worker).collect();
         if mine.is_empty() {
             // Worker 0 runs pair 0; this one hands it what it sends.
             return super::sent_by_worker0(cx, vhostuser::DRIVER);
         }
         let device = cx.shared.vhost_device(cx.id, || {
-            VhostUserDevice::open(self.socket, self.mode, pairs)
+            VhostUserDevice::open_on(self.socket, self.mode, pairs, workers)
                 .map(Arc::new)
                 .map_err(|e| cx.error(e.why))
         })?;
+        // Several pairs over several workers: every worker that has pairs gets a receive node
+        // for each pair, and receives from those the device names it for (round-robin to
+        // begin with; the rebalancer or `vecplane ctl rxq move` move them by load).
+        let movable = pairs > 1 && workers > 1;
+        let rx_nodes: Vec<String> = (0..pairs)
+            .map(|k| {
+                if pairs == 1 {
+                    cx.rx_name.clone()
+                } else {
+                    format!("{}-q{k}", cx.rx_name)
+                }
+            })
+            .collect();
+        if movable && cx.worker == 0 {
+            cx.shared.movable_port(crate::rebalance::MovablePort {
+                id: cx.id,
+                name: cx.port.name.clone(),
+                device: device.clone(),
+                rx_nodes: rx_nodes.clone(),
+                workers: pairs.min(workers),
+            });
+        }
         let mode = match self.mode {
             SocketMode::Server => "server",
             SocketMode::Client => "client",
@@ -52,7 +75,12 @@ impl<'a> Driver<'a> for VhostUser<'a> {
         }
         if pairs > 1 {
             detail.push_str(&format!(
-                ", {pairs} queue pairs (pair k on worker k mod {workers})"
+                ", {pairs} queue pairs (pair k sent on worker k mod {workers}{})",
+                if movable {
+                    ", received where `show rxq` says"
+                } else {
+                    ""
+                }
             ));
         }
         let rx_next = if rss {
@@ -61,22 +89,22 @@ impl<'a> Driver<'a> for VhostUser<'a> {
             names::ETHERNET_INPUT
         };
         let counters: Arc<dyn graph::DriverCounters> = device.shared().clone();
-        for &k in &mine {
-            let name = if pairs == 1 {
-                cx.rx_name.clone()
-            } else {
-                format!("{}-q{k}", cx.rx_name)
-            };
-            cx.graph.add_input(Box::new(
-                VhostRx::new(
-                    name,
-                    cx.id,
-                    rx_next.to_string(),
-                    device.clone(),
-                    cx.stats.clone(),
-                )
-                .on_pair(k),
-            ));
+        let receives = if movable {
+            (0..pairs).collect()
+        } else {
+            mine.clone()
+        };
+        for k in receives {
+            let rx = VhostRx::new(
+                rx_nodes[k].clone(),
+                cx.id,
+                rx_next.to_string(),
+                device.clone(),
+                cx.stats.clone(),
+            )
+            .on_pair(k);
+            let rx = if movable { rx.on_worker(cx.worker) } else { rx };
+            cx.graph.add_input(Box::new(rx));
         }
         let tx = VhostTx::new(cx.tx_name.clone(), device, cx.stats.clone()).on_pairs(&mine);
         if cx.worker == 0 {

@@ -67,6 +67,31 @@ fn poll_mode_errors() {
 }
 
 #[test]
+fn rxq_rebalancing_keys() {
+    assert_eq!(ok("").rxq, dataplane::RxqPolicy::default());
+    let spec = ok("[dataplane]\nrxq-rebalance-seconds = 0\nrxq-rebalance-busy-percent = 50\n");
+    assert_eq!(
+        spec.rxq,
+        dataplane::RxqPolicy {
+            rebalance_seconds: 0,
+            busy_percent: 50
+        }
+    );
+    one_error(
+        "[dataplane]\nrxq-rebalance-seconds = -1\n",
+        2,
+        Some("rxq-rebalance-seconds"),
+        "accepted: 0..=3600",
+    );
+    one_error(
+        "[dataplane]\nrxq-rebalance-busy-percent = 0\n",
+        2,
+        Some("rxq-rebalance-busy-percent"),
+        "`0` is out of range; accepted: 1..=100",
+    );
+}
+
+#[test]
 fn api_tcp_and_token() {
     let c = Config::parse(
         "[api]\ntcp = \"127.0.0.1:8080\"\ntoken-file = \"token\"\n",
