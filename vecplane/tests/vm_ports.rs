@@ -11,7 +11,9 @@
 //! * a TSO guest reaches a kernel host (a netlab namespace) through vecplane, which cuts its
 //!   super-packets into segments; the same guest, routed, is an iperf3 client of a NAT4 VIP
 //!   (the load balancer cuts its super-packets and finishes its checksums); two queue pairs
-//!   per port are run by their own workers (DPDK's virtio-user as the guest);
+//!   per port are run by their own workers (DPDK's virtio-user as the guest), a pair moved to
+//!   the other worker by `rxq move` is taken up there, and when every pair is piled on one
+//!   worker the rebalancer moves work back;
 //! * multiqueue with QEMU: two guests of two vCPUs (`-smp 2`, `mq=on`) on ports of two queue
 //!   pairs over two workers; their kernels enable both pairs by themselves, a bounded
 //!   `iperf3 -P 4` moves packets through every pair's receive node, and every TSO
@@ -442,7 +444,10 @@ fn queue_pairs_are_run_by_their_own_workers() {
     // Two ports of two queue pairs each, cross-connected, on two workers: pair 0 on worker
     // 0, pair 1 on worker 1. DPDK's virtio-user (two queues, io forwarding with bursts in
     // flight) is the guest, as in `vecplane bench --scenario pvp`.
-    let mut config = String::from("[dataplane]\nworkers = 2\n\n");
+    // The rebalancer looks every second and acts on any load (the default waits for 95%).
+    let mut config = String::from(
+        "[dataplane]\nworkers = 2\nrxq-rebalance-seconds = 1\nrxq-rebalance-busy-percent = 1\n\n",
+    );
     for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
         config.push_str(&format!(
             "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
@@ -551,7 +556,32 @@ fn queue_pairs_are_run_by_their_own_workers() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Pile every pair on worker 0 by hand: the rebalancer moves work back to worker 1.
+    vp.ctl_ok(&["rxq", "move", "vu1", "1", "0"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let rxq = loop {
+        let rxq = vp.ctl_json(&["show", "rxq"]);
+        let on_1 = rxq["placement"]["queues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|q| q["worker"] == 1);
+        if on_1 && rxq["placement"]["moves"].as_u64().unwrap_or(0) >= 3 {
+            break rxq;
+        }
+        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
+        assert!(
+            Instant::now() < deadline,
+            "the rebalancer left every pair on worker 0 for 20 s: {rxq}\n{}",
+            vp.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
     println!("{}", vp.ctl_ok(&["show", "rxq"]));
+    assert!(
+        vp.log().contains("moves from worker 0 to worker 1"),
+        "{rxq}"
+    );
     vp.assert_running();
     for name in ["vu0", "vu1"] {
         let p = vp.port(name);
