@@ -13,7 +13,7 @@
 //!   (the load balancer cuts its super-packets and finishes its checksums); two queue pairs
 //!   per port are run by their own workers (DPDK's virtio-user as the guest), a pair moved to
 //!   the other worker by `rxq move` is taken up there, and when every pair is piled on one
-//!   worker the rebalancer moves work back;
+//!   worker the rebalancer moves work back while the traffic goes on;
 //! * multiqueue with QEMU: two guests of two vCPUs (`-smp 2`, `mq=on`) on ports of two queue
 //!   pairs over two workers; their kernels enable both pairs by themselves, a bounded
 //!   `iperf3 -P 4` moves packets through every pair's receive node, and every TSO
@@ -444,57 +444,9 @@ fn queue_pairs_are_run_by_their_own_workers() {
     // Two ports of two queue pairs each, cross-connected, on two workers: pair 0 on worker
     // 0, pair 1 on worker 1. DPDK's virtio-user (two queues, io forwarding with bursts in
     // flight) is the guest, as in `vecplane bench --scenario pvp`.
-    // The rebalancer looks every second and acts on any load (the default waits for 95%).
-    let mut config = String::from(
-        "[dataplane]\nworkers = 2\nrxq-rebalance-seconds = 1\nrxq-rebalance-busy-percent = 1\n\n",
-    );
-    for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
-        config.push_str(&format!(
-            "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
-             socket = \"{name}.sock\"\nqueues = 2\n\n"
-        ));
-    }
-    config.push_str(
-        "[[xconnect]]\nfrom = \"vu0\"\nto = \"vu1\"\ndst-mac = \"02:00:00:00:00:21\"\n\n\
-         [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
-    );
-    let mut vp = Daemon::start(&config);
-    let (s0, s1) = (vp.sock("vu0"), vp.sock("vu1"));
-    let mut guest = bench::testpmd::spawn(Path::new(testpmd), Stdio::piped(), |prefix| {
-        let mut a: Vec<String> = [
-            "--lcores=0@0,1@0",
-            "--main-lcore=0",
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "--no-telemetry",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.push(format!("--file-prefix={prefix}"));
-        for (i, s) in [&s0, &s1].iter().enumerate() {
-            a.push("--vdev".into());
-            a.push(format!("net_virtio_user{i},path={},queues=2", s.display()));
-        }
-        a.extend(
-            [
-                "--",
-                "--nb-cores=1",
-                "--rxq=2",
-                "--txq=2",
-                "--forward-mode=io",
-                "--tx-first",
-                "--stats-period=1",
-                "--no-lsc-interrupt",
-            ]
-            .iter()
-            .map(|s| s.to_string()),
-        );
-        a
-    })
-    .unwrap_or_else(|e| panic!("{e:#}"));
+    // Placement by hand only (the rebalancer's own test is below).
+    let mut vp = Daemon::start(&cross_connected_pairs("rxq-rebalance-seconds = 0\n"));
+    let mut guest = virtio_user(&vp, testpmd, false, 2);
     // Every receive node of every pair moves packets, each on its own worker.
     let want = [
         (0, "vu0-rx-q0"),
@@ -556,32 +508,7 @@ fn queue_pairs_are_run_by_their_own_workers() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    // Pile every pair on worker 0 by hand: the rebalancer moves work back to worker 1.
-    vp.ctl_ok(&["rxq", "move", "vu1", "1", "0"]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let rxq = loop {
-        let rxq = vp.ctl_json(&["show", "rxq"]);
-        let on_1 = rxq["placement"]["queues"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|q| q["worker"] == 1);
-        if on_1 && rxq["placement"]["moves"].as_u64().unwrap_or(0) >= 3 {
-            break rxq;
-        }
-        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
-        assert!(
-            Instant::now() < deadline,
-            "the rebalancer left every pair on worker 0 for 20 s: {rxq}\n{}",
-            vp.log()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
     println!("{}", vp.ctl_ok(&["show", "rxq"]));
-    assert!(
-        vp.log().contains("moves from worker 0 to worker 1"),
-        "{rxq}"
-    );
     vp.assert_running();
     for name in ["vu0", "vu1"] {
         let p = vp.port(name);
@@ -595,6 +522,78 @@ fn queue_pairs_are_run_by_their_own_workers() {
             "{p}"
         );
     }
+    drop(guest);
+    assert_eq!(vp.guest_errors(), Vec::<String>::new());
+    println!("test time {:.1} s", start.elapsed().as_secs_f64());
+}
+
+#[test]
+fn the_rebalancer_spreads_pairs_piled_on_one_worker() {
+    let testpmd = bench::testpmd::DEFAULT_PATH;
+    require_root!(SERIAL, &[testpmd]);
+    let start = Instant::now();
+    // The rebalancer looks every second and acts on any load (the default waits for 95%).
+    let mut vp = Daemon::start(&cross_connected_pairs(
+        "rxq-rebalance-seconds = 1\nrxq-rebalance-busy-percent = 1\n",
+    ));
+    let mut guest = virtio_user(&vp, testpmd, false, 2);
+    let rx = |vp: &Daemon| {
+        counter(&vp.port("vu0"), "rx_packets") + counter(&vp.port("vu1"), "rx_packets")
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while rx(&vp) < 20_000 {
+        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
+        assert!(
+            Instant::now() < deadline,
+            "no traffic within 30 s:\n{}",
+            vp.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Pile every pair on worker 0 by hand; the rebalancer then moves work back to worker 1.
+    for port in ["vu0", "vu1"] {
+        vp.ctl_ok(&["rxq", "move", port, "1", "0"]);
+    }
+    let piled = vp.log().len();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let log = vp.log();
+        if log
+            .get(piled..)
+            .is_some_and(|l| l.contains("moves from worker 0 to worker 1"))
+        {
+            break;
+        }
+        assert!(!guest.exited(), "testpmd exited:\n{log}");
+        assert!(
+            Instant::now() < deadline,
+            "the rebalancer left every pair on worker 0 for 20 s: {}\n{log}",
+            vp.ctl_ok(&["show", "rxq"])
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let rxq = vp.ctl_json(&["show", "rxq"]);
+    println!("{}", vp.ctl_ok(&["show", "rxq"]));
+    assert!(
+        rxq["placement"]["queues"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|q| q["worker"] == 1),
+        "{rxq}"
+    );
+    // Traffic goes on after the moves.
+    let after = rx(&vp);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while rx(&vp) < after + 10_000 {
+        assert!(
+            Instant::now() < deadline,
+            "traffic stopped after the moves:\n{}",
+            vp.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    vp.assert_running();
     drop(guest);
     assert_eq!(vp.guest_errors(), Vec::<String>::new());
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
@@ -720,6 +719,23 @@ fn multiqueue_guests_spread_tcp_over_workers_and_keep_tso_on_pair_1() {
     println!("test time {:.1} s", start.elapsed().as_secs_f64());
 }
 
+/// vecplane's config for `virtio_user`: ports `vu0` and `vu1` of two queue pairs each,
+/// cross-connected, on two workers (pair k on worker k), with `dataplane` (lines) added.
+fn cross_connected_pairs(dataplane: &str) -> String {
+    let mut config = format!("[dataplane]\nworkers = 2\n{dataplane}\n");
+    for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
+        config.push_str(&format!(
+            "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
+             socket = \"{name}.sock\"\nqueues = 2\n\n"
+        ));
+    }
+    config.push_str(
+        "[[xconnect]]\nfrom = \"vu0\"\nto = \"vu1\"\ndst-mac = \"02:00:00:00:00:21\"\n\n\
+         [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
+    );
+    config
+}
+
 /// DPDK's virtio-user (io forwarding, a burst in flight) on vecplane's ports `vu0` and `vu1`,
 /// with packed rings or split ones, `queues` queue pairs each.
 fn virtio_user(vp: &Daemon, testpmd: &str, packed: bool, queues: usize) -> bench::testpmd::Guard {
@@ -771,18 +787,7 @@ fn packed_rings_carry_virtio_user_traffic_both_ways() {
     require_root!(SERIAL, &[testpmd]);
     let start = Instant::now();
     // Two queue pairs per port, pair k on worker k; frontends use one or both.
-    let mut config = String::from("[dataplane]\nworkers = 2\n\n");
-    for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
-        config.push_str(&format!(
-            "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
-             socket = \"{name}.sock\"\nqueues = 2\n\n"
-        ));
-    }
-    config.push_str(
-        "[[xconnect]]\nfrom = \"vu0\"\nto = \"vu1\"\ndst-mac = \"02:00:00:00:00:21\"\n\n\
-         [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
-    );
-    let mut vp = Daemon::start(&config);
+    let mut vp = Daemon::start(&cross_connected_pairs(""));
     // Packed, packed with both queue pairs after a reconnect, then split on the same ports.
     for (round, (packed, queues)) in [(true, 1), (true, 2), (false, 1)].into_iter().enumerate() {
         let rx = |name: &str| counter(&vp.port(name), "rx_packets");
