@@ -142,8 +142,9 @@ impl Device {
         }
     }
 
-    /// Publish what the worker must run now and wait until it does.
-    fn apply(&mut self) {
+    /// Publish what the worker must run now and wait until it does: false when a worker did
+    /// not take it in time (it will when it next polls).
+    fn apply(&mut self) -> bool {
         let mut queues: [Option<QueueSetup>; MAX_QUEUES] = Default::default();
         for (q, st) in self.queues.iter_mut().enumerate() {
             let Some(start) = st.running else { continue };
@@ -198,7 +199,9 @@ impl Device {
                  (stopped or stalled); it will when it next polls",
                 self.label
             );
+            return false;
         }
+        true
     }
 
     /// Stop queue `q` if it runs; its base becomes where the worker left it.
@@ -243,17 +246,32 @@ impl Device {
             ));
         }
         let w = u8::try_from(worker).map_err(|_| format!("worker {worker} is out of range"))?;
-        if self.rx_workers[pair] == w {
+        let from = self.rx_workers[pair];
+        if from == w {
             return Ok(());
         }
         self.rx_workers[pair] = w;
         let q = guest_tx(pair);
-        if self.queues[q].running.is_some() {
-            self.stop(q);
-            self.maybe_start(q);
-        } else {
+        let Some(start) = self.queues[q].running.take() else {
             self.apply();
+            return Ok(());
+        };
+        if !self.apply() {
+            // A worker has not let go yet: the new one must not start where the ring may still
+            // move. Give the queue back to the old worker as it was (same start number: it
+            // keeps its place).
+            self.rx_workers[pair] = from;
+            self.queues[q].running = Some(start);
+            self.apply();
+            return Err(format!(
+                "a worker did not let go of the queue within {ACK_TIMEOUT:?}; it stays on \
+                 worker {from}"
+            ));
         }
+        if let Some(at) = self.shared.progress(q, start) {
+            self.queues[q].base = at;
+        }
+        self.maybe_start(q);
         Ok(())
     }
 

@@ -287,6 +287,31 @@ fn packed_vring_bases_carry_wrap_counters() {
     assert!(d.set_vring_num(0, 100).is_err(), "split: a power of two");
 }
 
+/// A receive queue moves only once every worker let go of it; a worker that does not keeps it
+/// (and its place in the ring), and the move is refused by name.
+#[test]
+fn a_move_waits_for_the_workers_and_backs_out_when_one_stalls() {
+    use crate::device::guest_tx;
+    let shared = Arc::new(Shared::default());
+    let mut d = Device::new(shared.clone(), "test".into(), 2, 2);
+    assert_eq!(d.rx_workers[..2], [0, 1], "round-robin to begin with");
+    // No queue runs and no worker listens: the placement just changes.
+    assert_eq!(d.move_rx(1, 0), Ok(()));
+    assert_eq!(d.rx_workers[1], 0);
+    assert!(d.move_rx(2, 0).unwrap_err().contains("accepted: 0 to 1"));
+    // A worker that never acknowledges, with pair 1 running.
+    let _stalled = shared.register_acker();
+    d.queues[guest_tx(1)].running = Some(5);
+    let e = d.move_rx(1, 1).unwrap_err();
+    assert!(e.contains("stays on worker 0"), "{e}");
+    assert_eq!(d.rx_workers[1], 0);
+    assert_eq!(
+        d.queues[guest_tx(1)].running,
+        Some(5),
+        "same start: same place"
+    );
+}
+
 /// How a guest may break its transmit ring.
 fn break_ring(tx: &mut FakeGuest, how: &str) {
     match how {
