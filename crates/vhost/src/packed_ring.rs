@@ -371,17 +371,7 @@ impl PackedRing {
         if d.flags & DESC_F_INDIRECT != 0 {
             return Err(RingError::Indirect);
         }
-        let writable = d.flags & DESC_F_WRITE != 0;
-        if writable != (self.dir == Direction::Write) {
-            return Err(RingError::Direction {
-                found: if writable {
-                    "device-writable"
-                } else {
-                    "device-readable"
-                },
-                want: if writable { "read" } else { "write" },
-            });
-        }
+        self.dir.check(d.flags & DESC_F_WRITE != 0)?;
         if d.len == 0 {
             return Err(RingError::ZeroLength);
         }

@@ -172,6 +172,24 @@ pub enum Direction {
     Write,
 }
 
+impl Direction {
+    /// A buffer the guest marked device-writable (`writable`) or not must go this way.
+    #[inline(always)]
+    pub(crate) fn check(self, writable: bool) -> Result<(), RingError> {
+        match (self, writable) {
+            (Direction::Read, true) => Err(RingError::Direction {
+                found: "device-writable",
+                want: "read",
+            }),
+            (Direction::Write, false) => Err(RingError::Direction {
+                found: "device-readable",
+                want: "write",
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// One buffer of a chain, translated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Segment {
@@ -335,17 +353,7 @@ impl SplitRing {
         if d.flags & (DESC_F_NEXT | DESC_F_INDIRECT) != 0 {
             return Ok(None);
         }
-        let writable = d.flags & DESC_F_WRITE != 0;
-        if writable != (self.dir == Direction::Write) {
-            return Err(RingError::Direction {
-                found: if writable {
-                    "device-writable"
-                } else {
-                    "device-readable"
-                },
-                want: if writable { "read" } else { "write" },
-            });
-        }
+        self.dir.check(d.flags & DESC_F_WRITE != 0)?;
         let ptr = mem.gpa(d.addr, d.len).ok_or(RingError::OutOfRange {
             addr: d.addr,
             len: d.len,
@@ -369,22 +377,7 @@ impl SplitRing {
             if d.flags & DESC_F_INDIRECT != 0 {
                 return Err(RingError::Indirect);
             }
-            let writable = d.flags & DESC_F_WRITE != 0;
-            match (self.dir, writable) {
-                (Direction::Read, true) => {
-                    return Err(RingError::Direction {
-                        found: "device-writable",
-                        want: "read",
-                    })
-                }
-                (Direction::Write, false) => {
-                    return Err(RingError::Direction {
-                        found: "device-readable",
-                        want: "write",
-                    })
-                }
-                _ => {}
-            }
+            self.dir.check(d.flags & DESC_F_WRITE != 0)?;
             let ptr = mem.gpa(d.addr, d.len).ok_or(RingError::OutOfRange {
                 addr: d.addr,
                 len: d.len,
