@@ -67,7 +67,8 @@ pub(crate) struct View {
     /// the queue only while the snapshot names this worker (`DeviceSnapshot::rx_workers`).
     pub(crate) worker: Option<usize>,
     /// False while another worker receives from this queue (then this node neither runs it
-    /// nor takes its kicks).
+    /// nor takes its kicks). Kept, not derived from `snap`: before the first snapshot it says
+    /// yes, so the worker's wait set is sized for every queue when it is built.
     pub(crate) here: bool,
     pub(crate) generation: u64,
     pub(crate) snap: Arc<DeviceSnapshot>,

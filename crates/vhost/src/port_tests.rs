@@ -380,13 +380,7 @@ fn each_queue_pair_has_its_own_nodes_and_every_worker_acknowledges() {
     let snapshot = |queues| DeviceSnapshot {
         memory: g0.mem.clone(),
         queues,
-        hdr_len: 12,
-        mrg_rxbuf: false,
-        event_idx: false,
-        packed: false,
-        sends: Offloads::default(),
-        takes: Offloads::default(),
-        rx_workers: [0; crate::device::MAX_QUEUE_PAIRS],
+        ..DeviceSnapshot::idle()
     };
     let stats = Arc::new(PortStats::default());
     // Worker 0 runs pair 0, worker 1 pair 1: two receive nodes, two acknowledgements.
