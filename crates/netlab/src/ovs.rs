@@ -41,6 +41,8 @@ pub const OFPP_LOCAL: u16 = 65534;
 /// How long the daemons may take to come up, and a command to finish.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 const CMD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait for the datapath to show every port the bridge was given.
+const PORTS_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Why a private Open vSwitch cannot run here (not root, a tool or the schema missing), if so.
 pub fn missing_prerequisite() -> Option<String> {
@@ -572,13 +574,17 @@ impl Ovs {
                 &mask,
             ];
             // DPDK without huge pages or PCI devices, its runtime files under a prefix of
-            // ours, its main lcore beside the daemons.
+            // ours, its main lcore beside the daemons. 2 GiB: a port's mempool for MTU 1500
+            // takes about 600 MB, and a port reconfigured when its vhost-user device connects
+            // gets a new one before the old is freed; with 1 GiB that failed ("Failed to
+            // create memory pool for netdev vu1 ... No buffer space available") whenever
+            // both devices connected close together, and the port was never polled.
             let lcore = format!(
                 "other_config:dpdk-lcore-mask={:#x}",
                 1u64 << t.main_cpu.unwrap_or(0)
             );
             let extra = format!(
-                "other_config:dpdk-extra=--no-huge -m 1024 --no-pci --no-telemetry \
+                "other_config:dpdk-extra=--no-huge -m 2048 --no-pci --no-telemetry \
                  --legacy-mem --file-prefix={}",
                 self.names.ns_r
             );
@@ -662,14 +668,24 @@ impl Ovs {
         self.tool(&refs)?;
         *self.ctl.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(Unixctl::connect(Path::new(&ctl))?);
-        let show = self.appctl(&["dpif/show"])?;
-        self.dp_ports = parse_dpif_show(&show, BRIDGE)?;
-        for p in ports.iter().map(PortSpec::ofport) {
-            if !self.dp_ports.values().any(|&v| v == p) {
-                bail!("a port did not get OpenFlow number {p}:\n{show}");
+        // ovs-vsctl returns once the database has the ports; the datapath may add the last of
+        // them a moment later (seen with two vhost-user ports on a loaded machine).
+        let until = Instant::now() + PORTS_TIMEOUT;
+        loop {
+            let show = self.appctl(&["dpif/show"])?;
+            self.dp_ports = parse_dpif_show(&show, BRIDGE)?;
+            let missing = ports
+                .iter()
+                .map(PortSpec::ofport)
+                .find(|p| !self.dp_ports.values().any(|v| v == p));
+            match missing {
+                None => return Ok(()),
+                Some(p) if Instant::now() >= until => bail!(
+                    "a port did not get OpenFlow number {p} within {PORTS_TIMEOUT:?}:\n{show}"
+                ),
+                Some(_) => std::thread::sleep(Duration::from_millis(50)),
             }
         }
-        Ok(())
     }
 
     /// Run a unixctl command of ovs-vswitchd (as `ovs-appctl` would) over the kept session.
