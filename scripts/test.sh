@@ -21,8 +21,9 @@ echo "== cargo fmt"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo test"
-cargo test --workspace
+echo "== cargo test: every test binary, two at a time (scripts/run_tests.py), then the doc tests"
+python3 scripts/run_tests.py
+cargo test --workspace --doc
 echo "== concurrency: loom model of the epoch/publication protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-live --release --test loom
 if cargo +nightly --version >/dev/null 2>&1; then
