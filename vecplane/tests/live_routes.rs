@@ -206,7 +206,13 @@ fn route_changes_during_a_udp_flood_lose_nothing() {
     });
     assert_eq!((changes, flips), (1000, 100));
     let sent = summary["sent"].as_u64().unwrap_or(0);
-    assert_eq!(sent, PACKETS, "the generator sent them all: {summary}");
+    // `sent` leaves out what A's own veth dropped before vecplane saw it (`interface_dropped`:
+    // on a loaded host a few dozen when the receiving side's softirq falls behind); what
+    // vecplane received must all arrive.
+    assert!(
+        sent >= PACKETS * 99 / 100,
+        "the generator sent too few: {summary}"
+    );
     // What B counted (the last packets may still be on their way for a moment).
     let counted = || -> u64 {
         let out = t

@@ -1,6 +1,8 @@
 //! vhost-user ports with real QEMU guests (needs root, `qemu-system-x86_64` and the Debian
 //! packages the guest image is built from: linux-image-amd64, busybox-static, iperf3; each test
-//! prints `skipped: <why>` and returns otherwise, and fails under CI=true):
+//! prints `skipped: <why>` and returns otherwise, and fails under CI=true). The tests with
+//! DPDK's virtio-user as the guest (queue pairs on workers, the rebalancer, packed rings both
+//! ways) are in tests/vm_queues.rs.
 //!
 //! * two guests on vhost-user ports of a learning bridge (one port in server mode, one in client
 //!   mode; the config is examples/vm-bridge.toml) run a bounded iperf3 UDP transfer; the ports
@@ -10,21 +12,15 @@
 //!   both families and a TCP transfer is `vecplane demo --vms`, run by tests/demo.rs;
 //! * a TSO guest reaches a kernel host (a netlab namespace) through vecplane, which cuts its
 //!   super-packets into segments; the same guest, routed, is an iperf3 client of a NAT4 VIP
-//!   (the load balancer cuts its super-packets and finishes its checksums); two queue pairs
-//!   per port are run by their own workers (DPDK's virtio-user as the guest), a pair moved to
-//!   the other worker by `rxq move` is taken up there, and when every pair is piled on one
-//!   worker the rebalancer moves work back while the traffic goes on;
+//!   (the load balancer cuts its super-packets and finishes its checksums);
 //! * multiqueue with QEMU: two guests of two vCPUs (`-smp 2`, `mq=on`) on ports of two queue
 //!   pairs over two workers; their kernels enable both pairs by themselves, a bounded
 //!   `iperf3 -P 4` moves packets through every pair's receive node, and every TSO
 //!   super-packet, also those received on pair 1 (worker 1), reaches the other guest whole;
-//! * packed virtqueues: DPDK's virtio-user with `packed_vq=1` on two cross-connected ports
-//!   passes traffic both ways over packed rings (`show` says so, no guest error), then again
-//!   after it reconnects with two queue pairs, and a split-ring frontend on the same ports
-//!   after that; two QEMU guests with `packed=on` NICs ping each other over IPv4 and IPv6 through the bridge, and
-//!   again after one guest's driver unbinds and rebinds its NIC (QEMU stops and restarts the
-//!   rings with their packed state), then run a TCP transfer (TSO super-packets, merged
-//!   receive buffers) over them;
+//! * packed virtqueues: two QEMU guests with `packed=on` NICs ping each other over IPv4 and
+//!   IPv6 through the bridge, and again after one guest's driver unbinds and rebinds its NIC
+//!   (QEMU stops and restarts the rings with their packed state), then run a TCP transfer
+//!   (TSO super-packets, merged receive buffers) over them;
 //! * service chaining: guests A and B and three VNF guests (two vhost-user NICs each, bridging
 //!   them inside) on a flow-mode bridge; rules loaded with `vecplane ctl add-flow` steer A's
 //!   traffic through a chain of 1, 2 and 3 VNFs to B and back; ping works through each chain and
@@ -37,128 +33,17 @@
 #[macro_use]
 #[path = "support/root.rs"]
 mod root;
+#[path = "support/vm_daemon.rs"]
+mod vm_daemon;
 
-use netlab::vm_lab::{self, VhostLab, VM_BRIDGE_CONFIG};
-use netlab::{chain, Addressing, Guest, GuestImage, GuestSpec, Host, Mode, NicSpec, Topology};
+use netlab::vm_lab::{self, VM_BRIDGE_CONFIG};
+use netlab::{chain, Addressing, Guest, GuestImage, Host, Mode, NicSpec, Topology};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+use vm_daemon::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Host tools besides QEMU (checked with root by `require_root!`).
-const TOOLS: &[&str] = &[netlab::guest::QEMU];
-
-/// Deadline of one short guest command.
-const SHORT: Duration = Duration::from_secs(30);
-
-/// The guest image, or `None` after reporting why guests cannot run here.
-fn image() -> Option<GuestImage> {
-    GuestImage::for_tests()
-}
-
-/// `vecplane run` with a config in a scratch directory of its own (netlab's `VhostLab`, which
-/// also holds the vhost-user sockets), driven through `vecplane ctl`; the daemon is stopped and
-/// the directory deleted on drop.
-struct Daemon {
-    lab: VhostLab,
-}
-
-impl Daemon {
-    fn start(config: &str) -> Daemon {
-        Daemon::start_in(config, None)
-    }
-
-    /// `start`, inside network namespace `ns` when given (the sockets stay in the scratch
-    /// directory, which every namespace sees).
-    fn start_in(config: &str, ns: Option<&str>) -> Daemon {
-        Daemon {
-            lab: VhostLab::start_in(Path::new(BIN), config, ns).unwrap_or_else(|e| panic!("{e:#}")),
-        }
-    }
-
-    /// What the daemon printed so far.
-    fn log(&self) -> String {
-        self.lab.vecplane().map(|v| v.log()).unwrap_or_default()
-    }
-
-    /// A vhost-user socket path in the scratch directory.
-    fn sock(&self, name: &str) -> PathBuf {
-        self.lab.socket(name)
-    }
-
-    /// `vecplane ctl WORDS` (bounded to 20 s): success and stdout + stderr.
-    fn ctl(&self, words: &[&str]) -> (bool, String) {
-        let socket = match self.lab.vecplane() {
-            Ok(v) => v.socket().to_string_lossy().into_owned(),
-            Err(e) => return (false, format!("{e:#}")),
-        };
-        let mut args = vec![BIN, "ctl", "--socket", &socket];
-        args.extend_from_slice(words);
-        match netlab::cmd::run_bounded(&args, Duration::from_secs(20)) {
-            Ok(o) => (
-                o.status.success(),
-                format!(
-                    "{}{}",
-                    String::from_utf8_lossy(&o.stdout),
-                    String::from_utf8_lossy(&o.stderr)
-                ),
-            ),
-            Err(e) => (false, format!("{e:#}")),
-        }
-    }
-
-    fn ctl_ok(&self, words: &[&str]) -> String {
-        let (ok, out) = self.ctl(words);
-        assert!(ok, "vecplane ctl {words:?} failed: {out}");
-        out
-    }
-
-    fn ctl_json(&self, words: &[&str]) -> Value {
-        let mut w = vec!["--json"];
-        w.extend_from_slice(words);
-        let out = self.ctl_ok(&w);
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("ctl {words:?} JSON ({e}): {out}"))
-    }
-
-    /// Port `name` in `show interfaces`.
-    fn port(&self, name: &str) -> Value {
-        self.lab.port(name).unwrap_or_else(|e| panic!("{e:#}"))
-    }
-
-    /// What vecplane reported about its guests that must not happen: malformed rings and
-    /// failed vhost-user requests.
-    fn guest_errors(&self) -> Vec<String> {
-        self.lab.guest_errors()
-    }
-
-    fn assert_running(&mut self) {
-        self.lab.check_running().unwrap_or_else(|e| panic!("{e:#}"));
-    }
-}
-
-/// Start QEMU for every spec in order, then wait for all of them (`Guest::boot_all`).
-fn boot(image: &GuestImage, specs: Vec<GuestSpec>) -> Vec<Guest> {
-    Guest::boot_all(image, specs).unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-/// Ping `to` from `g`: one answer within 10 s (the neighbour is resolved), then 3 of 3.
-fn pings(g: &mut Guest, to: &str) {
-    g.pings(to, SHORT).unwrap_or_else(|e| panic!("{e:#}"));
-}
-
-fn counter(p: &Value, k: &str) -> u64 {
-    p[k].as_u64()
-        .unwrap_or_else(|| panic!("no counter {k} in {p}"))
-}
-
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
 
 #[test]
 fn two_guests_on_a_learning_bridge_transfer_and_survive_restarts() {
@@ -437,180 +322,6 @@ fn a_tso_guest_is_a_client_of_a_nat4_vip() {
 }
 
 #[test]
-fn queue_pairs_are_run_by_their_own_workers() {
-    let testpmd = bench::testpmd::DEFAULT_PATH;
-    require_root!(SERIAL, &[testpmd]);
-    let start = Instant::now();
-    // Two ports of two queue pairs each, cross-connected, on two workers: pair 0 on worker
-    // 0, pair 1 on worker 1. DPDK's virtio-user (two queues, io forwarding with bursts in
-    // flight) is the guest, as in `vecplane bench --scenario pvp`.
-    // Placement by hand only (the rebalancer's own test is below).
-    let mut vp = Daemon::start(&cross_connected_pairs("rxq-rebalance-seconds = 0\n"));
-    let mut guest = virtio_user(&vp, testpmd, false, 2);
-    // Every receive node of every pair moves packets, each on its own worker.
-    let want = [
-        (0, "vu0-rx-q0"),
-        (1, "vu0-rx-q1"),
-        (0, "vu1-rx-q0"),
-        (1, "vu1-rx-q1"),
-    ];
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let rt = loop {
-        let rt = vp.ctl_json(&["show", "runtime"]);
-        if want.iter().all(|&(w, n)| node_packets(&rt, w, n) > 10_000) {
-            break rt;
-        }
-        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
-        assert!(
-            Instant::now() < deadline,
-            "not every queue pair moved packets within 30 s: {rt}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    for (w, n) in want {
-        println!("worker {w}: {n}: {} packets", node_packets(&rt, w, n));
-    }
-    // Move vu0's pair 1 to worker 0 by hand while the loop runs: worker 1 lets go of it and
-    // worker 0 takes it up where it stopped. (Worker 0 sends into pair 0, so the frames
-    // circling through pair 1 join pair 0's loop: the loop goes on there.)
-    let before_move = vp.ctl_json(&["show", "runtime"]);
-    let out = vp.ctl_ok(&["rxq", "move", "vu0", "1", "0"]);
-    assert!(out.contains("moved from worker 1 to worker 0"), "{out}");
-    let rxq = vp.ctl_json(&["show", "rxq"]);
-    assert!(
-        rxq["placement"]["queues"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|q| q["port"] == "vu0" && q["pair"] == 1 && q["worker"] == 0),
-        "{rxq}"
-    );
-    let at_move = vp.ctl_json(&["show", "runtime"]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let rt = vp.ctl_json(&["show", "runtime"]);
-        let taken_up =
-            node_packets(&rt, 0, "vu0-rx-q1") > node_packets(&before_move, 0, "vu0-rx-q1");
-        let flowing =
-            node_packets(&rt, 0, "vu0-rx-q0") > node_packets(&at_move, 0, "vu0-rx-q0") + 10_000;
-        if taken_up && flowing {
-            assert_eq!(
-                node_packets(&rt, 1, "vu0-rx-q1"),
-                node_packets(&at_move, 1, "vu0-rx-q1"),
-                "worker 1 no longer receives from pair 1: {rt}"
-            );
-            break;
-        }
-        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
-        assert!(
-            Instant::now() < deadline,
-            "worker 0 did not take up vu0's pair 1 within 30 s: {rt}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    println!("{}", vp.ctl_ok(&["show", "rxq"]));
-    vp.assert_running();
-    for name in ["vu0", "vu1"] {
-        let p = vp.port(name);
-        println!("{name}: {p}");
-        assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
-        assert!(
-            p["detail"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("2 queue pairs"),
-            "{p}"
-        );
-    }
-    drop(guest);
-    assert_eq!(vp.guest_errors(), Vec::<String>::new());
-    println!("test time {:.1} s", start.elapsed().as_secs_f64());
-}
-
-#[test]
-fn the_rebalancer_spreads_pairs_piled_on_one_worker() {
-    let testpmd = bench::testpmd::DEFAULT_PATH;
-    require_root!(SERIAL, &[testpmd]);
-    let start = Instant::now();
-    // The rebalancer looks every second and acts on any load (the default waits for 95%).
-    let mut vp = Daemon::start(&cross_connected_pairs(
-        "rxq-rebalance-seconds = 1\nrxq-rebalance-busy-percent = 1\n",
-    ));
-    let mut guest = virtio_user(&vp, testpmd, false, 2);
-    let rx = |vp: &Daemon| {
-        counter(&vp.port("vu0"), "rx_packets") + counter(&vp.port("vu1"), "rx_packets")
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while rx(&vp) < 20_000 {
-        assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
-        assert!(
-            Instant::now() < deadline,
-            "no traffic within 30 s:\n{}",
-            vp.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    // Pile every pair on worker 0 by hand; the rebalancer then moves work back to worker 1.
-    for port in ["vu0", "vu1"] {
-        vp.ctl_ok(&["rxq", "move", port, "1", "0"]);
-    }
-    let piled = vp.log().len();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let log = vp.log();
-        if log
-            .get(piled..)
-            .is_some_and(|l| l.contains("moves from worker 0 to worker 1"))
-        {
-            break;
-        }
-        assert!(!guest.exited(), "testpmd exited:\n{log}");
-        assert!(
-            Instant::now() < deadline,
-            "the rebalancer left every pair on worker 0 for 20 s: {}\n{log}",
-            vp.ctl_ok(&["show", "rxq"])
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let rxq = vp.ctl_json(&["show", "rxq"]);
-    println!("{}", vp.ctl_ok(&["show", "rxq"]));
-    assert!(
-        rxq["placement"]["queues"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|q| q["worker"] == 1),
-        "{rxq}"
-    );
-    // Traffic goes on after the moves.
-    let after = rx(&vp);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while rx(&vp) < after + 10_000 {
-        assert!(
-            Instant::now() < deadline,
-            "traffic stopped after the moves:\n{}",
-            vp.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    vp.assert_running();
-    drop(guest);
-    assert_eq!(vp.guest_errors(), Vec::<String>::new());
-    println!("test time {:.1} s", start.elapsed().as_secs_f64());
-}
-
-/// Packets node `node` of worker `worker` processed (`show runtime`).
-fn node_packets(rt: &Value, worker: usize, node: &str) -> u64 {
-    rt["workers"][worker]["nodes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|n| n["name"] == node)
-        .and_then(|n| n["packets"].as_u64())
-        .unwrap_or(0)
-}
-
-#[test]
 fn multiqueue_guests_spread_tcp_over_workers_and_keep_tso_on_pair_1() {
     require_root!(SERIAL, TOOLS);
     let Some(image) = image() else { return };
@@ -720,136 +431,6 @@ fn multiqueue_guests_spread_tcp_over_workers_and_keep_tso_on_pair_1() {
 }
 
 /// vecplane's config for `virtio_user`: ports `vu0` and `vu1` of two queue pairs each,
-/// cross-connected, on two workers (pair k on worker k), with `dataplane` (lines) added.
-fn cross_connected_pairs(dataplane: &str) -> String {
-    let mut config = format!("[dataplane]\nworkers = 2\n{dataplane}\n");
-    for (name, mac) in [("vu0", "02:00:00:00:00:10"), ("vu1", "02:00:00:00:00:11")] {
-        config.push_str(&format!(
-            "[[port]]\nname = \"{name}\"\ndriver = \"vhost-user\"\nmac = \"{mac}\"\n\
-             socket = \"{name}.sock\"\nqueues = 2\n\n"
-        ));
-    }
-    config.push_str(
-        "[[xconnect]]\nfrom = \"vu0\"\nto = \"vu1\"\ndst-mac = \"02:00:00:00:00:21\"\n\n\
-         [[xconnect]]\nfrom = \"vu1\"\nto = \"vu0\"\ndst-mac = \"02:00:00:00:00:20\"\n",
-    );
-    config
-}
-
-/// DPDK's virtio-user (io forwarding, a burst in flight) on vecplane's ports `vu0` and `vu1`,
-/// with packed rings or split ones, `queues` queue pairs each.
-fn virtio_user(vp: &Daemon, testpmd: &str, packed: bool, queues: usize) -> bench::testpmd::Guard {
-    let (s0, s1) = (vp.sock("vu0"), vp.sock("vu1"));
-    bench::testpmd::spawn(Path::new(testpmd), Stdio::piped(), |prefix| {
-        let mut a: Vec<String> = [
-            "--lcores=0@0,1@0",
-            "--main-lcore=0",
-            "--no-huge",
-            "-m",
-            "1024",
-            "--no-pci",
-            "--no-telemetry",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        a.push(format!("--file-prefix={prefix}"));
-        for (i, s) in [&s0, &s1].iter().enumerate() {
-            a.push("--vdev".into());
-            a.push(format!(
-                "net_virtio_user{i},path={},queues={queues},packed_vq={}",
-                s.display(),
-                u8::from(packed)
-            ));
-        }
-        a.push("--".into());
-        a.push(format!("--rxq={queues}"));
-        a.push(format!("--txq={queues}"));
-        a.extend(
-            [
-                "--nb-cores=1",
-                "--forward-mode=io",
-                "--tx-first",
-                "--stats-period=1",
-                "--no-lsc-interrupt",
-            ]
-            .iter()
-            .map(|s| s.to_string()),
-        );
-        a
-    })
-    .unwrap_or_else(|e| panic!("{e:#}"))
-}
-
-#[test]
-fn packed_rings_carry_virtio_user_traffic_both_ways() {
-    let testpmd = bench::testpmd::DEFAULT_PATH;
-    require_root!(SERIAL, &[testpmd]);
-    let start = Instant::now();
-    // Two queue pairs per port, pair k on worker k; frontends use one or both.
-    let mut vp = Daemon::start(&cross_connected_pairs(""));
-    // Packed, packed with both queue pairs after a reconnect, then split on the same ports.
-    for (round, (packed, queues)) in [(true, 1), (true, 2), (false, 1)].into_iter().enumerate() {
-        let rx = |name: &str| counter(&vp.port(name), "rx_packets");
-        let before = (rx("vu0"), rx("vu1"));
-        let mut guest = virtio_user(&vp, testpmd, packed, queues);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let layout = if packed { "packed" } else { "split" };
-        // Both ports receive from the guest and send to it: traffic both ways.
-        loop {
-            let (a, b) = (rx("vu0") - before.0, rx("vu1") - before.1);
-            // With two pairs, each pair's receive node (on its own worker) moves packets too.
-            let pairs_busy = queues == 1 || {
-                let rt = vp.ctl_json(&["show", "runtime"]);
-                (0..2).all(|w| {
-                    rt["workers"][w]["nodes"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter(|n| n["name"] == format!("vu0-rx-q{w}"))
-                        .any(|n| n["packets"].as_u64().unwrap_or(0) > 1000)
-                })
-            };
-            if a > 10_000 && b > 10_000 && pairs_busy {
-                println!("round {round} ({layout}, queue pairs: {queues}): vu0 rx {a}, vu1 rx {b}");
-                break;
-            }
-            assert!(!guest.exited(), "testpmd exited:\n{}", vp.log());
-            assert!(
-                Instant::now() < deadline,
-                "round {round} ({layout}): not both ways within 30 s: vu0 rx {a}, vu1 rx {b}"
-            );
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        for name in ["vu0", "vu1"] {
-            let p = vp.port(name);
-            let state = p["driver_state"].as_str().unwrap_or_default();
-            let rings = if queues == 2 {
-                "rx0 256, tx0 256, rx1 256, tx1 256"
-            } else {
-                "rx0 256, tx0 256"
-            };
-            assert!(state.contains(&format!("rings: {layout} ({rings})")), "{p}");
-            assert_eq!(p["driver_counters"]["guest_errors"], 0, "{p}");
-            assert!(counter(&p, "tx_packets") > 10_000, "{p}");
-        }
-        drop(guest);
-        // The ports go back to waiting before the next frontend comes.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while ["vu0", "vu1"].iter().any(|n| {
-            vp.port(n)["driver_state"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("connected")
-        }) {
-            assert!(Instant::now() < deadline, "still connected: {}", vp.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    vp.assert_running();
-    assert_eq!(vp.guest_errors(), Vec::<String>::new());
-    println!("test time {:.1} s", start.elapsed().as_secs_f64());
-}
 
 #[test]
 fn packed_ring_guests_ping_rebind_and_transfer() {
