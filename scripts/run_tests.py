@@ -54,10 +54,9 @@ EXPECTED = {
 }
 
 
-def build(cargo_args):
+def build():
     """Build every test binary; [(key, label, path, cwd)]."""
     cmd = ["cargo", "test", "--workspace", "--no-run", "--message-format=json-render-diagnostics"]
-    cmd += cargo_args
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     found = []
     for line in proc.stdout:
@@ -180,7 +179,7 @@ def main():
     a = ap.parse_args()
     if a.lanes < 1:
         sys.exit("--lanes: accepted: 1 or more")
-    jobs = build([])
+    jobs = build()
     if not jobs:
         sys.exit("no test binary was built")
     # A renamed heavy file would otherwise run beside another heavy one unnoticed.

@@ -441,17 +441,19 @@ fn af_packet_port_good() {
     );
 }
 
+/// The driver `tap_port` configures, with its vnet-header and offload flags.
+fn tap0_driver(vnet_hdr: bool, offloads: bool) -> PortDriver {
+    PortDriver::Tap {
+        name: "tap0".into(),
+        vnet_hdr,
+        offloads,
+    }
+}
+
 #[test]
 fn tap_port_good() {
     let s = ok(&tap_port("vnet-hdr = true\n"));
-    assert_eq!(
-        s.ports[0].driver,
-        PortDriver::Tap {
-            name: "tap0".into(),
-            vnet_hdr: true,
-            offloads: false
-        }
-    );
+    assert_eq!(s.ports[0].driver, tap0_driver(true, false));
     let s = ok(&tap_port("interface = \"vm1-tap\"\n"));
     assert_eq!(
         s.ports[0].driver,
@@ -467,25 +469,10 @@ fn tap_port_good() {
 fn tap_offloads_imply_vnet_headers() {
     for extra in ["offloads = true\n", "vnet-hdr = true\noffloads = true\n"] {
         let s = ok(&tap_port(extra));
-        assert_eq!(
-            s.ports[0].driver,
-            PortDriver::Tap {
-                name: "tap0".into(),
-                vnet_hdr: true,
-                offloads: true
-            },
-            "{extra}"
-        );
+        assert_eq!(s.ports[0].driver, tap0_driver(true, true), "{extra}");
     }
     let s = ok(&tap_port("vnet-hdr = false\noffloads = false\n"));
-    assert_eq!(
-        s.ports[0].driver,
-        PortDriver::Tap {
-            name: "tap0".into(),
-            vnet_hdr: false,
-            offloads: false
-        }
-    );
+    assert_eq!(s.ports[0].driver, tap0_driver(false, false));
 }
 
 #[test]
@@ -503,14 +490,7 @@ fn tap_offloads_refusals_name_the_line_and_what_is_accepted() {
         "[dataplane]\nworkers = 2\n\n{}",
         tap_port("offloads = true\n")
     ));
-    assert_eq!(
-        s.ports[0].driver,
-        PortDriver::Tap {
-            name: "tap0".into(),
-            vnet_hdr: true,
-            offloads: true
-        }
-    );
+    assert_eq!(s.ports[0].driver, tap0_driver(true, true));
     ok(&format!(
         "[dataplane]\nworkers = 2\n\n{}",
         tap_port("offloads = false\n")
