@@ -258,7 +258,7 @@ impl CacheSnapshot {
 }
 
 /// The flow caches over a measured interval.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CacheDelta {
     /// Exact-match cache hits.
     pub emc_hits: u64,

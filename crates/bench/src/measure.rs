@@ -47,7 +47,7 @@ pub struct NodeFigure {
 }
 
 /// Figures of one run.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct RunResult {
     /// Packets received on rx0 during the measured interval.
     pub packets: u64,
