@@ -90,6 +90,10 @@ pub struct RunResult {
     /// Share of time the other CPUs were busy during the measured interval (they share caches,
     /// memory bandwidth and perhaps a physical core with the worker), when known.
     pub others_busy: Option<f64>,
+    /// When the worker is a real-time thread under the kernel's real-time throttling: the share
+    /// of each period it may run (`sys::rt_throttle_share`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rt_throttle: Option<f64>,
     /// Involuntary context switches of the worker during the measured interval.
     pub involuntary_switches: u64,
     /// What backs the buffer pool.
@@ -148,6 +152,7 @@ struct WorkerOutcome {
     wall: Duration,
     involuntary: u64,
     others_busy: Option<f64>,
+    rt_throttle: Option<f64>,
 }
 
 const PHASE_WARMUP: u8 = 0;
@@ -195,6 +200,7 @@ fn worker(
     let stat1 = sys::cpu_times();
     Ok(WorkerOutcome {
         others_busy: sys::others_busy(&stat0, &stat1, s.cpu),
+        rt_throttle: sys::rt_throttle_share(),
         before,
         after,
         ticks: c1.wrapping_sub(c0),
@@ -430,6 +436,7 @@ fn figures(
         worker_cpu_share: share,
         on_cpu_cycles_per_packet: per_packet(o.ticks, packets) * share,
         others_busy: o.others_busy,
+        rt_throttle: o.rt_throttle,
         involuntary_switches: o.involuntary,
         pool_backing: view.pool_backing.clone(),
         flow_cache: match (&o.before.flow_cache, &o.after.flow_cache) {

@@ -756,6 +756,7 @@ mod tests {
                 worker_cpu_share: 1.0,
                 on_cpu_cycles_per_packet: cpp,
                 others_busy: None,
+                rt_throttle: None,
                 involuntary_switches: 0,
                 pool_backing: "normal pages".into(),
             };

@@ -21,7 +21,8 @@ pub fn ratio(a: f64, b: f64) -> f64 {
 /// wire (line rate counts them).
 pub const WIRE_OVERHEAD: usize = 20;
 
-/// Below this share of its CPU, a run is flagged as disturbed by other tasks.
+/// Below this share of its CPU, a run is flagged as disturbed (by other tasks, or by the kernel's
+/// real-time throttling: see `cpu_share_warning`).
 pub const SHARED_CPU: f64 = 0.98;
 
 /// Above this busy share of the other CPUs, a run is noted as possibly disturbed.
@@ -139,6 +140,10 @@ pub struct Summary {
     /// Median run: share of time the other CPUs were busy.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub others_busy: Option<f64>,
+    /// Median run: the share of each period the kernel's real-time throttling lets a
+    /// real-time worker run (None: not a real-time worker, or no throttling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rt_throttle: Option<f64>,
     /// What backs the buffer pool.
     pub pool_backing: String,
     /// 1-minute load average of the host when the summary was made.
@@ -245,6 +250,7 @@ pub fn summarize(
         worker_cpu_share: m.worker_cpu_share,
         on_cpu_cycles_per_packet: m.on_cpu_cycles_per_packet,
         others_busy: m.others_busy,
+        rt_throttle: m.rt_throttle,
         pool_backing: m.pool_backing.clone(),
         load_average: crate::sys::load_average(),
         runs: cpp,
@@ -252,6 +258,34 @@ pub fn summarize(
         reference,
         notes: input.notes,
     })
+}
+
+/// Why the worker had less than its whole CPU. A real-time worker (SCHED_FIFO/RR) cannot be
+/// preempted by ordinary tasks; with the kernel's real-time throttling on, it is idled for the
+/// rest of each period once it has run its share (or somewhat later, when another CPU lends it
+/// its unused real-time time): a share at or above the throttling's is that, not other tasks.
+fn cpu_share_warning(s: &Summary) -> String {
+    let share = 100.0 * s.worker_cpu_share;
+    match s.rt_throttle {
+        Some(cap) if s.worker_cpu_share >= cap - 0.005 => format!(
+            "note: the worker had {share:.1}% of its CPU: it is a real-time thread, which \
+             ordinary tasks cannot preempt, and the kernel's real-time throttling \
+             (kernel.sched_rt_runtime_us / sched_rt_period_us = {:.1}%, more when another CPU \
+             lends it unused real-time time) idles it for the rest of each period; the \
+             wall-clock figures count that idle time. `sysctl -w kernel.sched_rt_runtime_us=-1` \
+             lifts it (at the risk of starving that CPU's other tasks). On-CPU: {:.1} \
+             cycles/packet",
+            100.0 * cap,
+            s.on_cpu_cycles_per_packet
+        ),
+        _ => format!(
+            "WARNING: the worker had only {share:.1}% of its CPU (load average {}): figures \
+             include time taken by other tasks; on-CPU: {:.1} cycles/packet",
+            s.load_average
+                .map_or("?".to_string(), |l| format!("{l:.2}")),
+            s.on_cpu_cycles_per_packet
+        ),
+    }
 }
 
 /// One JSON object on one line.
@@ -331,13 +365,7 @@ pub fn human(s: &Summary) -> String {
         let _ = writeln!(o, "  WARNING: received != sent + dropped in the median run");
     }
     if s.worker_cpu_share < SHARED_CPU {
-        let _ = writeln!(
-            o,
-            "  WARNING: the worker had only {:.1}% of its CPU (load average {}): figures include time taken by other tasks; on-CPU: {:.1} cycles/packet",
-            100.0 * s.worker_cpu_share,
-            s.load_average.map_or("?".to_string(), |l| format!("{l:.2}")),
-            s.on_cpu_cycles_per_packet
-        );
+        let _ = writeln!(o, "  {}", cpu_share_warning(s));
     }
     if let Some(b) = s.others_busy.filter(|b| *b > OTHERS_BUSY) {
         let _ = writeln!(
@@ -440,8 +468,9 @@ pub fn sweep_table(summaries: &[Summary]) -> String {
     if shared {
         let _ = writeln!(
             o,
-            "\n\\* the worker had less than {:.0}% of its CPU (other tasks ran on it); see \
-             `worker_cpu_share` and `on_cpu_cycles_per_packet` in the JSON.",
+            "\n\\* the worker had less than {:.0}% of its CPU (other tasks ran on it, or the \
+             kernel's real-time throttling idled it: `rt_throttle`); see `worker_cpu_share` and \
+             `on_cpu_cycles_per_packet` in the JSON.",
             100.0 * SHARED_CPU
         );
     }
@@ -477,10 +506,42 @@ mod tests {
             worker_cpu_share: 1.0,
             on_cpu_cycles_per_packet: cpp,
             others_busy: Some(0.0),
+            rt_throttle: None,
             involuntary_switches: 0,
             pool_backing: "normal pages".into(),
             flow_cache: None,
         }
+    }
+
+    #[test]
+    fn a_share_cut_by_real_time_throttling_is_said_to_be_that() {
+        let mut r = run(100.0, 10);
+        r.worker_cpu_share = 0.95;
+        r.on_cpu_cycles_per_packet = 95.0;
+        r.rt_throttle = Some(0.95);
+        let s = summarize(input(64), vec![r.clone()], vec![]).expect("summary");
+        let w = cpu_share_warning(&s);
+        assert!(
+            w.starts_with("note: the worker had 95.0% of its CPU: it is a real-time thread")
+                && w.contains("= 95.0%")
+                && w.contains("kernel.sched_rt_runtime_us=-1")
+                && w.ends_with("On-CPU: 95.0 cycles/packet"),
+            "{w}"
+        );
+        assert!(human(&s).contains(&w), "{}", human(&s));
+        // More than the throttling's share (another CPU lent it time): still the throttling.
+        r.worker_cpu_share = 0.975;
+        let s = summarize(input(64), vec![r.clone()], vec![]).expect("summary");
+        assert!(cpu_share_warning(&s).starts_with("note: the worker had 97.5%"));
+        // Less than the throttling allows: something else ran.
+        r.worker_cpu_share = 0.80;
+        let s = summarize(input(64), vec![r.clone()], vec![]).expect("summary");
+        assert!(cpu_share_warning(&s).starts_with("WARNING: the worker had only 80.0%"));
+        // Not a real-time worker.
+        r.rt_throttle = None;
+        r.worker_cpu_share = 0.95;
+        let s = summarize(input(64), vec![r], vec![]).expect("summary");
+        assert!(cpu_share_warning(&s).contains("time taken by other tasks"));
     }
 
     fn input(frame_size: usize) -> SummaryInput {

@@ -71,6 +71,32 @@ pub fn thread_involuntary_switches() -> u64 {
     }
 }
 
+/// The share of each period the kernel lets the calling thread run when it is a real-time thread
+/// (SCHED_FIFO or SCHED_RR) and real-time throttling is on: `kernel.sched_rt_runtime_us /
+/// kernel.sched_rt_period_us` (Debian's default 950000 / 1000000 keeps a spinning real-time
+/// worker off its CPU 5% of each second). None for other threads, or with throttling off (-1).
+pub fn rt_throttle_share() -> Option<f64> {
+    // SAFETY: sched_getscheduler reads the calling thread's policy; no memory is passed.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    if policy != libc::SCHED_FIFO && policy != libc::SCHED_RR {
+        return None;
+    }
+    let read = |name: &str| -> Option<i64> {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    rt_share(read("sched_rt_runtime_us")?, read("sched_rt_period_us")?)
+}
+
+/// `runtime / period` when throttling is on and leaves less than the whole period.
+fn rt_share(runtime_us: i64, period_us: i64) -> Option<f64> {
+    (runtime_us >= 0 && period_us > 0 && runtime_us < period_us)
+        .then(|| runtime_us as f64 / period_us as f64)
+}
+
 /// The 1-minute load average (None if /proc/loadavg is unreadable).
 pub fn load_average() -> Option<f64> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
@@ -192,6 +218,19 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(thread_cpu_time() > t0);
+    }
+
+    #[test]
+    fn real_time_throttling_share() {
+        assert_eq!(rt_share(950_000, 1_000_000), Some(0.95));
+        assert_eq!(rt_share(-1, 1_000_000), None);
+        assert_eq!(rt_share(1_000_000, 1_000_000), None);
+        assert_eq!(rt_share(950_000, 0), None);
+        // This test thread is not a real-time thread (unless run under chrt).
+        // SAFETY: sched_getscheduler reads the calling thread's policy.
+        if unsafe { libc::sched_getscheduler(0) } == libc::SCHED_OTHER {
+            assert_eq!(rt_throttle_share(), None);
+        }
     }
 
     #[test]
