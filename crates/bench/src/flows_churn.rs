@@ -352,7 +352,9 @@ fn point(k: u32, runs: &[RunResult], costs: &Costs, frame_size: usize) -> Result
     let on_cpu_pps = per(m.on_cpu_cycles_per_packet);
     let share = emc_share(&c);
     let predicted = costs.predict_pps(frame_size, c.hit_ratio, share)?;
-    let noise_gain = solve::noise_gain(&costs.calibration, costs.miss, c.hit_ratio, share)?;
+    // NaN when a perturbed calibration cannot be solved (it was, unperturbed).
+    let noise_gain =
+        solve::noise_gain(&costs.calibration, costs.miss, c.hit_ratio, share).unwrap_or(f64::NAN);
     Ok(ChurnPoint {
         packets_per_flow: k,
         nominal_hit_ratio: if k == 0 { 1.0 } else { 1.0 - 1.0 / k as f64 },

@@ -9,7 +9,7 @@ use thiserror::Error;
 
 /// Highest condition number accepted (of the runs' system with each unknown's column scaled to
 /// length 1; a relative error in the cycles can grow by up to this factor in the costs). The
-/// bench's runs (the 100% point, K=50, K=3) give about 2.6; two churn runs 0.3% of hits apart
+/// bench's runs (the 100% point, K=50, K=3) give about 2.2; two churn runs 0.3% of hits apart
 /// (K=8 and K=8.2) give 178. A low condition number bounds the error of the costs, not of a
 /// prediction: see [`noise_gain`] for that.
 pub const MAX_CONDITION: f64 = 30.0;
@@ -355,8 +355,8 @@ mod tests {
         ]
     }
 
-    /// The EMC share of K=50's hits.
-    const K50_EMC_SHARE: f64 = 0.15;
+    /// The EMC share of K=50's hits (0.055-0.057 in six sweeps on 2026-11-28).
+    const K50_EMC_SHARE: f64 = 0.056;
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-6 * b.abs().max(1.0)
