@@ -58,7 +58,7 @@ pub const RESIDENT_FLOWS: u32 = 8192;
 /// median became ~22% at the 99% point (gain 4.4: K=8 and K=3 tell the megaflow-hit cost from
 /// the pollution poorly, and the 99% point is almost all megaflow hits); at K=50 the gain is at
 /// most ~1.1 at every checked point (`solve`'s tests). On the AMD host K=8 had the 99% point
-/// over-predicted by 37-81% in four sweeps.
+/// over-predicted by 37-153% in five of the six sweeps BENCHMARKS.md records.
 pub const CALIBRATION_K: u32 = 50;
 
 /// Packets per flow of the run that, with the [`CALIBRATION_K`] run, prices the pollution (what

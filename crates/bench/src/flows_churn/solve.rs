@@ -398,7 +398,7 @@ mod tests {
     /// Why the bench calibrates at K=50 and not at K=8: with the costs measured on the AMD
     /// host (2026-11-28) and the EMC shares each checked point had, the bench's runs keep the
     /// noise of their medians to at most ~1.5x in every checked prediction; K=8 with K=3
-    /// multiplies it by more than 3 at 99% (the point that failed there by 37-81%).
+    /// multiplies it by more than 3 at 99% (over-predicted there by 37-153% in five of six sweeps).
     #[test]
     fn the_calibration_keeps_noise_small_at_the_checked_points() {
         let (emc, mf, pol) = (196.0, 290.0, 1200.0);
