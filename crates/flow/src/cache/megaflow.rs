@@ -642,11 +642,30 @@ impl MegaflowCache {
         } else if self.keys.len() < self.cap {
             return; // a fresh slot: pushed (and written) in order, the hardware prefetcher has it
         } else {
-            let mut c = [NIL; 1];
-            if self.wheel.soonest(&mut c, 64) == 0 {
-                return;
+            // Full: the install will evict the first candidate (usually), which means taking
+            // it out of its bucket, a random line found through its metadata. Under heavy
+            // churn the cache turns over faster than the idle timeout, nothing is due within
+            // the wheel's window, and the victims come from the rotating window: the metadata
+            // of this victim was prefetched here at the previous install, as the next one, so
+            // its bucket can be prefetched now, and the next victim's metadata too.
+            let (cand, from_wheel, cursor) = self.eviction_candidates();
+            let victim = cand[0];
+            if let Some(b) = self
+                .meta
+                .get(victim as usize)
+                .and_then(|m| self.buckets.get(m.hash as usize & self.bmask))
+            {
+                prefetch(b);
             }
-            c[0] as usize
+            let next = if from_wheel > 1 {
+                cand[1]
+            } else {
+                ((cursor + 1) % self.cap.max(1)) as u32
+            };
+            if let Some(m) = self.meta.get(next as usize) {
+                prefetch(m);
+            }
+            victim as usize
         };
         let (Some(k), Some(m), Some(c)) = (
             self.keys.get(slot),
@@ -688,19 +707,28 @@ impl MegaflowCache {
         // Full: evict the megaflow due soonest on the aging wheel (the one idle longest by the
         // wheel's clock), skipping any used in the current millisecond; a few candidates only,
         // each costing a cache miss, then a rotating window of the slab as a fallback.
-        let mut cand = [NIL; EVICT_SAMPLE];
-        let mut n = self.wheel.soonest(&mut cand, 64);
-        while n < EVICT_SAMPLE {
-            self.evict_cursor = (self.evict_cursor + 1) % self.cap;
-            cand[n] = self.evict_cursor as u32;
-            n += 1;
-        }
+        let (cand, _, cursor) = self.eviction_candidates();
+        self.evict_cursor = cursor;
         let victim = cand.iter().copied().find(|&id| {
             id != NIL && self.meta[id as usize].alive && self.meta[id as usize].last_used < now_ms
         })?;
         self.delete(victim);
         self.stats.evicted += 1;
         self.free.pop()
+    }
+
+    /// The slots the next eviction tries, in order: those due soonest on the wheel (within 64
+    /// ticks), then the rotating window after `evict_cursor`. Also how many came from the wheel
+    /// and where the window's cursor ends.
+    fn eviction_candidates(&self) -> ([u32; EVICT_SAMPLE], usize, usize) {
+        let mut cand = [NIL; EVICT_SAMPLE];
+        let from_wheel = self.wheel.soonest(&mut cand, 64);
+        let mut cursor = self.evict_cursor;
+        for c in cand.iter_mut().skip(from_wheel) {
+            cursor = (cursor + 1) % self.cap.max(1);
+            *c = cursor as u32;
+        }
+        (cand, from_wheel, cursor)
     }
 
     fn subtable_for(&mut self, mask: &FlowKey) -> Option<usize> {
@@ -945,5 +973,57 @@ mod tests {
         let h = c.sub_hash(si, Probe::Ip4(&w));
         assert_eq!(h, c.sub_hash(si, Probe::Whole(&plain)));
         assert_eq!(c.find(si, Probe::Ip4(&w), h), Some(pid));
+    }
+
+    /// `prefetch_install` prefetches the bucket of the slot the next install evicts and the
+    /// metadata of the one after: both must be the slots evicted, whether the victims come
+    /// from the wheel (due within its window) or from the rotating window (under churn faster
+    /// than the idle timeout).
+    #[test]
+    fn the_predicted_victims_are_the_ones_evicted() {
+        // 10 s: every megaflow is due beyond the wheel's window; 20 ms (1 ms ticks): within it.
+        for (timeout_ms, wheel) in [(10_000, false), (20, true)] {
+            let cfg = CacheConfig {
+                max_megaflows: 16,
+                idle_timeout_ms: timeout_ms,
+                ..CacheConfig::default()
+            };
+            let mut c = MegaflowCache::new(&cfg, HashKey::from_seed(2));
+            let mut mask = FlowKey::ZERO;
+            mask.unwildcard(Field::TpDst);
+            let t = TranslatedRef {
+                actions: &DpActions::DROP,
+                mask: &mask,
+                rules: &[],
+            };
+            let key = |port: u64| {
+                let mut k = FlowKey::ZERO;
+                k.set(Field::TpDst, port.into());
+                k
+            };
+            for p in 0..16 {
+                assert!(c.insert(&key(p), t, 1, p).is_ok());
+            }
+            let mut predicted_next = None;
+            let mut from_the_wheel = 0;
+            for p in 16..40u64 {
+                let (cand, from_wheel, cursor) = c.eviction_candidates();
+                from_the_wheel += from_wheel.min(1);
+                if let Some(n) = predicted_next {
+                    assert_eq!(cand[0], n, "timeout {timeout_ms}, install {p}");
+                }
+                let Ok(id) = c.insert(&key(p), t, 1, p) else {
+                    panic!("install {p} refused");
+                };
+                assert_eq!(id, cand[0], "timeout {timeout_ms}, install {p}");
+                predicted_next = Some(if from_wheel > 1 {
+                    cand[1]
+                } else {
+                    ((cursor + 1) % 16) as u32
+                });
+            }
+            assert_eq!(c.stats.evicted, 24);
+            assert_eq!(from_the_wheel > 0, wheel, "timeout {timeout_ms}");
+        }
     }
 }
