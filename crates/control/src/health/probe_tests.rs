@@ -143,7 +143,10 @@ fn http_probes_compare_the_status() {
         );
         let o = probe(&get(200), local(2), sa("198.18.2.1:81"), SHORT).await;
         assert_eq!(o, ProbeOutcome::Failure(FailReason::BadStatus(503)));
-        let o = probe(&get(503), local(2), sa("198.18.2.1:81"), SHORT).await;
+        // Not local(2) again: a second connection from the same band port to the same target
+        // right after the first failed with EADDRNOTAVAIL in ~3% of runs under load
+        // (2026-11-28, cause not found; probes of one target are an interval apart).
+        let o = probe(&get(503), local(6), sa("198.18.2.1:81"), SHORT).await;
         assert!(is_ok(o), "{o}");
         let o = probe(&get(200), local(2), sa("198.18.2.1:82"), SHORT).await;
         assert_eq!(o, ProbeOutcome::Failure(FailReason::BadResponse));
@@ -156,7 +159,7 @@ fn http_probes_compare_the_status() {
             expect: 200,
             tls: false,
         };
-        let o = probe(&with_host, local(2), sa("198.18.2.1:80"), SHORT).await;
+        let o = probe(&with_host, local(7), sa("198.18.2.1:80"), SHORT).await;
         assert!(is_ok(o), "{o}");
         let request = seen.recv().await.expect("request seen");
         assert!(request.contains("Host: www.example\r\n"), "{request}");
@@ -261,8 +264,10 @@ fn https_probes_shake_hands_and_compare_the_status() {
             expect: 200,
             tls: true,
         };
-        for host in [None, Some("www.example")] {
-            let o = probe(&get(host), local(2), sa("198.18.2.1:443"), SHORT).await;
+        // A band port each: see `http_probes_compare_the_status` on reusing one toward the same
+        // target at once.
+        for (host, port) in [(None, 2), (Some("www.example"), 6)] {
+            let o = probe(&get(host), local(port), sa("198.18.2.1:443"), SHORT).await;
             assert!(is_ok(o), "{host:?}: {o}");
         }
         let o = probe(&get(None), local(2), sa("198.18.2.1:444"), SHORT).await;
