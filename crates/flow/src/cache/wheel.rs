@@ -31,6 +31,10 @@ const UNLINKED: Link = Link {
 
 pub(crate) struct TimerWheel {
     heads: Vec<u32>,
+    /// One bit per slot, set while its list is not empty: `soonest` skips empty slots a word at
+    /// a time (under churn faster than the timeout, every eviction and every install's
+    /// prefetch asked for the soonest and scanned 64 empty heads: ~7% of a miss).
+    occupied: [u64; SLOTS / 64],
     links: Vec<Link>,
     gran_ms: u64,
     /// Next tick to process.
@@ -42,6 +46,7 @@ impl TimerWheel {
     pub(crate) fn new(capacity: usize, timeout_ms: u64) -> TimerWheel {
         TimerWheel {
             heads: vec![NIL; SLOTS],
+            occupied: [0; SLOTS / 64],
             links: vec![UNLINKED; capacity],
             gran_ms: (timeout_ms.saturating_mul(2)).div_ceil(SLOTS as u64).max(1),
             cursor: 0,
@@ -69,6 +74,7 @@ impl TimerWheel {
             self.links[head as usize].prev = id;
         }
         self.heads[s] = id;
+        self.occupied[s / 64] |= 1 << (s % 64);
     }
 
     /// Start loading `id`'s links (a hint).
@@ -89,7 +95,11 @@ impl TimerWheel {
             return;
         }
         if prev == NIL {
-            self.heads[slot as usize] = next;
+            let s = slot as usize;
+            self.heads[s] = next;
+            if next == NIL {
+                self.occupied[s / 64] &= !(1 << (s % 64));
+            }
         } else {
             self.links[prev as usize].next = next;
         }
@@ -124,8 +134,22 @@ impl TimerWheel {
     /// most `max_slots` slots; returns how many were written.
     pub(crate) fn soonest(&self, out: &mut [u32], max_slots: usize) -> usize {
         let mut n = 0;
-        for t in 0..max_slots.min(SLOTS) as u64 {
-            let mut id = self.heads[((self.cursor + t) % SLOTS as u64) as usize];
+        let span = max_slots.min(SLOTS);
+        let mut t = 0;
+        while t < span {
+            let s = ((self.cursor + t as u64) % SLOTS as u64) as usize;
+            // The occupied slots from `s` to the end of its word.
+            let bits = self.occupied[s / 64] >> (s % 64);
+            if bits == 0 {
+                t += 64 - s % 64;
+                continue;
+            }
+            t += bits.trailing_zeros() as usize;
+            if t >= span {
+                break;
+            }
+            let mut id = self.heads[((self.cursor + t as u64) % SLOTS as u64) as usize];
+            t += 1;
             while id != NIL {
                 if n == out.len() {
                     return n;
@@ -141,6 +165,7 @@ impl TimerWheel {
     /// Forget everything (after a flush).
     pub(crate) fn clear(&mut self) {
         self.heads.fill(NIL);
+        self.occupied = [0; SLOTS / 64];
         self.links.fill(UNLINKED);
     }
 }
@@ -167,5 +192,59 @@ mod tests {
         assert_eq!(c[0], 2);
         work = 0;
         assert_eq!(w.next_due(1_000_000, &mut work, 10_000), Some(2));
+    }
+
+    /// The soonest ids as a scan of every head would give them (the wheel before its bitmap).
+    fn soonest_by_scan(w: &TimerWheel, out: &mut [u32], max_slots: usize) -> usize {
+        let mut n = 0;
+        for t in 0..max_slots.min(SLOTS) as u64 {
+            let mut id = w.heads[((w.cursor + t) % SLOTS as u64) as usize];
+            while id != NIL {
+                if n == out.len() {
+                    return n;
+                }
+                out[n] = id;
+                n += 1;
+                id = w.links[id as usize].next;
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn soonest_skips_empty_slots_and_finds_what_a_scan_finds() {
+        let mut w = TimerWheel::new(64, 10_000); // 40 ms ticks
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let mut now = 0u64;
+        for step in 0..5_000 {
+            let id = rnd(64) as u32;
+            match rnd(4) {
+                0 | 1 => w.schedule(id, now + rnd(25_000)),
+                2 => w.cancel(id),
+                _ => {
+                    now += rnd(200);
+                    let mut work = 0;
+                    while let Some(due) = w.next_due(now, &mut work, 8) {
+                        w.cancel(due);
+                        work += 1;
+                    }
+                }
+            }
+            for (len, span) in [(1, 64), (8, 64), (8, 3), (64, 512), (3, 130)] {
+                let (mut a, mut b) = (vec![NIL; len], vec![NIL; len]);
+                let n = w.soonest(&mut a, span);
+                assert_eq!(n, soonest_by_scan(&w, &mut b, span), "step {step}");
+                assert_eq!(a, b, "step {step}, {len} from {span} slots");
+            }
+        }
+        w.clear();
+        assert_eq!(w.soonest(&mut [NIL; 4], 512), 0);
+        assert_eq!(w.occupied, [0; SLOTS / 64]);
     }
 }
