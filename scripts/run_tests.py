@@ -26,13 +26,17 @@ import time
 # Binaries that load the CPU for long, or that need it not loaded by one of those: one at a time.
 # lb_e2e is of the second kind: it demands that no HTTP request fails while servers are drained,
 # flushed and added, and once, beside QEMU guests under TCG, one curl request in 300 timed out
-# (curl's 3 s; the cause was not found).
+# (curl's 3 s; the cause was not found). lb_fleet too: it demands that no request fails across
+# the SIGKILL of one of three load balancers, and beside QEMU guests it failed twice in three
+# runs on 2026-11-28 (a timeout on TCP's retransmission edge, since fixed; then one read error,
+# not understood).
 HEAVY = {
     ("vecplane", "vm_ports"),
     ("vecplane", "vm_queues"),
     ("vecplane", "demo"),
     ("vecplane", "polling"),
     ("vecplane", "lb_e2e"),
+    ("vecplane", "lb_fleet"),
     ("bench", "scenarios"),
     ("netlab", "guest"),
 }
