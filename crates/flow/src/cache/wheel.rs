@@ -137,7 +137,7 @@ impl TimerWheel {
         let span = max_slots.min(SLOTS);
         let mut t = 0;
         while t < span {
-            let s = ((self.cursor + t as u64) % SLOTS as u64) as usize;
+            let s = self.slot_after_cursor(t);
             // The occupied slots from `s` to the end of its word.
             let bits = self.occupied[s / 64] >> (s % 64);
             if bits == 0 {
@@ -148,18 +148,32 @@ impl TimerWheel {
             if t >= span {
                 break;
             }
-            let mut id = self.heads[((self.cursor + t as u64) % SLOTS as u64) as usize];
-            t += 1;
-            while id != NIL {
-                if n == out.len() {
-                    return n;
-                }
-                out[n] = id;
-                n += 1;
-                id = self.links[id as usize].next;
+            if !self.collect_slot(self.slot_after_cursor(t), out, &mut n) {
+                break;
             }
+            t += 1;
         }
         n
+    }
+
+    /// The slot `t` ticks after the cursor.
+    #[inline]
+    fn slot_after_cursor(&self, t: usize) -> usize {
+        ((self.cursor + t as u64) % SLOTS as u64) as usize
+    }
+
+    /// Append slot `s`'s ids to `out` from `*n` on; false when `out` filled up first.
+    fn collect_slot(&self, s: usize, out: &mut [u32], n: &mut usize) -> bool {
+        let mut id = self.heads[s];
+        while id != NIL {
+            let Some(o) = out.get_mut(*n) else {
+                return false;
+            };
+            *o = id;
+            *n += 1;
+            id = self.links[id as usize].next;
+        }
+        true
     }
 
     /// Forget everything (after a flush).
@@ -197,15 +211,9 @@ mod tests {
     /// The soonest ids as a scan of every head would give them (the wheel before its bitmap).
     fn soonest_by_scan(w: &TimerWheel, out: &mut [u32], max_slots: usize) -> usize {
         let mut n = 0;
-        for t in 0..max_slots.min(SLOTS) as u64 {
-            let mut id = w.heads[((w.cursor + t) % SLOTS as u64) as usize];
-            while id != NIL {
-                if n == out.len() {
-                    return n;
-                }
-                out[n] = id;
-                n += 1;
-                id = w.links[id as usize].next;
+        for t in 0..max_slots.min(SLOTS) {
+            if !w.collect_slot(w.slot_after_cursor(t), out, &mut n) {
+                break;
             }
         }
         n
