@@ -66,6 +66,10 @@ const SEARCH: u32 = u32::MAX - 1;
 pub(crate) const CHUNK: usize = 64;
 /// Eviction candidates looked at, at most (usually the first qualifies).
 const EVICT_SAMPLE: usize = 8;
+/// Megaflows a subtable lists for lookups without hashing, at most (see `Subtable::few`).
+const FEW: usize = 4;
+/// `Subtable::few_len` of a subtable that has outgrown its list.
+const OUTGROWN: u8 = u8::MAX;
 
 /// A key as a lookup reads it: whole, or as the six words of a key of the usual shape
 /// (`IP4_L4_MAP`; zero elsewhere), hashed and compared without writing the whole key.
@@ -121,6 +125,44 @@ struct Subtable {
     /// Hits since the last ranking.
     hits: u64,
     count: u32,
+    /// Its megaflows while it has held at most [`FEW`] since it was made: a lookup compares
+    /// a key with each (their keys stay in L1) instead of hashing it and reading a bucket.
+    /// Wide megaflows, the ones a cache is for, make such subtables. Once it has held more
+    /// (`few_len == OUTGROWN`), lookups hash until it empties and is made anew.
+    few: [u32; FEW],
+    few_len: u8,
+}
+
+impl Subtable {
+    /// The megaflows it lists (None: it has outgrown the list).
+    #[inline(always)]
+    fn few(&self) -> Option<([u32; FEW], usize)> {
+        (self.few_len != OUTGROWN).then_some((self.few, self.few_len as usize))
+    }
+
+    /// Note megaflow `id`, installed in it.
+    fn list(&mut self, id: u32) {
+        match self.few_len {
+            OUTGROWN => {}
+            n if (n as usize) < FEW => {
+                self.few[n as usize] = id;
+                self.few_len += 1;
+            }
+            _ => self.few_len = OUTGROWN,
+        }
+    }
+
+    /// Note megaflow `id`, deleted from it.
+    fn unlist(&mut self, id: u32) {
+        if self.few_len == OUTGROWN {
+            return;
+        }
+        let n = self.few_len as usize;
+        if let Some(p) = self.few[..n].iter().position(|&x| x == id) {
+            self.few[p] = self.few[n - 1];
+            self.few_len -= 1;
+        }
+    }
 }
 
 /// What lookups and aging touch, per megaflow: one cache line.
@@ -448,8 +490,9 @@ impl MegaflowCache {
                     break;
                 }
                 let si = self.order[oi] as usize;
+                let few = self.subtables[si].few();
                 // Pass 1: hash the keys still unmatched, start loading their buckets.
-                let mut m = remaining;
+                let mut m = if few.is_some() { 0 } else { remaining };
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
                     let h = self.sub_hash(si, probe(i));
@@ -459,7 +502,7 @@ impl MegaflowCache {
                 }
                 // Pass 2: pick each key's candidate, start loading its megaflow key.
                 let first_word = self.subtables[si].words[0] as usize;
-                let mut m = remaining;
+                let mut m = if few.is_some() { 0 } else { remaining };
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
                     m &= m - 1;
@@ -478,11 +521,16 @@ impl MegaflowCache {
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
                     m &= m - 1;
-                    let got = match cand[i] {
-                        NONE_FOUND => None,
-                        SEARCH => self.find(si, probe(i), hashes[i]),
-                        id if self.verify(si, probe(i), id as usize) => Some(id),
-                        _ => self.find(si, probe(i), hashes[i]),
+                    let got = match (few, cand[i]) {
+                        // Megaflows of one subtable never overlap: the first match is the one.
+                        (Some((ids, n)), _) => ids[..n]
+                            .iter()
+                            .copied()
+                            .find(|&id| self.verify(si, probe(i), id as usize)),
+                        (None, NONE_FOUND) => None,
+                        (None, SEARCH) => self.find(si, probe(i), hashes[i]),
+                        (None, id) if self.verify(si, probe(i), id as usize) => Some(id),
+                        (None, _) => self.find(si, probe(i), hashes[i]),
                     };
                     if let Some(id) = got {
                         remaining &= !(1u64 << i);
@@ -627,6 +675,7 @@ impl MegaflowCache {
         self.wheel
             .schedule(slot, now_ms.saturating_add(self.idle_timeout_ms));
         self.subtables[si].count += 1;
+        self.subtables[si].list(slot);
         self.count += 1;
         self.stats.installed += 1;
         Ok(slot)
@@ -756,6 +805,8 @@ impl MegaflowCache {
             ip4_other: crate::cache::hash::nonzero_words(mask) & !IP4_L4_MAP,
             hits: 0,
             count: 0,
+            few: [EMPTY; FEW],
+            few_len: 0,
         };
         let si = if let Some(si) = self.free_subtables.pop() {
             self.subtables[si as usize] = sub;
@@ -822,6 +873,7 @@ impl MegaflowCache {
         self.count -= 1;
         let si = meta.subtable as usize;
         self.subtables[si].count -= 1;
+        self.subtables[si].unlist(id);
         if self.subtables[si].count == 0 {
             let mask = self.subtables[si].mask;
             self.by_mask.remove(&mask);
@@ -973,6 +1025,84 @@ mod tests {
         let h = c.sub_hash(si, Probe::Ip4(&w));
         assert_eq!(h, c.sub_hash(si, Probe::Whole(&plain)));
         assert_eq!(c.find(si, Probe::Ip4(&w), h), Some(pid));
+    }
+
+    /// A subtable lists its megaflows while it has held at most `FEW`, and lookups compare
+    /// keys with them; past that it hashes until it empties. Either way every key finds its
+    /// megaflow (from its six words or whole) and no other.
+    #[test]
+    fn few_megaflows_are_listed_and_many_hashed() {
+        let mut c = MegaflowCache::new(&CacheConfig::default(), HashKey::from_seed(3));
+        // Version 1, as every install below: no megaflow is stale.
+        let xl = crate::cache::tests::FakeTables::new(Vec::new());
+        let mut mask = FlowKey::ZERO;
+        mask.unwildcard(Field::NwDst);
+        let t = TranslatedRef {
+            actions: &DpActions::DROP,
+            mask: &mask,
+            rules: &[],
+        };
+        let key = |d: u32| {
+            let mut k = FlowKey::ZERO;
+            k.set(Field::InPort, 1);
+            k.set(Field::EthType, 0x0800);
+            k.set(Field::NwProto, 17);
+            k.set(Field::NwDst, (0xc612_0000 + d).into());
+            k.set(Field::TpDst, 53);
+            k
+        };
+        let looked_up = |c: &mut MegaflowCache, d: u32| {
+            let k = key(d);
+            let mut got = [None; 2];
+            for (j, six) in [0u64, 1].into_iter().enumerate() {
+                let mut out = [Hit::Miss];
+                let left = c.lookup_chunk(&xl, 0, &[k], &[ip4_words(&k)], six, &mut out, 1);
+                got[j] = (left == 0).then(|| out[0].id()).flatten();
+            }
+            assert_eq!(got[0], got[1], "key {d}: whole and six-word lookups differ");
+            got[0]
+        };
+        let mut ids = Vec::new();
+        for d in 0..FEW as u32 {
+            let Ok(id) = c.insert(&key(d), t, 1, 0) else {
+                panic!("install {d} refused");
+            };
+            ids.push(id);
+        }
+        let si = c.meta[ids[0] as usize].subtable as usize;
+        assert_eq!(c.subtables[si].few().map(|(_, n)| n), Some(FEW));
+        for (d, &id) in ids.iter().enumerate() {
+            assert_eq!(looked_up(&mut c, d as u32), Some(id));
+        }
+        assert_eq!(looked_up(&mut c, 99), None);
+        // A delete takes it off the list; the others are still found.
+        c.delete(ids[1]);
+        assert_eq!(c.subtables[si].few().map(|(_, n)| n), Some(FEW - 1));
+        assert_eq!(looked_up(&mut c, 1), None);
+        assert_eq!(looked_up(&mut c, 3), Some(ids[3]));
+        // Outgrown: hashed from then on, even after shrinking again.
+        for d in 10..12u32 {
+            let Ok(id) = c.insert(&key(d), t, 1, 0) else {
+                panic!("install {d} refused");
+            };
+            ids.push(id);
+        }
+        assert!(c.subtables[si].few().is_none());
+        c.delete(ids[4]);
+        c.delete(ids[5]);
+        assert!(c.subtables[si].few().is_none());
+        assert_eq!(looked_up(&mut c, 0), Some(ids[0]));
+        assert_eq!(looked_up(&mut c, 10), None);
+        // Emptied and made anew: listed again.
+        for &id in &[ids[0], ids[2], ids[3]] {
+            c.delete(id);
+        }
+        let Ok(id) = c.insert(&key(7), t, 1, 0) else {
+            panic!("install refused");
+        };
+        let si = c.meta[id as usize].subtable as usize;
+        assert_eq!(c.subtables[si].few().map(|(_, n)| n), Some(1));
+        assert_eq!(looked_up(&mut c, 7), Some(id));
     }
 
     /// `prefetch_install` prefetches the bucket of the slot the next install evicts and the
