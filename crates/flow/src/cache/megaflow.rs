@@ -125,12 +125,23 @@ struct Subtable {
     /// Hits since the last ranking.
     hits: u64,
     count: u32,
-    /// Its megaflows while it has held at most [`FEW`] since it was made: a lookup compares
-    /// a key with each (their keys stay in L1) instead of hashing it and reading a bucket.
-    /// Wide megaflows, the ones a cache is for, make such subtables. Once it has held more
-    /// (`few_len == OUTGROWN`), lookups hash until it empties and is made anew.
+    /// Its megaflows while it has held at most [`FEW`]: a lookup compares a key with each
+    /// (their keys stay in L1) instead of hashing it and reading a bucket. Wide megaflows, the
+    /// ones a cache is for, make such subtables. Once it holds more (`few_len == OUTGROWN`),
+    /// lookups hash, until maintenance lists it again after it shrinks (`relist_step`).
     few: [u32; FEW],
     few_len: u8,
+}
+
+/// A walk of the bucket table collecting the megaflows of an outgrown subtable that has
+/// shrunk to [`FEW`] or fewer, a budget of buckets per maintenance (see `relist_step`).
+#[derive(Clone, Copy)]
+struct Relist {
+    subtable: u16,
+    /// The next bucket to read.
+    bucket: usize,
+    ids: [u32; FEW],
+    n: usize,
 }
 
 impl Subtable {
@@ -232,6 +243,7 @@ pub struct MegaflowCache {
     reval_cursor: usize,
     evict_cursor: usize,
     last_rank_ms: u64,
+    relist: Option<Relist>,
 
     pub(crate) stats: CacheStats,
 }
@@ -272,6 +284,7 @@ impl MegaflowCache {
             reval_cursor: usize::MAX,
             evict_cursor: 0,
             last_rank_ms: 0,
+            relist: None,
             stats: CacheStats::default(),
         }
     }
@@ -676,6 +689,7 @@ impl MegaflowCache {
             .schedule(slot, now_ms.saturating_add(self.idle_timeout_ms));
         self.subtables[si].count += 1;
         self.subtables[si].list(slot);
+        self.abandon_relist(si);
         self.count += 1;
         self.stats.installed += 1;
         Ok(slot)
@@ -874,6 +888,7 @@ impl MegaflowCache {
         let si = meta.subtable as usize;
         self.subtables[si].count -= 1;
         self.subtables[si].unlist(id);
+        self.abandon_relist(si);
         if self.subtables[si].count == 0 {
             let mask = self.subtables[si].mask;
             self.by_mask.remove(&mask);
@@ -935,9 +950,72 @@ impl MegaflowCache {
             }
             work += self.order.len();
         }
+        work += self.relist_step();
         self.stats.megaflows = self.count as u64;
         self.stats.subtables = self.order.len() as u64;
         work
+    }
+
+    /// Up to a budget of buckets of a walk that lists an outgrown subtable's megaflows again
+    /// once it has shrunk to [`FEW`] or fewer (a walk starts when none runs). An install or
+    /// delete in that subtable abandons the walk, so a finished walk has seen every megaflow
+    /// of it and nothing else; it is kept only if it found as many as the subtable counts.
+    /// Returns the buckets read.
+    fn relist_step(&mut self) -> usize {
+        let mut r = match self.relist {
+            Some(r) => r,
+            None => {
+                let Some(&si) = self.order.iter().find(|&&si| {
+                    let s = &self.subtables[si as usize];
+                    s.few_len == OUTGROWN && s.count as usize <= FEW
+                }) else {
+                    return 0;
+                };
+                Relist {
+                    subtable: si,
+                    bucket: 0,
+                    ids: [EMPTY; FEW],
+                    n: 0,
+                }
+            }
+        };
+        let start = r.bucket;
+        let end = (start + self.budget).min(self.bmask + 1);
+        for b in start..end {
+            let bucket = &self.buckets[b];
+            for slot in 0..SLOTS {
+                // A tag's high half is its subtable (an empty slot's is 0xffff, no subtable's).
+                if bucket.tag[slot] >> 16 == r.subtable as u32 {
+                    if r.n == FEW {
+                        // More than the count said: never while the walk is current.
+                        self.relist = None;
+                        return b - start + 1;
+                    }
+                    r.ids[r.n] = bucket.id[slot];
+                    r.n += 1;
+                }
+            }
+        }
+        r.bucket = end;
+        self.relist = Some(r);
+        if end > self.bmask {
+            self.relist = None;
+            let s = &mut self.subtables[r.subtable as usize];
+            if s.few_len == OUTGROWN && r.n == s.count as usize {
+                s.few = r.ids;
+                s.few_len = r.n as u8;
+                self.stats.subtables_relisted += 1;
+            }
+        }
+        end - start
+    }
+
+    /// Abandon the relisting walk of subtable `si`, if one runs (its list would be stale).
+    #[inline]
+    fn abandon_relist(&mut self, si: usize) {
+        if self.relist.is_some_and(|r| r.subtable as usize == si) {
+            self.relist = None;
+        }
     }
 
     /// True while megaflows made for an older version may remain (revalidation sweep running).
@@ -1028,10 +1106,11 @@ mod tests {
     }
 
     /// A subtable lists its megaflows while it has held at most `FEW`, and lookups compare
-    /// keys with them; past that it hashes until it empties. Either way every key finds its
+    /// keys with them; past that it hashes until maintenance has walked the buckets after it
+    /// shrank (a walk an install interrupts is abandoned). Either way every key finds its
     /// megaflow (from its six words or whole) and no other.
     #[test]
-    fn few_megaflows_are_listed_and_many_hashed() {
+    fn few_megaflows_are_listed_many_hashed_and_shrunk_ones_listed_again() {
         let mut c = MegaflowCache::new(&CacheConfig::default(), HashKey::from_seed(3));
         // Version 1, as every install below: no megaflow is stale.
         let xl = crate::cache::tests::FakeTables::new(Vec::new());
@@ -1080,7 +1159,7 @@ mod tests {
         assert_eq!(c.subtables[si].few().map(|(_, n)| n), Some(FEW - 1));
         assert_eq!(looked_up(&mut c, 1), None);
         assert_eq!(looked_up(&mut c, 3), Some(ids[3]));
-        // Outgrown: hashed from then on, even after shrinking again.
+        // Outgrown: hashed, also once it has shrunk, until maintenance lists it again.
         for d in 10..12u32 {
             let Ok(id) = c.insert(&key(d), t, 1, 0) else {
                 panic!("install {d} refused");
@@ -1093,8 +1172,35 @@ mod tests {
         assert!(c.subtables[si].few().is_none());
         assert_eq!(looked_up(&mut c, 0), Some(ids[0]));
         assert_eq!(looked_up(&mut c, 10), None);
-        // Emptied and made anew: listed again.
-        for &id in &[ids[0], ids[2], ids[3]] {
+        // A walk that an install interrupts is abandoned, and the next one lists all four.
+        c.budget = 64;
+        c.maintain(&xl, 0);
+        assert!(c.relist.is_some(), "a walk of several budgets");
+        let Ok(late) = c.insert(&key(20), t, 1, 0) else {
+            panic!("install refused");
+        };
+        assert!(c.relist.is_none());
+        let mut calls = 0;
+        while c.subtables[si].few().is_none() {
+            c.maintain(&xl, 0);
+            calls += 1;
+            assert!(calls <= 2 * (c.bmask + 1) / 64 + 2, "never listed again");
+        }
+        assert_eq!(c.stats.subtables_relisted, 1);
+        let Some((listed, n)) = c.subtables[si].few() else {
+            unreachable!();
+        };
+        let mut listed = listed[..n].to_vec();
+        listed.sort_unstable();
+        let mut want = vec![ids[0], ids[2], ids[3], late];
+        want.sort_unstable();
+        assert_eq!(listed, want);
+        for (d, id) in [(0, ids[0]), (2, ids[2]), (3, ids[3]), (20, late)] {
+            assert_eq!(looked_up(&mut c, d), Some(id));
+        }
+        assert_eq!(looked_up(&mut c, 10), None);
+        // Emptied and made anew: listed from the start.
+        for &id in &[ids[0], ids[2], ids[3], late] {
             c.delete(id);
         }
         let Ok(id) = c.insert(&key(7), t, 1, 0) else {

@@ -72,6 +72,9 @@ counters! {
     subtable_full,
     /// Megaflows deleted by a flush.
     flushed,
+    /// Subtables listed again after they outgrew their list of a few megaflows (looked up
+    /// by hashing meanwhile) and shrank back to it.
+    subtables_relisted,
     /// Gauge: megaflows now installed.
     megaflows,
     /// Gauge: subtables (distinct masks) now in use.
