@@ -15,7 +15,7 @@ use super::wheel::{TimerWheel, NIL};
 use super::{
     CacheConfig, FullPolicy, Hit, InsertRefused, MegaflowDump, RuleList, TranslatedRef, Translator,
 };
-use crate::dpaction::DpActions;
+use crate::dpaction::{DpAction, DpActions};
 use crate::extract::{Ip4Words, IP4_L4_KEY_WORDS, IP4_L4_MAP};
 use crate::key::{FlowKey, KEY_WORDS};
 use packet::huge::{advise_huge_pages, HugeTable};
@@ -184,6 +184,9 @@ struct Meta {
     gen: u32,
     subtable: u16,
     alive: bool,
+    /// The port of the megaflow's actions when they are one output and nothing else (the
+    /// usual case), else `NO_OUTPUT`: a hit needs no line of its `Cold` part to act.
+    output: u16,
     hash: u64,
     version: u64,
     last_used: u64,
@@ -202,6 +205,19 @@ struct Meta {
 struct Cold {
     rules: RuleList,
     actions: DpActions,
+}
+
+const _: () = assert!(std::mem::size_of::<Meta>() == 64);
+
+/// `Meta::output` of a megaflow whose actions are not a single output.
+const NO_OUTPUT: u16 = u16::MAX;
+
+/// The port of `actions` when they are one output and nothing else (`NO_OUTPUT` otherwise).
+fn single_output(actions: &DpActions) -> u16 {
+    match actions.as_slice() {
+        &[DpAction::Output(p)] if p != NO_OUTPUT => p,
+        _ => NO_OUTPUT,
+    }
 }
 
 /// Bytes of a `Cold` an install usually writes (rules, the first actions).
@@ -355,6 +371,25 @@ impl MegaflowCache {
         }
     }
 
+    /// The port of megaflow `id`'s actions when they are one output and nothing else (read
+    /// from its hot line; None also when it does not exist).
+    #[inline]
+    pub fn output_port(&self, id: MegaflowId) -> Option<u16> {
+        match self.meta.get(id as usize) {
+            Some(m) if m.alive && m.output != NO_OUTPUT => Some(m.output),
+            _ => None,
+        }
+    }
+
+    /// Start loading the line of megaflow `id`'s rule list (read when its hits are counted),
+    /// where a lookup finds it: under churn it is cold by then.
+    #[inline(always)]
+    pub(crate) fn prefetch_rules(&self, id: MegaflowId) {
+        if let Some(c) = self.cold.get(id as usize) {
+            prefetch(&c.rules);
+        }
+    }
+
     /// The rules megaflow `id` went through.
     pub fn rules(&self, id: MegaflowId) -> Option<&RuleList> {
         match self.meta.get(id as usize) {
@@ -494,6 +529,8 @@ impl MegaflowCache {
         let mut found = [0u32; CHUNK];
         let mut cand = [0u32; CHUNK];
         let mut missing = 0u64;
+        // The last megaflow hit: keys of one megaflow often come in a row.
+        let mut last_hit = MegaflowId::MAX;
         // Bounded: each round revalidates (renews or deletes) at least one stale megaflow.
         for _round in 0..=CHUNK {
             let mut remaining = want;
@@ -555,6 +592,10 @@ impl MegaflowCache {
                             meta.last_used = now_ms;
                             out[i] = Hit::Megaflow(id);
                             hits += 1;
+                            if id != last_hit {
+                                last_hit = id;
+                                self.prefetch_rules(id);
+                            }
                             self.stats.subtables_visited += rank as u64 + 1;
                         }
                     }
@@ -672,6 +713,7 @@ impl MegaflowCache {
             gen,
             subtable: si as u16,
             alive: true,
+            output: single_output(t.actions),
             hash: h,
             version,
             last_used: now_ms,
@@ -1209,6 +1251,52 @@ mod tests {
         let si = c.meta[id as usize].subtable as usize;
         assert_eq!(c.subtables[si].few().map(|(_, n)| n), Some(1));
         assert_eq!(looked_up(&mut c, 7), Some(id));
+    }
+
+    /// A megaflow whose actions are one output gives its port from the hot line; any other
+    /// actions (drop, two outputs, a set before the output) give none, and neither does a
+    /// deleted megaflow.
+    #[test]
+    fn only_a_lone_output_is_read_from_the_hot_line() {
+        let mut c = MegaflowCache::new(&CacheConfig::default(), HashKey::from_seed(4));
+        let mut mask = FlowKey::ZERO;
+        mask.unwildcard(Field::TpDst);
+        let output = |ports: &[u16]| {
+            let mut a = DpActions::DROP;
+            for &p in ports {
+                a.push(DpAction::Output(p));
+            }
+            a
+        };
+        let mut set_then_output = DpActions::DROP;
+        set_then_output.push(DpAction::Set {
+            field: Field::NwTtl,
+            value: 9,
+            mask: 0xff,
+        });
+        set_then_output.push(DpAction::Output(3));
+        let cases = [
+            (output(&[3]), Some(3)),
+            (output(&[]), None),
+            (output(&[3, 4]), None),
+            (set_then_output, None),
+            (output(&[NO_OUTPUT]), None),
+        ];
+        for (port, (actions, want)) in cases.iter().enumerate() {
+            let mut k = FlowKey::ZERO;
+            k.set(Field::TpDst, port as u128);
+            let t = TranslatedRef {
+                actions,
+                mask: &mask,
+                rules: &[],
+            };
+            let Ok(id) = c.insert(&k, t, 1, 0) else {
+                panic!("install {port} refused");
+            };
+            assert_eq!(c.output_port(id), *want, "case {port}");
+            c.delete(id);
+            assert_eq!(c.output_port(id), None, "case {port} deleted");
+        }
     }
 
     /// `prefetch_install` prefetches the bucket of the slot the next install evicts and the

@@ -612,6 +612,7 @@ impl FlowCache {
                             continue;
                         }
                         self.mf.touch(id, now_ms);
+                        self.mf.prefetch_rules(id);
                         current = Some(found);
                     }
                     out[i] = Hit::Emc(found.0);
@@ -762,6 +763,13 @@ impl FlowCache {
     /// The rules megaflow `id` went through.
     pub fn rules(&self, id: MegaflowId) -> Option<&RuleList> {
         self.mf.rules(id)
+    }
+
+    /// The port of megaflow `id`'s actions when they are one output and nothing else: what
+    /// most hits need, from the line the lookup already read (no line of the actions).
+    #[inline]
+    pub fn output_port(&self, id: MegaflowId) -> Option<u16> {
+        self.mf.output_port(id)
     }
 
     /// Add to megaflow `id`'s packet and byte counts.

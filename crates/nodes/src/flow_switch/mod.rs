@@ -632,10 +632,20 @@ impl Node for FlowSwitch {
                             (_, None) => fail(cx, b, FlowDrop::NotFlowPort),
                             (Source::Megaflow(id), Some(s)) => {
                                 let len = cx.pool.meta(b).length as u64;
-                                // Borrowed, not copied: a DpActions is ~800 bytes.
-                                let Some(actions) = s.cache.actions(id) else {
-                                    nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
-                                    continue;
+                                // The usual megaflow, one output, acts from its hot line;
+                                // others borrow their actions (a DpActions is ~400 bytes).
+                                let next = match s.cache.output_port(id) {
+                                    Some(p) => {
+                                        cx.pool.meta_mut(b).tx_port = p;
+                                        FlowNext::Output.id()
+                                    }
+                                    None => match s.cache.actions(id) {
+                                        Some(a) => self.run(cx, i, b, a, &s.members, &s.shared),
+                                        None => {
+                                            nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
+                                            continue;
+                                        }
+                                    },
                                 };
                                 let sw = sw.unwrap_or(0) as u16;
                                 match self.tally.last_mut() {
@@ -645,7 +655,7 @@ impl Node for FlowSwitch {
                                     }
                                     _ => self.tally.push((sw, id, 1, len)),
                                 }
-                                self.run(cx, i, b, actions, &s.members, &s.shared)
+                                next
                             }
                             (Source::Scratch(k), Some(s)) => {
                                 let Some(actions) = self.scratch.get(k as usize).copied() else {
@@ -936,10 +946,7 @@ impl FlowSwitch {
                 }
                 (packets, bytes) = (0, 0);
                 cur = id;
-                port = match s.cache.actions(id).map(DpActions::as_slice) {
-                    Some(&[DpAction::Output(p)]) => Some(p),
-                    _ => None,
-                };
+                port = s.cache.output_port(id);
             }
             let m = cx.pool.meta_mut(b);
             packets += 1;
