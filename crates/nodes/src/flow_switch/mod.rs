@@ -38,6 +38,8 @@ pub const MAINTENANCE: &str = "flow-maintenance";
 
 /// Milliseconds between two maintenance rounds of a worker's caches.
 pub const MAINTENANCE_MS: u64 = 20;
+/// Distinct (bridge, rule) pairs whose counters a vector sums before crediting them.
+const RULE_TALLY: usize = 16;
 
 /// Most flow-mode bridges (a vector's packets are grouped by bridge and cache switches in a
 /// 64-bit set).
@@ -262,6 +264,10 @@ pub struct FlowSwitch {
     notes: Vec<TraceNote>,
     /// Packets and bytes per (bridge, megaflow) of this vector, credited once at its end.
     tally: Vec<(u16, MegaflowId, u64, u64)>,
+    /// The same per (bridge, rule), summed over the vector's megaflows: under churn every
+    /// packet may have its own megaflow, but they share a few rules, and a rule's counters
+    /// are three atomic operations behind a map lookup.
+    rule_tally: Vec<(u16, flow::rule::RuleId, u64, u64)>,
     group_keys: Box<[FlowKey]>,
     group_ip4: Box<[Ip4Words]>,
     group_words: Box<[u32]>,
@@ -318,6 +324,7 @@ pub fn flow_switch_nodes(
             tiers: vec![Tier::None; VECTOR_SIZE].into_boxed_slice(),
             notes: Vec::with_capacity(VECTOR_SIZE),
             tally: Vec::with_capacity(VECTOR_SIZE),
+            rule_tally: Vec::with_capacity(RULE_TALLY),
             group_keys: vec![FlowKey::ZERO; VECTOR_SIZE].into_boxed_slice(),
             group_ip4: vec![[0; 6]; VECTOR_SIZE].into_boxed_slice(),
             group_words: vec![0; VECTOR_SIZE].into_boxed_slice(),
@@ -669,16 +676,32 @@ impl Node for FlowSwitch {
                     false
                 }
             };
-            // 4. Megaflow and rule counters, once per megaflow of the vector.
+            // 4. Megaflow counters once per megaflow of the vector, rule counters once per
+            // rule (beyond `RULE_TALLY` distinct rules, once per megaflow and rule).
+            self.rule_tally.clear();
             for &(sw, id, packets, bytes) in &self.tally {
                 if let Some(s) = inner.switches.get_mut(sw as usize) {
                     s.cache.credit(id, packets, bytes);
                     if let Some(rules) = s.cache.rules(id) {
-                        let counters = s.tables.get().counters();
-                        for r in rules.as_slice() {
-                            counters.add(*r, packets, bytes, now);
+                        for &r in rules.as_slice() {
+                            let tally = &mut self.rule_tally;
+                            match tally.iter().position(|t| t.0 == sw && t.1 == r) {
+                                Some(k) => {
+                                    tally[k].2 += packets;
+                                    tally[k].3 += bytes;
+                                }
+                                None if tally.len() < RULE_TALLY => {
+                                    tally.push((sw, r, packets, bytes));
+                                }
+                                None => s.tables.get().counters().add(r, packets, bytes, now),
+                            }
                         }
                     }
+                }
+            }
+            for &(sw, r, packets, bytes) in &self.rule_tally {
+                if let Some(s) = inner.switches.get(sw as usize) {
+                    s.tables.get().counters().add(r, packets, bytes, now);
                 }
             }
             all_out
