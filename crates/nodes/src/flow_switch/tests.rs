@@ -419,3 +419,36 @@ fn ports_with_different_cache_switches_share_a_vector() {
     let st = s.stats();
     assert!(st.emc_hits > 0 && st.megaflow_hits > 0, "{st:?}");
 }
+
+/// Rule counters are summed per vector before they are credited: with more distinct rules in
+/// one vector than the sum keeps (`RULE_TALLY`), every rule still counts each of its packets
+/// and bytes once, whether they missed (first send) or hit a cache (second).
+#[test]
+fn rule_counters_count_every_packet_when_a_vector_spans_many_rules() {
+    const RULES: u8 = 24;
+    let rules = (0..RULES)
+        .map(|k| {
+            rule(
+                DEFAULT_PRIORITY,
+                udp_match(0xc613_0000 | k as u32, 32),
+                vec![out(2)],
+            )
+        })
+        .collect();
+    let mut s = switch(rules, [(true, true); 3]);
+    // Three packets per rule, interleaved, in one vector.
+    let frames: Vec<(u16, Vec<u8>)> = (0..3u16)
+        .flat_map(|j| (0..RULES).map(move |k| (0, udp(1000 + j, [198, 19, 0, k]))))
+        .collect();
+    let len = frames[0].1.len() as u64;
+    for _ in 0..2 {
+        assert_eq!(s.send(frames.clone()).len(), frames.len());
+    }
+    let tables = s.tables.current();
+    let ids: Vec<_> = tables.rules().map(|(id, _)| id).collect();
+    assert_eq!(ids.len(), RULES as usize);
+    for id in ids {
+        let st = tables.stats(id).expect("counters");
+        assert_eq!((st.packets, st.bytes), (6, 6 * len), "rule {id}");
+    }
+}
