@@ -749,7 +749,7 @@ impl FlowCache {
 
     /// Bounded background work, to call every few milliseconds from the worker's loop: expire
     /// idle megaflows, revalidate stale ones after a version change, re-rank subtables.
-    /// Returns the work units spent (at most about three `maintenance_budget`s).
+    /// Returns the work units spent (at most about four `maintenance_budget`s).
     pub fn maintain<T: Translator + ?Sized>(&mut self, xl: &T, now_ms: u64) -> usize {
         self.mf.maintain(xl, now_ms)
     }
