@@ -543,8 +543,11 @@ impl MegaflowCache {
                 }
                 let si = self.order[oi] as usize;
                 let few = self.subtables[si].few();
+                // A listed subtable's keys skip passes 1 and 2: pass 3 compares them with its
+                // megaflows.
+                let to_hash = if few.is_some() { 0 } else { remaining };
                 // Pass 1: hash the keys still unmatched, start loading their buckets.
-                let mut m = if few.is_some() { 0 } else { remaining };
+                let mut m = to_hash;
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
                     let h = self.sub_hash(si, probe(i));
@@ -554,7 +557,7 @@ impl MegaflowCache {
                 }
                 // Pass 2: pick each key's candidate, start loading its megaflow key.
                 let first_word = self.subtables[si].words[0] as usize;
-                let mut m = if few.is_some() { 0 } else { remaining };
+                let mut m = to_hash;
                 while m != 0 {
                     let i = m.trailing_zeros() as usize;
                     m &= m - 1;
@@ -1042,7 +1045,6 @@ impl MegaflowCache {
             }
         }
         r.bucket = end;
-        self.relist = Some(r);
         if end > self.bmask {
             self.relist = None;
             let s = &mut self.subtables[r.subtable as usize];
@@ -1051,6 +1053,8 @@ impl MegaflowCache {
                 s.few_len = r.n as u8;
                 self.stats.subtables_relisted += 1;
             }
+        } else {
+            self.relist = Some(r);
         }
         end - start
     }
