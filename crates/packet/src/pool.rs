@@ -410,6 +410,14 @@ impl BufferPool {
         unsafe { core::slice::from_raw_parts(ptr, len) }
     }
 
+    /// Metadata and packet bytes of a buffer (one metadata lookup for both).
+    #[inline(always)]
+    pub fn packet(&self, buffer: u32) -> (&BufferMeta, &[u8]) {
+        let m = &self.metas[buffer as usize];
+        let (start, len) = (m.data_offset as usize, m.length as usize);
+        (m, &self.slot(buffer)[start..start + len])
+    }
+
     /// The packet bytes of a buffer.
     #[inline(always)]
     pub fn data(&self, buffer: u32) -> &[u8] {

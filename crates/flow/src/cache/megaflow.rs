@@ -146,6 +146,35 @@ struct Relist {
     n: usize,
 }
 
+/// A listed subtable's megaflows as a six-word key ([`Ip4Words`]) sees them: the subtable's
+/// mask and each megaflow's key in the order of the six words. Made once per pass over the
+/// subtable, so a key's compare reads no subtable and no megaflow.
+struct Listed {
+    mask: Ip4Words,
+    keys: [Ip4Words; FEW],
+    ids: [u32; FEW],
+    n: usize,
+}
+
+impl Listed {
+    /// The listed megaflow matching six-word key `w` (megaflows of one subtable never
+    /// overlap: the first match is the one).
+    #[inline(always)]
+    fn find(&self, w: &Ip4Words) -> Option<MegaflowId> {
+        for j in 0..self.n.min(FEW) {
+            let k = &self.keys[j];
+            let mut differ = 0;
+            for t in 0..IP4_L4_KEY_WORDS.len() {
+                differ |= (w[t] & self.mask[t]) ^ k[t];
+            }
+            if differ == 0 {
+                return Some(self.ids[j]);
+            }
+        }
+        None
+    }
+}
+
 impl Subtable {
     /// The megaflows it lists (None: it has outgrown the list).
     #[inline(always)]
@@ -446,6 +475,32 @@ impl MegaflowCache {
         true
     }
 
+    /// The listed megaflows `ids[..n]` of subtable `si` as [`Listed`] (for six-word keys).
+    #[inline(always)]
+    fn listed_ip4(&self, si: usize, ids: [u32; FEW], n: usize) -> Listed {
+        let s = &self.subtables[si];
+        let mut l = Listed {
+            mask: s.hash.ip4_mask,
+            keys: [[0; IP4_L4_KEY_WORDS.len()]; FEW],
+            ids: [NONE_FOUND; FEW],
+            n: 0,
+        };
+        for &id in &ids[..n.min(FEW)] {
+            // A megaflow that needs a word a six-word key has as zero, but is not zero there,
+            // matches no such key: it is left out.
+            if s.ip4_other != 0 && !self.zero_outside_ip4(si, id as usize) {
+                continue;
+            }
+            let Some(mk) = self.keys.get(id as usize) else {
+                continue;
+            };
+            l.keys[l.n] = IP4_L4_KEY_WORDS.map(|j| mk.w[j]);
+            l.ids[l.n] = id;
+            l.n += 1;
+        }
+        l
+    }
+
     /// The megaflow of subtable `si` matching `key`, whose subtable hash is `h`.
     #[inline(always)]
     fn find(&self, si: usize, key: Probe<'_>, h: u64) -> Option<MegaflowId> {
@@ -570,6 +625,9 @@ impl MegaflowCache {
                         Err(false) => SEARCH,
                     };
                 }
+                // A listed subtable's megaflows as six-word keys see them, made once per pass
+                // rather than per key.
+                let listed = few.map(|(ids, n)| self.listed_ip4(si, ids, n));
                 // Pass 3: verify; an unclear bucket gets the full search.
                 let mut m = remaining;
                 let mut hits = 0u64;
@@ -578,10 +636,13 @@ impl MegaflowCache {
                     m &= m - 1;
                     let got = match (few, cand[i]) {
                         // Megaflows of one subtable never overlap: the first match is the one.
-                        (Some((ids, n)), _) => ids[..n]
-                            .iter()
-                            .copied()
-                            .find(|&id| self.verify(si, probe(i), id as usize)),
+                        (Some((ids, n)), _) => match (&listed, six & (1u64 << i) != 0) {
+                            (Some(l), true) => l.find(&ip4[i]),
+                            _ => ids[..n]
+                                .iter()
+                                .copied()
+                                .find(|&id| self.verify(si, probe(i), id as usize)),
+                        },
                         (None, NONE_FOUND) => None,
                         (None, SEARCH) => self.find(si, probe(i), hashes[i]),
                         (None, id) if self.verify(si, probe(i), id as usize) => Some(id),

@@ -523,78 +523,87 @@ impl Node for FlowSwitch {
             let mut switches_seen = 0u64;
             let mut dropped = false;
             let mut traced = false;
-            let mut last_port: (u16, Option<FlowPortInfo>) = (u16::MAX, None);
+            // The last port's entry and its group (see below).
+            let mut last_port: (u16, Option<(FlowPortInfo, u32)>) = (u16::MAX, None);
             // Each packet's source and tier are set by its group's lookup (not here: on the usual
             // vector, whose packets all hit, they are never read).
-            let slots = self
-                .keys
-                .iter_mut()
-                .zip(self.ip4.iter_mut())
-                .zip(self.parsed.iter_mut())
-                .zip(self.words.iter_mut())
-                .zip(self.group_of.iter_mut())
-                .zip(self.sources.iter_mut());
             // `ethernet-input` has just read every packet's metadata and headers, but a
             // vector's worth (256 of each, 32 KiB) no longer fits in L1 (the first header load
-            // stalled, perf annotate): start loading a later packet's.
-            for (i, (&b, (((((key, ip4), parsed), words), group_of), source))) in
-                frame.iter().zip(slots).enumerate()
-            {
+            // stalled, perf annotate): start loading a later packet's. Indexed rather than
+            // zipped: six zipped slices kept twelve pointers live and spilled them.
+            let n = frame.len().min(VECTOR_SIZE);
+            let (keys, ip4s, parseds) = (
+                &mut self.keys[..n],
+                &mut self.ip4[..n],
+                &mut self.parsed[..n],
+            );
+            let (words, group_of, sources) = (
+                &mut self.words[..n],
+                &mut self.group_of[..n],
+                &mut self.sources[..n],
+            );
+            for i in 0..n {
                 if let Some(&later) = frame.get(i + PREFETCH_AHEAD) {
                     cx.pool.prefetch(later);
                 }
-                let m = cx.pool.meta(b);
+                let (m, data) = cx.pool.packet(frame[i]);
                 traced |= m.flags & packet::meta::FLAG_TRACE != 0;
                 // A vector usually comes from one port: its entry is looked up once.
                 if m.rx_port != last_port.0 {
-                    last_port = (
-                        m.rx_port,
-                        inner.ports.get(m.rx_port as usize).copied().flatten(),
-                    );
+                    let info = inner.ports.get(m.rx_port as usize).copied().flatten();
+                    // Config allows at most MAX_SWITCHES bridges, so the group fits in 64 bits.
+                    let group = |info: FlowPortInfo| {
+                        let g = info.switch as u32 * 4 + (info.emc as u32) * 2;
+                        (g + info.megaflow as u32).min(63)
+                    };
+                    last_port = (m.rx_port, info.map(|info| (info, group(info))));
+                    // Every packet of a flow port is in its port's group.
+                    if let Some((_, g)) = last_port.1 {
+                        switches_seen |= 1u64 << g;
+                    }
                 }
-                let Some(info) = last_port.1 else {
-                    *source = Source::Drop(FlowDrop::NotFlowPort.id());
-                    *group_of = NO_GROUP;
+                let Some((info, group)) = last_port.1 else {
+                    sources[i] = Source::Drop(FlowDrop::NotFlowPort.id());
+                    group_of[i] = NO_GROUP;
                     dropped = true;
                     continue;
                 };
-                // A packet a VXLAN port decapsulated carries its tunnel in the metadata.
-                let tunnel = (m.flags & FLAG_TUNNEL != 0).then_some(Tunnel {
-                    tun_id: m.tun_id as u64,
-                    tun_src: m.tun_src,
-                    tun_dst: m.tun_dst,
-                });
-                let data = cx.pool.data(b);
-                // The usual packet: six words, the key itself written only if it misses.
-                let fast = match tunnel {
-                    None => extract_ip4_l4(data, info.ofport, parsed),
-                    Some(_) => None,
+                // The usual packet: six words, the key itself written only if it misses; a
+                // packet a VXLAN port decapsulated (its tunnel in the metadata) takes the
+                // whole extraction.
+                let fast = if m.flags & FLAG_TUNNEL == 0 {
+                    extract_ip4_l4(data, info.ofport, &mut parseds[i])
+                } else {
+                    None
                 };
-                *words = match fast {
+                words[i] = match fast {
                     Some(w) => {
-                        *ip4 = w;
+                        ip4s[i] = w;
                         IP4_L4_MAP | KEY_IN_IP4_WORDS
                     }
                     None => {
+                        let tunnel = (m.flags & FLAG_TUNNEL != 0).then_some(Tunnel {
+                            tun_id: m.tun_id as u64,
+                            tun_src: m.tun_src,
+                            tun_dst: m.tun_dst,
+                        });
+                        let (key, parsed) = (&mut keys[i], &mut parseds[i]);
                         let w = extract_to(key, parsed, data, info.ofport, tunnel.as_ref());
                         if w == IP4_L4_MAP {
-                            *ip4 = ip4_words(key);
+                            ip4s[i] = ip4_words(key);
+                        }
+                        // The fast path takes no malformed packet.
+                        if let Some(bad) = parsed.malformed {
+                            if let Some(s) = inner.switches.get(info.switch as usize) {
+                                if let Some(c) = s.shared.malformed.get(bad as usize) {
+                                    c.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
                         }
                         w
                     }
                 };
-                if let Some(bad) = parsed.malformed {
-                    if let Some(s) = inner.switches.get(info.switch as usize) {
-                        if let Some(c) = s.shared.malformed.get(bad as usize) {
-                            c.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                }
-                // Config allows at most MAX_SWITCHES bridges, so the group fits in 64 bits.
-                let group =
-                    (info.switch as u32 * 4 + (info.emc as u32) * 2 + info.megaflow as u32).min(63);
-                *group_of = group as u8;
-                switches_seen |= 1u64 << group;
+                group_of[i] = group as u8;
             }
             self.scratch.clear();
             // 2. Look up each group of packets (same bridge, same cache switches) together;
@@ -950,45 +959,56 @@ impl FlowSwitch {
     ) -> bool {
         let output = FlowNext::Output.id();
         let mut all_out = true;
+        // Taken for the loop (`run` borrows the node), put back after.
+        let hits = std::mem::take(&mut self.group_hits);
+        let n = frame.len().min(nexts.len()).min(hits.len());
+        let (frame, nexts) = (&frame[..n], &mut nexts[..n]);
+        // The current run of packets of one megaflow: its id, where it started, its port (None:
+        // run its actions) and its bytes so far; tallied when the run ends. Few values live
+        // across iterations: the per-packet part stays in registers.
         let mut cur = MegaflowId::MAX;
+        let mut run_start = 0;
         let mut port = None;
-        // Packets and bytes of the current run of one megaflow, tallied when the run ends.
-        let (mut packets, mut bytes) = (0u64, 0u64);
-        for (i, (&b, next)) in frame.iter().zip(nexts.iter_mut()).enumerate() {
-            let id = match self.group_hits.get(i).copied().unwrap_or_default() {
+        let mut bytes = 0u64;
+        for i in 0..n {
+            let b = frame[i];
+            let id = match hits[i] {
                 Hit::Emc(id) | Hit::Megaflow(id) => id,
                 Hit::Miss => {
-                    *next = fail(cx, b, FlowDrop::TranslationFailed);
+                    // Not expected here (the vector had no miss); ends the run.
+                    if i != run_start && cur != MegaflowId::MAX {
+                        self.tally.push((sw, cur, (i - run_start) as u64, bytes));
+                    }
+                    cur = MegaflowId::MAX;
+                    nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
                     all_out = false;
                     continue;
                 }
             };
             if id != cur {
-                if packets != 0 {
-                    self.tally.push((sw, cur, packets, bytes));
+                if i != run_start && cur != MegaflowId::MAX {
+                    self.tally.push((sw, cur, (i - run_start) as u64, bytes));
                 }
-                (packets, bytes) = (0, 0);
-                cur = id;
+                (cur, run_start, bytes) = (id, i, 0);
                 port = s.cache.output_port(id);
             }
             let m = cx.pool.meta_mut(b);
-            packets += 1;
             bytes += m.length as u64;
-            *next = match port {
-                Some(p) => {
-                    m.tx_port = p;
-                    output
-                }
-                None => match s.cache.actions(id) {
+            if let Some(p) = port {
+                m.tx_port = p;
+                nexts[i] = output;
+            } else {
+                nexts[i] = match s.cache.actions(id) {
                     Some(actions) => self.run(cx, i, b, actions, &s.members, &s.shared),
                     None => fail(cx, b, FlowDrop::TranslationFailed),
-                },
-            };
-            all_out &= *next == output;
+                };
+                all_out &= nexts[i] == output;
+            }
         }
-        if packets != 0 {
-            self.tally.push((sw, cur, packets, bytes));
+        if n != run_start && cur != MegaflowId::MAX {
+            self.tally.push((sw, cur, (n - run_start) as u64, bytes));
         }
+        self.group_hits = hits;
         all_out
     }
 }
