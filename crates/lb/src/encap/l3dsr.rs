@@ -2,8 +2,9 @@
 //! kept), and the IPv4 and TCP/UDP checksums are updated incrementally. The server maps the
 //! DSCP back to the VIP and replies straight to the client. It never changes the length.
 
-use super::{l3_mut, set_addr, set_word, update_at, Delta, EncapError};
+use super::{l3_mut, EncapError};
 use crate::parse::{Kind, Parsed};
+use packet::checksum::fold;
 use packet::headers::{ip4, proto};
 use packet::BufferMeta;
 
@@ -37,19 +38,47 @@ pub fn l3dsr(
     // Fixed-size views: one length check above, no per-byte bounds checks below.
     let (ip, rest) = h.split_at_mut(ip4::MIN_HEADER_LEN);
     let ip: &mut [u8; ip4::MIN_HEADER_LEN] = ip.try_into().map_err(|_| EncapError::BadFrame)?;
-    let mut tos_delta = Delta::default();
-    let mut addr = Delta::default();
-    let tos = u16::from(ip[0]) << 8 | u16::from((dscp & 0x3f) << 2 | ip[ip4::TOS] & 0x03);
-    set_word(ip, 0, tos, &mut tos_delta);
-    set_addr(ip, ip4::DST, &server, &mut addr);
-    let mut unused = Delta::default();
-    update_at(ip, ip4::CHECKSUM, tos_delta.plus(addr), false, &mut unused);
-    // The L4 checksum is after the 20 fixed IP header bytes (`sum_at` is 0 or at least 26).
+    // RFC 1624 in native byte order: the one's complement sum does not depend on the byte
+    // order it is computed in (RFC 1071), nor on summing 32-bit words instead of 16-bit ones,
+    // so the words are loaded and stored as they are, without swapping.
+    let tos_old = u16::from_ne_bytes([ip[0], ip[1]]);
+    let tos_new = u16::from_ne_bytes([ip[0], (dscp & 0x3f) << 2 | ip[ip4::TOS] & 0x03]);
+    let dst_at = ip4::DST;
+    let dst_old = u32::from_ne_bytes([ip[dst_at], ip[dst_at + 1], ip[dst_at + 2], ip[dst_at + 3]]);
+    let dst_new = u32::from_ne_bytes(server);
+    let addr = u64::from(!dst_old) + u64::from(dst_new);
+    let header = addr + u64::from(!tos_old) + u64::from(tos_new);
+    ip[..2].copy_from_slice(&tos_new.to_ne_bytes());
+    ip[dst_at..dst_at + 4].copy_from_slice(&server);
+    let at = ip4::CHECKSUM;
+    let check = u16::from_ne_bytes([ip[at], ip[at + 1]]);
+    ip[at..at + 2].copy_from_slice(&adjusted(check, header).to_ne_bytes());
+    // The L4 checksum is after the 20 fixed IP header bytes (`sum_at` is 0 or at least 26);
+    // its pseudo-header holds the destination address.
     if let Some(at) = sum_at
         .checked_sub(ip4::MIN_HEADER_LEN)
         .filter(|_| sum_at != 0)
     {
-        update_at(rest, at, addr, p.tuple.protocol == proto::UDP, &mut unused);
+        let udp = p.tuple.protocol == proto::UDP;
+        let Some(field) = rest.get_mut(at..at + 2) else {
+            return Err(EncapError::BadFrame);
+        };
+        let check = u16::from_ne_bytes([field[0], field[1]]);
+        // UDP over IPv4 without a checksum stays without one; a UDP sum of 0 is sent as
+        // 0xffff (both read the same in either byte order).
+        if !(udp && check == 0) {
+            let mut new = adjusted(check, addr);
+            if udp && new == 0 {
+                new = 0xffff;
+            }
+            field.copy_from_slice(&new.to_ne_bytes());
+        }
     }
     Ok(())
+}
+
+/// The checksum `check` after fields whose sum of `!old + new` is `delta` changed.
+#[inline(always)]
+fn adjusted(check: u16, delta: u64) -> u16 {
+    !fold(u64::from(!check) + delta)
 }
