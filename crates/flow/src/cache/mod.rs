@@ -595,17 +595,25 @@ impl FlowCache {
             sparse_ok |= six;
             // The last megaflow found current (and touched) in this chunk: keys of one
             // megaflow often come in a row, and for them the check and the touch are done.
+            // Two passes: the probes read the EMC only, so the values they need stay in
+            // registers (in one loop with the touches below they were reloaded per key).
+            let mut answers = [None; CHUNK];
+            let mut look = sparse_ok;
+            while look != 0 {
+                let i = look.trailing_zeros() as usize;
+                look &= look - 1;
+                answers[i] = if six & (1 << i) != 0 {
+                    self.emc.lookup_ip4_l4(&ip4[i], emc_hash[i])
+                } else {
+                    self.emc.lookup(&self.sparse[i], emc_hash[i])
+                };
+            }
             let mut current: Option<(MegaflowId, u32)> = None;
             let mut look = sparse_ok;
             while look != 0 {
                 let i = look.trailing_zeros() as usize;
                 look &= look - 1;
-                let found = if six & (1 << i) != 0 {
-                    self.emc.lookup_ip4_l4(&ip4[i], emc_hash[i])
-                } else {
-                    self.emc.lookup(&self.sparse[i], emc_hash[i])
-                };
-                if let Some(found) = found {
+                if let Some(found) = answers[i] {
                     if current != Some(found) {
                         let (id, gen) = found;
                         if !self.mf.is_current(id, gen) {
