@@ -292,6 +292,10 @@ pub struct CacheConfig {
     pub emc_insert_inv_prob: u32,
     /// Use the exact-match cache.
     pub emc_enabled: bool,
+    /// Skip the exact-match cache while the megaflow cache has at most this many subtables,
+    /// each of at most four megaflows (compared directly, they cost less than the EMC's
+    /// probe); 0: never skip it (0..=16; default 2).
+    pub emc_bypass_subtables: usize,
     /// Use the megaflow cache (off: every key misses, nothing is installed).
     pub megaflow_enabled: bool,
     /// How often the subtables are re-ranked, in ms (default 1000).
@@ -310,6 +314,7 @@ impl Default for CacheConfig {
             emc_entries: 8192,
             emc_insert_inv_prob: 100,
             emc_enabled: true,
+            emc_bypass_subtables: 2,
             megaflow_enabled: true,
             rank_interval_ms: 1000,
             maintenance_budget: 1024,
@@ -364,6 +369,13 @@ impl CacheConfig {
         if self.maintenance_budget == 0 {
             return err("maintenance_budget", 0, "at least 1");
         }
+        if self.emc_bypass_subtables > 16 {
+            return err(
+                "emc_bypass_subtables",
+                self.emc_bypass_subtables as u64,
+                "0 to 16",
+            );
+        }
         Ok(())
     }
 }
@@ -399,6 +411,8 @@ pub struct FlowCache {
     emc: ExactMatchCache,
     mf: MegaflowCache,
     emc_enabled: bool,
+    /// See `CacheConfig::emc_bypass_subtables`.
+    emc_bypass_subtables: usize,
     /// Chunks still to look up without the EMC (see `CacheStats::emc_skipped`).
     emc_skip: u32,
     /// The last chunk that consulted the EMC mostly missed it: prefetch both ways.
@@ -420,6 +434,7 @@ impl FlowCache {
             emc: ExactMatchCache::new(cfg.emc_entries, cfg.emc_insert_inv_prob, hk.derive(1)),
             mf: MegaflowCache::new(cfg, hk.clone()),
             emc_enabled: cfg.emc_enabled && cfg.emc_entries > 0,
+            emc_bypass_subtables: cfg.emc_bypass_subtables,
             emc_skip: 0,
             emc_missing: false,
             sparse: vec![SparseKey::ZERO; CHUNK].into_boxed_slice(),
@@ -563,8 +578,13 @@ impl FlowCache {
         for (i, &w) in words.iter().enumerate() {
             six |= (is_ip4_l4(w) as u64) << i;
         }
-        let consult = self.emc_enabled && self.emc_skip == 0;
-        if self.emc_enabled && !consult {
+        // With a few listed megaflows the megaflow cache answers for less than the EMC costs:
+        // the EMC is neither consulted nor filled.
+        let bypass = self.emc_enabled && self.mf.cheaper_than_emc(self.emc_bypass_subtables);
+        let consult = self.emc_enabled && !bypass && self.emc_skip == 0;
+        if bypass {
+            self.mf.stats.emc_bypassed += n as u64;
+        } else if self.emc_enabled && !consult {
             self.emc_skip -= 1;
             self.mf.stats.emc_skipped += n as u64;
         }
@@ -647,7 +667,7 @@ impl FlowCache {
                 self.emc_skip = EMC_SAMPLE - 1;
             }
         }
-        if self.emc_enabled {
+        if self.emc_enabled && !bypass {
             // Megaflow hits go into the EMC with the insertion probability, also from chunks
             // that skipped it (their key is hashed only then): it keeps learning the flows, so
             // that a sampled chunk sees the hits come back.

@@ -43,6 +43,11 @@ counters! {
     /// megaflow cache answered at least three times as many keys as the EMC (the working set
     /// outgrew the EMC), only one chunk in `EMC_SAMPLE` consults it until its hits come back.
     emc_skipped,
+    /// Keys not looked up in the exact-match cache (nor inserted into it on a megaflow hit)
+    /// because the megaflow cache had at most `emc_bypass_subtables` subtables (default 2) of
+    /// at most four megaflows each: comparing a key with those costs less than the EMC's
+    /// hash and probe.
+    emc_bypassed,
     /// Entries written into the exact-match cache.
     emc_inserts,
     /// Keys looked up in the megaflow cache (those the exact-match cache did not answer).

@@ -68,11 +68,20 @@ pub(super) fn key(in_port: u16, nw_dst: u32, tp_dst: u16) -> FlowKey {
     k
 }
 
+/// The defaults, but the EMC consulted however few megaflows there are (these tests are about
+/// the EMC; `few_listed_megaflows_bypass_the_emc` covers the bypass).
+fn emc_always() -> CacheConfig {
+    CacheConfig {
+        emc_bypass_subtables: 0,
+        ..CacheConfig::default()
+    }
+}
+
 fn small(max: usize) -> CacheConfig {
     CacheConfig {
         max_megaflows: max,
         emc_insert_inv_prob: 1,
-        ..CacheConfig::default()
+        ..emc_always()
     }
 }
 
@@ -157,7 +166,7 @@ fn emc_insertion_happens_with_probability_one_in_n() {
     let xl = FakeTables::new(l3_l4_rules());
     let cfg = CacheConfig {
         emc_insert_inv_prob: 100,
-        ..CacheConfig::default()
+        ..emc_always()
     };
     let mut c = cache(&cfg);
     let k = key(1, 0xc612_0207, 80);
@@ -507,7 +516,7 @@ proptest! {
             idle_timeout_ms: 2000,
             maintenance_budget: 3,
             max_megaflows: cap,
-            ..CacheConfig::default()
+            ..emc_always()
         });
         // The naive model: a linear scan over every installed megaflow (the cache's dump),
         // against which the tuple-space lookup (hash table, subtables, EMC) is checked.
@@ -659,7 +668,7 @@ fn a_working_set_beyond_the_emc_skips_it_and_it_comes_back() {
     let mut c = cache(&CacheConfig {
         emc_entries: 64,
         emc_insert_inv_prob: 1,
-        ..CacheConfig::default()
+        ..emc_always()
     });
     let many: Vec<FlowKey> = (0..4096u32)
         .map(|i| key(1, 0xc612_0200 + (i % 200), 1000 + (i / 200) as u16))
@@ -771,4 +780,50 @@ fn keys_left_in_six_words_are_looked_up_as_whole_keys() {
         st.emc_hits > 0 && st.megaflow_hits > 0 && st.emc_skipped > 0,
         "{st:?}"
     );
+}
+
+/// While the megaflow cache has at most two subtables of at most four megaflows, lookups
+/// compare keys with those and do not read the EMC (counted as bypassed), nor fill it from
+/// their hits (installs still do); a third subtable brings the EMC back.
+#[test]
+fn few_listed_megaflows_bypass_the_emc() {
+    // Each rule a later key reaches adds a field to its mask: three rules, three subtables.
+    let xl = FakeTables::new(vec![
+        (m(&[(Field::TpDst, 80, 0xffff)]), 1),
+        (m(&[(Field::TpSrc, 7, 0xffff)]), 2),
+        (m(&[(Field::NwSrc, 0x0a00_0001, 0xffff_ffff)]), 3),
+    ]);
+    let mut c = cache(&CacheConfig {
+        emc_insert_inv_prob: 1,
+        ..CacheConfig::default()
+    });
+    let a = key(1, 0xc612_0207, 80);
+    let mut b = key(1, 0xc612_0207, 81);
+    b.set(Field::TpSrc, 7);
+    for now in 0..3 {
+        process(&mut c, &xl, now, &a);
+        process(&mut c, &xl, now, &b);
+    }
+    let s = c.stats();
+    assert_eq!(
+        (
+            s.installed,
+            s.megaflow_hits,
+            s.emc_hits,
+            s.emc_lookups,
+            s.emc_inserts
+        ),
+        (2, 4, 0, 0, 2),
+        "{s:?}"
+    );
+    assert_eq!(s.emc_bypassed, 6, "{s:?}");
+    let mut d = key(1, 0xc612_0207, 81);
+    d.set(Field::NwSrc, 0x0a00_0001);
+    assert_eq!(process(&mut c, &xl, 3, &d).0, Hit::Miss);
+    // Its install put `a` in the EMC: the next lookup finds it there.
+    let (hit, actions) = process(&mut c, &xl, 4, &a);
+    assert!(matches!(hit, Hit::Emc(_)), "{hit:?}");
+    assert_eq!(actions, out(1));
+    let s = c.stats();
+    assert_eq!((s.emc_bypassed, s.emc_hits), (7, 1), "{s:?}");
 }
