@@ -327,8 +327,8 @@ pub struct FlowTable<V: FlowValue> {
     timeouts: [u32; 4],
     sweep_at: usize,
     counts: Arc<FlowCounts>,
-    /// Per key of a batch: the matched way of its primary bucket, or `NO_WAY`.
-    way: Box<[u8; BATCH]>,
+    /// The keys of a batch whose primary bucket had no match (their indexes).
+    pending: Box<[u16; BATCH]>,
 }
 
 /// The keyed hash's mixing step (a folded 128-bit multiply).
@@ -400,7 +400,7 @@ impl<V: FlowValue> FlowTable<V> {
             timeouts: [timeouts.tcp, timeouts.udp, timeouts.other, timeouts.closing],
             sweep_at: 0,
             counts: Arc::new(FlowCounts::new(vips, slots)),
-            way: Box::new([NO_WAY; BATCH]),
+            pending: Box::new([0; BATCH]),
         };
         Ok(table)
     }
@@ -547,26 +547,22 @@ impl<V: FlowValue> FlowTable<V> {
             .min(touch.len())
             .min(out.len())
             .min(BATCH);
+        // The keys whose primary bucket had no match, listed for the second pass.
         let mut unresolved = 0;
         for i in 0..n {
             let h = hashes[i];
             let (b1, b2) = self.buckets_of(h);
             let w = self.find(b1, h.tag, now);
-            self.way[i] = w;
             if w != NO_WAY {
                 out[i] = Some(self.touch(b1, usize::from(w), keys[i].protocol(), now, touch[i]));
             } else {
                 prefetch(&self.buckets[b2]);
+                self.pending[unresolved] = i as u16;
                 unresolved += 1;
             }
         }
-        if unresolved == 0 {
-            return;
-        }
-        for i in 0..n {
-            if self.way[i] != NO_WAY {
-                continue;
-            }
+        for u in 0..unresolved {
+            let i = usize::from(self.pending[u]);
             let h = hashes[i];
             let (_, b2) = self.buckets_of(h);
             let w = self.find(b2, h.tag, now);

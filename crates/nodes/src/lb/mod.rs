@@ -319,6 +319,8 @@ impl Node for LbNode {
         // passes where a whole vector's would not; a chunk still spans enough work to hide the
         // latency of the flow-table lines it prefetches.
         let (whole_frame, whole_nexts) = (frame, nexts);
+        // The current run of packets to one VIP: its id, packets and bytes (see pass 3).
+        let mut vip_run: Option<(VipId, u64, u64)> = None;
         for start in (0..whole_frame.len()).step_by(CHUNK) {
             let end = (start + CHUNK).min(whole_frame.len());
             let frame = &whole_frame[start..end];
@@ -551,9 +553,21 @@ impl Node for LbNode {
                             meta.flags |= FLAG_LOCAL_ORIGIN;
                         }
                         nexts[i] = lookup_next(meta.flags & FLAG_IP6 != 0);
+                        // A vector's packets mostly go to one VIP: its packets and bytes are
+                        // summed over the run and added once.
+                        match &mut vip_run {
+                            Some((id, packets, bytes)) if *id == w.vip => {
+                                *packets += 1;
+                                *bytes += len;
+                            }
+                            run => {
+                                if let Some((id, packets, bytes)) = run.take() {
+                                    add_vip_traffic(counters, id, packets, bytes);
+                                }
+                                *run = Some((w.vip, 1, len));
+                            }
+                        }
                         if let Some(c) = vc {
-                            c.packets.add(1);
-                            c.bytes.add(len);
                             match kind {
                                 Kind::FirstFragment | Kind::LaterFragment => c.fragments.add(1),
                                 Kind::IcmpError => c.icmp_errors.add(1),
@@ -591,6 +605,9 @@ impl Node for LbNode {
                 }
             }
         }
+        if let Some((id, packets, bytes)) = vip_run {
+            add_vip_traffic(counters, id, packets, bytes);
+        }
         for (k, h, v) in nat_pending.drain(..) {
             nat.insert(&k, h, v, now);
         }
@@ -612,6 +629,15 @@ impl Node for LbNode {
             "lb: length {} l3 {} flags {:#x} -> {}",
             m.length, m.l3_offset, m.flags, m.next_scratch
         )
+    }
+}
+
+/// Count `packets` and `bytes` sent to a server for VIP `id`.
+#[inline]
+fn add_vip_traffic(counters: &LbWorkerCounters, id: VipId, packets: u64, bytes: u64) {
+    if let Some(c) = counters.vip(id) {
+        c.packets.add(packets);
+        c.bytes.add(bytes);
     }
 }
 
