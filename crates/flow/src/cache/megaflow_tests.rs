@@ -2,6 +2,7 @@
 //! prediction, the hot line's output port); the cache's behaviour is tested in `tests.rs`.
 
 use super::*;
+use crate::cache::Hit;
 use crate::extract::ip4_words;
 use crate::key::Field;
 
