@@ -8,6 +8,7 @@
 //! Owns one worker's caches; it never locks on the fast path and never changes the tables
 //! (the control plane publishes new ones, see `dataplane::flows`).
 
+mod actions;
 mod shared;
 #[cfg(test)]
 mod tests;
@@ -20,10 +21,10 @@ use flow::cache::{write_whole_key, KEY_IN_IP4_WORDS};
 use flow::cache::{
     CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, TranslatedRef, Translator,
 };
-use flow::execute::apply_to_buffer;
+
 use flow::extract::{extract_ip4_l4, extract_to, ip4_words, Ip4Words, Parsed, Tunnel, IP4_L4_MAP};
 use flow::tables::FlowTables;
-use flow::{DpAction, DpActions, FlowKey};
+use flow::{DpActions, FlowKey};
 use graph::{Dispatch, Emitter, InputNode, Node, NodeContext};
 use live::Reader;
 use packet::meta::FLAG_TUNNEL;
@@ -346,136 +347,6 @@ pub fn flow_switch_nodes(
 #[inline]
 fn now_ms(now_tsc: u64, ms_per_tick: f64) -> u64 {
     (now_tsc as f64 * ms_per_tick) as u64
-}
-
-#[inline]
-fn is_output(a: &DpAction) -> bool {
-    matches!(
-        a,
-        DpAction::Output(_) | DpAction::Flood | DpAction::Normal | DpAction::TunnelOutput { .. }
-    )
-}
-
-/// A copy of packet `b` in a new buffer (metadata too, at the same place in its slot), or None
-/// when the pool is empty.
-fn copy_packet(pool: &mut BufferPool, b: u32) -> Option<u32> {
-    let meta = *pool.meta(b);
-    let len = usize::from(meta.length);
-    let c =
-        pool.alloc_for((usize::from(meta.data_offset) + len).saturating_sub(pool.headroom()))?;
-    if !pool.copy_between(b, 0, len, c, usize::from(meta.data_offset)) {
-        pool.free(c);
-        return None;
-    }
-    *pool.meta_mut(c) = meta;
-    Some(c)
-}
-
-impl FlowSwitch {
-    /// Send a copy of packet `i` (buffer `b`) to `next` with `tx_port`; counts what fails.
-    fn emit_copy(&mut self, cx: &mut NodeContext<'_>, i: usize, b: u32, next: u16, tx_port: u16) {
-        if self.emitter.is_full() {
-            count(cx, FlowDrop::CopyQueueFull);
-            return;
-        }
-        let Some(c) = copy_packet(cx.pool, b) else {
-            count(cx, FlowDrop::NoBufferForCopy);
-            return;
-        };
-        cx.pool.meta_mut(c).tx_port = tx_port;
-        if let Err(c) = self.emitter.emit(i, next, c) {
-            cx.pool.free(c);
-            count(cx, FlowDrop::CopyQueueFull);
-        }
-    }
-
-    /// Run `actions` on packet `i` (buffer `b`); returns its next index (the last output takes
-    /// the packet itself, earlier ones take copies).
-    fn run(
-        &mut self,
-        cx: &mut NodeContext<'_>,
-        i: usize,
-        b: u32,
-        actions: &DpActions,
-        members: &[u16],
-        shared: &FlowWorkerShared,
-    ) -> u16 {
-        let acts = actions.as_slice();
-        // The usual megaflow: one output, nothing else.
-        if let [DpAction::Output(port)] = acts {
-            cx.pool.meta_mut(b).tx_port = *port;
-            return FlowNext::Output.id();
-        }
-        let Some(last) = acts.iter().rposition(is_output) else {
-            return fail(cx, b, FlowDrop::DroppedByRules);
-        };
-        let rx = cx.pool.meta(b).rx_port;
-        let mut next = FlowNext::Drop.id();
-        for (k, a) in acts[..=last].iter().enumerate() {
-            let is_last = k == last;
-            match *a {
-                DpAction::Set { .. } | DpAction::PushVlan { .. } | DpAction::PopVlan => {
-                    if apply_to_buffer(cx.pool, b, &mut self.parsed[i], a).is_err() {
-                        shared.action_errors.fetch_add(1, Ordering::Relaxed);
-                        return fail(cx, b, FlowDrop::ActionFailed);
-                    }
-                }
-                DpAction::Output(port) => {
-                    if is_last {
-                        cx.pool.meta_mut(b).tx_port = port;
-                        next = FlowNext::Output.id();
-                    } else {
-                        self.emit_copy(cx, i, b, FlowNext::Output.id(), port);
-                    }
-                }
-                DpAction::TunnelOutput { port, tun_id } => {
-                    // The VXLAN port's transmit node takes the VNI from the metadata.
-                    if is_last {
-                        let m = cx.pool.meta_mut(b);
-                        m.tx_port = port;
-                        m.tun_id = tun_id as u32;
-                        m.flags |= FLAG_TUNNEL;
-                        next = FlowNext::Output.id();
-                    } else if let Some(c) = copy_packet(cx.pool, b) {
-                        let m = cx.pool.meta_mut(c);
-                        m.tx_port = port;
-                        m.tun_id = tun_id as u32;
-                        m.flags |= FLAG_TUNNEL;
-                        if let Err(c) = self.emitter.emit(i, FlowNext::Output.id(), c) {
-                            cx.pool.free(c);
-                            count(cx, FlowDrop::CopyQueueFull);
-                        }
-                    } else {
-                        count(cx, FlowDrop::NoBufferForCopy);
-                    }
-                }
-                DpAction::Flood => {
-                    let targets = members.iter().filter(|&&m| m != rx);
-                    let n = targets.clone().count();
-                    for (j, &m) in targets.enumerate() {
-                        if is_last && j + 1 == n {
-                            cx.pool.meta_mut(b).tx_port = m;
-                            next = FlowNext::Output.id();
-                        } else {
-                            self.emit_copy(cx, i, b, FlowNext::Output.id(), m);
-                        }
-                    }
-                    if is_last && n == 0 {
-                        return fail(cx, b, FlowDrop::DroppedByRules);
-                    }
-                }
-                DpAction::Normal => {
-                    if is_last {
-                        next = FlowNext::Bridge.id();
-                    } else {
-                        self.emit_copy(cx, i, b, FlowNext::Bridge.id(), rx);
-                    }
-                }
-                DpAction::Nop => {}
-            }
-        }
-        next
-    }
 }
 
 #[inline]
