@@ -579,7 +579,7 @@ impl FlowCache {
             six |= (is_ip4_l4(w) as u64) << i;
         }
         // With a few listed megaflows the megaflow cache answers for less than the EMC costs:
-        // the EMC is neither consulted nor filled.
+        // the EMC is not consulted, nor filled from hits (installs still fill it).
         let bypass = self.emc_enabled && self.mf.cheaper_than_emc(self.emc_bypass_subtables);
         let consult = self.emc_enabled && !bypass && self.emc_skip == 0;
         if bypass {
@@ -613,8 +613,6 @@ impl FlowCache {
                 }
             }
             sparse_ok |= six;
-            // The last megaflow found current (and touched) in this chunk: keys of one
-            // megaflow often come in a row, and for them the check and the touch are done.
             // Two passes: the probes read the EMC only, so the values they need stay in
             // registers (in one loop with the touches below they were reloaded per key).
             let mut answers = [None; CHUNK];
@@ -628,6 +626,8 @@ impl FlowCache {
                     self.emc.lookup(&self.sparse[i], emc_hash[i])
                 };
             }
+            // The last megaflow found current (and touched) in this chunk: keys of one
+            // megaflow often come in a row, and for them the check and the touch are done.
             let mut current: Option<(MegaflowId, u32)> = None;
             let mut look = sparse_ok;
             while look != 0 {

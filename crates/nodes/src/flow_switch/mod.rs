@@ -21,7 +21,6 @@ use flow::cache::{write_whole_key, KEY_IN_IP4_WORDS};
 use flow::cache::{
     CacheConfig, CycleHistogram, FlowCache, Hit, MegaflowId, Translated, TranslatedRef, Translator,
 };
-
 use flow::extract::{extract_ip4_l4, extract_to, ip4_words, Ip4Words, Parsed, Tunnel, IP4_L4_MAP};
 use flow::tables::FlowTables;
 use flow::{DpActions, FlowKey};
