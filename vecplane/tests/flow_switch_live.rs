@@ -304,7 +304,9 @@ fn flow_bridge_live_rules_change_under_traffic_without_loss() {
     println!("megaflows:\n{mega}");
     let text = ctl_ok(&vp, &["show", "flow-cache"]);
     assert!(
-        text.contains("bridge br0") && text.contains("Megaflow hits"),
+        text.contains("bridge br0")
+            && text.contains("Megaflow hits")
+            && text.contains("exact-match cache:"),
         "{text}"
     );
     eventually("show flow-cache --json counts hits and installs", || {

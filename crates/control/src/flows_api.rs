@@ -400,6 +400,12 @@ pub fn show_flow_cache(view: &RuntimeView) -> (String, Value) {
             ],
             &rows,
         ));
+        // Why keys did not reach the EMC (all workers).
+        text.push_str(&format!(
+            "exact-match cache: {} lookups, {} skipped while outgrown, {} bypassed (a few \
+             listed megaflows answer for less)\n",
+            total.emc_lookups, total.emc_skipped, total.emc_bypassed,
+        ));
         bridges.push(json!({
             "bridge": sw.name(),
             "rules": rules,
