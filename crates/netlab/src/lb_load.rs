@@ -301,7 +301,7 @@ impl LbLab {
     }
 
     /// `count` sequential requests from the client to `vip` with curl, each on a new
-    /// connection (`Connection: close`), each bounded by 2 s to connect and 3 s in all.
+    /// connection (`Connection: close`), each bounded by 5 s to connect and 8 s in all.
     pub fn curl_loop(&self, vip: &Vip, count: u32) -> Result<LoadResult> {
         curl_loop_in(
             self.client_ns(),
@@ -383,8 +383,11 @@ pub(crate) fn wrk_job(ns: &str, script: &Path, url: &str, spec: &WrkSpec) -> Res
 }
 
 /// `count` sequential curl requests from namespace `ns` to `url`, each on a new connection
-/// (`Connection: close`), each bounded by 2 s to connect and 3 s in all; curl's URL list is
-/// written to `config`.
+/// (`Connection: close`), each bounded by 5 s to connect and 8 s in all; curl's URL list is
+/// written to `config`. TCP sends a lost SYN again after 1 s and 3 s: 5 s lets a connection
+/// ride out two lost SYNs, or a stall of a few seconds on a loaded test machine, as a real
+/// client would (curl's own default is 300 s), where 2 s failed the request on the second
+/// loss. A path that does not work still fails every request.
 pub(crate) fn curl_loop_in(ns: &str, config: &Path, url: &str, count: u32) -> Result<LoadResult> {
     if !(1..=20_000).contains(&count) {
         bail!("curl loop of {count} requests; accepted: 1..=20000");
@@ -402,9 +405,9 @@ pub(crate) fn curl_loop_in(ns: &str, config: &Path, url: &str, count: u32) -> Re
         "-H",
         "Connection: close",
         "--connect-timeout",
-        "2",
+        "5",
         "-m",
-        "3",
+        "8",
         "-w",
         &wout,
         "-K",

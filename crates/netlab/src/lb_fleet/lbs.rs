@@ -167,8 +167,8 @@ impl LbFleet {
     }
 
     /// `count` sequential requests from the client to the VIP with curl, each on a new
-    /// connection (a new flow for ECMP and the LBs), each bounded by 2 s to connect and 3 s in
-    /// all.
+    /// connection (a new flow for ECMP and the LBs), each bounded by 5 s to connect and 8 s in
+    /// all (see `lb_load::curl_loop_in`).
     pub fn curl_loop(&self, count: u32) -> Result<LoadResult> {
         lb_load::curl_loop_in(
             self.client_ns(),
