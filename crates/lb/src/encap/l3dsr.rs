@@ -60,6 +60,7 @@ pub fn l3dsr(
         .filter(|_| sum_at != 0)
     {
         let udp = p.tuple.protocol == proto::UDP;
+        // `sum_at + 2 <= h.len()` was checked before anything was written: this cannot fail.
         let Some(field) = rest.get_mut(at..at + 2) else {
             return Err(EncapError::BadFrame);
         };

@@ -88,10 +88,10 @@ impl MegaflowCache {
         true
     }
 
-    /// True when the cache has at most `subtables` subtables (not 0) and every one is listed:
-    /// a lookup then compares a key with a handful of megaflows, which costs fewer
+    /// True when `subtables` is not 0, the cache has at most that many subtables and every one
+    /// is listed: a lookup then compares a key with a handful of megaflows, which costs fewer
     /// instructions than the exact-match cache's hash and probe (callgrind, flow-switch per
-    /// hit: 328 through the listed subtables against 376 through the EMC).
+    /// hit at 1k flows: 303 without the EMC against 376 through it).
     pub(crate) fn cheaper_than_emc(&self, subtables: usize) -> bool {
         subtables != 0
             && self.order.len() <= subtables
