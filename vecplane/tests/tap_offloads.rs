@@ -156,7 +156,11 @@ fn through_two_taps(workers: usize) {
     );
     let t0 = Instant::now();
     while control::request(&socket, "help", false).is_err() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "vecplane answers");
+        // A debug build beside a CPU-heavy test binary once took over 10 s to answer.
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "vecplane answers within 30 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // A 198.18.83.1 -- (ta, vecplane, tb) -- .2 B 198.18.84.1 -- veth -- .2 C.
