@@ -421,9 +421,7 @@ impl BufferPool {
     /// The packet bytes of a buffer.
     #[inline(always)]
     pub fn data(&self, buffer: u32) -> &[u8] {
-        let m = &self.metas[buffer as usize];
-        let (start, len) = (m.data_offset as usize, m.length as usize);
-        &self.slot(buffer)[start..start + len]
+        self.packet(buffer).1
     }
 
     /// Metadata and the packet bytes of a buffer, both mutable.

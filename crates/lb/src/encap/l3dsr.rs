@@ -2,9 +2,8 @@
 //! kept), and the IPv4 and TCP/UDP checksums are updated incrementally. The server maps the
 //! DSCP back to the VIP and replies straight to the client. It never changes the length.
 
-use super::{l3_mut, EncapError};
+use super::{l3_mut, Delta, EncapError};
 use crate::parse::{Kind, Parsed};
-use packet::checksum::fold;
 use packet::headers::{ip4, proto};
 use packet::BufferMeta;
 
@@ -52,7 +51,7 @@ pub fn l3dsr(
     ip[dst_at..dst_at + 4].copy_from_slice(&server);
     let at = ip4::CHECKSUM;
     let check = u16::from_ne_bytes([ip[at], ip[at + 1]]);
-    ip[at..at + 2].copy_from_slice(&adjusted(check, header).to_ne_bytes());
+    ip[at..at + 2].copy_from_slice(&Delta(header).apply(check).to_ne_bytes());
     // The L4 checksum is after the 20 fixed IP header bytes (`sum_at` is 0 or at least 26);
     // its pseudo-header holds the destination address.
     if let Some(at) = sum_at
@@ -68,7 +67,7 @@ pub fn l3dsr(
         // UDP over IPv4 without a checksum stays without one; a UDP sum of 0 is sent as
         // 0xffff (both read the same in either byte order).
         if !(udp && check == 0) {
-            let mut new = adjusted(check, addr);
+            let mut new = Delta(addr).apply(check);
             if udp && new == 0 {
                 new = 0xffff;
             }
@@ -76,10 +75,4 @@ pub fn l3dsr(
         }
     }
     Ok(())
-}
-
-/// The checksum `check` after fields whose sum of `!old + new` is `delta` changed.
-#[inline(always)]
-fn adjusted(check: u16, delta: u64) -> u16 {
-    !fold(u64::from(!check) + delta)
 }

@@ -846,9 +846,7 @@ impl FlowSwitch {
                 Hit::Emc(id) | Hit::Megaflow(id) => id,
                 Hit::Miss => {
                     // Not expected here (the vector had no miss); ends the run.
-                    if i != run_start && cur != MegaflowId::MAX {
-                        self.tally.push((sw, cur, (i - run_start) as u64, bytes));
-                    }
+                    end_run(&mut self.tally, sw, cur, i - run_start, bytes);
                     cur = MegaflowId::MAX;
                     nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
                     all_out = false;
@@ -856,9 +854,7 @@ impl FlowSwitch {
                 }
             };
             if id != cur {
-                if i != run_start && cur != MegaflowId::MAX {
-                    self.tally.push((sw, cur, (i - run_start) as u64, bytes));
-                }
+                end_run(&mut self.tally, sw, cur, i - run_start, bytes);
                 (cur, run_start, bytes) = (id, i, 0);
                 port = s.cache.output_port(id);
             }
@@ -875,11 +871,24 @@ impl FlowSwitch {
                 all_out &= nexts[i] == output;
             }
         }
-        if n != run_start && cur != MegaflowId::MAX {
-            self.tally.push((sw, cur, (n - run_start) as u64, bytes));
-        }
+        end_run(&mut self.tally, sw, cur, n - run_start, bytes);
         self.group_hits = hits;
         all_out
+    }
+}
+
+/// Tally a run of `packets` packets (`bytes` bytes) of megaflow `cur` of bridge `sw`, if it
+/// has any (`MegaflowId::MAX`: no run).
+#[inline]
+fn end_run(
+    tally: &mut Vec<(u16, MegaflowId, u64, u64)>,
+    sw: u16,
+    cur: MegaflowId,
+    packets: usize,
+    bytes: u64,
+) {
+    if packets != 0 && cur != MegaflowId::MAX {
+        tally.push((sw, cur, packets as u64, bytes));
     }
 }
 
