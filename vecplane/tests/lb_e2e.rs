@@ -354,8 +354,23 @@ fn vecplane_balances_every_encapsulation_by_weight() {
         let logs0 = lab.server_log_counts().expect("logs");
         let r = lab.curl_loop(&vip, n).expect("curl loop");
         let logs = log_deltas(lab, &logs0);
-        let (up, down) = (port_tx(&b, "up") - up0, port_tx(&b, "down") - down0);
+        // The VIP's counters first, then the ports': every packet the VIP counted must have
+        // left on `down`, and the last ones it counted (the final ACKs and FINs, which can
+        // follow curl's exit) may still be on their way to the transmit ring. CI once read
+        // `down` first and found the VIP 2 packets ahead; the ports get up to 2 s to catch up.
         let c = vip_counters(&b, &vip);
+        let counted = match (&c0, &c) {
+            (Some(c0), Some(c)) => c.packets - c0.packets,
+            _ => 0,
+        };
+        let settle = Instant::now();
+        let (up, down) = loop {
+            let (up, down) = (port_tx(&b, "up") - up0, port_tx(&b, "down") - down0);
+            if down >= counted || settle.elapsed() > Duration::from_secs(2) {
+                break (up, down);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
         println!(
             "{what}: {} requests in {:.2} s, errors {:?}, per server {:?} (logs {logs:?}); \
              vecplane sent up {up} down {down}; show lb before {c0:?} after {c:?}",
