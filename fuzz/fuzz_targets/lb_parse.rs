@@ -1,5 +1,5 @@
-//! Arbitrary bytes as an IP packet through the load balancer's parser and every rewrite
-//! (`lb::parse`, `lb::encap`) and the probe-reply filter (`lb::probe::is_probe_reply`): no panic; offsets inside the packet; L3DSR and NAT keep the
+//! Arbitrary bytes as an IP packet through the load balancer's parsers and every rewrite
+//! (`lb::parse`, its fast lane's `plain4` and `l3dsr_plain4` held to them, `lb::encap`) and the probe-reply filter (`lb::probe::is_probe_reply`): no panic; offsets inside the packet; L3DSR and NAT keep the
 //! length and keep a valid IPv4 header checksum valid; GRE leaves the buffer's offsets inside
 //! the slot or the packet untouched. The first byte chooses the family (bit 0) and the rewrite
 //! (bits 1-3); the rest is the L3 packet, after a 14-byte Ethernet header in a buffer with
@@ -23,9 +23,15 @@ fuzz_target!(|data: &[u8]| {
     let ip6 = sel & 1 != 0;
     // The probe-reply filter reads the same untrusted bytes.
     let _ = lb::probe::is_probe_reply(l3, ip6);
+    // The fast lane's parser accepts only what `parse` accepts, and says the same of it.
+    let plain = lb::parse::plain4(l3);
     let Ok(p) = parse(l3, ip6) else {
+        assert!(ip6 || plain.is_none(), "plain4 took what parse refused");
         return;
     };
+    if let (Some(q), false) = (plain, ip6) {
+        assert_eq!((q.tuple(), q.kind, usize::from(q.len), 20), (p.tuple, p.kind, p.len, p.l4));
+    }
     assert!(p.len <= l3.len() && p.l4 <= p.len && p.inner_l4 <= p.len && p.inner_l3 <= p.len);
     let mut slot = vec![0u8; HEADROOM + 14];
     slot.extend_from_slice(l3);
@@ -41,7 +47,16 @@ fuzz_target!(|data: &[u8]| {
     let before = slot.clone();
     let mapped = |a: [u8; 4]| std::net::Ipv4Addr::from(a).to_ipv6_mapped().octets();
     let r = match (sel >> 1) & 7 {
-        0 => encap::l3dsr(&meta, &mut slot, &p, [198, 18, 2, 1], sel >> 2),
+        0 => {
+            let r = encap::l3dsr(&meta, &mut slot, &p, [198, 18, 2, 1], sel >> 2);
+            if let (Some(q), false) = (plain, ip6) {
+                // The fast lane's rewrite writes the same bytes.
+                let mut fast = before.clone();
+                let f = encap::l3dsr_plain4(&meta, &mut fast, &q, [198, 18, 2, 1], sel >> 2);
+                assert_eq!((f, &fast), (r, &slot));
+            }
+            r
+        }
         1 => encap::gre4(&mut meta, &mut slot, &p, [198, 18, 0, 254], [198, 18, 2, 1], 64, 1500, 7),
         2 => {
             let s = [0x20, 1, 0x0d, 0xb8, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];

@@ -45,6 +45,7 @@
 //! vector (or when idle), so an expired or flushed flow stops counting at most one sweep round
 //! (`buckets / budget` calls) after it expired.
 
+use crate::parse::Plain4;
 use crate::tuple::FiveTuple;
 use packet::huge::HugeTable;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -175,6 +176,22 @@ impl FlowKey {
             // Not `src | dst << 16`: that becomes one 32-bit load of both ports, which stalls
             // when the parser has just written them as two 16-bit stores.
             u64::from(t.src_port) | u64::from(t.dst_port) << 32,
+        ])
+    }
+
+    /// The key of plain IPv4 packet `p` toward VIP `vip`: `FlowKey::new(vip, &p.tuple())`,
+    /// made from the 4-byte addresses without the IPv4-mapped 16-byte ones.
+    #[inline(always)]
+    pub fn plain4(vip: u32, p: &Plain4) -> FlowKey {
+        // `::ffff:a.b.c.d` read as two little-endian words: 0, then 0xffff << 16 | a.b.c.d << 32.
+        let low = |a: [u8; 4]| 0xffff_0000 | u64::from(u32::from_le_bytes(a)) << 32;
+        FlowKey([
+            u64::from(vip) | u64::from(p.protocol) << 32,
+            0,
+            low(p.src),
+            0,
+            low(p.dst),
+            u64::from(p.src_port) | u64::from(p.dst_port) << 32,
         ])
     }
 

@@ -410,3 +410,24 @@ fn a_table_sized_for_n_flows_takes_n_flows() {
     );
     assert_eq!(t.counts().total(), n);
 }
+
+proptest! {
+    /// The fast lane's key of a plain IPv4 packet is the key the general path makes of it, so
+    /// either finds the flows the other made.
+    #[test]
+    fn plain4_keys_equal_tuple_keys(
+        vip in any::<u32>(), src in any::<[u8; 4]>(), dst in any::<[u8; 4]>(),
+        sp in any::<u16>(), dp in any::<u16>(), tcp in any::<bool>(),
+    ) {
+        let p = crate::parse::Plain4 {
+            src,
+            dst,
+            src_port: sp,
+            dst_port: dp,
+            len: 40,
+            protocol: if tcp { 6 } else { 17 },
+            kind: crate::parse::Kind::Normal,
+        };
+        prop_assert_eq!(FlowKey::plain4(vip, &p), FlowKey::new(vip, &p.tuple()));
+    }
+}

@@ -187,14 +187,7 @@ pub fn parse_into(l3: &[u8], ip6: bool, out: &mut Parsed) -> Result<(), Malforme
                 if l4.len() < n {
                     return Err(Malformed::TruncatedL4);
                 }
-                let flags = l4[13];
-                let kind = if flags & (TCP_FIN | TCP_RST) != 0 {
-                    Kind::FinRst
-                } else if flags & (TCP_SYN | TCP_ACK) == TCP_SYN {
-                    Kind::Syn
-                } else {
-                    Kind::Normal
-                };
+                let kind = tcp_kind(l4[13]);
                 (tuple.src_port, tuple.dst_port) = (be16(l4, 0), be16(l4, 2));
                 (kind, (tuple.src_port, tuple.dst_port))
             }
@@ -239,6 +232,115 @@ pub fn parse_into(l3: &[u8], ip6: bool, out: &mut Parsed) -> Result<(), Malforme
     };
     Ok(())
 }
+
+/// The kind of a TCP segment with `flags` (its 14th header byte).
+#[inline(always)]
+fn tcp_kind(flags: u8) -> Kind {
+    if flags & (TCP_FIN | TCP_RST) != 0 {
+        Kind::FinRst
+    } else if flags & (TCP_SYN | TCP_ACK) == TCP_SYN {
+        Kind::Syn
+    } else {
+        Kind::Normal
+    }
+}
+
+/// A plain IPv4 TCP or UDP packet, the bulk of a load balancer's traffic: a 20-byte IP header
+/// (no options), not a fragment, its whole L4 header present. Its L4 header is at offset 20.
+/// What `parse` would say of it, in 16 bytes instead of `Parsed`'s 80 (the `lb` node's
+/// fast lane keeps one per packet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Plain4 {
+    /// Source address.
+    pub src: [u8; 4],
+    /// Destination address.
+    pub dst: [u8; 4],
+    /// Source port (host order).
+    pub src_port: u16,
+    /// Destination port (host order).
+    pub dst_port: u16,
+    /// The IP packet's length (its header's total length).
+    pub len: u16,
+    /// `proto::TCP` or `proto::UDP`.
+    pub protocol: u8,
+    /// Normal, Syn or FinRst.
+    pub kind: Kind,
+}
+
+impl Plain4 {
+    /// A placeholder for arrays parsed into.
+    pub const EMPTY: Plain4 = Plain4 {
+        src: [0; 4],
+        dst: [0; 4],
+        src_port: 0,
+        dst_port: 0,
+        len: 0,
+        protocol: 0,
+        kind: Kind::Normal,
+    };
+
+    /// The flow, as `parse` gives it.
+    #[inline(always)]
+    pub fn tuple(&self) -> FiveTuple {
+        FiveTuple::v4(
+            self.src,
+            self.dst,
+            self.protocol,
+            self.src_port,
+            self.dst_port,
+        )
+    }
+}
+
+/// `l3` as a [`Plain4`], or `None` when it is anything else (IP options, a fragment, another
+/// protocol, IPv6, or malformed): `parse` then says what it is. For every packet it accepts,
+/// `parse(l3, false)` accepts it too, with the same tuple, kind, length and L4 offset 20 (a
+/// property test holds the two together).
+#[inline(always)]
+pub fn plain4(l3: &[u8]) -> Option<Plain4> {
+    // The IP header and the first 8 bytes of L4 (the ports; UDP's whole header), read
+    // through one fixed-size view.
+    let h: &[u8; 28] = l3.get(..28)?.try_into().ok()?;
+    let len = be16(h, ip4::TOTAL_LEN);
+    let protocol = h[ip4::PROTOCOL];
+    if h[0] != 0x45 || usize::from(len) > l3.len() || be16(h, ip4::FRAG) & FRAGMENT_BITS != 0 {
+        return None;
+    }
+    let room = usize::from(len).checked_sub(ip4::MIN_HEADER_LEN)?;
+    let (kind, need) = match protocol {
+        proto::TCP => {
+            // TCP's data offset is at least 5 words.
+            let t = l3.get(32..34)?;
+            let n = usize::from(t[0] >> 4) * 4;
+            if n < 20 {
+                return None;
+            }
+            (tcp_kind(t[1]), n)
+        }
+        proto::UDP => (Kind::Normal, 8),
+        _ => return None,
+    };
+    // The whole L4 header is inside the packet.
+    if need > room {
+        return None;
+    }
+    let mut src = [0u8; 4];
+    let mut dst = [0u8; 4];
+    src.copy_from_slice(&h[ip4::SRC..ip4::SRC + 4]);
+    dst.copy_from_slice(&h[ip4::DST..ip4::DST + 4]);
+    Some(Plain4 {
+        src,
+        dst,
+        src_port: be16(h, 20),
+        dst_port: be16(h, 22),
+        len,
+        protocol,
+        kind,
+    })
+}
+
+/// The more-fragments flag and the fragment offset.
+const FRAGMENT_BITS: u16 = ip4::MORE_FRAGMENTS | ip4::OFFSET_MASK;
 
 /// The TCP header length from its data offset (None: the byte is not there or below 5 words).
 #[inline(always)]

@@ -232,3 +232,87 @@ proptest! {
         prop_assert!(parse(&base, which % 2 == 1).is_ok());
     }
 }
+
+/// What `plain4` must agree on with `parse` for a packet it accepts.
+fn agrees_with_parse(b: &[u8]) -> Result<(), TestCaseError> {
+    if let Some(q) = plain4(b) {
+        let p = parse(b, false).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
+        prop_assert_eq!(p.tuple, q.tuple());
+        prop_assert_eq!(p.kind, q.kind);
+        prop_assert_eq!(p.len, usize::from(q.len));
+        prop_assert_eq!(p.l4, 20);
+        prop_assert_eq!(p.ports, (q.src_port, q.dst_port));
+    }
+    Ok(())
+}
+
+#[test]
+fn plain4_takes_plain_tcp_and_udp_only() {
+    let t = ip4(a4(C4), a4(V4), TCP, &tcp(40000, 80, 0x10, b"hi"));
+    let q = plain4(&t).expect("plain TCP");
+    assert_eq!(q.tuple(), FiveTuple::v4(a4(C4), a4(V4), 6, 40000, 80));
+    assert_eq!((q.kind, usize::from(q.len)), (Kind::Normal, t.len()));
+    let u = ip4(a4(C4), a4(V4), UDP, &udp(5000, 53, &[0; 20]));
+    assert_eq!(plain4(&u).expect("plain UDP").kind, Kind::Normal);
+    // A fragment, an option, ICMP and IPv6 are not plain.
+    let frag = Ip4Opts {
+        frag: 0x2000,
+        ..Default::default()
+    };
+    let first = ip4_with(a4(C4), a4(V4), TCP, &tcp(1, 2, 0x10, &[0; 16]), frag);
+    assert_eq!(plain4(&first), None);
+    let echo = ip4(
+        a4(C4),
+        a4(V4),
+        1,
+        &[8, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0],
+    );
+    assert_eq!(plain4(&echo), None);
+    let v6 = ip6(a6(C6), a6(V6), UDP, &udp(5000, 53, &[0; 20]));
+    assert_eq!(plain4(&v6), None);
+    let mut options = t.clone();
+    options[0] = 0x46;
+    assert_eq!(plain4(&options), None);
+    // Truncated: the total length says more than the bytes given.
+    assert_eq!(plain4(&t[..t.len() - 1]), None);
+}
+
+proptest! {
+    /// `plain4` accepts only what `parse` accepts, and says the same of it.
+    #[test]
+    fn plain4_agrees_with_parse_on_mutated_packets(
+        at in 0usize..60, v in any::<u8>(), at2 in 0usize..60, v2 in any::<u8>(),
+        cut in 0usize..40, which in 0usize..3, flags in any::<u8>(),
+    ) {
+        let mut b = match which {
+            0 => ip4(a4(C4), a4(V4), TCP, &tcp(40000, 80, flags, &[0; 12])),
+            1 => ip4(a4(C4), a4(V4), UDP, &udp(5000, 53, &[0; 12])),
+            _ => ip4(a4(C4), a4(V4), TCP, &tcp(1, 443, flags, &[])),
+        };
+        // Unchanged, it is plain.
+        prop_assert!(plain4(&b).is_some());
+        agrees_with_parse(&b)?;
+        let n = b.len();
+        b[at % n] = v;
+        b[at2 % n] = v2;
+        agrees_with_parse(&b)?;
+        b.truncate(n - cut.min(n));
+        agrees_with_parse(&b)?;
+    }
+
+    #[test]
+    fn plain4_agrees_with_parse_on_random_bytes(
+        mut bytes in proptest::collection::vec(any::<u8>(), 0..80), protocol in prop_oneof![Just(6u8), Just(17u8)],
+    ) {
+        // Steer the header toward what plain4 takes, so the comparison is exercised.
+        if bytes.len() > 9 {
+            bytes[0] = 0x45;
+            bytes[2] = 0;
+            bytes[3] %= bytes.len() as u8 + 1;
+            bytes[6] &= 0x40;
+            bytes[7] = 0;
+            bytes[9] = protocol;
+        }
+        agrees_with_parse(&bytes)?;
+    }
+}

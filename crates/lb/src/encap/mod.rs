@@ -46,7 +46,7 @@ mod l3dsr;
 mod nat;
 
 pub use gre::{gre4, gre6, gre_source4, gre_source6, GRE4_OVERHEAD, GRE6_OVERHEAD};
-pub use l3dsr::l3dsr;
+pub use l3dsr::{l3dsr, l3dsr_plain4};
 pub use nat::{nat_forward, nat_reverse};
 
 use crate::parse::Parsed;
@@ -99,13 +99,22 @@ fn l3_mut<'s>(
     slot: &'s mut [u8],
     p: &Parsed,
 ) -> Result<&'s mut [u8], EncapError> {
+    l3_mut_len(meta, slot, p.len)
+}
+
+/// The IP packet of `len` bytes in the slot, at `data_offset + l3_offset`.
+#[inline(always)]
+fn l3_mut_len<'s>(
+    meta: &BufferMeta,
+    slot: &'s mut [u8],
+    len: usize,
+) -> Result<&'s mut [u8], EncapError> {
     let start = usize::from(meta.data_offset) + usize::from(meta.l3_offset);
     let end = usize::from(meta.data_offset) + usize::from(meta.length);
-    if start + p.len > end {
+    if start + len > end {
         return Err(EncapError::BadFrame);
     }
-    slot.get_mut(start..start + p.len)
-        .ok_or(EncapError::BadFrame)
+    slot.get_mut(start..start + len).ok_or(EncapError::BadFrame)
 }
 
 /// A sum of 16-bit field changes for RFC 1624 incremental updates: HC' = ~(~HC + sum(~m + m')).

@@ -545,4 +545,32 @@ proptest! {
         prop_assert_eq!(res, Ok(()));
         prop_assert_eq!(checksums_ok(b.l3()), Ok(()));
     }
+
+    /// The fast lane's L3DSR rewrite writes exactly the bytes of the general one.
+    #[test]
+    fn l3dsr_plain4_writes_what_l3dsr_writes(
+        sport in any::<u16>(), dport in any::<u16>(), s in any::<[u8; 4]>(),
+        d in any::<[u8; 4]>(), n in any::<[u8; 4]>(), tos in any::<u8>(), flags in any::<u8>(),
+        pay in proptest::collection::vec(any::<u8>(), 0..40), tcp_p in any::<bool>(),
+        zero_udp in any::<bool>(), pad in 0usize..8, dscp in any::<u8>(),
+    ) {
+        let l4 = if tcp_p { tcp(sport, dport, flags, &pay) } else { udp(sport, dport, &pay) };
+        let proto = if tcp_p { TCP } else { UDP };
+        let opts = crate::testpkt::Ip4Opts { tos, zero_udp, ..Default::default() };
+        let pkt = ip4_with(s, d, proto, &l4, opts);
+        let mut general = Buf::new(&pkt, 64, pad);
+        let mut fast = Buf::new(&pkt, 64, pad);
+        let plain = crate::parse::plain4(fast.l3());
+        prop_assert!(plain.is_some());
+        let plain = plain.unwrap_or(crate::parse::Plain4::EMPTY);
+        let p = general.parsed();
+        prop_assert_eq!(l3dsr(&general.meta, &mut general.slot, &p, n, dscp), Ok(()));
+        prop_assert_eq!(l3dsr_plain4(&fast.meta, &mut fast.slot, &plain, n, dscp), Ok(()));
+        prop_assert_eq!(&general.slot, &fast.slot);
+        // A length beyond the buffer is refused, nothing written.
+        let long = crate::parse::Plain4 { len: plain.len + pad as u16 + 1, ..plain };
+        let before = fast.slot.clone();
+        prop_assert!(l3dsr_plain4(&fast.meta, &mut fast.slot, &long, n, dscp).is_err());
+        prop_assert_eq!(&before, &fast.slot);
+    }
 }

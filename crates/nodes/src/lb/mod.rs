@@ -26,6 +26,7 @@ use packet::meta::FLAG_IP6;
 use packet::{BufferMeta, BufferPool, VECTOR_SIZE};
 use std::sync::Arc;
 
+mod plain;
 #[cfg(test)]
 mod tests;
 mod wrap;
@@ -46,6 +47,16 @@ const GRE_TTL: u8 = 64;
 const PUBLISH_EVERY_S: u32 = 1;
 /// Segments one call may emit (as `interface-output`).
 const EMIT_CAPACITY: usize = 2048;
+/// Every index of a chunk, in order: the general pass 3's list of packets.
+const ALL: [u16; CHUNK] = {
+    let mut a = [0u16; CHUNK];
+    let mut i = 0;
+    while i < CHUNK {
+        a[i] = i as u16;
+        i += 1;
+    }
+    a
+};
 
 graph::node_indices! {
     /// `lb`'s next nodes.
@@ -137,6 +148,12 @@ pub struct LbNode {
     /// NAT reverse entries of this vector's new flows, written after pass 3 (their buckets
     /// are prefetched when they are made, so the other packets' work hides the misses).
     nat_pending: Vec<(FlowKey, FlowHash, NatReverse)>,
+    /// The fast lane's scratch, and the packets of a plain chunk it leaves to the general
+    /// pass 3.
+    lane: plain::Lane,
+    retry: Vec<u16>,
+    /// Whether the fast lane is tried (tests turn it off to hold it to the general path).
+    use_lane: bool,
     /// Offloads finished in software, and the segments it emits back to this node.
     offload: SoftwareOffload,
     emitter: Emitter,
@@ -179,6 +196,9 @@ impl LbNode {
             touch: vec![Touch::Refresh; VECTOR_SIZE],
             found: vec![None; VECTOR_SIZE],
             nat_pending: Vec::with_capacity(VECTOR_SIZE),
+            lane: plain::Lane::new(CHUNK),
+            retry: vec![0; CHUNK],
+            use_lane: true,
             offload: SoftwareOffload::new(),
             emitter: Emitter::new(EMIT_CAPACITY),
         })
@@ -304,6 +324,9 @@ impl Node for LbNode {
             touch,
             found,
             nat_pending,
+            lane,
+            retry,
+            use_lane,
             offload,
             emitter,
         } = self;
@@ -320,130 +343,172 @@ impl Node for LbNode {
         // latency of the flow-table lines it prefetches.
         let (whole_frame, whole_nexts) = (frame, nexts);
         // The current run of packets to one VIP: its id, packets and bytes (see pass 3).
-        let mut vip_run: Option<(VipId, u64, u64)> = None;
+        let mut vip_run: VipRun = None;
+        // The fast lane (`plain.rs`) is tried on each chunk until one is not for it.
+        let mut try_plain = *use_lane;
+        let mut memo4 = plain::Memo4::EMPTY;
+        let probe_port = probe.as_ref().map(|pr| pr.port);
         for start in (0..whole_frame.len()).step_by(CHUNK) {
             let end = (start + CHUNK).min(whole_frame.len());
             let frame = &whole_frame[start..end];
             let nexts = &mut whole_nexts[start..end];
-            // Pass 1a: parse every packet in place into its own slot of this vector's work array.
-            // Nothing reads a parse result in this loop: the parser writes fields piecemeal, and
-            // reading them back as wider words while the stores are still in flight stalls on
-            // store-to-load forwarding (measured: ~10% of the node). Pass 1b reads them once they
-            // have reached the cache.
-            let count = frame.len().min(work.len());
-            for (i, &b) in frame.iter().enumerate().take(count) {
-                let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
-                nexts[i] = lookup_next(ip6);
-                let slot = &mut work[i];
-                let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
-                slot.parsed_ok = parse::parse_into(l3, ip6, &mut slot.parsed).is_ok();
-                if !slot.parsed_ok && tables.is_vip_address(&dst_only(l3, ip6)) {
-                    counters.malformed.add(1);
-                    cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
-                    nexts[i] = LbNext::Drop.id();
-                }
-            }
-            // Pass 1b: find the VIP, make the flow keys and hashes (prefetching each flow's
-            // bucket), answer NAT replies; everything else is decided here. `sel` lists the VIP
-            // packets.
-            let mut n = 0;
-            let mut memo = VipMemo::EMPTY;
-            for (i, slot) in work.iter_mut().enumerate().take(count) {
-                if !slot.parsed_ok {
-                    continue;
-                }
-                let b = frame[i];
-                let parsed = &slot.parsed;
-                let ip6 = parsed.tuple.ip6;
-                let vip = match parsed.kind {
-                    // A first fragment has its ports: find the VIP by them (its tuple keeps 0s so
-                    // that every fragment of the datagram hashes alike).
-                    Kind::FirstFragment => {
-                        let mut t = parsed.tuple;
-                        (t.src_port, t.dst_port) = parsed.ports;
-                        tables.vip_for(&t)
-                    }
-                    Kind::LaterFragment => tables
-                        .vip_for(&parsed.tuple)
-                        .or_else(|| fragment_vip(tables, &parsed.tuple)),
-                    _ => memo.vip_for(tables, &parsed.tuple),
+            let plain_n = if try_plain {
+                let out = plain::Keys {
+                    sel,
+                    keys,
+                    hashes,
+                    touch,
                 };
-                match vip {
-                    Some(vip)
-                        if probe
-                            .as_ref()
-                            .is_some_and(|pr| pr.port == cx.pool.meta(b).rx_port) =>
-                    {
-                        // A health probe: to the server its source port is leased to.
-                        if let Some(pr) = probe.as_ref() {
-                            let (meta, buf) = cx.pool.slot_mut(b);
-                            nexts[i] = wrap::wrap_probe(
-                                tables,
-                                &pr.leases,
-                                counters,
-                                vip,
-                                meta,
-                                buf,
-                                parsed,
-                                *mtu,
-                                cx.error_base,
-                            );
-                        }
-                    }
-                    Some(vip) => {
-                        keys[n] = FlowKey::new(vip.0, &parsed.tuple);
-                        hashes[n] = flows.hash(&keys[n]);
-                        // Start loading the flow's bucket now: the work on the rest of the
-                        // vector hides the memory latency.
-                        flows.prefetch(hashes[n]);
-                        touch[n] = match parsed.kind {
-                            Kind::Syn => Touch::Open,
-                            Kind::FinRst => Touch::Close,
-                            _ => Touch::Refresh,
-                        };
-                        sel[n] = i as u16;
-                        slot.vip = vip;
-                        n += 1;
-                    }
-                    None if tables.is_vip_address(&parsed.tuple) => {
-                        counters.no_vip_for_port.add(1);
-                        cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
+                lane.prepare(cx, frame, nexts, tables, flows, probe_port, &mut memo4, out)
+            } else {
+                None
+            };
+            try_plain = plain_n.is_some();
+            let n = if let Some(n) = plain_n {
+                n
+            } else {
+                // Pass 1a: parse every packet in place into its own slot of this vector's work array.
+                // Nothing reads a parse result in this loop: the parser writes fields piecemeal, and
+                // reading them back as wider words while the stores are still in flight stalls on
+                // store-to-load forwarding (measured: ~10% of the node). Pass 1b reads them once they
+                // have reached the cache.
+                let count = frame.len().min(work.len());
+                for (i, &b) in frame.iter().enumerate().take(count) {
+                    let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
+                    nexts[i] = lookup_next(ip6);
+                    let slot = &mut work[i];
+                    let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
+                    slot.parsed_ok = parse::parse_into(l3, ip6, &mut slot.parsed).is_ok();
+                    if !slot.parsed_ok && tables.is_vip_address(&dst_only(l3, ip6)) {
+                        counters.malformed.add(1);
+                        cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
                         nexts[i] = LbNext::Drop.id();
                     }
-                    None if seen.has_nat
-                        && nat_inside.translates_on(usize::from(cx.pool.meta(b).rx_port), ip6)
-                        && !probe.as_ref().is_some_and(|pr| pr.is_reply(&parsed.tuple)) =>
-                    {
-                        // Maybe a NAT server's reply: server:target_port -> client.
-                        let k = FlowKey::reverse(&parsed.tuple);
-                        let h = nat.hash(&k);
-                        let t = if parsed.kind == Kind::FinRst {
-                            Touch::Close
-                        } else {
-                            Touch::Refresh
-                        };
-                        match nat.lookup(&k, h, now, t) {
-                            Some(_) if cx.pool.meta(b).has_offload() => {
-                                nexts[i] = finish_offload(offload, emitter, cx, start + i, b);
-                            }
-                            Some(r) => {
-                                let (meta, buf) = cx.pool.slot_mut(b);
-                                if encap::nat_reverse(meta, buf, parsed, r.addr, r.port).is_ok() {
-                                    counters.nat_replies.add(1);
-                                }
-                            }
-                            None => counters.nat_reply_misses.add(1),
-                        }
-                    }
-                    None => {}
                 }
-            }
+                // Pass 1b: find the VIP, make the flow keys and hashes (prefetching each flow's
+                // bucket), answer NAT replies; everything else is decided here. `sel` lists the VIP
+                // packets.
+                let mut n = 0;
+                let mut memo = VipMemo::EMPTY;
+                for (i, slot) in work.iter_mut().enumerate().take(count) {
+                    if !slot.parsed_ok {
+                        continue;
+                    }
+                    let b = frame[i];
+                    let parsed = &slot.parsed;
+                    let ip6 = parsed.tuple.ip6;
+                    let vip = match parsed.kind {
+                        // A first fragment has its ports: find the VIP by them (its tuple keeps 0s so
+                        // that every fragment of the datagram hashes alike).
+                        Kind::FirstFragment => {
+                            let mut t = parsed.tuple;
+                            (t.src_port, t.dst_port) = parsed.ports;
+                            tables.vip_for(&t)
+                        }
+                        Kind::LaterFragment => tables
+                            .vip_for(&parsed.tuple)
+                            .or_else(|| fragment_vip(tables, &parsed.tuple)),
+                        _ => memo.vip_for(tables, &parsed.tuple),
+                    };
+                    match vip {
+                        Some(vip)
+                            if probe
+                                .as_ref()
+                                .is_some_and(|pr| pr.port == cx.pool.meta(b).rx_port) =>
+                        {
+                            // A health probe: to the server its source port is leased to.
+                            if let Some(pr) = probe.as_ref() {
+                                let (meta, buf) = cx.pool.slot_mut(b);
+                                nexts[i] = wrap::wrap_probe(
+                                    tables,
+                                    &pr.leases,
+                                    counters,
+                                    vip,
+                                    meta,
+                                    buf,
+                                    parsed,
+                                    *mtu,
+                                    cx.error_base,
+                                );
+                            }
+                        }
+                        Some(vip) => {
+                            keys[n] = FlowKey::new(vip.0, &parsed.tuple);
+                            hashes[n] = flows.hash(&keys[n]);
+                            // Start loading the flow's bucket now: the work on the rest of the
+                            // vector hides the memory latency.
+                            flows.prefetch(hashes[n]);
+                            touch[n] = match parsed.kind {
+                                Kind::Syn => Touch::Open,
+                                Kind::FinRst => Touch::Close,
+                                _ => Touch::Refresh,
+                            };
+                            sel[n] = i as u16;
+                            slot.vip = vip;
+                            n += 1;
+                        }
+                        None if tables.is_vip_address(&parsed.tuple) => {
+                            counters.no_vip_for_port.add(1);
+                            cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
+                            nexts[i] = LbNext::Drop.id();
+                        }
+                        None if seen.has_nat
+                            && nat_inside
+                                .translates_on(usize::from(cx.pool.meta(b).rx_port), ip6)
+                            && !probe.as_ref().is_some_and(|pr| pr.is_reply(&parsed.tuple)) =>
+                        {
+                            // Maybe a NAT server's reply: server:target_port -> client.
+                            let k = FlowKey::reverse(&parsed.tuple);
+                            let h = nat.hash(&k);
+                            let t = if parsed.kind == Kind::FinRst {
+                                Touch::Close
+                            } else {
+                                Touch::Refresh
+                            };
+                            match nat.lookup(&k, h, now, t) {
+                                Some(_) if cx.pool.meta(b).has_offload() => {
+                                    nexts[i] = finish_offload(offload, emitter, cx, start + i, b);
+                                }
+                                Some(r) => {
+                                    let (meta, buf) = cx.pool.slot_mut(b);
+                                    if encap::nat_reverse(meta, buf, parsed, r.addr, r.port).is_ok()
+                                    {
+                                        counters.nat_replies.add(1);
+                                    }
+                                }
+                                None => counters.nat_reply_misses.add(1),
+                            }
+                        }
+                        None => {}
+                    }
+                }
+                n
+            };
             // Pass 2: the flow table, batched (the primary buckets were prefetched in pass 1).
             if n > 0 {
                 flows.lookup_batch(&keys[..n], &hashes[..n], &touch[..n], now, &mut found[..n]);
             }
-            // Pass 3: choose, count, encapsulate.
-            for j in 0..n {
+            // Pass 3: choose, count, encapsulate. A plain chunk has its known flows done by the
+            // lane, and lists the rest.
+            let list = match plain_n {
+                Some(_) => {
+                    let m = lane.finish(
+                        cx,
+                        frame,
+                        nexts,
+                        tables,
+                        counters,
+                        &found[..n],
+                        work,
+                        retry,
+                        &mut vip_run,
+                    );
+                    &retry[..m]
+                }
+                None => &ALL[..n],
+            };
+            for &j in list {
+                let j = usize::from(j);
                 let i = usize::from(sel[j]);
                 let w = &work[i];
                 let b = frame[i];
@@ -553,20 +618,7 @@ impl Node for LbNode {
                             meta.flags |= FLAG_LOCAL_ORIGIN;
                         }
                         nexts[i] = lookup_next(meta.flags & FLAG_IP6 != 0);
-                        // A vector's packets mostly go to one VIP: its packets and bytes are
-                        // summed over the run and added once.
-                        match &mut vip_run {
-                            Some((id, packets, bytes)) if *id == w.vip => {
-                                *packets += 1;
-                                *bytes += len;
-                            }
-                            run => {
-                                if let Some((id, packets, bytes)) = run.take() {
-                                    add_vip_traffic(counters, id, packets, bytes);
-                                }
-                                *run = Some((w.vip, 1, len));
-                            }
-                        }
+                        count_vip_packet(counters, &mut vip_run, w.vip, len);
                         if let Some(c) = vc {
                             match kind {
                                 Kind::FirstFragment | Kind::LaterFragment => c.fragments.add(1),
@@ -629,6 +681,27 @@ impl Node for LbNode {
             "lb: length {} l3 {} flags {:#x} -> {}",
             m.length, m.l3_offset, m.flags, m.next_scratch
         )
+    }
+}
+
+/// The current run of packets to one VIP in a vector: its id, packets and bytes.
+type VipRun = Option<(VipId, u64, u64)>;
+
+/// Count a packet of `len` bytes sent for VIP `vip`. A vector's packets mostly go to one VIP:
+/// its packets and bytes are summed over the run and added once.
+#[inline(always)]
+fn count_vip_packet(counters: &LbWorkerCounters, run: &mut VipRun, vip: VipId, len: u64) {
+    match run {
+        Some((id, packets, bytes)) if *id == vip => {
+            *packets += 1;
+            *bytes += len;
+        }
+        run => {
+            if let Some((id, packets, bytes)) = run.take() {
+                add_vip_traffic(counters, id, packets, bytes);
+            }
+            *run = Some((vip, 1, len));
+        }
     }
 }
 

@@ -47,6 +47,11 @@ impl Lab {
 
     /// A lab whose injected packets get `setup` (what `ip*-input` and the receiving port left).
     fn with_setup(lines: &str, setup: fn(&mut BufferMeta, &[u8])) -> Lab {
+        Lab::build(lines, setup, true)
+    }
+
+    /// A lab whose node tries its fast lane (`plain.rs`) or not.
+    fn build(lines: &str, setup: fn(&mut BufferMeta, &[u8]), use_lane: bool) -> Lab {
         let state = apply(&LbState::new(), lines);
         let tables = LbTables::build(&state, None);
         let publisher = Publisher::new(tables, &Domain::new(0).0);
@@ -54,7 +59,7 @@ impl Lab {
         let nat_inside = Arc::new(NatInside::new(PORTS.len()));
         nat_inside.set_from(&state, &PORTS.map(String::from));
         let leases = Arc::new(lb::probe::ProbeLeases::new());
-        let node = LbNode::new(LbConfig {
+        let mut node = LbNode::new(LbConfig {
             tables: publisher.reader(),
             counters: counters.clone(),
             flow_entries: 4096,
@@ -69,6 +74,7 @@ impl Lab {
             }),
         })
         .expect("node");
+        node.use_lane = use_lane;
         let seen: Seen = Arc::default();
         let queue: Queue = Arc::default();
         let mut b = GraphBuilder::new();
@@ -673,4 +679,117 @@ fn a_partial_checksum_is_finished_before_nat_and_a_bad_super_packet_is_dropped()
     let out = lab.run(vec![tcp4_partial(CLIENT, vip, BAD_GSO_PORT, 1200)]);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].0, "drop:malformed-offload");
+}
+
+/// An Ethernet + IPv4 + UDP frame with correct checksums.
+fn udp4(src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, payload: usize) -> Vec<u8> {
+    let mut f = tcp4(src, dst, sport, dport, 0);
+    f.truncate(14 + 20);
+    let len = (8 + payload) as u16;
+    let mut l4 = vec![0u8; usize::from(len)];
+    l4[0..2].copy_from_slice(&sport.to_be_bytes());
+    l4[2..4].copy_from_slice(&dport.to_be_bytes());
+    l4[4..6].copy_from_slice(&len.to_be_bytes());
+    let ph = checksum::pseudo_header_v4(src, dst, 17, len);
+    let c = !checksum::fold(checksum::sum(ph, &l4));
+    l4[6..8].copy_from_slice(&c.to_be_bytes());
+    let ip = &mut f[14..];
+    ip[2..4].copy_from_slice(&(20 + len).to_be_bytes());
+    ip[9] = 17;
+    ip[10..12].fill(0);
+    let c = checksum::checksum(ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&l4);
+    f
+}
+
+/// Every counter of the VIPs and slots a few lines of config make.
+fn counter_snapshot(c: &LbWorkerCounters) -> Vec<u64> {
+    let mut all = vec![c.no_vip_for_port.get(), c.malformed.get()];
+    for v in 0..4 {
+        let v = c.vip(VipId(v)).expect("vip");
+        all.extend([
+            v.packets.get(),
+            v.bytes.get(),
+            v.new_flows.get(),
+            v.nonsyn_misses.get(),
+            v.no_server.get(),
+            v.fragments.get(),
+        ]);
+    }
+    for s in 0..8 {
+        let s = c.slot(lb::model::AsSlot(s)).expect("slot");
+        all.extend([s.packets.get(), s.bytes.get(), s.new_flows.get()]);
+    }
+    all
+}
+
+/// One packet of the differential test below, by kind.
+fn mixed_packet(kind: u8, port: u16) -> Vec<u8> {
+    let flags = [SYN, ACK, ACK | 0x01, 0x04, ACK | 0x08][usize::from(port % 5)];
+    match kind % 8 {
+        0..=2 => tcp4(CLIENT, VIP, 20000 + port, 80, flags),
+        3 => udp4(
+            CLIENT,
+            [198, 18, 100, 2],
+            30000 + port,
+            53,
+            usize::from(port % 3),
+        ),
+        4 => tcp4(CLIENT, VIP, 20000 + port, 81, ACK),
+        5 => tcp4(CLIENT, [198, 18, 200, 9], 20000 + port, 80, ACK),
+        6 => {
+            let mut f = tcp4(CLIENT, VIP, 20000 + port, 80, ACK);
+            f.truncate(14 + 20 + 10);
+            f[16..18].copy_from_slice(&30u16.to_be_bytes());
+            f
+        }
+        _ => frag4(CLIENT, VIP, port, 0, true, &[0; 24]),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// The fast lane only skips work: mixed vectors (plain packets to L3DSR VIPs, new and known
+    /// flows, SYNs, FINs and RSTs, UDP, packets to no VIP, malformed ones, fragments), a drain
+    /// and a flush between rounds, give the same packets out, the same drops and the same
+    /// counters with the lane as without it. A server is drained after the first round,
+    /// another flushed after the second and added back after the third.
+    #[test]
+    fn the_fast_lane_decides_as_the_general_path(
+        rounds in proptest::collection::vec(
+            proptest::collection::vec((0u8..8, 0u16..40), 1..200), 1..4),
+        plain_only in proptest::prelude::any::<bool>(),
+    ) {
+        let lines = format!(
+            "{L3DSR}lb vip 198.18.100.2/32 protocol udp port 53 encap l3dsr dscp 5\n\
+             lb as 198.18.100.2/32 protocol udp port 53 198.18.12.11 198.18.12.12\n"
+        );
+        let mut with = Lab::build(&lines, ip_input_like, true);
+        let mut without = Lab::build(&lines, ip_input_like, false);
+        for (r, round) in rounds.iter().enumerate() {
+            let frames: Vec<Vec<u8>> = round
+                .iter()
+                .map(|&(k, p)| mixed_packet(if plain_only { k % 4 } else { k }, p))
+                .collect();
+            let a = with.run(frames.clone());
+            let b = without.run(frames);
+            let strip = |o: Vec<(String, BufferMeta, Vec<u8>)>| {
+                o.into_iter().map(|(n, _, f)| (n, f)).collect::<Vec<_>>()
+            };
+            proptest::prop_assert_eq!(strip(a), strip(b), "round {}", r);
+            proptest::prop_assert_eq!(
+                counter_snapshot(&with.counters),
+                counter_snapshot(&without.counters)
+            );
+            let change = match r {
+                0 => "lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.12 weight 0\n",
+                1 => "lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.13 del flush\n",
+                _ => "lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.13\n",
+            };
+            with.change(change);
+            without.change(change);
+        }
+    }
 }

@@ -1,0 +1,189 @@
+//! The `lb` node's fast lane: a chunk of the vector whose every packet is a plain IPv4 TCP or
+//! UDP packet (`parse::plain4`: no options, not a fragment) to an L3DSR VIP, not a health
+//! probe and with no offload left undone — a loaded L3DSR balancer's whole traffic. Such a
+//! chunk is read into 16-byte `Plain4`s instead of `Parsed`s, keyed from the 4-byte addresses,
+//! and the packets of known flows are rewritten in place by `encap::l3dsr_plain4`. Everything
+//! else (a new flow, a stale entry, any other packet in the chunk) goes the general way, with
+//! the same keys, the same flow table and the same bytes out: the lane only skips work, never
+//! decides differently (property tests in `lb` hold `plain4`, `FlowKey::plain4` and
+//! `l3dsr_plain4` to their general twins; `tests.rs` holds whole vectors to it). It never
+//! allocates, locks or makes a syscall.
+
+use super::{count_vip_packet, l3_of, LbError, LbNext, VipRun, Work};
+use graph::NodeContext;
+use lb::counters::LbWorkerCounters;
+use lb::encap;
+use lb::flowtable::{AsRef, FlowHash, FlowKey, FlowTable, Touch};
+use lb::model::{AsSlot, Encap, VipId};
+use lb::parse::{self, Kind, Plain4};
+use lb::snapshot::LbTables;
+use packet::meta::FLAG_IP6;
+
+/// The last VIP answer of the lane (packets come in runs to one VIP): destination, protocol
+/// and port asked, and the VIP with its DSCP (`None`: not an L3DSR VIP). Lives for one
+/// `process` call, as the tables it answered from.
+pub(super) struct Memo4 {
+    key: Option<(u32, u8, u16)>,
+    vip: Option<(VipId, u8)>,
+}
+
+impl Memo4 {
+    pub(super) const EMPTY: Memo4 = Memo4 {
+        key: None,
+        vip: None,
+    };
+
+    /// The L3DSR VIP of `p`, and its DSCP.
+    #[inline(always)]
+    fn vip(&mut self, tables: &LbTables, p: &Plain4) -> Option<(VipId, u8)> {
+        let key = (u32::from_ne_bytes(p.dst), p.protocol, p.dst_port);
+        if self.key != Some(key) {
+            self.key = Some(key);
+            self.vip = tables
+                .vip_for(&p.tuple())
+                .and_then(|id| match tables.vip(id)?.encap {
+                    Encap::L3dsr { dscp } => Some((id, dscp)),
+                    _ => None,
+                });
+        }
+        self.vip
+    }
+}
+
+/// The lane's per-chunk scratch, by VIP-packet index (`j`, the order of `sel`).
+pub(super) struct Lane {
+    /// Each packet as `plain4` read it.
+    plain: Vec<Plain4>,
+    /// Each packet's VIP and DSCP.
+    vip: Vec<(VipId, u8)>,
+}
+
+/// Where the lane writes its keys, in the node's arrays (`sel`, `keys`, `hashes`, `touch`).
+pub(super) struct Keys<'a> {
+    pub(super) sel: &'a mut [u16],
+    pub(super) keys: &'a mut [FlowKey],
+    pub(super) hashes: &'a mut [FlowHash],
+    pub(super) touch: &'a mut [Touch],
+}
+
+impl Lane {
+    pub(super) fn new(len: usize) -> Lane {
+        Lane {
+            plain: vec![Plain4::EMPTY; len],
+            vip: vec![(VipId(0), 0); len],
+        }
+    }
+
+    /// Pass 1 of a chunk: read every packet as plain, find its VIP, make its key and hash and
+    /// prefetch its bucket; every packet goes to `ip4-lookup` unless pass 3 says otherwise.
+    /// `None`, having changed nothing but scratch, as soon as a packet is not for the lane.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn prepare(
+        &mut self,
+        cx: &NodeContext<'_>,
+        frame: &[u32],
+        nexts: &mut [u16],
+        tables: &LbTables,
+        flows: &FlowTable<AsRef>,
+        probe_port: Option<u16>,
+        memo: &mut Memo4,
+        out: Keys<'_>,
+    ) -> Option<usize> {
+        let n = frame
+            .len()
+            .min(self.plain.len())
+            .min(out.sel.len())
+            .min(out.keys.len());
+        for (j, &b) in frame.iter().enumerate().take(n) {
+            let (meta, data) = cx.pool.packet(b);
+            if meta.flags & FLAG_IP6 != 0 || meta.has_offload() || Some(meta.rx_port) == probe_port
+            {
+                return None;
+            }
+            let p = parse::plain4(l3_of(meta, data))?;
+            let (vip, dscp) = memo.vip(tables, &p)?;
+            let key = FlowKey::plain4(vip.0, &p);
+            let h = flows.hash(&key);
+            flows.prefetch(h);
+            out.keys[j] = key;
+            out.hashes[j] = h;
+            out.touch[j] = match p.kind {
+                Kind::Syn => Touch::Open,
+                Kind::FinRst => Touch::Close,
+                _ => Touch::Refresh,
+            };
+            out.sel[j] = j as u16;
+            self.plain[j] = p;
+            self.vip[j] = (vip, dscp);
+        }
+        nexts[..n].fill(LbNext::Ip4Lookup.id());
+        Some(n)
+    }
+
+    /// Pass 3 of a plain chunk: rewrite the packets of known flows (`found`, from the flow
+    /// table) for L3DSR and count them; the others (new flows, stale entries) are parsed
+    /// into `work` and listed in `retry` for the general pass 3. The number listed.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish(
+        &self,
+        cx: &mut NodeContext<'_>,
+        frame: &[u32],
+        nexts: &mut [u16],
+        tables: &LbTables,
+        counters: &LbWorkerCounters,
+        found: &[Option<AsRef>],
+        work: &mut [Work],
+        retry: &mut [u16],
+        vip_run: &mut VipRun,
+    ) -> usize {
+        let mut m = 0;
+        let n = frame.len().min(found.len()).min(self.plain.len());
+        for j in 0..n {
+            let p = &self.plain[j];
+            let (vip, dscp) = self.vip[j];
+            let b = frame[j];
+            let known = found[j].filter(|r| {
+                if p.kind == Kind::Syn {
+                    tables.usable_for_syn(AsSlot(r.slot), r.gen)
+                } else {
+                    tables.flow_still_valid(AsSlot(r.slot), r.gen)
+                }
+            });
+            let Some(r) = known else {
+                // The general way, from a full parse (which `plain4`'s property test says
+                // succeeds with the same tuple and kind).
+                let (meta, data) = cx.pool.packet(b);
+                let w = &mut work[j];
+                w.parsed_ok = parse::parse_into(l3_of(meta, data), false, &mut w.parsed).is_ok();
+                w.vip = vip;
+                if w.parsed_ok && m < retry.len() {
+                    retry[m] = j as u16;
+                    m += 1;
+                } else {
+                    counters.malformed.add(1);
+                    cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
+                    nexts[j] = LbNext::Drop.id();
+                }
+                continue;
+            };
+            let slot = AsSlot(r.slot);
+            let server = tables.as_entry(slot).addr16;
+            let server = [server[12], server[13], server[14], server[15]];
+            let (meta, buf) = cx.pool.slot_mut(b);
+            if encap::l3dsr_plain4(meta, buf, p, server, dscp).is_err() {
+                meta.error = cx.error_base + LbError::EncapFailed.id();
+                nexts[j] = LbNext::Drop.id();
+                continue;
+            }
+            let len = u64::from(p.len);
+            count_vip_packet(counters, vip_run, vip, len);
+            if let Some(c) = counters.slot(slot) {
+                c.packets.add(1);
+                c.bytes.add(len);
+            }
+        }
+        m
+    }
+}
