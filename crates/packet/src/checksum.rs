@@ -64,15 +64,16 @@ fn sum_words(data: &[u8]) -> u64 {
     })
 }
 
-/// Fold a running sum to 16 bits (not complemented).
+/// Fold a running sum to 16 bits (not complemented): each half added to the other with its
+/// carry added back (end-around), 64 -> 32 -> 16 bits. An end-around add of two n-bit values
+/// cannot carry twice, so two steps do what five shift-and-mask steps did (`add`/`adc` pairs;
+/// the L3DSR rewrite folds twice per packet).
 #[inline]
-pub fn fold(mut acc: u64) -> u16 {
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff_ffff) + (acc >> 32);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc = (acc & 0xffff) + (acc >> 16);
-    acc as u16
+pub fn fold(acc: u64) -> u16 {
+    let (lo, carry) = (acc as u32).overflowing_add((acc >> 32) as u32);
+    let acc = lo + u32::from(carry);
+    let (lo, carry) = (acc as u16).overflowing_add((acc >> 16) as u16);
+    lo + u16::from(carry)
 }
 
 /// The Internet checksum of `data` (complemented fold of the sum).
@@ -254,7 +255,41 @@ mod tests {
         assert_eq!(checksum(&data), 0x220d);
     }
 
+    /// The five-step fold `fold` replaced, as the reference.
+    fn fold_by_shifts(mut acc: u64) -> u16 {
+        acc = (acc & 0xffff_ffff) + (acc >> 32);
+        acc = (acc & 0xffff_ffff) + (acc >> 32);
+        acc = (acc & 0xffff) + (acc >> 16);
+        acc = (acc & 0xffff) + (acc >> 16);
+        acc = (acc & 0xffff) + (acc >> 16);
+        acc as u16
+    }
+
+    #[test]
+    fn fold_edges() {
+        for acc in [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0xffff_ffff,
+            0x1_0000_0000,
+            0xffff_ffff_ffff_ffff,
+            0xffff_0000_ffff_0000,
+            0x8000_0000_8000_0000,
+        ] {
+            assert_eq!(fold(acc), fold_by_shifts(acc), "{acc:#x}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn fold_matches_shifts(acc in any::<u64>(), small in 0u64..(1 << 36)) {
+            prop_assert_eq!(fold(acc), fold_by_shifts(acc));
+            prop_assert_eq!(fold(small), fold_by_shifts(small));
+        }
+
         #[test]
         fn incremental_matches_full(mut data in proptest::collection::vec(any::<u8>(), 2..64), at in 0usize..31, new in any::<u16>()) {
             let at = (at * 2) % (data.len() & !1);

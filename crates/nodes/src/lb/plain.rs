@@ -23,22 +23,28 @@ use packet::meta::FLAG_IP6;
 /// and port asked, and the VIP with its DSCP (`None`: not an L3DSR VIP). Lives for one
 /// `process` call, as the tables it answered from.
 pub(super) struct Memo4 {
-    key: Option<(u32, u8, u16)>,
+    /// Destination, protocol and port in one word (`NONE`: nothing asked yet).
+    key: u64,
     vip: Option<(VipId, u8)>,
 }
 
 impl Memo4 {
+    /// A key no packet makes (its top byte is never set).
+    const NONE: u64 = u64::MAX;
+
     pub(super) const EMPTY: Memo4 = Memo4 {
-        key: None,
+        key: Memo4::NONE,
         vip: None,
     };
 
     /// The L3DSR VIP of `p`, and its DSCP.
     #[inline(always)]
     fn vip(&mut self, tables: &LbTables, p: &Plain4) -> Option<(VipId, u8)> {
-        let key = (u32::from_ne_bytes(p.dst), p.protocol, p.dst_port);
-        if self.key != Some(key) {
-            self.key = Some(key);
+        let key = u64::from(u32::from_ne_bytes(p.dst))
+            | u64::from(p.protocol) << 32
+            | u64::from(p.dst_port) << 40;
+        if self.key != key {
+            self.key = key;
             self.vip = tables
                 .vip_for(&p.tuple())
                 .and_then(|id| match tables.vip(id)?.encap {
@@ -94,8 +100,14 @@ impl Lane {
             .len()
             .min(self.plain.len())
             .min(out.sel.len())
-            .min(out.keys.len());
-        for (j, &b) in frame.iter().enumerate().take(n) {
+            .min(out.keys.len())
+            .min(out.hashes.len())
+            .min(out.touch.len());
+        // Every array cut to `n`: the indexing below then needs no bounds checks.
+        let (frame, sel, keys) = (&frame[..n], &mut out.sel[..n], &mut out.keys[..n]);
+        let (hashes, touch) = (&mut out.hashes[..n], &mut out.touch[..n]);
+        let (plain, vips) = (&mut self.plain[..n], &mut self.vip[..n]);
+        for (j, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet(b);
             if meta.flags & FLAG_IP6 != 0 || meta.has_offload() || Some(meta.rx_port) == probe_port
             {
@@ -106,16 +118,16 @@ impl Lane {
             let key = FlowKey::plain4(vip.0, &p);
             let h = flows.hash(&key);
             flows.prefetch(h);
-            out.keys[j] = key;
-            out.hashes[j] = h;
-            out.touch[j] = match p.kind {
+            keys[j] = key;
+            hashes[j] = h;
+            touch[j] = match p.kind {
                 Kind::Syn => Touch::Open,
                 Kind::FinRst => Touch::Close,
                 _ => Touch::Refresh,
             };
-            out.sel[j] = j as u16;
-            self.plain[j] = p;
-            self.vip[j] = (vip, dscp);
+            sel[j] = j as u16;
+            plain[j] = p;
+            vips[j] = (vip, dscp);
         }
         nexts[..n].fill(LbNext::Ip4Lookup.id());
         Some(n)
@@ -139,10 +151,16 @@ impl Lane {
         vip_run: &mut VipRun,
     ) -> usize {
         let mut m = 0;
-        let n = frame.len().min(found.len()).min(self.plain.len());
+        let n = frame
+            .len()
+            .min(found.len())
+            .min(self.plain.len())
+            .min(nexts.len());
+        let (frame, found, nexts) = (&frame[..n], &found[..n], &mut nexts[..n]);
+        let (plain, vips) = (&self.plain[..n], &self.vip[..n]);
         for j in 0..n {
-            let p = &self.plain[j];
-            let (vip, dscp) = self.vip[j];
+            let p = &plain[j];
+            let (vip, dscp) = vips[j];
             let b = frame[j];
             let known = found[j].filter(|r| {
                 if p.kind == Kind::Syn {
