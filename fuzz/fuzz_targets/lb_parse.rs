@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let (Some(q), false) = (plain, ip6) {
-        assert_eq!((q.tuple(), q.kind, usize::from(q.len), 20), (p.tuple, p.kind, p.len, p.l4));
+        assert_eq!(q.parsed(), p);
     }
     assert!(p.len <= l3.len() && p.l4 <= p.len && p.inner_l4 <= p.len && p.inner_l3 <= p.len);
     let mut slot = vec![0u8; HEADROOM + 14];

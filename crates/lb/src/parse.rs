@@ -279,6 +279,21 @@ impl Plain4 {
         kind: Kind::Normal,
     };
 
+    /// What `parse` gives for the packet (`Parsed` in full; the property tests compare them).
+    #[inline(always)]
+    pub fn parsed(&self) -> Parsed {
+        Parsed {
+            tuple: self.tuple(),
+            kind: self.kind,
+            len: usize::from(self.len),
+            l4: ip4::MIN_HEADER_LEN,
+            ports: (self.src_port, self.dst_port),
+            inner_l3: 0,
+            inner_l4: 0,
+            inner_later_fragment: false,
+        }
+    }
+
     /// The flow, as `parse` gives it.
     #[inline(always)]
     pub fn tuple(&self) -> FiveTuple {

@@ -237,11 +237,7 @@ proptest! {
 fn agrees_with_parse(b: &[u8]) -> Result<(), TestCaseError> {
     if let Some(q) = plain4(b) {
         let p = parse(b, false).map_err(|e| TestCaseError::fail(format!("{e:?}")))?;
-        prop_assert_eq!(p.tuple, q.tuple());
-        prop_assert_eq!(p.kind, q.kind);
-        prop_assert_eq!(p.len, usize::from(q.len));
-        prop_assert_eq!(p.l4, 20);
-        prop_assert_eq!(p.ports, (q.src_port, q.dst_port));
+        prop_assert_eq!(p, q.parsed());
     }
     Ok(())
 }
