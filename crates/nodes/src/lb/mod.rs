@@ -6,9 +6,11 @@
 //! to (`wrap.rs`); every other packet passes to the lookup untouched. A VIP packet (or NAT
 //! reply) whose sender left offloads undone (a local guest's TSO super-packet or partial
 //! checksum) has them finished in software first: the segments re-enter this node as ordinary
-//! packets, since no encapsulation here can carry a super-packet. It owns this worker's flow tables; it reads
-//! the published `LbTables` snapshot and writes only this worker's counters. It never
-//! allocates, locks or makes a syscall per packet.
+//! packets, since no encapsulation here can carry a super-packet. A chunk of plain IPv4 TCP/UDP
+//! packets to L3DSR VIPs (a loaded L3DSR balancer's whole traffic) takes a fast lane
+//! (`plain.rs`) that skips work and never decides differently. It owns this worker's flow
+//! tables; it reads the published `LbTables` snapshot and writes only this worker's counters.
+//! It never allocates, locks or makes a syscall per packet.
 
 use crate::offload::{Fate, OffloadDrop, PortCaps, Replace, SoftwareOffload};
 use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
