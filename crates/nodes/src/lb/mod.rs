@@ -369,11 +369,11 @@ impl Node for LbNode {
             let n = if let Some(n) = plain_n {
                 n
             } else {
-                // Pass 1a: parse every packet in place into its own slot of this vector's work array.
-                // Nothing reads a parse result in this loop: the parser writes fields piecemeal, and
-                // reading them back as wider words while the stores are still in flight stalls on
-                // store-to-load forwarding (measured: ~10% of the node). Pass 1b reads them once they
-                // have reached the cache.
+                // Pass 1a: parse every packet in place into its own slot of this vector's work
+                // array. Nothing reads a parse result in this loop: the parser writes fields
+                // piecemeal, and reading them back as wider words while the stores are still in
+                // flight stalls on store-to-load forwarding (measured: ~10% of the node). Pass 1b
+                // reads them once they have reached the cache.
                 let count = frame.len().min(work.len());
                 for (i, &b) in frame.iter().enumerate().take(count) {
                     let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
@@ -388,8 +388,8 @@ impl Node for LbNode {
                     }
                 }
                 // Pass 1b: find the VIP, make the flow keys and hashes (prefetching each flow's
-                // bucket), answer NAT replies; everything else is decided here. `sel` lists the VIP
-                // packets.
+                // bucket), answer NAT replies; everything else is decided here. `sel` lists the
+                // VIP packets.
                 let mut n = 0;
                 let mut memo = VipMemo::EMPTY;
                 for (i, slot) in work.iter_mut().enumerate().take(count) {
@@ -400,8 +400,8 @@ impl Node for LbNode {
                     let parsed = &slot.parsed;
                     let ip6 = parsed.tuple.ip6;
                     let vip = match parsed.kind {
-                        // A first fragment has its ports: find the VIP by them (its tuple keeps 0s so
-                        // that every fragment of the datagram hashes alike).
+                        // A first fragment has its ports: find the VIP by them (its tuple keeps
+                        // 0s so that every fragment of the datagram hashes alike).
                         Kind::FirstFragment => {
                             let mut t = parsed.tuple;
                             (t.src_port, t.dst_port) = parsed.ports;
