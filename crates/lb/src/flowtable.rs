@@ -45,7 +45,7 @@
 //! vector (or when idle), so an expired or flushed flow stops counting at most one sweep round
 //! (`buckets / budget` calls) after it expired.
 
-use crate::parse::Plain4;
+use crate::parse::{Kind, Plain4};
 use crate::tuple::FiveTuple;
 use packet::huge::HugeTable;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -108,6 +108,18 @@ pub enum Touch {
     Close,
     /// A TCP SYN: back to the TCP class, refreshed.
     Open,
+}
+
+impl Touch {
+    /// What a lookup of a packet of `kind` does to its entry.
+    #[inline(always)]
+    pub fn for_kind(kind: Kind) -> Touch {
+        match kind {
+            Kind::Syn => Touch::Open,
+            Kind::FinRst => Touch::Close,
+            _ => Touch::Refresh,
+        }
+    }
 }
 
 /// The server a flow was given: its AS slot and the slot's generation at that time.

@@ -5,7 +5,7 @@
 
 use lb::encap;
 use lb::flowtable::{AsRef, FlowKey, FlowTable, Insert, Timeouts, Touch, BATCH};
-use lb::parse::{parse, Kind};
+use lb::parse::parse;
 use lb::stable_hash;
 use packet::checksum::checksum;
 use packet::BufferMeta;
@@ -65,11 +65,7 @@ fn run_vector(t: &mut FlowTable<AsRef>, bufs: &mut [Buffer], now: u32) -> Vec<Op
         let k = FlowKey::new(VIP, &p.tuple);
         hashes.push(t.hash(&k));
         keys.push(k);
-        touch.push(match p.kind {
-            Kind::FinRst => Touch::Close,
-            Kind::Syn => Touch::Open,
-            _ => Touch::Refresh,
-        });
+        touch.push(Touch::for_kind(p.kind));
         parsed.push(p);
     }
     let mut out = vec![None; n];

@@ -440,11 +440,7 @@ impl Node for LbNode {
                             // Start loading the flow's bucket now: the work on the rest of the
                             // vector hides the memory latency.
                             flows.prefetch(hashes[n]);
-                            touch[n] = match parsed.kind {
-                                Kind::Syn => Touch::Open,
-                                Kind::FinRst => Touch::Close,
-                                _ => Touch::Refresh,
-                            };
+                            touch[n] = Touch::for_kind(parsed.kind);
                             sel[n] = i as u16;
                             slot.vip = vip;
                             n += 1;
@@ -523,13 +519,9 @@ impl Node for LbNode {
                 // Fragments bypass the flow table: every fragment of a datagram (ports 0, an
                 // address-only hash) goes where Maglev says, whatever order they arrive in.
                 let fragment = matches!(kind, Kind::FirstFragment | Kind::LaterFragment);
-                let existing = found[j].filter(|_| !fragment).filter(|r| {
-                    if kind == Kind::Syn {
-                        tables.usable_for_syn(AsSlot(r.slot), r.gen)
-                    } else {
-                        tables.flow_still_valid(AsSlot(r.slot), r.gen)
-                    }
-                });
+                let existing = found[j]
+                    .filter(|_| !fragment)
+                    .filter(|&r| flow_serves(tables, r, kind));
                 // The stable hash is needed only to choose a server and for GRE's outer source.
                 let hash = || stable_hash(&p.tuple, vip.src_ip_sticky);
                 let slot = match existing {
@@ -620,17 +612,13 @@ impl Node for LbNode {
                             meta.flags |= FLAG_LOCAL_ORIGIN;
                         }
                         nexts[i] = lookup_next(meta.flags & FLAG_IP6 != 0);
-                        count_vip_packet(counters, &mut vip_run, w.vip, len);
+                        count_sent(counters, &mut vip_run, w.vip, slot, len);
                         if let Some(c) = vc {
                             match kind {
                                 Kind::FirstFragment | Kind::LaterFragment => c.fragments.add(1),
                                 Kind::IcmpError => c.icmp_errors.add(1),
                                 _ => {}
                             }
-                        }
-                        if let Some(c) = counters.slot(slot) {
-                            c.packets.add(1);
-                            c.bytes.add(len);
                         }
                     }
                     Err(EncapError::TooBig { mtu, signal: true }) => {
@@ -689,10 +677,26 @@ impl Node for LbNode {
 /// The current run of packets to one VIP in a vector: its id, packets and bytes.
 type VipRun = Option<(VipId, u64, u64)>;
 
-/// Count a packet of `len` bytes sent for VIP `vip`. A vector's packets mostly go to one VIP:
-/// its packets and bytes are summed over the run and added once.
+/// Whether a flow-table entry still sends a packet of `kind` to its server: a TCP SYN only to
+/// an active server with weight (else it chooses again), any other packet while the slot
+/// holds the same server.
 #[inline(always)]
-fn count_vip_packet(counters: &LbWorkerCounters, run: &mut VipRun, vip: VipId, len: u64) {
+fn flow_serves(tables: &LbTables, r: AsRef, kind: Kind) -> bool {
+    if kind == Kind::Syn {
+        tables.usable_for_syn(AsSlot(r.slot), r.gen)
+    } else {
+        tables.flow_still_valid(AsSlot(r.slot), r.gen)
+    }
+}
+
+/// Count a packet of `len` bytes sent for VIP `vip` to server `slot`. A vector's packets
+/// mostly go to one VIP: its packets and bytes are summed over the run and added once.
+#[inline(always)]
+fn count_sent(counters: &LbWorkerCounters, run: &mut VipRun, vip: VipId, slot: AsSlot, len: u64) {
+    if let Some(c) = counters.slot(slot) {
+        c.packets.add(1);
+        c.bytes.add(len);
+    }
     match run {
         Some((id, packets, bytes)) if *id == vip => {
             *packets += 1;

@@ -9,13 +9,13 @@
 //! `l3dsr_plain4` to their general twins; `tests.rs` holds whole vectors to it). It never
 //! allocates, locks or makes a syscall.
 
-use super::{count_vip_packet, l3_of, LbError, LbNext, VipRun, Work};
+use super::{count_sent, flow_serves, l3_of, v4_of, LbError, LbNext, VipRun, Work};
 use graph::NodeContext;
 use lb::counters::LbWorkerCounters;
 use lb::encap;
 use lb::flowtable::{AsRef, FlowHash, FlowKey, FlowTable, Touch};
 use lb::model::{AsSlot, Encap, VipId};
-use lb::parse::{self, Kind, Plain4};
+use lb::parse::{self, Plain4};
 use lb::snapshot::LbTables;
 use packet::meta::FLAG_IP6;
 
@@ -120,11 +120,7 @@ impl Lane {
             flows.prefetch(h);
             keys[j] = key;
             hashes[j] = h;
-            touch[j] = match p.kind {
-                Kind::Syn => Touch::Open,
-                Kind::FinRst => Touch::Close,
-                _ => Touch::Refresh,
-            };
+            touch[j] = Touch::for_kind(p.kind);
             sel[j] = j as u16;
             plain[j] = p;
             vips[j] = (vip, dscp);
@@ -162,13 +158,7 @@ impl Lane {
             let p = &plain[j];
             let (vip, dscp) = vips[j];
             let b = frame[j];
-            let known = found[j].filter(|r| {
-                if p.kind == Kind::Syn {
-                    tables.usable_for_syn(AsSlot(r.slot), r.gen)
-                } else {
-                    tables.flow_still_valid(AsSlot(r.slot), r.gen)
-                }
-            });
+            let known = found[j].filter(|&r| flow_serves(tables, r, p.kind));
             let Some(r) = known else {
                 // The general way, with what `parse` would have given (`Plain4::parsed`; a
                 // property test holds them equal).
@@ -189,20 +179,14 @@ impl Lane {
                 continue;
             };
             let slot = AsSlot(r.slot);
-            let server = tables.as_entry(slot).addr16;
-            let server = [server[12], server[13], server[14], server[15]];
+            let server = v4_of(&tables.as_entry(slot).addr16);
             let (meta, buf) = cx.pool.slot_mut(b);
             if encap::l3dsr_plain4(meta, buf, p, server, dscp).is_err() {
                 meta.error = cx.error_base + LbError::EncapFailed.id();
                 nexts[j] = LbNext::Drop.id();
                 continue;
             }
-            let len = u64::from(p.len);
-            count_vip_packet(counters, vip_run, vip, len);
-            if let Some(c) = counters.slot(slot) {
-                c.packets.add(1);
-                c.bytes.add(len);
-            }
+            count_sent(counters, vip_run, vip, slot, u64::from(p.len));
         }
         m
     }
