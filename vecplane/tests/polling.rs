@@ -1,10 +1,12 @@
 //! Adaptive polling end to end (root; A - R - B over veths, `vecplane run` in R on AF_PACKET
-//! and AF_XDP): an idle adaptive worker leaves the CPU (under 5% of a core over 3 s) and still
-//! forwards a ping burst and a bounded UDP burst without loss when traffic comes back; a busy
-//! worker keeps its core. With two workers on a one-queue AF_XDP port (software RSS), the worker
-//! without a socket is woken by its doorbell when frames are handed to it. `ctl reload` switches a
-//! running worker between the modes. Addresses are
-//! 198.18.0.0/15 only; namespaces are deleted also when a test fails.
+//! and AF_XDP): an idle adaptive worker goes to sleep (its sleeps and time asleep grow while
+//! nothing arrives) and still forwards a ping burst and a bounded UDP burst without loss when
+//! traffic comes back; a busy worker never sleeps. With two workers on a one-queue AF_XDP port
+//! (software RSS), the worker without a socket is woken by its doorbell when frames are handed to
+//! it. `ctl reload` switches a running worker between the modes. What is asserted is behaviour
+//! (slept, woke, forwarded), never a CPU share: the machine may be loaded (the shares are printed;
+//! `vecplane bench --scenario poll` measures them). Addresses are 198.18.0.0/15 only; namespaces
+//! are deleted also when a test fails.
 
 use netlab::{addr, Addressing, Host, Mode, Topology, Vecplane};
 use std::path::Path;
@@ -28,7 +30,7 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / hz.max(1.0)
 }
 
-/// Share of one core the process used over `window`.
+/// Share of one core the process used over `window` (printed for the reader, never asserted).
 fn cpu_share(pid: u32, window: Duration) -> f64 {
     let (c0, t0) = (cpu_seconds(pid), Instant::now());
     std::thread::sleep(window);
@@ -135,8 +137,18 @@ fn udp_burst(t: &Topology, count: u64) -> u64 {
     after.saturating_sub(before)
 }
 
-/// Per worker: (sleeps, packets its handoff-rx received), from `show runtime`.
-fn worker_figures(vp: &Vecplane) -> Vec<(u64, u64)> {
+/// One worker's figures from `show runtime`.
+#[derive(Debug, Clone, PartialEq)]
+struct WorkerFigures {
+    poll_mode: String,
+    sleeps: u64,
+    slept_seconds: f64,
+    /// Packets its handoff-rx node received (software RSS).
+    handed: u64,
+}
+
+/// Per worker, from `show runtime`.
+fn worker_figures(vp: &Vecplane) -> Vec<WorkerFigures> {
     let rt = vp.request("show runtime", true).expect("show runtime");
     let data = rt.data.expect("show runtime data");
     data["workers"]
@@ -151,29 +163,37 @@ fn worker_figures(vp: &Vecplane) -> Vec<(u64, u64)> {
                 .filter(|n| n["name"] == "handoff-rx")
                 .filter_map(|n| n["packets"].as_u64())
                 .sum();
-            (w["sleeps"].as_u64().unwrap_or(0), handoff)
+            WorkerFigures {
+                poll_mode: w["poll_mode"].as_str().unwrap_or("").to_string(),
+                sleeps: w["sleeps"].as_u64().unwrap_or(0),
+                slept_seconds: w["slept_seconds"].as_f64().unwrap_or(0.0),
+                handed: handoff,
+            }
         })
         .collect()
 }
 
-/// Idle (low CPU for the whole process over 3 s), then a ping and a UDP burst without loss.
-/// The goal, under 5% of a core, is measured by `vecplane bench --scenario poll` on a release
-/// build; a debug build on a busy shared CI machine is only guaranteed to stay well below a
-/// busy worker, so the bound here is 15% of a core per worker.
+/// Idle: every worker goes to sleep (its sleeps and time asleep grow over 2 s with no traffic);
+/// then a ping and a UDP burst without loss, which only a worker that woke can forward.
 fn idle_then_traffic(t: &Topology, vp: &Vecplane, what: &str, workers: usize) {
     let (ok, text) = ping_ok(t);
     assert!(ok, "{what}, before idling: {text}\n{}", vp.log());
     std::thread::sleep(Duration::from_millis(500));
-    let idle = cpu_share(vp.pid(), Duration::from_secs(3));
+    let before = worker_figures(vp);
+    let idle = cpu_share(vp.pid(), Duration::from_secs(2));
+    let after = worker_figures(vp);
     println!(
-        "{what}: idle adaptive vecplane: {:.1}% of a core",
+        "{what}: idle adaptive vecplane: {:.1}% of a core; workers before {before:?}, after \
+         {after:?}",
         idle * 100.0
     );
-    assert!(
-        idle < 0.15 * workers as f64,
-        "{what}: an idle adaptive vecplane with {workers} worker(s) used {:.1}% of a core",
-        idle * 100.0
-    );
+    assert_eq!(after.len(), workers, "{after:?}");
+    for (w, (b, a)) in before.iter().zip(&after).enumerate() {
+        assert!(
+            a.poll_mode == "adaptive" && a.sleeps > b.sleeps && a.slept_seconds > b.slept_seconds,
+            "{what}: worker {w} did not sleep while idle: before {b:?}, after {a:?}"
+        );
+    }
     let (ok, text) = ping_ok(t);
     assert!(ok, "{what}, after idling: {text}\n{}", vp.log());
     std::thread::sleep(Duration::from_secs(1));
@@ -201,30 +221,23 @@ fn idle_and_busy(driver: &str) {
         .start_vecplane(Path::new(BIN), &config(&t, driver, "adaptive", 1))
         .expect("vecplane run starts");
     idle_then_traffic(&t, &vp, &format!("{driver} adaptive"), 1);
-    let figures = worker_figures(&vp);
-    assert!(figures[0].0 > 0, "{driver}: no sleep counted: {figures:?}");
-    let stopping = Instant::now();
-    vp.stop().expect("stops");
-    assert!(
-        stopping.elapsed() < Duration::from_secs(5),
-        "{driver}: a sleeping worker took {:?} to stop",
-        stopping.elapsed()
-    );
-    // Busy: the worker keeps polling.
+    // A sleeping worker ends on SIGTERM: `stop` fails if it had to be killed.
+    vp.stop().expect("a sleeping worker stops");
+    // Busy: the worker keeps polling, idle or not: it never sleeps, and it forwards.
     let vp = t
         .start_vecplane(Path::new(BIN), &config(&t, driver, "busy", 1))
         .expect("vecplane run starts");
+    let (ok, text) = ping_ok(&t);
+    assert!(ok, "{driver} busy: {text}\n{}", vp.log());
     let busy = cpu_share(vp.pid(), Duration::from_secs(2));
+    let figures = worker_figures(&vp);
     println!(
-        "{driver}: idle busy worker process: {:.1}% of a core",
+        "{driver}: idle busy worker process: {:.1}% of a core; {figures:?}",
         busy * 100.0
     );
     assert!(
-        // A busy worker spins whatever it gets; on this shared 2-CPU machine other work may
-        // take part of its core, so only "far more than an idle adaptive one" is guaranteed.
-        busy > 0.25,
-        "{driver}: a busy worker used only {:.1}% of a core",
-        busy * 100.0
+        figures.len() == 1 && figures[0].poll_mode == "busy" && figures[0].sleeps == 0,
+        "{driver}: an idle busy worker slept: {figures:?}"
     );
     vp.stop().expect("stops");
 }
@@ -254,21 +267,18 @@ fn idle_adaptive_workers_behind_software_rss_wake_on_handoffs_af_xdp() {
         .expect("vecplane run starts");
     idle_then_traffic(&t, &vp, "af-xdp, 2 workers, software RSS", 2);
     let figures = worker_figures(&vp);
-    println!("per worker (sleeps, handoff-rx packets): {figures:?}");
+    println!("per worker: {figures:?}");
     assert!(
-        figures.len() == 2 && figures.iter().all(|&(sleeps, _)| sleeps > 0),
-        "both workers sleep when idle: {figures:?}"
-    );
-    assert!(
-        figures.iter().all(|&(_, handed)| handed > 0),
+        figures.iter().all(|f| f.handed > 0),
         "both workers were handed frames: {figures:?}\n{}",
         vp.log()
     );
     vp.stop().expect("stops");
 }
 
-/// `vecplane ctl reload` switches a running worker between adaptive and busy polling: the idle
-/// process's CPU follows, and no restart happens (the same process forwards a ping after).
+/// `vecplane ctl reload` switches a running worker between adaptive and busy polling: an idle
+/// busy worker stops sleeping, an idle adaptive one sleeps again, and no restart happens (the
+/// same process forwards a ping after).
 #[test]
 fn reload_switches_the_poll_mode_of_a_running_worker() {
     if !prerequisites() {
@@ -305,21 +315,26 @@ fn reload_switches_the_poll_mode_of_a_running_worker() {
         let data = rt.data.expect("data");
         assert_eq!(data["workers"][0]["poll_mode"], mode, "{data}");
     };
+    // Sleeps over an idle window of `window` (the count is taken after the switch settled).
+    let sleeps_over = |window: Duration| {
+        let before = worker_figures(&vp)[0].sleeps;
+        let share = cpu_share(vp.pid(), window);
+        (worker_figures(&vp)[0].sleeps - before, share)
+    };
     reload("busy");
-    let busy = cpu_share(vp.pid(), Duration::from_secs(2));
+    let (busy_sleeps, busy) = sleeps_over(Duration::from_secs(2));
     reload("adaptive");
     std::thread::sleep(Duration::from_millis(500));
-    let idle = cpu_share(vp.pid(), Duration::from_secs(2));
+    let (adaptive_sleeps, idle) = sleeps_over(Duration::from_secs(2));
     println!(
-        "after reload: busy {:.1}%, adaptive {:.1}% of a core",
+        "after reload: busy {busy_sleeps} sleeps ({:.1}% of a core), adaptive {adaptive_sleeps} \
+         sleeps ({:.1}%)",
         busy * 100.0,
         idle * 100.0
     );
     assert!(
-        busy > 0.25 && idle < 0.15,
-        "busy {:.1}%, adaptive {:.1}%",
-        busy * 100.0,
-        idle * 100.0
+        busy_sleeps == 0 && adaptive_sleeps > 0,
+        "sleeps while idle: busy {busy_sleeps}, adaptive {adaptive_sleeps}"
     );
     let (ok, text) = ping_ok(&t);
     assert!(ok, "after: {text}\n{}", vp.log());

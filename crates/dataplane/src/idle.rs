@@ -535,8 +535,14 @@ mod tests {
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
     }
 
+    /// A sleep no test waits out: a wake or a cut sleep returns long before it, on however
+    /// loaded a machine, so "it returned before `CUT`" tells the cases apart without timing.
+    const LONG_SLEEP_US: u32 = 30_000_000;
+    const CUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Doubles the next sleep up to its maximum (`LONG_SLEEP_US` in the tests below).
     fn long_sleeps(idler: &mut Idler) {
-        for _ in 0..20 {
+        for _ in 0..32 {
             idler.policy.woke(false);
         }
     }
@@ -549,23 +555,19 @@ mod tests {
             timer: None,
             busy: false,
         };
-        let (mut idler, g, bell) = setup(input, 100_000);
+        let (mut idler, g, bell) = setup(input, LONG_SLEEP_US);
         assert_eq!(idler.wait_set_len(), 2, "the input and the doorbell");
         let stop = AtomicBool::new(false);
         // Nothing readable: the sleep times out after its length (8 us first).
         assert_eq!(idler.sleep(&g, None, &stop, None), Woken::Timeout);
-        // Readable: it returns at once, long before its 100 ms.
+        // Readable: it returns at once, long before its 30 s.
         long_sleeps(&mut idler);
         // SAFETY: writes one byte from a live array to our pipe.
         let written = unsafe { libc::write(w.as_raw_fd(), [1u8].as_ptr().cast(), 1) };
         assert_eq!(written, 1);
         let t = Instant::now();
         assert_eq!(idler.sleep(&g, None, &stop, None), Woken::Input);
-        assert!(
-            t.elapsed() < std::time::Duration::from_millis(80),
-            "{:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < CUT, "{:?}", t.elapsed());
         assert_eq!(
             idler.policy().sleep_us(),
             FIRST_SLEEP_US,
@@ -578,7 +580,7 @@ mod tests {
             timer: None,
             busy: false,
         };
-        let (mut idler, g, bell2) = setup(input, 100_000);
+        let (mut idler, g, bell2) = setup(input, LONG_SLEEP_US);
         long_sleeps(&mut idler);
         let ringer = std::thread::spawn(move || {
             std::thread::sleep(std::time::Duration::from_millis(5));
@@ -586,11 +588,7 @@ mod tests {
         });
         let t = Instant::now();
         assert_eq!(idler.sleep(&g, None, &stop, None), Woken::Input);
-        assert!(
-            t.elapsed() < std::time::Duration::from_millis(80),
-            "{:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < CUT, "{:?}", t.elapsed());
         ringer.join().expect("ringer");
         drop(bell);
     }
@@ -611,27 +609,23 @@ mod tests {
             timer: None,
             busy: false,
         };
-        let (mut idler, g, _) = setup(quiet, 100_000);
+        let (mut idler, g, _) = setup(quiet, LONG_SLEEP_US);
         stop.store(true, Ordering::Release);
         assert_eq!(idler.sleep(&g, None, &stop, None), Woken::NotSlept);
         stop.store(false, Ordering::Release);
-        // A deadline 3 ms away cuts a 100 ms sleep.
+        // A deadline 3 ms away cuts a 30 s sleep.
         long_sleeps(&mut idler);
         let t = Instant::now();
         let deadline = Some(t + std::time::Duration::from_millis(3));
         assert_eq!(idler.sleep(&g, None, &stop, deadline), Woken::Timeout);
-        assert!(
-            t.elapsed() < std::time::Duration::from_millis(80),
-            "{:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < CUT, "{:?}", t.elapsed());
         // A timer due now: no sleep; one 3 ms away cuts it too.
         let due = FdInput {
             fd: r.as_raw_fd(),
             timer: Some(graph::rdtsc()),
             busy: false,
         };
-        let (mut idler, g, _) = setup(due, 100_000);
+        let (mut idler, g, _) = setup(due, LONG_SLEEP_US);
         long_sleeps(&mut idler);
         assert_eq!(idler.sleep(&g, None, &stop, None), Woken::NotSlept);
         let soon = FdInput {
@@ -639,15 +633,11 @@ mod tests {
             timer: Some(graph::rdtsc() + hz() / 333),
             busy: false,
         };
-        let (mut idler, g, _) = setup(soon, 100_000);
+        let (mut idler, g, _) = setup(soon, LONG_SLEEP_US);
         long_sleeps(&mut idler);
         let t = Instant::now();
         assert_eq!(idler.sleep(&g, None, &stop, None), Woken::Timeout);
-        assert!(
-            t.elapsed() < std::time::Duration::from_millis(80),
-            "{:?}",
-            t.elapsed()
-        );
+        assert!(t.elapsed() < CUT, "{:?}", t.elapsed());
     }
 
     #[test]

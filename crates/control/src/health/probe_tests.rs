@@ -70,7 +70,13 @@ fn tcp_probes_find_a_listener_a_refusal_and_a_timeout() {
         let start = Instant::now();
         let o = probe(&ProbeKind::Tcp, local(1), sa("198.18.99.1:80"), SHORT).await;
         assert_eq!(o, ProbeOutcome::Failure(FailReason::Timeout));
-        assert!(start.elapsed() < SHORT * 3, "{:?}", start.elapsed());
+        // Bounded by the probe's timeout, not the kernel's own (SYN retries for two minutes);
+        // the margin leaves room for a loaded machine.
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            start.elapsed()
+        );
         // A source the namespace does not have: the probe is not made.
         let o = probe(
             &ProbeKind::Tcp,
