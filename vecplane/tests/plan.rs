@@ -1,6 +1,7 @@
 //! End-to-end tests of `vecplane plan`: help, the text and JSON answers for a profile written
 //! by `bench::profile::record` (as the bench writes it), errors for bad input naming the flag,
-//! contradictions, and a missing profile naming the bench command that makes one.
+//! contradictions, the built-in profile on a host without one (saying so), and a missing
+//! `--profile` file naming the bench command that makes one.
 //! No data plane, no root; each test uses its own temp dir.
 
 use bench::profile::{self, Cost, CostPath, HostFacts, Protocol};
@@ -347,30 +348,63 @@ fn contradictions_and_missing_costs_are_refused() {
 }
 
 #[test]
-fn missing_or_broken_profile_says_how_to_make_one() {
+fn without_a_profile_the_built_in_one_answers_and_says_so() {
     let d = TempDir::new();
-    // The default place under XDG_STATE_HOME, then under HOME.
+    // The default place under XDG_STATE_HOME, then under HOME: nothing there yet, so the
+    // built-in profile answers (a fresh machine), and stderr says where this host's would go.
     for (xdg, want) in [
         (Some(d.path("xdg")), d.path("xdg/vecplane/profile.json")),
         (None, d.path("home/.local/state/vecplane/profile.json")),
     ] {
         let mut cmd = Command::new(BIN);
-        cmd.args(["plan", "--rate", "1Mpps", "--hit-ratio", "0.9"])
+        cmd.args(["plan", "--rate", "1Mpps", "--hit-ratio", "0.9", "--json"])
             .env("HOME", d.path("home"));
         match &xdg {
             Some(x) => cmd.env("XDG_STATE_HOME", x),
             None => cmd.env_remove("XDG_STATE_HOME"),
         };
         let o = cmd.output().expect("run");
-        assert_eq!(o.status.code(), Some(1));
         let e = stderr(&o);
+        assert!(o.status.success(), "{e}");
         assert!(
-            e.contains(&format!("{}: no bench profile here", want.display()))
-                && e.contains("vecplane bench --scenario flows")
-                && e.contains("--profile FILE"),
+            e.contains(&format!("no bench profile at {} yet", want.display()))
+                && e.contains("using the built-in one")
+                && e.contains("vecplane bench --scenario flows --churn"),
             "{e}"
         );
+        let v: Value = serde_json::from_str(&stdout(&o)).expect("JSON");
+        assert_eq!(v["profile"]["built_in"], true, "{v}");
+        assert_eq!(v["profile"]["path"], "built-in", "{v}");
+        assert!(v["cores"].as_u64().is_some_and(|c| c >= 1), "{v}");
+        assert!(!want.exists(), "the planner never writes a profile");
     }
+    // Text: the profile line names it.
+    let o = Command::new(BIN)
+        .args(["plan", "--rate", "1Mpps", "--hit-ratio", "0.9"])
+        .env("XDG_STATE_HOME", d.path("xdg"))
+        .output()
+        .expect("run");
+    assert!(
+        stdout(&o).contains("profile built-in (none measured on this host yet at "),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn missing_or_broken_profile_says_how_to_make_one() {
+    let d = TempDir::new();
+    // A profile named with --profile must exist: no fallback to the built-in one.
+    let want = d.path("none/profile.json");
+    let o = plan(&["--rate", "1Mpps", "--hit-ratio", "0.9"], Some(&want));
+    assert_eq!(o.status.code(), Some(1));
+    let e = stderr(&o);
+    assert!(
+        e.contains(&format!("{}: no bench profile here", want.display()))
+            && e.contains("vecplane bench --scenario flows")
+            && e.contains("--profile FILE"),
+        "{e}"
+    );
     let bad = d.write(
         "bad.json",
         "{\n  \"format\": \"vecplane-profile/1\",\n  \"costs\": 7\n}\n",

@@ -13,6 +13,11 @@
 //! runs) and calls [`record`]; `--frame-size` gives one cost per frame size and the planner
 //! interpolates between them. Profiles written before `pollution` existed load unchanged (the
 //! planner then takes it as 0 and says so).
+//!
+//! A host that has no profile yet gets the built-in one ([`BUILT_IN`], [`read_or_built_in`]):
+//! the IPv4 flow-switch costs the churn bench measured on the project's reference host
+//! (BENCHMARKS.md, 2026-11-25), so `vecplane plan` answers on a fresh machine and says whose
+//! figures they are.
 
 use crate::report::Summary;
 use crate::scenario::Scenario;
@@ -444,6 +449,45 @@ pub enum ProfileError {
     },
 }
 
+/// The built-in profile (JSON): `vecplane bench --scenario flows --churn --runs 3 --seconds 2`
+/// on the project's reference host (an Intel Xeon VM, TSC 2.600 GHz, commit 34a8268; raw
+/// output in `docs/bench/flows-2026-11-25/churn-planner-pollution-15h48.json`): IPv4 EMC hit,
+/// megaflow hit, miss and pollution at 64 B.
+pub const BUILT_IN: &str = include_str!("default_profile.json");
+
+/// What [`BUILT_IN`] is called where a file name would be shown.
+pub const BUILT_IN_NAME: &str = "built-in";
+
+/// The built-in profile, checked as a file is.
+pub fn built_in() -> Result<Profile, ProfileError> {
+    parse(BUILT_IN, Path::new(BUILT_IN_NAME))
+}
+
+/// Where a profile came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProfileSource {
+    /// This file.
+    File(PathBuf),
+    /// [`BUILT_IN`], because the default place (this path) has no file yet.
+    BuiltIn {
+        /// Where this host's own profile will go once measured.
+        missing: PathBuf,
+    },
+}
+
+/// The profile `vecplane plan` uses: `explicit` if given (it must exist), else the one at the
+/// default place, else (none measured on this host yet) the built-in one.
+pub fn read_or_built_in(explicit: Option<&Path>) -> Result<(Profile, ProfileSource), ProfileError> {
+    let file = resolve(explicit)?;
+    match read(&file) {
+        Ok(p) => Ok((p, ProfileSource::File(file))),
+        Err(ProfileError::Missing { path }) if explicit.is_none() => {
+            Ok((built_in()?, ProfileSource::BuiltIn { missing: path }))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The default profile file: `$XDG_STATE_HOME/vecplane/profile.json`, else
 /// `$HOME/.local/state/vecplane/profile.json`.
 pub fn default_path() -> Result<PathBuf, ProfileError> {
@@ -487,7 +531,12 @@ pub fn read(path: &Path) -> Result<Profile, ProfileError> {
             })
         }
     };
-    let profile: Profile = serde_json::from_str(&text).map_err(|e| ProfileError::Parse {
+    parse(&text, path)
+}
+
+/// Parse and check a profile's text (`path` names it in errors).
+fn parse(text: &str, path: &Path) -> Result<Profile, ProfileError> {
+    let profile: Profile = serde_json::from_str(text).map_err(|e| ProfileError::Parse {
         path: path.to_path_buf(),
         line: e.line(),
         column: e.column(),
@@ -796,6 +845,26 @@ mod tests {
             ]
         );
         assert_eq!(costs[0].scenario, "ip6");
+    }
+
+    #[test]
+    fn the_built_in_profile_is_valid_and_used_only_without_a_file() {
+        let p = built_in().expect("the built-in profile parses and validates");
+        for path in [
+            CostPath::EmcHit,
+            CostPath::MegaflowHit,
+            CostPath::Miss,
+            CostPath::Pollution,
+        ] {
+            assert_eq!(p.costs_of(path, Protocol::Ipv4).len(), 1, "{path:?}");
+        }
+        let d = Dir::new("builtin");
+        let file = d.0.join("none.json");
+        // An explicit file must exist: no fallback.
+        assert!(matches!(
+            read_or_built_in(Some(&file)),
+            Err(ProfileError::Missing { .. })
+        ));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `vecplane plan`: how many cores a traffic needs, from the cycles per packet `vecplane bench`
 //! measured on this host (the profile), combined by Amdahl's law over hits and misses as in
 //! "The Core Cost of Doing Business". It owns the command's arguments and output; it never
-//! measures, and never guesses a cost the profile does not have.
+//! measures, and never guesses a cost the profile does not have. A host without a profile gets
+//! the built-in one (the project's reference host), with a note on stderr saying so and how to
+//! measure this host.
 
 pub mod input;
 pub mod model;
@@ -18,7 +20,9 @@ use std::path::PathBuf;
 
 const PLAN_HELP: &str = "\
 How many cores for this traffic, from the cycles per packet `vecplane bench` measured on this
-host (the profile: hit and miss costs per protocol and frame size).
+host (the profile: hit and miss costs per protocol and frame size). Until this host has one
+(`vecplane bench --scenario flows --churn` writes it), the built-in profile is used: IPv4 costs
+measured on the project's reference host, said on stderr and in the answer.
 
 The arithmetic (--explain prints it with your figures):
   rate R packets/s (a bit rate is converted with the frame mix: bits / (8 x (mean frame + 20 B)));
@@ -72,7 +76,7 @@ pub struct PlanArgs {
     #[arg(long, default_value = "0.8", value_parser = input::parse_usable)]
     pub usable: f64,
     /// The bench profile [default: $XDG_STATE_HOME/vecplane/profile.json, else
-    /// ~/.local/state/vecplane/profile.json].
+    /// ~/.local/state/vecplane/profile.json, else the built-in one].
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
     /// One JSON object on stdout instead of text.
@@ -112,11 +116,23 @@ pub fn run(args: &PlanArgs) -> Result<()> {
     let w = args.workload();
     // The inputs' own contradictions first: they need no profile.
     model::resolve_flows(w.flows, w.rate.pps(&w.traffic.mix))?;
-    let file = profile::resolve(args.profile.as_deref())?;
-    let prof = profile::read(&file)?;
-    let p = model::plan(&prof, &w).with_context(|| format!("{}", file.display()))?;
+    let (prof, source) = profile::read_or_built_in(args.profile.as_deref())?;
+    let name = match &source {
+        profile::ProfileSource::File(f) => f.display().to_string(),
+        profile::ProfileSource::BuiltIn { missing } => {
+            eprintln!(
+                "vecplane plan: no bench profile at {} yet: using the built-in one, measured on \
+                 {} (IPv4 flow-switch costs at 64 B); {} measures this host and writes it there",
+                missing.display(),
+                prof.host.cpu_model,
+                profile::bench_command(profile::CostPath::MegaflowHit, Protocol::Ipv4)
+            );
+            profile::BUILT_IN_NAME.to_string()
+        }
+    };
+    let p = model::plan(&prof, &w).with_context(|| name.clone())?;
     let ctx = render::Context {
-        file: &file,
+        source: &source,
         profile: &prof,
         workload: &w,
         this_cpu: profile::cpu_model(),

@@ -5,22 +5,33 @@
 
 use super::input::Rate;
 use super::model::{plural, FlowRates, Plan, Source, Workload};
-use crate::profile::{CostPath, Profile};
+use crate::profile::{CostPath, Profile, ProfileSource};
 use comfy_table::{presets::ASCII_MARKDOWN, CellAlignment, Table};
 use serde_json::{json, Value};
 use std::fmt::Write;
-use std::path::Path;
 
 /// What the output says besides the plan.
 pub(super) struct Context<'a> {
-    /// The profile file.
-    pub file: &'a Path,
+    /// Where the profile came from.
+    pub source: &'a ProfileSource,
     /// Its contents.
     pub profile: &'a Profile,
     /// The inputs.
     pub workload: &'a Workload,
     /// This host's CPU model.
     pub this_cpu: String,
+}
+
+/// The profile's origin as the text report names it.
+fn source_words(source: &ProfileSource) -> String {
+    match source {
+        ProfileSource::File(f) => f.display().to_string(),
+        ProfileSource::BuiltIn { missing } => format!(
+            "{} (none measured on this host yet at {})",
+            crate::profile::BUILT_IN_NAME,
+            missing.display()
+        ),
+    }
 }
 
 /// `1234567.8` -> `1,234,567.8` with `decimals` decimals.
@@ -248,7 +259,7 @@ pub(super) fn text(ctx: &Context<'_>, p: &Plan) -> String {
     let _ = writeln!(
         o,
         "profile {}: {}, TSC {:.3} GHz, {}{}",
-        ctx.file.display(),
+        source_words(ctx.source),
         h.cpu_model,
         h.tsc_hz as f64 / 1e9,
         h.date,
@@ -550,7 +561,11 @@ pub(super) fn json(ctx: &Context<'_>, p: &Plan, with_explain: bool) -> Value {
         .collect();
     let mut v = json!({
         "profile": {
-            "path": ctx.file.display().to_string(),
+            "path": match ctx.source {
+                ProfileSource::File(f) => f.display().to_string(),
+                ProfileSource::BuiltIn { .. } => crate::profile::BUILT_IN_NAME.to_string(),
+            },
+            "built_in": matches!(ctx.source, ProfileSource::BuiltIn { .. }),
             "cpu_model": h.cpu_model,
             "tsc_hz": h.tsc_hz,
             "date": h.date,
