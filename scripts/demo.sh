@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The vecplane demo on a fresh Debian 12 machine with Rust (rustup) installed: installs the tools
 # the demo drives (iproute2, ping, iperf3, ethtool), builds the release binary, and runs
-# `vecplane demo` as root: namespaces A - R - B with vecplane routing IPv4/IPv6 in R, a bounded
+# `vecplane demo` as root (and installs the binary as /usr/local/bin/vecplane, the `vecplane` of
+# README's tour): namespaces A - R - B with vecplane routing IPv4/IPv6 in R, a bounded
 # burst of real traffic (ping, iperf3 TCP and UDP) with per-port rates every second, then
 # `show runtime`; everything it creates is deleted at the end, on Ctrl-C and on errors.
 # Arguments are passed on to `vecplane demo` (e.g. --seconds 10 --driver af-packet); with --vms
@@ -32,6 +33,10 @@ fi
 echo "== cargo build --release -p vecplane"
 cargo build --release -p vecplane
 bin="${CARGO_TARGET_DIR:-target}/release/vecplane"
+# The README's tour runs a bare `vecplane`: put the binary just built on PATH (the same file
+# `cargo install --path vecplane --root /usr/local` would put there, without building it again).
+echo "== installing $bin as /usr/local/bin/vecplane"
+$SUDO install -m 0755 "$bin" /usr/local/bin/vecplane
 
 echo "== $bin demo $*"
 $SUDO "$bin" demo "$@"
