@@ -11,6 +11,44 @@
 //! place while workers read them, through their writers (`Ip4FibWriter`, `Ip6FibWriter`; see
 //! ip4.rs and ip6.rs for the thread-safety contracts): a change touches only what its prefix
 //! covers, and memory a reader may still be in is reused only after an epoch grace period.
+//!
+//! # Example
+//!
+//! Next hops are small ids (0 is "no route"); prefixes are host-order integers:
+//!
+//! ```
+//! use fib::{Ip4Fib, Ip4FibWriter, Ip6Fib, NO_ROUTE};
+//! use std::net::{Ipv4Addr, Ipv6Addr};
+//!
+//! let v4 = |s: &str| u32::from(s.parse::<Ipv4Addr>().expect("IPv4"));
+//! let fib = Ip4Fib::build(&[
+//!     (v4("198.18.0.0"), 15, 1),
+//!     (v4("198.18.2.0"), 24, 2),
+//!     (v4("198.18.2.128"), 25, 3), // longer than /24: a second-level group
+//! ])
+//! .expect("valid routes");
+//! assert_eq!(fib.lookup(v4("198.19.7.7")), 1);
+//! assert_eq!(fib.lookup(v4("198.18.2.7")), 2);
+//! assert_eq!(fib.lookup(v4("198.18.2.200")), 3);
+//! assert_eq!(fib.lookup(v4("203.0.113.1")), NO_ROUTE);
+//!
+//! // A table that changes under its readers: the writer changes entries in place, and a
+//! // worker's `Arc<Ip4Fib>` sees each change at once, without a copy or a lock.
+//! let (domain, _workers) = live::Domain::new(1);
+//! let mut writer = Ip4FibWriter::new(domain).expect("an empty table");
+//! let readers_view = writer.fib();
+//! writer.insert(v4("198.18.100.0"), 24, 7).expect("inserted");
+//! assert_eq!(readers_view.lookup(v4("198.18.100.1")), 7);
+//! assert_eq!(writer.remove(v4("198.18.100.0"), 24), Some(7));
+//! assert_eq!(readers_view.lookup(v4("198.18.100.1")), NO_ROUTE);
+//!
+//! let v6 = |s: &str| u128::from(s.parse::<Ipv6Addr>().expect("IPv6"));
+//! let fib6 = Ip6Fib::build(&[(v6("2001:db8::"), 32, 4), (v6("2001:db8:1::"), 48, 5)])
+//!     .expect("valid routes");
+//! assert_eq!(fib6.lookup(v6("2001:db8:1::9")), 5);
+//! assert_eq!(fib6.lookup(v6("2001:db8:2::9")), 4);
+//! assert_eq!(fib6.lookup(v6("2001:db9::1")), NO_ROUTE);
+//! ```
 
 #![deny(missing_docs)]
 

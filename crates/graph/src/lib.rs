@@ -1,6 +1,65 @@
 //! The vector graph: nodes that each process a frame of up to 256 buffer indices, a dispatcher
 //! that carries every input vector through the graph to completion, per-node counters and the
 //! packet trace. It knows no protocol: what a packet means is the nodes' business.
+//!
+//! # Example
+//!
+//! An input node that makes three packets, and a node that counts odd lengths as drops and
+//! frees every packet; the dispatcher carries the vector from one to the other and counts
+//! calls, vectors and packets per node:
+//!
+//! ```
+//! use graph::{Dispatch, GraphBuilder, InputNode, Node, NodeContext};
+//! use packet::{BufferPool, PoolConfig};
+//!
+//! struct Three(bool);
+//! impl InputNode for Three {
+//!     fn name(&self) -> &str { "three-rx" }
+//!     fn next_nodes(&self) -> Vec<String> { vec!["sink".into()] }
+//!     fn poll(&mut self, cx: &mut NodeContext<'_>, out: &mut [u32], _: &mut [u16])
+//!         -> (usize, Dispatch) {
+//!         if self.0 { return (0, Dispatch::AllTo(0)); }
+//!         self.0 = true;
+//!         let n = cx.pool.alloc_batch(&mut out[..3]);
+//!         for (i, &b) in out[..n].iter().enumerate() {
+//!             cx.pool.write_packet(b, &vec![0u8; 60 + i]);
+//!         }
+//!         (n, Dispatch::AllTo(0)) // every packet to next node 0, "sink"
+//!     }
+//!     fn is_finished(&self) -> bool { self.0 }
+//! }
+//!
+//! struct Sink;
+//! impl Node for Sink {
+//!     fn name(&self) -> &str { "sink" }
+//!     fn next_nodes(&self) -> Vec<String> { vec![] }
+//!     fn error_reasons(&self) -> Vec<String> { vec!["odd-length".into()] }
+//!     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16])
+//!         -> Dispatch {
+//!         for &b in frame {
+//!             if cx.pool.meta(b).length % 2 == 1 {
+//!                 cx.errors[usize::from(cx.error_id(0))].add(1);
+//!             }
+//!         }
+//!         cx.pool.free_batch(frame);
+//!         Dispatch::Consumed // the node took every packet
+//!     }
+//! }
+//!
+//! let mut pool = BufferPool::new(PoolConfig { buffers: 256, try_hugepages: false,
+//!     ..PoolConfig::default() }).expect("pool");
+//! let mut b = GraphBuilder::new();
+//! b.add_input(Box::new(Three(false))).add_node(Box::new(Sink));
+//! let mut g = b.build(0, 1_000_000_000).expect("every next node exists");
+//! while !g.is_finished() {
+//!     g.run_once(&mut pool);
+//! }
+//! let s = g.stats();
+//! let sink = g.node_id("sink").expect("a node");
+//! assert_eq!((s.nodes[sink].vectors.get(), s.nodes[sink].packets.get()), (1, 3));
+//! assert_eq!(s.errors[s.error_id("sink", "odd-length").expect("a reason")].get(), 1);
+//! assert_eq!(pool.available(), pool.capacity());
+//! ```
 #![deny(missing_docs)]
 
 pub mod capture;

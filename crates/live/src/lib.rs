@@ -36,6 +36,38 @@
 //! * Readers may see a new version at any point of a round; a table's users must therefore keep
 //!   every id that an older version handed out valid (not reused) until a grace period passed —
 //!   the publishers of next-hop tables retire ids through the same epochs.
+//!
+//! # Example
+//!
+//! A control thread publishes a new version of a table while a worker reads it; the old
+//! version is freed only once the worker has passed a quiescent point:
+//!
+//! ```
+//! use live::{Domain, Publisher};
+//!
+//! let (domain, mut workers) = Domain::new(1);
+//! let mut routes = Publisher::new(vec!["198.18.0.0/15"], &domain);
+//! let reader = routes.reader(); // moved to the worker thread in real use
+//! let mut worker = workers.remove(0);
+//!
+//! assert_eq!(reader.get(), &["198.18.0.0/15"]);
+//! routes.publish(vec!["198.18.0.0/15", "2001:db8::/32"]);
+//! // The worker sees the new version at once...
+//! assert_eq!(reader.get().len(), 2);
+//! // ...but the old one stays allocated until the worker announces a quiescent point.
+//! assert_eq!(routes.reclaim(), 1);
+//! // SAFETY: no reference from `reader` is alive here (between two dispatch rounds).
+//! unsafe { worker.quiescent() };
+//! assert_eq!(routes.reclaim(), 0);
+//!
+//! // A sleeping worker is offline: it holds no reference and delays nothing.
+//! // SAFETY: as above.
+//! unsafe { worker.offline() };
+//! routes.publish(vec![]);
+//! assert_eq!(routes.reclaim(), 0);
+//! worker.online();
+//! assert!(reader.get().is_empty());
+//! ```
 
 #![deny(missing_docs)]
 
