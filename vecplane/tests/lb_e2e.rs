@@ -357,7 +357,9 @@ fn vecplane_balances_every_encapsulation_by_weight() {
         // The VIP's counters first, then the ports': every packet the VIP counted must have
         // left on `down`, and the last ones it counted (the final ACKs and FINs, which can
         // follow curl's exit) may still be on their way to the transmit ring. CI once read
-        // `down` first and found the VIP 2 packets ahead; the ports get up to 2 s to catch up.
+        // `down` first and found the VIP 2 packets ahead; the ports get up to 15 s to catch up
+        // (a bound against a hang: a loaded machine takes longer, the loop ends at once when
+        // they are there).
         let c = vip_counters(&b, &vip);
         let counted = match (&c0, &c) {
             (Some(c0), Some(c)) => c.packets - c0.packets,
@@ -366,7 +368,7 @@ fn vecplane_balances_every_encapsulation_by_weight() {
         let settle = Instant::now();
         let (up, down) = loop {
             let (up, down) = (port_tx(&b, "up") - up0, port_tx(&b, "down") - down0);
-            if down >= counted || settle.elapsed() > Duration::from_secs(2) {
+            if down >= counted || settle.elapsed() > Duration::from_secs(15) {
                 break (up, down);
             }
             std::thread::sleep(Duration::from_millis(50));

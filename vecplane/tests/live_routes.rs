@@ -207,12 +207,10 @@ fn route_changes_during_a_udp_flood_lose_nothing() {
     assert_eq!((changes, flips), (1000, 100));
     let sent = summary["sent"].as_u64().unwrap_or(0);
     // `sent` leaves out what A's own veth dropped before vecplane saw it (`interface_dropped`:
-    // on a loaded host a few dozen when the receiving side's softirq falls behind); what
-    // vecplane received must all arrive.
-    assert!(
-        sent >= PACKETS * 99 / 100,
-        "the generator sent too few: {summary}"
-    );
+    // on a loaded host, as many as the receiving side's softirq falls behind by); what
+    // vecplane received must all arrive. Half the flood is plenty for the changes to land
+    // among packets; how much more depends on the machine's load, not on vecplane.
+    assert!(sent >= PACKETS / 2, "the generator sent too few: {summary}");
     // What B counted (the last packets may still be on their way for a moment).
     let counted = || -> u64 {
         let out = t
@@ -225,7 +223,8 @@ fn route_changes_during_a_udp_flood_lose_nothing() {
             .unwrap_or(0)
     };
     let t0 = Instant::now();
-    while counted() < sent && t0.elapsed() < Duration::from_secs(3) {
+    // A bound against a hang, not a speed: a loaded machine may take a while to deliver.
+    while counted() < sent && t0.elapsed() < Duration::from_secs(15) {
         std::thread::sleep(Duration::from_millis(100));
     }
     let received = counted();

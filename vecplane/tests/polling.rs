@@ -131,10 +131,20 @@ fn udp_burst(t: &Topology, count: u64) -> u64 {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    // Let the last frames cross R.
-    std::thread::sleep(Duration::from_millis(500));
-    let after = t.link_stats(Host::B, &b0).expect("B0 counters").rx_packets;
-    after.saturating_sub(before)
+    // Let the last frames cross R: until all arrived, or 15 s (a bound against a hang, not a
+    // speed: a loaded machine may take a while).
+    let t0 = Instant::now();
+    loop {
+        let got = t
+            .link_stats(Host::B, &b0)
+            .expect("B0 counters")
+            .rx_packets
+            .saturating_sub(before);
+        if got >= count || t0.elapsed() > Duration::from_secs(15) {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// One worker's figures from `show runtime`.
