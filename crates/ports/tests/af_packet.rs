@@ -378,20 +378,22 @@ fn ping(t: &Topology, count: u32) -> String {
 }
 
 /// Start a UDP receiver in B on port 9000; returns it once bound. It prints the datagram count
-/// after `idle` seconds without traffic.
+/// after `idle` seconds without traffic, counted from the first datagram: it waits up to 30 s
+/// for that one (on a loaded machine the sender's own start can take seconds).
 fn udp_receiver(t: &Topology, idle: f64) -> std::process::Child {
     let script = format!(
         "import socket\n\
          s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
          s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE\n\
          s.bind(('{B_IP}', 9000))\n\
-         s.settimeout({idle})\n\
+         s.settimeout(30)\n\
          print('ready', flush=True)\n\
          n = 0\n\
          try:\n\
          \x20   while True:\n\
          \x20       s.recv(4096)\n\
          \x20       n += 1\n\
+         \x20       s.settimeout({idle})\n\
          except socket.timeout:\n\
          \x20   pass\n\
          print(n, flush=True)\n"
@@ -477,7 +479,7 @@ fn ping_and_udp(tx_mode: TxMode) {
     );
 
     let rx_b = t.rx_packets(t.b(), &t.if_b);
-    let receiver = udp_receiver(&t, 2.0);
+    let receiver = udp_receiver(&t, 5.0);
     udp_send(&t, 5000, 64, 1);
     let got = udp_count(receiver);
     let rx_b_delta = t.rx_packets(t.b(), &t.if_b) - rx_b;
@@ -627,7 +629,7 @@ fn fanout_spreads_flows_over_two_workers() {
     // Resolve ARP first: datagrams sent while it is pending queue in A and may be dropped there.
     let out = ping(&t, 3);
     assert!(out.contains(" 0% packet loss"), "{out}");
-    let receiver = udp_receiver(&t, 2.0);
+    let receiver = udp_receiver(&t, 5.0);
     udp_send(&t, 2000, 64, 32);
     let got = udp_count(receiver);
     let (r1, r2) = (w1.finish(), w2.finish());
