@@ -458,8 +458,18 @@ fn forwards_ping_and_a_udp_burst_between_namespaces() {
         "import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
          for i in range(10000): s.sendto(b'x'*18,('198.18.2.2',9000+i%16))",
     ]);
-    std::thread::sleep(Duration::from_millis(300));
-    let b_rx = t.counter(&t.ns_b, &t.b0, "rx_packets") - b_rx0;
+    // Let the last frames cross: until B's counter stands still for 300 ms (at most 15 s, a
+    // bound against a hang; a loaded machine takes longer than a fixed pause allows).
+    let mut b_rx = t.counter(&t.ns_b, &t.b0, "rx_packets") - b_rx0;
+    let settle = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = t.counter(&t.ns_b, &t.b0, "rx_packets") - b_rx0;
+        if now == b_rx || settle.elapsed() > Duration::from_secs(15) {
+            break;
+        }
+        b_rx = now;
+    }
     stop.store(true, Ordering::Relaxed);
     let (f, _, _) = worker.join().expect("worker");
 
