@@ -253,4 +253,6 @@ impl Drop for ServerHandle {
 }
 
 #[cfg(test)]
+mod admission_tests;
+#[cfg(test)]
 mod tests;

@@ -676,7 +676,8 @@ pub(crate) async fn get_metrics(State(s): Shared, headers: axum::http::HeaderMap
     let text = blocking(move || {
         let health = s.control.health().map(|h| h.status());
         let bgp = s.control.announcer().map(|a| a.show().1);
-        let t = crate::metrics::render_with(&s.view, health.as_ref(), bgp.as_ref());
+        let t =
+            crate::metrics::render_with(&s.view, health.as_ref(), bgp.as_ref(), Some(&s.counters));
         Ok(if open {
             t
         } else {
