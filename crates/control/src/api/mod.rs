@@ -172,6 +172,15 @@ pub enum ApiStartError {
         /// What is wrong.
         reason: String,
     },
+    /// A TCP address other hosts can reach, without `allow-remote = true`.
+    #[error(
+        "[api] tcp = \"{addr}\" can be reached from other hosts; accepted: a loopback address \
+         like 127.0.0.1:8080, or allow-remote = true in [api]"
+    )]
+    Remote {
+        /// The address.
+        addr: std::net::SocketAddr,
+    },
     /// A listener or the runtime could not be set up.
     #[error("API: cannot {what}: {cause}")]
     Io {

@@ -23,6 +23,7 @@ fn serve_tcp(d: &TempDir, limits: Limits) -> (ServerHandle, PathBuf, SocketAddr,
     let api = ApiConfig {
         tcp: Some("127.0.0.1:0".parse().unwrap()),
         token_file: Some(token),
+        ..ApiConfig::default()
     };
     let sock = d.path().join("s.sock");
     let state = ApiState::new(Arc::new(Control::new(view(1), Arc::new(spec()))));
@@ -262,6 +263,33 @@ fn a_body_dripping_one_byte_at_a_time_is_cut_at_the_request_deadline() {
     assert_eq!(counters.request_timeouts.load(Ordering::Relaxed), 1);
     // The daemon closed the connection: the dripper's writes fail before it is done.
     assert!(!drip.join().unwrap(), "the whole body was taken");
+}
+
+#[test]
+fn an_address_other_hosts_reach_is_served_only_with_allow_remote() {
+    let d = TempDir::new();
+    let token = d.path().join("api.token");
+    std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+    std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut api = ApiConfig {
+        tcp: Some("0.0.0.0:0".parse().unwrap()),
+        token_file: Some(token),
+        allow_remote: false,
+    };
+    let serve = |api: &ApiConfig| {
+        ControlSocket::bind(&d.path().join("s.sock"))
+            .unwrap()
+            .serve(Arc::new(Control::new(view(1), Arc::new(spec()))), api)
+    };
+    let e = serve(&api).err().unwrap();
+    assert!(
+        e.to_string().contains("can be reached from other hosts")
+            && e.to_string().contains("allow-remote = true"),
+        "{e}"
+    );
+    api.allow_remote = true;
+    let h = serve(&api).unwrap();
+    assert!(h.tcp_addr().unwrap().ip().is_unspecified());
 }
 
 /// Set by the parent test: this process is the child of the descriptor test.
