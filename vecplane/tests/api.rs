@@ -657,6 +657,60 @@ fn a_large_fib_is_listed_in_pages_and_printed_as_one_document() {
 }
 
 #[test]
+fn route_show_follows_the_pages_past_ten_thousand_routes() {
+    let d = TempDir::new();
+    // 25,000 routes from a route file, and the config's one: three pages of at most 10,000.
+    let mut routes = String::new();
+    for i in 0..25_000u32 {
+        routes.push_str(&format!(
+            "198.19.{}.{}/32 via 198.18.2.2\n",
+            i / 256,
+            i % 256
+        ));
+    }
+    d.write("routes.txt", &routes);
+    let cfg = d.write(
+        "api.toml",
+        &format!("route-file = \"routes.txt\"\n{CONFIG}"),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    // Text: every route once, in prefix order.
+    let text = dm.ctl_ok(&["route", "show"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 25_001, "{:?}", lines.last());
+    assert_eq!(lines[0], "198.19.0.0/16 via 198.18.2.2");
+    assert_eq!(lines[25_000], "198.19.97.167/32 via 198.18.2.2");
+    let mut unique = lines.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), lines.len());
+    // JSON: one document, exactly as pretty-printing the whole listing would.
+    let o = dm.ctl(&["--json", "route", "show"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let doc = json_of(&out);
+    assert_eq!(doc["routes"].as_array().map(Vec::len), Some(25_001));
+    assert_eq!(doc["total"], 25_001);
+    assert_eq!(doc["family"], "ipv4");
+    assert_eq!(doc["next"], Value::Null);
+    assert_eq!(
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        out
+    );
+    // A family without routes is an empty document, not an error.
+    let o = dm.ctl(&["--json", "route", "show", "ipv6"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = json_of(&stdout(&o));
+    assert_eq!(doc["routes"], json!([]));
+    assert_eq!(
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        stdout(&o)
+    );
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
 fn policies_and_port_mtus_are_read_and_changed_live_through_the_api() {
     if !tool("curl") {
         return;
