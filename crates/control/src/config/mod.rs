@@ -42,7 +42,7 @@ pub use diff::{live_diff, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
 pub use ports::{DEFAULT_FLOWS, DEFAULT_FRAME_SIZE, DEFAULT_SRC_MAC};
 pub use read::{CONFIG_MAX_BYTES, ROUTE_FILE_MAX_BYTES};
 pub(crate) use util::{contains, mask, parse_prefix};
-pub(crate) use validation::own_address_problem;
+pub(crate) use validation::{neighbour_placement_problem, own_address_problem, repeated_address};
 
 /// One problem found in a config file.
 #[derive(Clone, Debug, PartialEq, Eq)]
