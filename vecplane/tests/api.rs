@@ -824,16 +824,28 @@ fn policies_and_port_mtus_are_read_and_changed_live_through_the_api() {
         assert_eq!(code, status, "{patch}: {body}");
         assert!(body.contains(says), "{patch}: {body}");
     }
-    // A route through 198.18.2.9 keeps 198.18.2.0/24 on out0.
-    dm.ctl_ok(&["route", "add", "198.19.77.0/24", "via", "198.18.2.9"]);
+    // The static neighbour 198.18.2.2 keeps a subnet of out0 holding it (as in the config).
     let (code, body) = curl(
         &dm.socket,
         "PATCH",
         "/v1/interfaces/out0",
         Some(r#"{"ip4": ["198.18.6.1/24"]}"#),
     );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("static neighbour 198.18.2.2 is not on a subnet of port `out0`"),
+        "{body}"
+    );
+    // A route through 198.18.2.200 keeps 198.18.2.128/25 on out0.
+    dm.ctl_ok(&["route", "add", "198.19.77.0/24", "via", "198.18.2.200"]);
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/interfaces/out0",
+        Some(r#"{"ip4": ["198.18.2.1/25", "198.18.6.1/24"]}"#),
+    );
     assert_eq!(code, 409, "{body}");
-    assert!(body.contains("198.18.2.9"), "{body}");
+    assert!(body.contains("198.18.2.200"), "{body}");
     let ifs = dm.ctl_json(&["show", "interfaces"]);
     assert_eq!(
         ifs["interfaces"][1]["ip4"],
