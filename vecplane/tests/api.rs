@@ -358,6 +358,40 @@ fn tcp_listener_needs_the_token() {
 }
 
 #[test]
+fn an_api_other_hosts_reach_needs_allow_remote_and_is_warned_about() {
+    let d = TempDir::new();
+    let token = d.write("api.token", "0123456789abcdef-test-token\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let api = "[api]\ntcp = \"0.0.0.0:0\"\ntoken-file = \"api.token\"\n";
+    let refused = d.write("refused.toml", &format!("{api}{CONFIG}"));
+    let o = support::run(&["run", "--config", refused.to_str().unwrap_or("")]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!(
+            "{}:2: [api] field `tcp`: `0.0.0.0:0` is every address of this host",
+            refused.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let cfg = d.write(
+        "remote.toml",
+        &format!("{api}allow-remote = true\n{CONFIG}"),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let logs = dm.logs();
+    assert!(
+        logs.contains("warning: the API listens on 0.0.0.0:")
+            && logs.contains("which other hosts can reach"),
+        "{logs}"
+    );
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
 fn reload_applies_a_changed_file_and_refuses_a_bad_one() {
     let d = TempDir::new();
     let cfg = d.write("api.toml", CONFIG);
