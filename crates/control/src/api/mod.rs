@@ -1,8 +1,9 @@
 //! The versioned HTTP API (`/v1`, plus `/metrics`): axum on a small tokio runtime of its own
 //! thread, served on the Unix control socket and, when configured, on a TCP address with a
-//! bearer token. Owns the router and the body limit; resources live in `resources`, admission,
-//! the token check and connection limits in `serve`, the description in `openapi`. It never runs on a
-//! data-plane worker and changes tables only through `dataplane::routing::Routing::apply`.
+//! bearer token. Owns the router and the body limit; resources live in `resources`; admission,
+//! the token check and connection limits in `serve`; the description in `openapi`. It never
+//! runs on a data-plane worker and changes tables only through
+//! `dataplane::routing::Routing::apply`.
 //!
 //! To add a resource: write its handler in `resources`, add its route in `router` and its line
 //! in `openapi::ENDPOINTS` (a test checks the two agree).

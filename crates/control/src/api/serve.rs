@@ -13,8 +13,9 @@
 //!   to the pool of authenticated connections (`tcp_connections`) and frees the first slot; when
 //!   that pool is full the request is answered 503 and the connection closed. So a client
 //!   without the token holds a slot for seconds, never for as long as it likes.
-//! * One source address holds at most `per_client` TCP connections at once (both pools
-//!   together); more are answered 429 at once.
+//! * One client holds at most `per_client` TCP connections at once (both pools together); more
+//!   are answered 429 at once. A client is an IPv4 address, or an IPv6 /64 (a host commonly
+//!   has a whole /64 to pick addresses from).
 //! * Deadlines, all fixed (a client dripping a byte at a time cannot stretch them): a request's
 //!   headers within `header_timeout`, its body within `request_timeout` of its headers; and no
 //!   connection sits without progress in either direction longer than `idle_timeout`.
@@ -391,6 +392,18 @@ impl Drop for ClientSlot {
     }
 }
 
+/// The client a source address counts for: an IPv4 address itself, an IPv6 one its /64 (one
+/// host commonly holds a whole /64, so counting its addresses one by one would limit nothing).
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(a) & !(u128::MAX >> 64)).into()),
+        },
+        v4 => v4,
+    }
+}
+
 /// The pools and limits every listener admits connections through.
 pub(crate) struct Admission {
     unix: Arc<Semaphore>,
@@ -446,6 +459,7 @@ impl Admission {
 
     /// Take a place for `ip` among the TCP clients, or None if it has `per_client` already.
     fn client_slot(&self, ip: IpAddr) -> Option<ClientSlot> {
+        let ip = client_of(ip);
         let mut counts = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         let n = counts.entry(ip).or_insert(0);
         if *n >= self.limits.per_client {
@@ -470,8 +484,12 @@ impl Admission {
             let err = ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 format!(
-                    "too many API connections from {peer} (at most {} at once per client \
-                     address); close some or try again later",
+                    "too many API connections from {} (at most {} at once per client address, \
+                     an IPv6 /64 counting as one); close some or try again later",
+                    match client_of(peer) {
+                        IpAddr::V6(net) => format!("{net}/64"),
+                        v4 => v4.to_string(),
+                    },
                     self.limits.per_client
                 ),
             );
@@ -570,5 +588,37 @@ impl AcceptBackoff {
         }
         tokio::time::sleep(self.next).await;
         self.next = (self.next * 2).min(Self::MOST);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_addresses_of_one_ipv6_slash_64_count_as_one_client() {
+        let limits = Limits {
+            per_client: 2,
+            ..Limits::default()
+        };
+        let admission = Admission::new(limits, Arc::default());
+        let slot = |ip: &str| admission.client_slot(ip.parse().unwrap());
+        let a = slot("2001:db8::1");
+        let b = slot("2001:db8::ffff:2");
+        assert!(a.is_some() && b.is_some());
+        assert!(slot("2001:db8::3").is_none(), "a third address of the /64");
+        let other = slot("2001:db8:0:1::1");
+        assert!(other.is_some(), "another /64 is another client");
+        // IPv4 addresses, mapped or not, are one client each.
+        let c = slot("198.18.0.1");
+        let d = slot("::ffff:198.18.0.1");
+        assert!(c.is_some() && d.is_some());
+        assert!(slot("198.18.0.1").is_none());
+        assert!(slot("198.18.0.2").is_some());
+        // A slot given back makes room.
+        drop(a);
+        assert!(slot("2001:db8::4").is_some());
+        drop((b, other, c, d));
+        assert!(admission.clients.lock().unwrap().is_empty());
     }
 }
