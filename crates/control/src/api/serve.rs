@@ -526,7 +526,9 @@ impl Admission {
             tokio::pin!(conn);
             let deadline = tokio::time::sleep(limits.auth_timeout);
             tokio::pin!(deadline);
+            // Biased: a connection that showed the token as the deadline passed keeps going.
             let held = tokio::select! {
+                biased;
                 _ = &mut conn => return,
                 permit = promoted => permit.ok(),
                 _ = &mut deadline => {
