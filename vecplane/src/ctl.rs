@@ -10,6 +10,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod pages;
+
 /// Arguments of `vecplane ctl`.
 #[derive(clap::Args)]
 pub struct CtlArgs {
@@ -206,7 +208,7 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         }) = control::parse_command(&command)
         {
             if !args.words.iter().any(|w| w == "limit") {
-                return fib_pages(&ep, v6, after);
+                return pages::fib(&ep, v6, after);
             }
         }
     }
@@ -233,68 +235,6 @@ fn daemon_error(reply: &control::Reply) -> ExitCode {
             .unwrap_or("the daemon reported an error without a message")
     );
     ExitCode::FAILURE
-}
-
-/// `--json show ip[6] fib [after PREFIX]`: every page from the daemon, printed as they come as
-/// one document, the same text `serde_json::to_string_pretty` makes of the whole listing, so the
-/// client, like the daemon, holds one page of a million-route table at a time.
-fn fib_pages(ep: &Endpoint, v6: bool, mut after: Option<String>) -> anyhow::Result<ExitCode> {
-    let fam = if v6 { "ip6" } else { "ip" };
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut first = true;
-    let mut printed = 0usize;
-    loop {
-        let line = match &after {
-            Some(a) => format!("show {fam} fib after {a}"),
-            None => format!("show {fam} fib"),
-        };
-        let reply = request_at(ep, &line, true)?;
-        if !reply.ok {
-            return Ok(daemon_error(&reply));
-        }
-        let data = reply.data.unwrap_or(Value::Null);
-        let entries = data["entries"].as_array().cloned().unwrap_or_default();
-        let mut text = String::new();
-        if first {
-            text.push_str(&format!(
-                "{{\n  \"family\": {},\n  \"total\": {},\n  \"entries\": [",
-                data["family"], data["total"]
-            ));
-        }
-        first = false;
-        for e in &entries {
-            if printed > 0 {
-                text.push(',');
-            }
-            printed += 1;
-            text.push('\n');
-            for (j, l) in serde_json::to_string_pretty(e)?.lines().enumerate() {
-                if j > 0 {
-                    text.push('\n');
-                }
-                text.push_str("    ");
-                text.push_str(l);
-            }
-        }
-        after = data["next"].as_str().map(str::to_string);
-        if after.is_none() {
-            text.push_str(if printed > 0 { "\n  ],\n" } else { "],\n" });
-            text.push_str("  \"next\": null\n}\n");
-        }
-        match out.write_all(text.as_bytes()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
-            Err(e) => return Err(anyhow::Error::new(e).context("cannot write the reply")),
-        }
-        if after.is_none() {
-            break;
-        }
-    }
-    match out.flush() {
-        Ok(()) => Ok(ExitCode::SUCCESS),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
-        Err(e) => Err(anyhow::Error::new(e).context("cannot write the reply")),
-    }
 }
 
 /// A route body from `PREFIX (via A [B...] | drop)`.
@@ -329,6 +269,20 @@ fn rest(
     if !flow && (bundle || strict) {
         bail!("--bundle and --strict apply only to add-flows, mod-flows and del-flows");
     }
+    if let ["route", "show"] | ["route", "show", "ipv6"] = w.as_slice() {
+        let shape = if as_json {
+            pages::Shape::Json {
+                head: &["version", "family", "total"],
+                list: "routes",
+            }
+        } else {
+            pages::Shape::Text {
+                list: "routes",
+                line: route_line,
+            }
+        };
+        return pages::routes(ep, w.len() == 3, &shape);
+    }
     let mut lb_file: Option<String> = None;
     let (method, path, payload) = match w.as_slice() {
         _ if flow => {
@@ -357,16 +311,6 @@ fn rest(
             let text = std::fs::read(file).with_context(|| format!("cannot read {file}"))?;
             ("POST", "/v1/batch".to_string(), Some(text))
         }
-        ["route", "show"] => (
-            "GET",
-            "/v1/routes?family=ipv4&limit=10000".to_string(),
-            None,
-        ),
-        ["route", "show", "ipv6"] => (
-            "GET",
-            "/v1/routes?family=ipv6&limit=10000".to_string(),
-            None,
-        ),
         ["route", "show", prefix] => ("GET", route_path(prefix)?, None),
         ["route", "add", rest @ ..] => (
             "POST",

@@ -358,6 +358,40 @@ fn tcp_listener_needs_the_token() {
 }
 
 #[test]
+fn an_api_other_hosts_reach_needs_allow_remote_and_is_warned_about() {
+    let d = TempDir::new();
+    let token = d.write("api.token", "0123456789abcdef-test-token\n");
+    std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let api = "[api]\ntcp = \"0.0.0.0:0\"\ntoken-file = \"api.token\"\n";
+    let refused = d.write("refused.toml", &format!("{api}{CONFIG}"));
+    let o = support::run(&["run", "--config", refused.to_str().unwrap_or("")]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains(&format!(
+            "{}:2: [api] field `tcp`: `0.0.0.0:0` is every address of this host",
+            refused.display()
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let cfg = d.write(
+        "remote.toml",
+        &format!("{api}allow-remote = true\n{CONFIG}"),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let logs = dm.logs();
+    assert!(
+        logs.contains("warning: the API listens on 0.0.0.0:")
+            && logs.contains("which other hosts can reach"),
+        "{logs}"
+    );
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
 fn reload_applies_a_changed_file_and_refuses_a_bad_one() {
     let d = TempDir::new();
     let cfg = d.write("api.toml", CONFIG);
@@ -657,6 +691,60 @@ fn a_large_fib_is_listed_in_pages_and_printed_as_one_document() {
 }
 
 #[test]
+fn route_show_follows_the_pages_past_ten_thousand_routes() {
+    let d = TempDir::new();
+    // 25,000 routes from a route file, and the config's one: three pages of at most 10,000.
+    let mut routes = String::new();
+    for i in 0..25_000u32 {
+        routes.push_str(&format!(
+            "198.19.{}.{}/32 via 198.18.2.2\n",
+            i / 256,
+            i % 256
+        ));
+    }
+    d.write("routes.txt", &routes);
+    let cfg = d.write(
+        "api.toml",
+        &format!("route-file = \"routes.txt\"\n{CONFIG}"),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    // Text: every route once, in prefix order.
+    let text = dm.ctl_ok(&["route", "show"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 25_001, "{:?}", lines.last());
+    assert_eq!(lines[0], "198.19.0.0/16 via 198.18.2.2");
+    assert_eq!(lines[25_000], "198.19.97.167/32 via 198.18.2.2");
+    let mut unique = lines.clone();
+    unique.dedup();
+    assert_eq!(unique.len(), lines.len());
+    // JSON: one document, exactly as pretty-printing the whole listing would.
+    let o = dm.ctl(&["--json", "route", "show"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let doc = json_of(&out);
+    assert_eq!(doc["routes"].as_array().map(Vec::len), Some(25_001));
+    assert_eq!(doc["total"], 25_001);
+    assert_eq!(doc["family"], "ipv4");
+    assert_eq!(doc["next"], Value::Null);
+    assert_eq!(
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        out
+    );
+    // A family without routes is an empty document, not an error.
+    let o = dm.ctl(&["--json", "route", "show", "ipv6"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let doc = json_of(&stdout(&o));
+    assert_eq!(doc["routes"], json!([]));
+    assert_eq!(
+        serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n",
+        stdout(&o)
+    );
+    dm.signal(libc::SIGINT);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
+
+#[test]
 fn policies_and_port_mtus_are_read_and_changed_live_through_the_api() {
     if !tool("curl") {
         return;
@@ -770,16 +858,28 @@ fn policies_and_port_mtus_are_read_and_changed_live_through_the_api() {
         assert_eq!(code, status, "{patch}: {body}");
         assert!(body.contains(says), "{patch}: {body}");
     }
-    // A route through 198.18.2.9 keeps 198.18.2.0/24 on out0.
-    dm.ctl_ok(&["route", "add", "198.19.77.0/24", "via", "198.18.2.9"]);
+    // The static neighbour 198.18.2.2 keeps a subnet of out0 holding it (as in the config).
     let (code, body) = curl(
         &dm.socket,
         "PATCH",
         "/v1/interfaces/out0",
         Some(r#"{"ip4": ["198.18.6.1/24"]}"#),
     );
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains("static neighbour 198.18.2.2 is not on a subnet of port `out0`"),
+        "{body}"
+    );
+    // A route through 198.18.2.200 keeps 198.18.2.128/25 on out0.
+    dm.ctl_ok(&["route", "add", "198.19.77.0/24", "via", "198.18.2.200"]);
+    let (code, body) = curl(
+        &dm.socket,
+        "PATCH",
+        "/v1/interfaces/out0",
+        Some(r#"{"ip4": ["198.18.2.1/25", "198.18.6.1/24"]}"#),
+    );
     assert_eq!(code, 409, "{body}");
-    assert!(body.contains("198.18.2.9"), "{body}");
+    assert!(body.contains("198.18.2.200"), "{body}");
     let ifs = dm.ctl_json(&["show", "interfaces"]);
     assert_eq!(
         ifs["interfaces"][1]["ip4"],

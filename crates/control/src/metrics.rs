@@ -40,15 +40,16 @@ fn gauge(v: usize) -> i64 {
 
 /// The exposition of `view` now.
 pub fn render(view: &RuntimeView) -> String {
-    render_with(view, None, None)
+    render_with(view, None, None, None)
 }
 
 /// The exposition of `view`, of the health checks' `health` and of the BGP announcer's
-/// status (`show bgp`'s JSON) now.
+/// status (`show bgp`'s JSON), and of what the API refused, now.
 pub fn render_with(
     view: &RuntimeView,
     health: Option<&HealthStatus>,
     bgp: Option<&Value>,
+    api: Option<&crate::api::ApiCounters>,
 ) -> String {
     let mut reg = Registry::with_prefix("vecplane");
 
@@ -213,11 +214,39 @@ pub fn render_with(
     if let Some(b) = bgp {
         bgp_metrics(&mut reg, b);
     }
+    if let Some(a) = api {
+        api_metrics(&mut reg, a);
+    }
 
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = encode(&mut out, &reg);
     out
+}
+
+/// The API's admission: connections and requests refused or cut, and accept() failures for
+/// want of file descriptors.
+fn api_metrics(reg: &mut Registry, api: &crate::api::ApiCounters) {
+    let refused = counter_family(
+        reg,
+        "api_refused",
+        "API connections or requests refused or cut, by reason (unix-busy, tcp-busy, \
+         unauthenticated-busy, per-client, auth-timeout, request-timeout)",
+    );
+    for (reason, n) in api.refused() {
+        refused
+            .get_or_create(&labels(&[("reason", reason)]))
+            .inc_by(n);
+    }
+    let fds = counter_family(
+        reg,
+        "api_accept_fd_exhausted",
+        "accept() calls of the API that failed for want of file descriptors (EMFILE/ENFILE)",
+    );
+    fds.get_or_create(&Vec::new()).inc_by(
+        api.accept_fd_exhausted
+            .load(std::sync::atomic::Ordering::Relaxed),
+    );
 }
 
 /// The flow-mode bridges: cache counters per bridge and worker, rules, malformed packets.

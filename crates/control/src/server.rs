@@ -175,7 +175,8 @@ impl ControlSocket {
     }
 
     /// Serve the HTTP API over `control` on this socket and, when `api.tcp` is set, on that
-    /// TCP address (a token file is required for it), on a thread of its own.
+    /// TCP address (a token file is required for it; an address other hosts can reach also
+    /// `allow_remote`, and is warned about), on a thread of its own.
     pub fn serve(
         self,
         control: Arc<Control>,
@@ -204,6 +205,16 @@ impl ControlSocket {
                     ),
                     })?;
                 let token = crate::api::read_token(path)?;
+                if let Some(remote) = api.remote_tcp() {
+                    if !api.allow_remote {
+                        return Err(ApiStartError::Remote { addr: remote }.into());
+                    }
+                    eprintln!(
+                        "vecplane: warning: the API listens on {remote}, which other hosts can \
+                         reach ([api] allow-remote = true); anyone there with the token \
+                         controls this daemon"
+                    );
+                }
                 let listener =
                     std::net::TcpListener::bind(addr).map_err(|cause| ApiStartError::Io {
                         what: format!("listen on {addr}"),
@@ -252,5 +263,7 @@ impl Drop for ServerHandle {
     }
 }
 
+#[cfg(test)]
+mod admission_tests;
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,9 @@
 //! The versioned HTTP API (`/v1`, plus `/metrics`): axum on a small tokio runtime of its own
 //! thread, served on the Unix control socket and, when configured, on a TCP address with a
-//! bearer token. Owns the router, the body limit and the token check; resources live in
-//! `resources`, connection limits in `serve`, the description in `openapi`. It never runs on a
-//! data-plane worker and changes tables only through `dataplane::routing::Routing::apply`.
+//! bearer token. Owns the router and the body limit; resources live in `resources`; admission,
+//! the token check and connection limits in `serve`; the description in `openapi`. It never
+//! runs on a data-plane worker and changes tables only through
+//! `dataplane::routing::Routing::apply`.
 //!
 //! To add a resource: write its handler in `resources`, add its route in `router` and its line
 //! in `openapi::ENDPOINTS` (a test checks the two agree).
@@ -18,21 +19,18 @@ pub mod serve;
 mod tests;
 
 use crate::commands::Control;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::DefaultBodyLimit;
 pub use axum::http::StatusCode as HttpStatus;
-use axum::http::{header, StatusCode};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
 use dataplane::RuntimeView;
 pub use error::ApiError;
 use serde_json::Value;
-pub use serve::Limits;
+pub use serve::{ApiCounters, Limits};
 use std::os::unix::net::UnixListener as StdUnixListener;
 use std::sync::Arc;
 use thiserror::Error;
-use tokio::sync::Semaphore;
 
 /// Largest request body (a batch of about 40,000 route changes).
 pub const MAX_BODY: usize = 4 * 1024 * 1024;
@@ -50,6 +48,8 @@ pub struct ApiState {
     pub ports: Vec<String>,
     /// How to reload the config, when the daemon has a config file.
     pub reload: Option<Arc<ReloadFn>>,
+    /// What the API's admission refused or cut (`serve`), for `GET /metrics`.
+    pub counters: Arc<ApiCounters>,
 }
 
 impl ApiState {
@@ -61,6 +61,7 @@ impl ApiState {
             view,
             control,
             reload: None,
+            counters: Arc::default(),
         }
     }
 }
@@ -161,38 +162,6 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
-/// Refuse a request without `Authorization: Bearer <token>` (compared in constant time).
-async fn require_token(State(token): State<Arc<Vec<u8>>>, req: Request, next: Next) -> Response {
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::as_bytes);
-    let ok = given.is_some_and(|g| {
-        g.len() == token.len()
-            && g.iter()
-                .zip(token.iter())
-                .fold(0u8, |a, (x, y)| a | (x ^ y))
-                == 0
-    });
-    if ok {
-        next.run(req).await
-    } else {
-        let mut r = ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "this listener needs `Authorization: Bearer <token>` with the token of the \
-             daemon's [api] token-file",
-        )
-        .into_response();
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer"),
-        );
-        r
-    }
-}
-
 /// Why the API could not start.
 #[derive(Debug, Error)]
 pub enum ApiStartError {
@@ -203,6 +172,15 @@ pub enum ApiStartError {
         path: String,
         /// What is wrong.
         reason: String,
+    },
+    /// A TCP address other hosts can reach, without `allow-remote = true`.
+    #[error(
+        "[api] tcp = \"{addr}\" can be reached from other hosts; accepted: a loopback address \
+         like 127.0.0.1:8080, or allow-remote = true in [api]"
+    )]
+    Remote {
+        /// The address.
+        addr: std::net::SocketAddr,
     },
     /// A listener or the runtime could not be set up.
     #[error("API: cannot {what}: {cause}")]
@@ -284,11 +262,12 @@ impl ApiServer {
             .build()
             .map_err(io("start the API runtime"))?;
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let counters = state.counters.clone();
         let plain = router(state);
         let thread = std::thread::Builder::new()
             .name("vecplane-api".into())
             .spawn(move || {
-                runtime.block_on(run(plain, unix, tcp, limits, stop_rx));
+                runtime.block_on(run(plain, unix, tcp, limits, counters, stop_rx));
                 runtime.shutdown_timeout(std::time::Duration::from_secs(2));
             })
             .map_err(io("start the API thread"))?;
@@ -322,38 +301,30 @@ impl Drop for ApiServer {
 }
 
 async fn run(
-    plain: Router,
+    router: Router,
     unix: StdUnixListener,
     tcp: Option<(std::net::TcpListener, Vec<u8>)>,
     limits: Limits,
+    counters: Arc<ApiCounters>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     let Ok(unix) = tokio::net::UnixListener::from_std(unix) else {
         return;
     };
-    let (tcp, authed) = match tcp {
-        Some((l, token)) => match tokio::net::TcpListener::from_std(l) {
-            Ok(l) => {
-                let token = Arc::new(token);
-                let r = plain
-                    .clone()
-                    .layer(axum::middleware::from_fn_with_state(token, require_token));
-                (Some(l), Some(r))
-            }
-            Err(_) => (None, None),
-        },
-        None => (None, None),
-    };
-    let admission = serve::Admission {
-        slots: Arc::new(Semaphore::new(limits.max_connections)),
-        limits,
-    };
+    let tcp = tcp.and_then(|(l, token)| {
+        let l = tokio::net::TcpListener::from_std(l).ok()?;
+        Some((l, Arc::new(token)))
+    });
+    let admission = serve::Admission::new(limits, counters.clone());
+    let mut unix_backoff = serve::AcceptBackoff::new(counters.clone());
+    let mut tcp_backoff = serve::AcceptBackoff::new(counters);
     let own = own_uid();
     loop {
         tokio::select! {
             _ = &mut stop => break,
-            accepted = unix.accept() => {
-                if let Ok((stream, _)) = accepted {
+            accepted = unix.accept() => match accepted {
+                Ok((stream, _)) => {
+                    unix_backoff.reset();
                     let refused = match crate::server::peer_uid_fd(&stream) {
                         Ok(uid) if crate::server::peer_allowed(uid, own) => None,
                         Ok(uid) => Some(ApiError::new(
@@ -365,20 +336,24 @@ async fn run(
                             format!("cannot check the peer's credentials: {e}"),
                         )),
                     };
-                    admission.admit(stream, plain.clone(), refused);
+                    admission.admit_unix(stream, router.clone(), refused);
                 }
-            }
+                Err(e) => unix_backoff.failed("control socket", &e).await,
+            },
             accepted = async {
                 match &tcp {
-                    Some(l) => l.accept().await,
+                    Some((l, _)) => l.accept().await,
                     None => std::future::pending().await,
                 }
-            } => {
-                if let (Ok((stream, _)), Some(r)) = (accepted, &authed) {
+            } => match (accepted, &tcp) {
+                (Ok((stream, peer)), Some((_, token))) => {
+                    tcp_backoff.reset();
                     let _ = stream.set_nodelay(true);
-                    admission.admit(stream, r.clone(), None);
+                    admission.admit_tcp(stream, peer.ip(), router.clone(), token.clone());
                 }
-            }
+                (Err(e), _) => tcp_backoff.failed("TCP listener", &e).await,
+                (Ok(_), None) => {}
+            },
         }
     }
 }

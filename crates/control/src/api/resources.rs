@@ -676,7 +676,8 @@ pub(crate) async fn get_metrics(State(s): Shared, headers: axum::http::HeaderMap
     let text = blocking(move || {
         let health = s.control.health().map(|h| h.status());
         let bgp = s.control.announcer().map(|a| a.show().1);
-        let t = crate::metrics::render_with(&s.view, health.as_ref(), bgp.as_ref());
+        let t =
+            crate::metrics::render_with(&s.view, health.as_ref(), bgp.as_ref(), Some(&s.counters));
         Ok(if open {
             t
         } else {
@@ -780,6 +781,7 @@ fn patched_addresses(
     if patch.ip4.is_none() && patch.ip6.is_none() {
         return Ok(None);
     }
+    let port_name = s.ports.get(port).map(String::as_str).unwrap_or("?");
     let current = routing.port_addresses(port).unwrap_or_default().to_vec();
     let mut v4: Vec<(std::net::Ipv4Addr, u8)> = Vec::new();
     let mut v6: Vec<(std::net::Ipv6Addr, u8)> = Vec::new();
@@ -808,6 +810,14 @@ fn patched_addresses(
             if let Some(problem) = crate::config::own_address_problem(text, ip, len) {
                 return Err(ApiError::bad(&f, problem));
             }
+            let earlier: Vec<(IpAddr, u8)> = if want_v6 {
+                v6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)).collect()
+            } else {
+                v4.iter().map(|(a, l)| (IpAddr::V4(*a), *l)).collect()
+            };
+            if let Some(problem) = crate::config::repeated_address(text, ip, &earlier, port_name) {
+                return Err(ApiError::bad(&f, problem));
+            }
             for (other, addrs) in (0..s.ports.len())
                 .filter(|&o| o != port)
                 .filter_map(|o| routing.port_addresses(o).map(|a| (o, a)))
@@ -832,6 +842,23 @@ fn patched_addresses(
                 IpAddr::V4(x) => v4.push((x, len)),
                 IpAddr::V6(x) => v6.push((x, len)),
             }
+        }
+    }
+    // Each static neighbour of the port stays on one of its subnets, as the config requires.
+    for n in routing.neighbours().iter().filter(|n| n.port == port) {
+        let (field, nets): (&str, Vec<(IpAddr, u8)>) = match n.ip {
+            IpAddr::V4(_) if patch.ip4.is_some() => (
+                "ip4",
+                v4.iter().map(|(a, l)| (IpAddr::V4(*a), *l)).collect(),
+            ),
+            IpAddr::V6(_) if patch.ip6.is_some() => (
+                "ip6",
+                v6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)).collect(),
+            ),
+            _ => continue,
+        };
+        if let Some(problem) = crate::config::neighbour_placement_problem(n.ip, port_name, &nets) {
+            return Err(ApiError::bad(field, problem));
         }
     }
     Ok(Some((v4, v6)))

@@ -1,4 +1,5 @@
-//! The router: every served route is described, and the description lists nothing else.
+//! The router: every served route is described, and the description lists nothing else;
+//! `PATCH /v1/interfaces` refuses what the config file refuses, with the same message.
 
 use super::openapi::ENDPOINTS;
 use super::*;
@@ -53,4 +54,67 @@ fn openapi_lists_exactly_what_the_router_serves() {
     let doc = openapi::document();
     assert_eq!(doc["openapi"], "3.0.3");
     assert!(doc["paths"]["/v1/batch"]["post"]["requestBody"].is_object());
+}
+
+/// The one message the config gives for `SPEC` with `from` replaced by `to`.
+fn config_refusal(from: &str, to: &str) -> String {
+    let text = crate::testutil::SPEC.replacen(from, to, 1);
+    let e =
+        crate::config::parse_config(&text, "fake.toml", std::path::Path::new("/base")).unwrap_err();
+    assert_eq!(e.issues().len(), 1, "{e}");
+    e.issues()[0].message.clone()
+}
+
+/// `PATCH /v1/interfaces/{port}` with `body` on the fake view: status and error message.
+fn patch_interface(port: &str, body: &str) -> (StatusCode, serde_json::Value) {
+    let control = Arc::new(Control::new(view(1), Arc::new(spec())));
+    let r = router(Arc::new(ApiState::new(control)));
+    let req = axum::http::Request::builder()
+        .method("PATCH")
+        .uri(format!("/v1/interfaces/{port}"))
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from(body.to_string()))
+        .expect("request");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        use tower::ServiceExt;
+        let resp = r.oneshot(req).await.expect("served");
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        (status, serde_json::from_slice(&bytes).expect("json"))
+    })
+}
+
+#[test]
+fn patch_interfaces_refuses_what_the_config_refuses_with_the_same_message() {
+    // An empty address list under a static neighbour (198.18.1.2 on in0).
+    let from = "ip4 = [\"198.18.1.1/24\"]\nip6 = [\"2001:db8:1::1/64\"]";
+    let config = config_refusal(from, "ip4 = []\nip6 = [\"2001:db8:1::1/64\"]");
+    assert!(
+        config.contains("static neighbour 198.18.1.2 is not on a subnet of port `in0`"),
+        "{config}"
+    );
+    let (status, body) = patch_interface("in0", r#"{"ip4": []}"#);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["message"], config.as_str(), "{body}");
+    assert_eq!(body["error"]["field"], "ip4");
+    // The same address twice.
+    let config = config_refusal(
+        from,
+        "ip4 = [\"198.18.1.1/24\", \"198.18.1.1/24\"]\nip6 = [\"2001:db8:1::1/64\"]",
+    );
+    assert!(config.contains("repeats 198.18.1.1/24"), "{config}");
+    let (status, body) = patch_interface("in0", r#"{"ip4": ["198.18.1.1/24", "198.18.1.1/24"]}"#);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["message"], config.as_str(), "{body}");
+    assert_eq!(body["error"]["field"], "ip4[1]");
+    // A list that keeps the neighbour's subnet is applied.
+    let (status, body) = patch_interface("in0", r#"{"ip4": ["198.18.1.1/24", "198.18.5.1/24"]}"#);
+    assert_eq!(status, StatusCode::OK, "{body}");
 }

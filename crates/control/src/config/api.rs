@@ -9,11 +9,12 @@ use crate::api_config::ApiConfig;
 use std::net::SocketAddr;
 use std::path::Path;
 
-pub(super) const API_KEYS: &[&str] = &["tcp", "token-file"];
+pub(super) const API_KEYS: &[&str] = &["tcp", "token-file", "allow-remote"];
 
 impl Ctx<'_> {
-    /// `[api]`: `tcp = "ADDRESS:PORT"` needs `token-file`; the token file is checked to exist by
-    /// `check_files`, like the pcap files.
+    /// `[api]`: `tcp = "ADDRESS:PORT"` needs `token-file`, and `allow-remote = true` unless the
+    /// address is a loopback one; the token file is checked to exist by `check_files`, like the
+    /// pcap files.
     pub(super) fn api(
         &mut self,
         node: &Node,
@@ -68,6 +69,40 @@ impl Ctx<'_> {
             }
             Field::Missing | Field::Bad => None,
         };
+        let allow_remote = match self.boolean(&f, "allow-remote") {
+            Field::Ok(b, span) => Some((b, span)),
+            Field::Missing | Field::Bad => None,
+        };
+        if let Some((a, span)) = &tcp {
+            if !a.ip().is_loopback() && !allow_remote.as_ref().is_some_and(|(b, _)| *b) {
+                let what = if a.ip().is_unspecified() {
+                    "every address of this host"
+                } else {
+                    "a non-loopback address"
+                };
+                self.error(
+                    span,
+                    "[api]",
+                    Some("tcp"),
+                    format!(
+                        "`{a}` is {what}: other hosts could reach the API; accepted: a loopback \
+                         address like 127.0.0.1:8080 or [::1]:8080, or add allow-remote = true \
+                         to [api] to serve other hosts on purpose"
+                    ),
+                );
+            }
+        }
+        if let (Some((true, span)), None) = (&allow_remote, &tcp) {
+            if f.get("tcp").is_none() {
+                self.error(
+                    span,
+                    "[api]",
+                    Some("allow-remote"),
+                    "allow-remote applies to the TCP listener and there is none; accepted: add \
+                     tcp = \"ADDRESS:PORT\", or remove allow-remote",
+                );
+            }
+        }
         match (&tcp, &token) {
             (Some((_, span)), None) if f.get("token-file").is_none() => {
                 self.error(
@@ -90,6 +125,7 @@ impl Ctx<'_> {
             _ => {}
         }
         api.tcp = tcp.map(|(a, _)| a);
+        api.allow_remote = allow_remote.is_some_and(|(b, _)| b);
         api.token_file = token.map(|(p, _)| p);
         api
     }

@@ -250,6 +250,12 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         &old.api.token_file,
         &new.api.token_file,
     );
+    refusals.value(
+        "[api]",
+        "allow-remote",
+        &old.api.allow_remote,
+        &new.api.allow_remote,
+    );
     if !refusals.issues.is_empty() {
         return Err(NotLive(refusals.issues));
     }

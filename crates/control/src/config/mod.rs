@@ -42,7 +42,7 @@ pub use diff::{live_diff, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
 pub use ports::{DEFAULT_FLOWS, DEFAULT_FRAME_SIZE, DEFAULT_SRC_MAC};
 pub use read::{CONFIG_MAX_BYTES, ROUTE_FILE_MAX_BYTES};
 pub(crate) use util::{contains, mask, parse_prefix};
-pub(crate) use validation::own_address_problem;
+pub(crate) use validation::{neighbour_placement_problem, own_address_problem, repeated_address};
 
 /// One problem found in a config file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,10 +149,13 @@ fn display_issues(issues: &[Issue]) -> String {
 /// rxq-rebalance-busy-percent = 95   # 1..=100: the busiest worker's load that makes it worth it
 ///
 /// [api]                             # optional: the HTTP API also on TCP (always on the socket)
-/// tcp = "127.0.0.1:8080"            # ADDRESS:PORT (port 1..=65535); requires token-file
+/// tcp = "127.0.0.1:8080"            # ADDRESS:PORT (port 1..=65535); requires token-file; a
+///                                   #   loopback address unless allow-remote = true
 /// token-file = "/etc/vecplane/token" # file holding the bearer token every TCP request carries;
 ///                                   #   relative to the config's directory; must exist when
 ///                                   #   `vecplane run` starts (checked with the pcap files)
+/// allow-remote = false              # true: accept a tcp address other hosts reach (0.0.0.0,
+///                                   #   [::] or any non-loopback one); warned about at start
 ///
 /// [[port]]                          # port id = order of appearance
 /// name = "in0"                      # [a-zA-Z0-9_.-]{1,32}, unique

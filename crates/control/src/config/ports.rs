@@ -5,7 +5,7 @@
 use super::ctx::{Ctx, Field, Fields};
 use super::drivers::{Drv, DRIVERS_ACCEPTED};
 use super::util::{parse_prefix, valid_name};
-use super::validation::{own_address_problem, SeenAddrs};
+use super::validation::{own_address_problem, repeated_address, SeenAddrs};
 use super::{FileRef, MAC_ACCEPTED, NAME_ACCEPTED};
 use dataplane::{DataplaneSpec, MemoryPortSpec, PortDriver, PortSpec};
 use packet::headers::Mac;
@@ -347,6 +347,11 @@ impl Ctx<'_> {
                         continue;
                     }
                     if let Some(why) = own_address_problem(s, ip, len) {
+                        self.error(&span, &section, Some(key), why);
+                        ok = false;
+                        continue;
+                    }
+                    if let Some(why) = repeated_address(s, ip, &out, port) {
                         self.error(&span, &section, Some(key), why);
                         ok = false;
                         continue;

@@ -4,6 +4,7 @@
 
 use super::ctx::{Ctx, Field, Fields};
 use super::util::{contains, family, mask, name_list, parse_prefix, short_list};
+use super::validation::neighbour_placement_problem;
 use super::MAC_ACCEPTED;
 use dataplane::{DataplaneSpec, NeighbourSpec, PortSpec, RouteSpec, RouteTarget, XconnectSpec};
 use std::collections::HashMap;
@@ -79,37 +80,8 @@ impl Ctx<'_> {
                     IpAddr::V4(_) => ps.ip4.iter().map(|(a, l)| (IpAddr::V4(*a), *l)).collect(),
                     IpAddr::V6(_) => ps.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)).collect(),
                 };
-                let fam = if ip.is_ipv6() { "IPv6" } else { "IPv4" };
-                if nets.iter().any(|(a, _)| a == ip) {
-                    self.error(
-                        span,
-                        &section,
-                        Some("ip"),
-                        format!(
-                            "{ip} is port `{}`'s own address; accepted: another host on one of \
-                             its subnets",
-                            ps.name
-                        ),
-                    );
-                } else if !nets.iter().any(|(a, l)| contains(*a, *l, *ip)) {
-                    let list = if nets.is_empty() {
-                        format!("(port `{}` has no {fam} address)", ps.name)
-                    } else {
-                        nets.iter()
-                            .map(|(a, l)| format!("{}/{l}", mask(*a, *l)))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    };
-                    self.error(
-                        span,
-                        &section,
-                        Some("ip"),
-                        format!(
-                            "{ip} is not on a subnet of port `{}`; accepted: an address inside \
-                             {list}",
-                            ps.name
-                        ),
-                    );
+                if let Some(why) = neighbour_placement_problem(*ip, &ps.name, &nets) {
+                    self.error(span, &section, Some("ip"), why);
                 }
             }
         }

@@ -1,6 +1,8 @@
 //! Rules for a port's own addresses: what may be assigned (no loopback, multicast, broadcast,
-//! unspecified or IPv4-mapped address, no IPv4 network or broadcast address of its subnet), and
-//! that an address and a subnet belong to one port only. Pure checks; the caller reports.
+//! unspecified or IPv4-mapped address, no IPv4 network or broadcast address of its subnet), that
+//! an address is listed once and a subnet belongs to one port only, and that each static
+//! neighbour is another host on one of its port's subnets. Pure checks; the caller reports. The
+//! config file and `PATCH /v1/interfaces` both use them, so both refuse the same things alike.
 
 use super::util::{contains, mask};
 use std::collections::HashMap;
@@ -65,6 +67,54 @@ pub(crate) fn own_address_problem(s: &str, ip: IpAddr, len: u8) -> Option<String
         _ => String::new(),
     };
     Some(format!("`{s}` is {what}; accepted: {OWN_ACCEPTED}{hint}"))
+}
+
+/// Why `ip/len` (written `s`) cannot join a port's own addresses `earlier` of `port` (None: it
+/// can): the port has that address already.
+pub(crate) fn repeated_address(
+    s: &str,
+    ip: IpAddr,
+    earlier: &[(IpAddr, u8)],
+    port: &str,
+) -> Option<String> {
+    let (_, len) = earlier.iter().find(|(a, _)| *a == ip)?;
+    Some(format!(
+        "`{s}` repeats {ip}/{len}, already an address of port `{port}`; accepted: each address \
+         once per port"
+    ))
+}
+
+/// Why static neighbour `ip` cannot be on port `port`, whose own addresses of `ip`'s family are
+/// `nets` (None: it can): it must be another host on one of the port's subnets.
+pub(crate) fn neighbour_placement_problem(
+    ip: IpAddr,
+    port: &str,
+    nets: &[(IpAddr, u8)],
+) -> Option<String> {
+    let accepted = "accepted: each static neighbour of a port on one of the port's subnets, not \
+                    its own address (move or delete the neighbour, or keep an address whose \
+                    subnet holds it)";
+    if nets.iter().any(|(a, _)| *a == ip) {
+        return Some(format!(
+            "static neighbour {ip} is port `{port}`'s own address; {accepted}"
+        ));
+    }
+    if nets.iter().any(|(a, l)| contains(*a, *l, ip)) {
+        return None;
+    }
+    let fam = if ip.is_ipv6() { "IPv6" } else { "IPv4" };
+    let subnets = if nets.is_empty() {
+        format!("it has no {fam} address")
+    } else {
+        let list: Vec<String> = nets
+            .iter()
+            .map(|(a, l)| format!("{}/{l}", mask(*a, *l)))
+            .collect();
+        format!("its {fam} subnets: {}", list.join(", "))
+    };
+    Some(format!(
+        "static neighbour {ip} is not on a subnet of port `{port}` ({subnets}); {accepted}"
+    ))
 }
 
 /// Addresses and subnets claimed by the ports read so far.

@@ -206,9 +206,10 @@ fn a_half_sent_request_is_dropped_and_too_many_connections_are_refused() {
     let d = TempDir::new();
     let sock = d.path().join("s.sock");
     let limits = crate::api::Limits {
-        max_connections: 2,
+        unix_connections: 2,
         header_timeout: std::time::Duration::from_millis(300),
         idle_timeout: std::time::Duration::from_millis(600),
+        ..crate::api::Limits::default()
     };
     let state = Arc::new(crate::api::ApiState::new(control()));
     let _h = ControlSocket::bind(&sock)

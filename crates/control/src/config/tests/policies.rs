@@ -147,7 +147,7 @@ fn api_errors() {
         "[api]\ntcp = \"127.0.0.1:1\"\ntoken-file = \"t\"\nport = 1\n",
         4,
         None,
-        "[api]: unknown key `port`; accepted: tcp, token-file",
+        "[api]: unknown key `port`; accepted: tcp, token-file, allow-remote",
     );
 }
 
@@ -169,4 +169,52 @@ fn api_token_file_is_checked_with_the_pcap_files() {
     std::fs::remove_dir(dir.0.join("token")).unwrap();
     std::fs::write(dir.0.join("token"), "secret\n").unwrap();
     c.check_files().unwrap();
+}
+
+#[test]
+fn api_on_an_address_other_hosts_reach_needs_allow_remote() {
+    let all = "[api]\ntcp = \"0.0.0.0:8080\"\ntoken-file = \"t\"\n";
+    let e = one_error(
+        all,
+        2,
+        Some("tcp"),
+        "`0.0.0.0:8080` is every address of this host: other hosts could reach the API; \
+         accepted: a loopback address like 127.0.0.1:8080 or [::1]:8080, or add \
+         allow-remote = true to [api]",
+    );
+    assert!(e.to_string().contains(&format!("{FILE}:2")), "{e}");
+    one_error(
+        "[api]\ntcp = \"[::]:8080\"\ntoken-file = \"t\"\n",
+        2,
+        Some("tcp"),
+        "`[::]:8080` is every address of this host",
+    );
+    one_error(
+        "[api]\ntcp = \"198.18.0.1:8080\"\ntoken-file = \"t\"\nallow-remote = false\n",
+        2,
+        Some("tcp"),
+        "`198.18.0.1:8080` is a non-loopback address",
+    );
+    one_error(
+        "[api]\nallow-remote = true\n",
+        2,
+        Some("allow-remote"),
+        "allow-remote applies to the TCP listener and there is none",
+    );
+    let c = Config::parse(
+        &format!("{all}allow-remote = true\n"),
+        FILE,
+        Path::new("/base"),
+    )
+    .unwrap();
+    assert!(c.api.allow_remote);
+    assert_eq!(c.api.remote_tcp(), c.api.tcp);
+    // Loopback needs nothing more.
+    let c = Config::parse(
+        "[api]\ntcp = \"[::1]:9000\"\ntoken-file = \"t\"\n",
+        FILE,
+        Path::new("/base"),
+    )
+    .unwrap();
+    assert!(!c.api.allow_remote && c.api.remote_tcp().is_none());
 }

@@ -214,6 +214,17 @@ fn port_addresses_are_unique() {
 }
 
 #[test]
+fn a_port_lists_each_address_once() {
+    one_error(
+        &pcap_port("ip4 = [\"198.18.1.1/24\", \"198.18.1.1/25\"]\n"),
+        5,
+        Some("ip4"),
+        "`198.18.1.1/25` repeats 198.18.1.1/24, already an address of port `p0`; accepted: \
+         each address once per port",
+    );
+}
+
+#[test]
 fn pcap_only_and_memory_only_keys() {
     one_error(
         &pcap_port("flows = 10\n"),

@@ -37,13 +37,14 @@ fn neighbour_must_be_on_a_port_subnet() {
         ),
         B + 3,
         Some("ip"),
-        "198.18.9.3 is not on a subnet of port `in0`; accepted: an address inside 198.18.1.0/24",
+        "static neighbour 198.18.9.3 is not on a subnet of port `in0` (its IPv4 subnets: \
+         198.18.1.0/24); accepted: each static neighbour of a port on one of the port's subnets",
     );
     one_error(
         &with("\n[[neighbour]]\nip = \"2001:db8:9::3\"\nmac = \"02:00:00:00:02:03\"\nport = \"in0\"\n"),
         B + 3,
         Some("ip"),
-        "inside 2001:db8:1::/64",
+        "(its IPv6 subnets: 2001:db8:1::/64)",
     );
     one_error(
         &with(
