@@ -290,6 +290,7 @@ pub fn format_dp_actions(sw: &FlowSwitch, actions: &DpActions) -> String {
             DpAction::TunnelOutput { port: p, tun_id } => {
                 format!("set(tunnel(tun_id={tun_id:#x})),{}", port(p))
             }
+            DpAction::Truncate(n) => format!("trunc({n})"),
             DpAction::Nop => "nop".to_string(),
         })
         .collect();

@@ -36,6 +36,7 @@ mod error;
 mod fields;
 mod format;
 mod group;
+mod more_actions;
 mod parse;
 mod values;
 

@@ -311,6 +311,14 @@ impl MatchBuilder {
                 self.m.set(Field::VlanTci, u128::from(VLAN_CFI) | v, 0x1fff);
                 Ok(())
             }
+            Kind::OxmVlanVid => {
+                // OpenFlow 1.3's VLAN id: the VID and tag-present bits of the TCI.
+                let (v, m) = uint_masked(name, s, 13).map_err(|e| retoken(e, t.text))?;
+                let (v, m) = vlan_as_oxm(v & m, m);
+                self.claim(Field::VlanVid, t.text)?;
+                self.m.set(Field::VlanTci, v, m);
+                Ok(())
+            }
             Kind::VlanPcp => {
                 let v = uint_of(name, s, 3, t.text)?;
                 self.claim(Field::VlanPcp, t.text)?;
@@ -319,14 +327,9 @@ impl MatchBuilder {
                 Ok(())
             }
             Kind::NwTos => {
+                // As Open vSwitch: the two ECN bits of the value are ignored (`nw_tos=0xb9`
+                // matches as `nw_tos=184`; nw_ecn matches them).
                 let v = uint_of(name, s, 8, t.text)?;
-                if v & 3 != 0 {
-                    return Err(OfctlError::value(
-                        name,
-                        t.text,
-                        "the two low (ECN) bits of nw_tos must be 0 (use nw_ecn for them)",
-                    ));
-                }
                 self.set_explicit(Field::IpDscp, v >> 2, 0x3f, t.text)
             }
             Kind::Frag => {

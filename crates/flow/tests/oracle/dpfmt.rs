@@ -227,6 +227,7 @@ pub fn format_dp_actions(
                 commit(&mut base, &cur, wc, tpid, &mut out);
                 out.push(format!("tnl(tun_id={tun_id:#x},{})", port(p)));
             }
+            DpAction::Truncate(n) => out.push(format!("trunc({n})")),
             DpAction::Nop => {}
         }
     }
