@@ -381,7 +381,10 @@ pub(crate) fn parse_actions_in(
             "load" => {
                 let (a, p) = parse_load(need_value("VALUE->FIELD[BITS]")?, t.text)?;
                 check(p, vlan)?;
-                out.push(a);
+                // A load into only the ECN bits of NXM_OF_IP_TOS writes nothing (as in OVS).
+                if !matches!(a, Action::SetField { mask: 0, .. }) {
+                    out.push(a);
+                }
             }
             "mod_dl_src" | "mod_dl_dst" => {
                 let f = if key == "mod_dl_src" {
@@ -648,18 +651,6 @@ fn parse_set_field(s: &str, token: &str) -> Result<(Action, Prereq), OfctlError>
     ) {
         return Err(OfctlError::syntax(token, format!("{name} is read-only")));
     }
-    let tgt = set_target(name).ok_or_else(|| {
-        OfctlError::syntax(
-            token,
-            format!(
-                "`{name}` is not a field set_field can write (accepted: eth_src, eth_dst, \
-                 vlan_tci, vlan_vid, vlan_pcp, ip_src, ip_dst, ipv6_src, ipv6_dst, ipv6_label, \
-                 ip_dscp, nw_ecn, nw_ttl, tcp_src, tcp_dst, udp_src, udp_dst, sctp_src, sctp_dst, \
-                 icmp_type, icmp_code, icmpv6_type, icmpv6_code, arp_op, arp_spa, arp_tpa, \
-                 arp_sha, arp_tha, tun_id, tun_src, tun_dst, metadata, reg0..reg7, in_port)"
-            ),
-        )
-    })?;
     if name == "nw_tos" {
         // The TOS byte's DSCP bits: Open vSwitch refuses ECN bits in the value.
         let v = parse_uint(val)
@@ -673,6 +664,18 @@ fn parse_set_field(s: &str, token: &str) -> Result<(Action, Prereq), OfctlError>
             })?;
         return Ok((set(Field::IpDscp, v >> 2, 0x3f), Prereq::IpAny));
     }
+    let tgt = set_target(name).ok_or_else(|| {
+        OfctlError::syntax(
+            token,
+            format!(
+                "`{name}` is not a field set_field can write (accepted: eth_src, eth_dst, \
+                 vlan_tci, vlan_vid, vlan_pcp, ip_src, ip_dst, ipv6_src, ipv6_dst, ipv6_label, \
+                 ip_dscp, nw_ecn, nw_ttl, tcp_src, tcp_dst, udp_src, udp_dst, sctp_src, sctp_dst, \
+                 icmp_type, icmp_code, icmpv6_type, icmpv6_code, arp_op, arp_spa, arp_tpa, \
+                 arp_sha, arp_tha, tun_id, tun_src, tun_dst, metadata, reg0..reg7, in_port)"
+            ),
+        )
+    })?;
     if name == "vlan_vid" {
         let v = parse_uint(val)
             .filter(|v| *v <= 0x1fff && *v & u128::from(VLAN_CFI) != 0)
