@@ -12,6 +12,7 @@ use super::values::{
     fmt_hash_x, fmt_ipv6, fmt_mac, ipv4_masked, ipv6_masked, mac_masked, ones, parse_uint,
     uint_masked,
 };
+use super::OpenFlowVersion;
 use crate::key::{Field, VLAN_CFI};
 use crate::rule::{Action, Match, PortRef};
 
@@ -286,6 +287,19 @@ pub(crate) fn parse_actions_in(
     m: Option<&Match>,
     table: Option<u8>,
 ) -> Result<Vec<Action>, OfctlError> {
+    parse_actions_as(s, m, table, OpenFlowVersion::default())
+}
+
+/// [`parse_actions_in`] for rules sent as `version`: over OpenFlow 1.0, its own actions
+/// (`mod_nw_tos`, `mod_tp_src`, `mod_tp_dst`) are not checked against the match,
+/// as Open vSwitch does not check them there (they change only packets that have the field).
+pub(crate) fn parse_actions_as(
+    s: &str,
+    m: Option<&Match>,
+    table: Option<u8>,
+    version: OpenFlowVersion,
+) -> Result<Vec<Action>, OfctlError> {
+    let of10 = version == OpenFlowVersion::OpenFlow10;
     let toks = tokens(s)?;
     let ctx = m.map(Ctx::of);
     let mut vlan = m.is_some_and(|m| {
@@ -346,7 +360,7 @@ pub(crate) fn parse_actions_in(
             "dec_ttl" if t.value.is_some() => out.push(more::parse_dec_ttl_ids(t)?),
             "clone" | "write_actions" if t.text.contains('(') => {
                 // The nested list is checked against the same match; it holds no instruction.
-                let inner = parse_actions_in(v, m, None)?;
+                let inner = parse_actions_as(v, m, None, version)?;
                 more::check_nested(&key, &inner, t.text)?;
                 out.push(if key == "clone" {
                     Action::Clone(inner)
@@ -427,7 +441,9 @@ pub(crate) fn parse_actions_in(
                         "accepted: 0..=255 with the two low (ECN) bits 0",
                     ));
                 }
-                check(Prereq::IpAny, vlan)?;
+                if !of10 {
+                    check(Prereq::IpAny, vlan)?;
+                }
                 out.push(set(Field::IpDscp, n >> 2, 0x3f));
             }
             "mod_nw_ecn" => {
@@ -442,7 +458,9 @@ pub(crate) fn parse_actions_in(
                     Field::TpDst
                 };
                 let n = small(t, need_value("a port number")?, 0xffff, "0..=65535")?;
-                check(Prereq::L4, vlan)?;
+                if !of10 {
+                    check(Prereq::L4, vlan)?;
+                }
                 out.push(set(f, n, 0xffff));
             }
             "mod_vlan_vid" | "mod_vlan_pcp" => {

@@ -5,12 +5,13 @@
 
 use std::collections::HashMap;
 
-use super::actions::parse_actions_in;
+use super::actions::parse_actions_as;
 use super::error::OfctlError;
 use super::fields::{
     self, match_field, parse_port, shorthand, Ctx, Kind, Prereq, ACCEPTED_FIELDS, TCP_FLAGS,
 };
 use super::values::{ipv4_masked, ipv6_masked, mac_masked, parse_uint, uint_masked, uint_of};
+use super::OpenFlowVersion;
 use crate::key::{Field, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use crate::rule::{Match, Rule, RuleFilter, DEFAULT_PRIORITY};
 
@@ -669,7 +670,7 @@ fn tokens_prefix(s: &str) -> Result<Vec<Token<'_>>, OfctlError> {
 }
 
 /// `add-flow` syntax: a rule.
-pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
+pub(crate) fn parse_rule(s: &str, version: OpenFlowVersion) -> Result<Rule, OfctlError> {
     let (head, actions) = split_actions(s)?;
     let Some(actions) = actions else {
         return Err(OfctlError::syntax(
@@ -680,7 +681,7 @@ pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
     let (b, k) = parse_keys(head, false)?;
     let m = b.finish()?;
     let table = k.table.as_ref().map(|t| t.0).unwrap_or(0);
-    let actions = parse_actions_in(actions, Some(&m), Some(table))?;
+    let actions = parse_actions_as(actions, Some(&m), Some(table), version)?;
     Ok(Rule {
         table,
         priority: k.priority.unwrap_or(DEFAULT_PRIORITY),
@@ -695,7 +696,11 @@ pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
 /// `mod-flows`/`del-flows` syntax: a filter and, for `mod-flows`, actions.
 /// A filter, its actions (if any) and the cookie given without a mask (`cookie=V`: for
 /// `mod-flows` the rules' new cookie, as ovs-ofctl's OpenFlow 1.0; only `cookie=V/M` filters).
-pub(crate) fn parse_filter_and_actions(s: &str, strict: bool) -> Result<FilterParts, OfctlError> {
+pub(crate) fn parse_filter_and_actions(
+    s: &str,
+    strict: bool,
+    version: OpenFlowVersion,
+) -> Result<FilterParts, OfctlError> {
     let (head, actions) = split_actions(s)?;
     let (b, k) = parse_keys(head, true)?;
     if !strict && k.priority.is_some() {
@@ -712,7 +717,7 @@ pub(crate) fn parse_filter_and_actions(s: &str, strict: bool) -> Result<FilterPa
         k.table.as_ref().map(|t| t.0)
     };
     let actions = match actions {
-        Some(a) => Some(parse_actions_in(a, Some(&m), table)?),
+        Some(a) => Some(parse_actions_as(a, Some(&m), table, version)?),
         None => None,
     };
     let filter = RuleFilter {
