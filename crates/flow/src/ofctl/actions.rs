@@ -942,6 +942,24 @@ fn fmt_set(parts: &mut Vec<String>, field: Field, value: u128, mask: u128, ctx: 
         full = 0xff;
     }
     let mask = mask & field.all_ones();
+    if mask & full == full && ctx.from_match {
+        // A rule only OpenFlow 1.0 accepts (its own rewrites need no match there): printed in
+        // that spelling, as Open vSwitch prints it, so that it parses again as 1.0.
+        let of10 = match field {
+            Field::IpDscp if !ctx.is_ip_any() => Some(format!("mod_nw_tos:{}", value << 2)),
+            Field::TpSrc if !Prereq::L4OrIcmp.met(ctx, false) => {
+                Some(format!("mod_tp_src:{value}"))
+            }
+            Field::TpDst if !Prereq::L4OrIcmp.met(ctx, false) => {
+                Some(format!("mod_tp_dst:{value}"))
+            }
+            _ => None,
+        };
+        if let Some(text) = of10 {
+            parts.push(text);
+            return;
+        }
+    }
     if mask & full == full {
         parts.push(format!(
             "set_field:{}->{}",

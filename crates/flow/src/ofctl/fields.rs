@@ -87,6 +87,8 @@ pub(crate) struct Ctx {
     pub nw_proto: Option<u8>,
     /// The match says "a fragment other than the first" (no transport header to look at).
     pub later_fragment: bool,
+    /// Made from a rule's match (not the unknown context of a group bucket).
+    pub from_match: bool,
 }
 
 impl Ctx {
@@ -102,6 +104,7 @@ impl Ctx {
             dl_type,
             nw_proto,
             later_fragment,
+            from_match: true,
         }
     }
 
