@@ -7,8 +7,9 @@
 //! Deliberate differences from `ovs-ofctl`, each stricter:
 //! - a field whose prerequisite is missing (`tp_dst=80` without `tcp`, `tcp_dst` on `udp`) is
 //!   refused, where OpenFlow 1.3 `ovs-ofctl` silently drops it or takes it for `tp_dst`;
-//! - a value wider than its field (`dl_vlan=4096`, `nw_ecn=4`, `198.18.0.256`, `nw_tos=0xb9`)
-//!   is refused, where `ovs-ofctl` truncates it; a field given twice is refused, where
+//! - a value wider than its field (`dl_vlan=4096`, `nw_ecn=4`, `198.18.0.256`) is refused, where
+//!   `ovs-ofctl` truncates it (but `nw_tos=0xb9` matches as `nw_tos=184`, as in OVS: its ECN
+//!   bits are ignored); a field given twice is refused, where
 //!   `ovs-ofctl` keeps the last; a priority in a non-strict filter is refused (OVS ignores it);
 //! - rules live in tables 0..=253 (the ones Open vSwitch lets rules use); `goto_table` must go
 //!   forward (to at most 254).
@@ -24,6 +25,13 @@
 //! match promises a tag, as over OpenFlow 1.3. Which name a `set_field` prints (`tcp_dst` or
 //! `udp_dst`, `ip_src` or `arp_spa`) follows the rule's match; `format_actions` alone, without a
 //! match, prints the TCP and IPv4 names.
+//!
+//! Printing differs from OVS's only in spelling where an action has two: `mod_nw_ttl:N` prints
+//! as `set_field:N->nw_ttl`, `set_field:T->nw_tos` and `load:..->NXM_OF_IP_TOS[..]` as the
+//! `ip_dscp` write they are (golden/ofctl/spellings.txt lists the spellings of issue 32 item 12,
+//! checked against ovs-ofctl and ofproto/trace by tests/ovs_spellings.rs). A rule sent as
+//! OpenFlow 1.0 ([`parse_flow_as`]) whose `mod_tp_*`/`mod_nw_tos` the match does not allow
+//! prints those in their 1.0 spelling, as OVS does.
 //!
 //! What the actions become (for those who execute them): `mod_vlan_vid:N` and
 //! `set_field:0x1000|N->vlan_vid` are `SetField { field: VlanVid, value: N, mask: 0xfff }`;
