@@ -1,9 +1,9 @@
 //! Arbitrary bytes as `ovs-ofctl` text through every parser of `flow::ofctl` (rule, filter,
-//! flow mod, actions, group, flows file, statistics). Must never panic; whatever parses as a rule
+//! flow mod, actions, group, flows file, statistics; rules also as OpenFlow 1.0). Must never panic; whatever parses as a rule
 //! or a group must print, and the printed text must parse again and print the same.
 #![no_main]
 
-use flow::ofctl::{self, FlowModKind};
+use flow::ofctl::{self, FlowModKind, OpenFlowVersion};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -23,6 +23,13 @@ fuzz_target!(|data: &[u8]| {
         let r2 = ofctl::parse_flow(&t).expect("a printed rule parses");
         assert_eq!(ofctl::format_rule(&r2, None), t);
         let _ = ofctl::format_megaflow(&r.m);
+    }
+    // Over OpenFlow 1.0 (fewer match checks) the printed rule parses again as 1.0.
+    if let Ok(r) = ofctl::parse_flow_as(s, OpenFlowVersion::OpenFlow10) {
+        let t = ofctl::format_rule(&r, None);
+        let r2 = ofctl::parse_flow_as(&t, OpenFlowVersion::OpenFlow10)
+            .expect("a printed OpenFlow 1.0 rule parses as 1.0");
+        assert_eq!(ofctl::format_rule(&r2, None), t);
     }
     if let Ok(g) = ofctl::parse_group(s) {
         let t = ofctl::format_group(&g);

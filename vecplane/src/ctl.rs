@@ -33,6 +33,10 @@ pub struct CtlArgs {
     /// mod-flows, del-flows: only rules with exactly this match and priority.
     #[arg(long)]
     strict: bool,
+    /// add-flow, add-flows, mod-flows: the OpenFlow version the rules are sent as, as
+    /// `ovs-ofctl -O` (OpenFlow10 accepts what only 1.0 accepts, e.g. `ip,actions=mod_tp_dst:80`).
+    #[arg(short = 'O', long = "protocols", value_name = "VERSION")]
+    openflow: Option<String>,
     /// The command, e.g. `show runtime`, `trace add in0-rx 10`, `route add 198.19.0.0/16 via
     /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `policy set poll-mode
     /// busy`, `batch changes.json`, `reload`, `lb vip 198.18.1.1/32 protocol tcp port 80 encap
@@ -195,7 +199,10 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     ) || FLOW_COMMANDS.contains(&first)
         || lb_change
     {
-        return rest(&ep, &args.words, args.json, args.bundle, args.strict);
+        return rest(&ep, &args, args.bundle, args.strict);
+    }
+    if args.openflow.is_some() {
+        bail!("-O (--protocols) applies only to add-flow, add-flows and mod-flows");
     }
     if args.bundle || args.strict {
         bail!("--bundle and --strict apply only to add-flows, mod-flows and del-flows");
@@ -256,13 +263,8 @@ fn route_path(prefix: &str) -> anyhow::Result<String> {
     Ok(format!("/v1/routes/{a}/{l}"))
 }
 
-fn rest(
-    ep: &Endpoint,
-    words: &[String],
-    as_json: bool,
-    bundle: bool,
-    strict: bool,
-) -> anyhow::Result<ExitCode> {
+fn rest(ep: &Endpoint, args: &CtlArgs, bundle: bool, strict: bool) -> anyhow::Result<ExitCode> {
+    let (words, as_json) = (&args.words, args.json);
     let w: Vec<&str> = words.iter().map(String::as_str).collect();
     let body = |v: Value| Some(v.to_string().into_bytes());
     let flow = w.first().is_some_and(|c| FLOW_COMMANDS.contains(c));
@@ -286,7 +288,18 @@ fn rest(
     let mut lb_file: Option<String> = None;
     let (method, path, payload) = match w.as_slice() {
         _ if flow => {
-            let (m, p, v) = flow_request(&w, bundle, strict)?;
+            let (m, p, mut v) = flow_request(&w, bundle, strict)?;
+            if let Some(version) = &args.openflow {
+                let takes = matches!(w.first(), Some(&"add-flow" | &"add-flows" | &"mod-flows"));
+                match v.as_mut().and_then(Value::as_object_mut) {
+                    Some(o) if takes => {
+                        o.insert("openflow".into(), json!(version));
+                    }
+                    _ => {
+                        bail!("-O (--protocols) applies only to add-flow, add-flows and mod-flows")
+                    }
+                }
+            }
             (m, p, v.and_then(body))
         }
         ["reload"] => ("POST", "/v1/reload".to_string(), None),

@@ -487,5 +487,26 @@ fn ovs_ofctl_dump_flows_pasted_into_ctl_add_flows_prints_back_the_same() {
          --- ovs-ofctl dump-flows\n{}\n--- vecplane ctl dump-flows\n{printed}",
         dumped.join("\n")
     );
+    // A rule only OpenFlow 1.0 takes (ovs-ofctl -O OpenFlow10): refused as 1.3, naming the
+    // action, and added with `ctl -O OpenFlow10`.
+    let only_of10 = "priority=7,ip,actions=mod_tp_dst:80,output:2";
+    let o = ctl(&vp, &["add-flow", "br0", only_of10]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("mod_tp_dst:80"),
+        "{err}"
+    );
+    ctl_ok(&vp, &["-O", "OpenFlow10", "add-flow", "br0", only_of10]);
+    let printed = ctl_ok(&vp, &["dump-flows", "br0"]);
+    assert!(
+        printed.contains("priority=7,ip actions=mod_tp_dst:80,output:2"),
+        "{printed}"
+    );
+    let o = ctl(&vp, &["-O", "OpenFlow9", "add-flow", "br0", only_of10]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("accepted: OpenFlow10"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     vp.stop().expect("vecplane stops cleanly");
 }

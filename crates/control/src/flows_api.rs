@@ -9,7 +9,7 @@ use crate::table::{render, Align};
 use dataplane::flows::{FlowSwitch, FlowSwitchError};
 use dataplane::RuntimeView;
 use flow::cache::{CacheStats, CycleHistogram};
-use flow::ofctl::{self, FlowModKind};
+use flow::ofctl::{self, FlowModKind, OpenFlowVersion};
 use flow::rule::FlowMod;
 use flow::{DpAction, DpActions};
 use serde::Deserialize;
@@ -49,6 +49,10 @@ pub struct AddFlows {
     /// the first refused (the ones before it stay, as with `ovs-ofctl add-flows`).
     #[serde(default)]
     pub bundle: bool,
+    /// The OpenFlow version the rules are sent as (`ovs-ofctl -O`): `OpenFlow10` accepts what
+    /// only OpenFlow 1.0 accepts (`ip,actions=mod_tp_dst:80`); absent: OpenFlow 1.3's checks.
+    #[serde(default)]
+    pub openflow: Option<String>,
 }
 
 /// `PATCH /v1/bridges/{name}/flows`: new actions for the rules some matches select.
@@ -63,6 +67,19 @@ pub struct ModFlows {
     /// One change for all (`--bundle`).
     #[serde(default)]
     pub bundle: bool,
+    /// The OpenFlow version the rules are sent as (as for adding).
+    #[serde(default)]
+    pub openflow: Option<String>,
+}
+
+/// The `openflow` field of a request: `OpenFlow10` .. `OpenFlow15` (absent: 1.3).
+fn openflow_version(v: Option<&str>) -> Result<OpenFlowVersion, ApiError> {
+    match v {
+        None => Ok(OpenFlowVersion::default()),
+        Some(s) => s
+            .parse::<OpenFlowVersion>()
+            .map_err(|e| ApiError::bad("openflow", e)),
+    }
 }
 
 /// `DELETE /v1/bridges/{name}/flows` (body optional): rules to delete.
@@ -149,7 +166,10 @@ fn apply(sw: &FlowSwitch, mods: &[FlowMod], bundle: bool, field: &str) -> Result
 
 /// Add rules.
 pub fn add_flows(sw: &FlowSwitch, body: &AddFlows) -> Result<Value, ApiError> {
-    let mods = parse_all(&body.flows, |t| ofctl::parse_flow_mod(FlowModKind::Add, t))?;
+    let version = openflow_version(body.openflow.as_deref())?;
+    let mods = parse_all(&body.flows, |t| {
+        ofctl::parse_flow_mod_as(FlowModKind::Add, t, version)
+    })?;
     apply(sw, &mods, body.bundle, "flows")
 }
 
@@ -160,7 +180,8 @@ pub fn mod_flows(sw: &FlowSwitch, body: &ModFlows) -> Result<Value, ApiError> {
     } else {
         FlowModKind::Modify
     };
-    let mods = parse_all(&body.flows, |t| ofctl::parse_flow_mod(kind, t))?;
+    let version = openflow_version(body.openflow.as_deref())?;
+    let mods = parse_all(&body.flows, |t| ofctl::parse_flow_mod_as(kind, t, version))?;
     apply(sw, &mods, body.bundle, "flows")
 }
 
@@ -290,6 +311,7 @@ pub fn format_dp_actions(sw: &FlowSwitch, actions: &DpActions) -> String {
             DpAction::TunnelOutput { port: p, tun_id } => {
                 format!("set(tunnel(tun_id={tun_id:#x})),{}", port(p))
             }
+            DpAction::Truncate(n) => format!("trunc({n})"),
             DpAction::Nop => "nop".to_string(),
         })
         .collect();

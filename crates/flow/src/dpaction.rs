@@ -45,6 +45,9 @@ pub enum DpAction {
         /// The VNI.
         tun_id: u64,
     },
+    /// Cut the copy the next output sends to at most this many bytes (`output(port=,max_len=)`;
+    /// the packet itself stays whole for later actions).
+    Truncate(u16),
     /// Nothing (padding of unused slots).
     #[default]
     Nop,

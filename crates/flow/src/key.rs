@@ -6,7 +6,7 @@
 //! Layout (word: fields, bit offset in the word), grouped by lookup stage so that a stage is a
 //! contiguous run of words (staged lookup hashes stage after stage):
 //! ```text
-//! metadata  w0 in_port(0,16)  w1 tun_id  w2 tun_src(0,32) tun_dst(32,32)  w3 metadata
+//! metadata  w0 in_port(0,16) pkt_mark(16,32)  w1 tun_id  w2 tun_src(0,32) tun_dst(32,32)  w3 metadata
 //!           w4..w7 reg0..reg7 (two 32-bit registers a word, even register in the low half)
 //! l2        w8 eth_src(0,48) vlan_tci(48,16)   w9 eth_dst(0,48) eth_type(48,16)
 //! l3        w10 nw_src(0,32) nw_dst(32,32)  (IPv4 addresses, or ARP spa/tpa)
@@ -129,6 +129,9 @@ macro_rules! fields {
 fields! {
     /// OpenFlow port the packet came in on.
     InPort = ("in_port", 0, 0, 16),
+    /// Packet mark (`pkt_mark`): metadata, 0 when a packet arrives (vecplane's ports carry no
+    /// mark), set by actions and matched by later lookups.
+    PktMark = ("pkt_mark", 0, 16, 32),
     /// Tunnel id (the VNI of a VXLAN packet).
     TunId = ("tun_id", 1, 0, 64),
     /// Tunnel outer IPv4 source.

@@ -136,8 +136,13 @@ fn groups() -> Vec<FlowMod> {
             id: 1,
             kind: GroupKind::Select,
             fields: vec![],
+            method: Default::default(),
+            method_param: 0,
+            field_masks: vec![],
             buckets: (0..3)
                 .map(|i| Bucket {
+                    watch_port: None,
+                    watch_group: None,
                     id: i,
                     weight: 50 + 25 * i as u16,
                     actions: vec![Action::Output(PortRef::Number(2 + i as u16))],
@@ -148,8 +153,13 @@ fn groups() -> Vec<FlowMod> {
             id: 2,
             kind: GroupKind::All,
             fields: vec![],
+            method: Default::default(),
+            method_param: 0,
+            field_masks: vec![],
             buckets: vec![
                 Bucket {
+                    watch_port: None,
+                    watch_group: None,
                     id: 0,
                     weight: 0,
                     actions: vec![
@@ -162,6 +172,8 @@ fn groups() -> Vec<FlowMod> {
                     ],
                 },
                 Bucket {
+                    watch_port: None,
+                    watch_group: None,
                     id: 1,
                     weight: 0,
                     actions: vec![Action::Resubmit {

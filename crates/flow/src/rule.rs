@@ -86,6 +86,45 @@ pub enum Action {
     GotoTable(u8),
     /// `group:N`.
     Group(u32),
+    /// `output(port=P,max_len=N)`: output a copy cut to at most `max_len` bytes.
+    OutputTrunc {
+        /// Where.
+        port: PortRef,
+        /// Longest copy sent (bytes).
+        max_len: u16,
+    },
+    /// `dec_ttl(ID,...)`: `dec_ttl` naming the controllers to tell when the TTL runs out
+    /// (vecplane has no controller channel: the same as `dec_ttl`).
+    DecTtlIds(Vec<u16>),
+    /// `note:HEX...`: an opaque note (does nothing; kept for dumps, padded as OVS pads it).
+    Note(Vec<u8>),
+    /// `set_queue:N`: the queue of later outputs. vecplane's ports have no QoS queues, so it
+    /// changes nothing on the wire (as Open vSwitch's userspace datapath without QoS).
+    SetQueue(u32),
+    /// `exit`: stop the whole pipeline here (the action set still runs).
+    Exit,
+    /// `clone(ACTIONS)`: run `ACTIONS` on a copy of the packet; what they change does not
+    /// outlive them.
+    Clone(Vec<Action>),
+    /// `write_actions(ACTIONS)`: merge `ACTIONS` into the action set, which runs when the
+    /// pipeline ends (one action of each kind, in OpenFlow's order).
+    WriteActions(Vec<Action>),
+    /// `clear_actions`: empty the action set.
+    ClearActions,
+    /// `move:SRC[A..B]->DST[C..D]`: copy `bits` bits of `src` from bit `src_ofs` into `dst`
+    /// from bit `dst_ofs`.
+    Move {
+        /// Field read.
+        src: Field,
+        /// First bit read.
+        src_ofs: u32,
+        /// Field written.
+        dst: Field,
+        /// First bit written.
+        dst_ofs: u32,
+        /// Number of bits.
+        bits: u32,
+    },
 }
 
 /// An OpenFlow rule.
@@ -119,6 +158,21 @@ pub enum GroupKind {
     Select,
     /// The one bucket.
     Indirect,
+    /// The first live bucket (`type=ff`, fast failover): a bucket is live when it watches
+    /// nothing, or its `watch_port` is a live port, or its `watch_group` has a live bucket.
+    FastFailover,
+}
+
+/// How a select group picks its bucket (`selection_method=`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SelectionMethod {
+    /// Not given: Open vSwitch's default (`dp_hash`), printed as nothing.
+    #[default]
+    Default,
+    /// `selection_method=dp_hash`: a hash the datapath computes over the packet's 5-tuple.
+    DpHash,
+    /// `selection_method=hash`: a hash of `fields` (masked by `field_masks`).
+    Hash,
 }
 
 /// A bucket of a group.
@@ -131,6 +185,10 @@ pub struct Bucket {
     pub weight: u16,
     /// Actions of the bucket.
     pub actions: Vec<Action>,
+    /// Fast failover: the OpenFlow port whose liveness makes the bucket live.
+    pub watch_port: Option<u16>,
+    /// Fast failover: the group whose liveness makes the bucket live.
+    pub watch_group: Option<u32>,
 }
 
 /// An OpenFlow group (`ovs-ofctl add-group` syntax).
@@ -145,6 +203,13 @@ pub struct Group {
     pub fields: Vec<Field>,
     /// Its buckets.
     pub buckets: Vec<Bucket>,
+    /// `selection_method=` of a select group.
+    pub method: SelectionMethod,
+    /// `selection_method_param=N` (0 when absent): mixed into the select hash.
+    pub method_param: u64,
+    /// Fields of `fields` hashed under a mask (`fields(ip_dst=255.255.255.0)`); a field of
+    /// `fields` not listed here is hashed whole.
+    pub field_masks: Vec<(Field, u128)>,
 }
 
 /// Which rules a `mod-flows` or `del-flows` touches.

@@ -17,6 +17,9 @@ use crate::classifier::{Classifier, PrefixTracking};
 use crate::key::{Field, FlowKey};
 use crate::rule::{Action, FlowMod, Group, GroupKind, Match, PortRef, Rule, RuleFilter, RuleId};
 
+/// OpenFlow's `LOCAL` port (the bridge's own).
+const PORT_LOCAL: u16 = 0xfffe;
+
 /// Number of OpenFlow tables (0..=254).
 pub const N_TABLES: usize = 255;
 
@@ -33,6 +36,8 @@ pub struct SwitchPort {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SwitchPorts {
     by_ofport: BTreeMap<u16, SwitchPort>,
+    /// Ports whose link is down: a fast failover bucket watching one is not live.
+    down: std::collections::BTreeSet<u16>,
 }
 
 /// A port that cannot be added to a switch.
@@ -68,6 +73,23 @@ impl SwitchPorts {
     #[inline]
     pub fn get(&self, ofport: u16) -> Option<SwitchPort> {
         self.by_ofport.get(&ofport).copied()
+    }
+
+    /// Mark port `ofport` as up (`live`) or down, for fast failover groups (every port is up
+    /// until marked down).
+    pub fn set_live(&mut self, ofport: u16, live: bool) {
+        if live {
+            self.down.remove(&ofport);
+        } else {
+            self.down.insert(ofport);
+        }
+    }
+
+    /// True when `ofport` is a port of the switch and up (a fast failover bucket watching it is
+    /// live).
+    #[inline]
+    pub fn is_live(&self, ofport: u16) -> bool {
+        self.by_ofport.contains_key(&ofport) && !self.down.contains(&ofport)
     }
 
     /// The OpenFlow number of vecplane port `port`.
@@ -550,7 +572,18 @@ impl Batch<'_> {
     ) -> Result<(), FlowModProblem> {
         for (i, a) in actions.iter().enumerate() {
             match a {
-                Action::Output(PortRef::Number(p)) => {
+                // `LOCAL` is the bridge's own port: vecplane's flow bridge has no host-side
+                // port, so an output there sends nothing (as to a port with nothing attached).
+                Action::Output(PortRef::Number(PORT_LOCAL))
+                | Action::OutputTrunc {
+                    port: PortRef::Number(PORT_LOCAL),
+                    ..
+                } => {}
+                Action::Output(PortRef::Number(p))
+                | Action::OutputTrunc {
+                    port: PortRef::Number(p),
+                    ..
+                } => {
                     if self.base.ports.get(*p).is_none() {
                         return Err(FlowModProblem::UnknownPort {
                             port: *p,
@@ -558,7 +591,29 @@ impl Batch<'_> {
                         });
                     }
                 }
-                Action::Output(_) | Action::DecTtl | Action::PopVlan => {}
+                Action::Output(_)
+                | Action::OutputTrunc { .. }
+                | Action::DecTtl
+                | Action::DecTtlIds(_)
+                | Action::PopVlan
+                | Action::Note(_)
+                | Action::SetQueue(_)
+                | Action::Exit
+                | Action::ClearActions => {}
+                Action::Clone(inner) | Action::WriteActions(inner) => {
+                    if let Some(g) = inner.iter().find_map(|a| match a {
+                        Action::GotoTable(t) => Some(*t),
+                        _ => None,
+                    }) {
+                        return Err(FlowModProblem::GotoInBucket(g));
+                    }
+                    self.check_actions(inner, None, group)?;
+                }
+                Action::Move { dst, .. } => {
+                    if !writable(*dst) {
+                        return Err(FlowModProblem::NotWritable(dst.name()));
+                    }
+                }
                 Action::SetField { field, .. } => {
                     if !writable(*field) {
                         return Err(FlowModProblem::NotWritable(field.name()));

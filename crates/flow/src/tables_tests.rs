@@ -22,7 +22,12 @@ fn sel_group(id: u32) -> Group {
         id,
         kind: GroupKind::Select,
         fields: vec![],
+        method: Default::default(),
+        method_param: 0,
+        field_masks: vec![],
         buckets: vec![Bucket {
+            watch_port: None,
+            watch_group: None,
             id: 0,
             weight: 100,
             actions: vec![out(2)],

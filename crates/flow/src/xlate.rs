@@ -13,7 +13,7 @@
 
 use crate::dpaction::{DpAction, DpActions};
 use crate::key::{Field, FlowKey, FRAG_LATER, VLAN_CFI};
-use crate::rule::{Action, GroupKind, PortRef, RuleId};
+use crate::rule::{Action, Bucket, GroupKind, PortRef, RuleId};
 use crate::tables::{FlowTables, RuleEntry};
 
 /// Deepest nesting of resubmit, goto_table and group (Open vSwitch: 64).
@@ -35,6 +35,39 @@ pub enum XlateError {
     /// More datapath actions than a megaflow holds.
     #[error("more than {} datapath actions", crate::dpaction::MAX_DP_ACTIONS)]
     TooManyActions,
+    /// More `write_actions` before one action set runs than it holds.
+    #[error("more than {MAX_WRITE_ACTIONS} write_actions into one action set")]
+    ActionSetFull,
+}
+
+/// Most `write_actions` instructions an action set gathers before it runs.
+pub const MAX_WRITE_ACTIONS: usize = 32;
+
+/// The OpenFlow action set: the action lists of the `write_actions` run so far, in order (a
+/// fixed array of borrowed lists, so that translation never allocates). When it runs, one
+/// action of each kind is taken (the last written), in OpenFlow's order; set-field and move
+/// actions all run, in the order written (as Open vSwitch's `ofpacts_execute_action_set`).
+#[derive(Clone, Copy)]
+struct ActionSet<'a> {
+    len: usize,
+    lists: [&'a [Action]; MAX_WRITE_ACTIONS],
+}
+
+impl<'a> ActionSet<'a> {
+    const EMPTY: ActionSet<'a> = ActionSet {
+        len: 0,
+        lists: [&[]; MAX_WRITE_ACTIONS],
+    };
+
+    /// Every action written, in order.
+    fn actions(&self) -> impl Iterator<Item = &'a Action> + '_ {
+        self.lists[..self.len].iter().flat_map(|l| l.iter())
+    }
+
+    /// The last action written that `pick` accepts.
+    fn last(&self, pick: impl Fn(&Action) -> bool) -> Option<&'a Action> {
+        self.actions().filter(|a| pick(a)).last()
+    }
 }
 
 /// The rules a translation went through, in order (the first `MAX_RULE_HITS`).
@@ -153,6 +186,10 @@ struct Ctx<'a, L: Lookup> {
     table: u8,
     /// A push or pop ran: what the commit emits depends on the packet's whole tag.
     vlan_touched: bool,
+    /// `exit` ran: no further action runs (the action set neither, as in Open vSwitch).
+    exited: bool,
+    /// The action set (`write_actions`, `clear_actions`).
+    action_set: ActionSet<'a>,
 }
 
 impl FlowTables {
@@ -182,6 +219,8 @@ pub(crate) fn translate_with<L: Lookup>(
         lookups: 0,
         table: 0,
         vlan_touched: false,
+        exited: false,
+        action_set: ActionSet::EMPTY,
     };
     ctx.wc.unwildcard(Field::InPort);
     ctx.wc.unwildcard(Field::EthType);
@@ -195,10 +234,11 @@ pub(crate) fn translate_with<L: Lookup>(
         ctx.wc.unwildcard(Field::TunDst);
     }
     ctx.table_action(None, 0);
+    ctx.run_action_set();
     ctx.finish(key, tunnelled)
 }
 
-impl<L: Lookup> Ctx<'_, L> {
+impl<'a, L: Lookup> Ctx<'a, L> {
     fn finish(mut self, key: &FlowKey, tunnelled: bool) -> Translation {
         let wc = &mut self.wc;
         // Metadata and registers are not packet fields: zero in every packet at the start.
@@ -285,9 +325,9 @@ impl<L: Lookup> Ctx<'_, L> {
     }
 
     /// Run an action list (a rule's or a bucket's).
-    fn run(&mut self, actions: &[Action]) {
+    fn run(&mut self, actions: &'a [Action]) {
         for a in actions {
-            if self.error.is_some() {
+            if self.error.is_some() || self.exited {
                 return;
             }
             match a {
@@ -336,6 +376,20 @@ impl<L: Lookup> Ctx<'_, L> {
                 }
                 Action::GotoTable(t) => self.table_action(None, *t),
                 Action::Group(g) => self.group(*g),
+                // Actions beyond header writes and plain outputs: see `more_actions` below.
+                Action::DecTtlIds(_) => {
+                    if !self.dec_ttl_ids() {
+                        return;
+                    }
+                }
+                Action::OutputTrunc { .. }
+                | Action::Note(_)
+                | Action::SetQueue(_)
+                | Action::Exit
+                | Action::Clone(_)
+                | Action::WriteActions(_)
+                | Action::ClearActions
+                | Action::Move { .. } => self.more_action(a),
             }
         }
     }
@@ -486,7 +540,7 @@ impl<L: Lookup> Ctx<'_, L> {
                 }
             }
             GroupKind::Select => {
-                let h = self.select_hash(&g.fields);
+                let h = self.select_hash(&g.fields, &g.field_masks, g.method_param);
                 let mut best: Option<(u64, usize)> = None;
                 for (i, b) in g.buckets.iter().enumerate() {
                     if b.weight == 0 {
@@ -501,12 +555,17 @@ impl<L: Lookup> Ctx<'_, L> {
                     self.bucket(&g.buckets[i].actions);
                 }
             }
+            GroupKind::FastFailover => {
+                if let Some(b) = g.buckets.iter().find(|b| self.bucket_live(b, 0)) {
+                    self.bucket(&b.actions);
+                }
+            }
         }
         self.depth -= 1;
     }
 
     /// Run a bucket on a copy of the packet: what it changes does not outlive it.
-    fn bucket(&mut self, actions: &[crate::rule::Action]) {
+    fn bucket(&mut self, actions: &'a [crate::rule::Action]) {
         let saved = self.flow;
         let saved_tpid = self.tpid;
         self.run(actions);
@@ -517,11 +576,17 @@ impl<L: Lookup> Ctx<'_, L> {
     /// Hash of the fields a select group chooses by (unwildcarding them). Empty `fields`: the
     /// 5-tuple (addresses and protocol of IP packets, and ports of TCP/UDP/SCTP), or the
     /// Ethernet addresses of other packets.
-    fn select_hash(&mut self, fields: &[Field]) -> u64 {
-        let mut h = 0x243f_6a88_85a3_08d3u64;
+    /// `masks`: fields of `fields` hashed under a mask (only those bits are consulted);
+    /// `basis` (`selection_method_param`) seeds the hash.
+    fn select_hash(&mut self, fields: &[Field], masks: &[(Field, u128)], basis: u64) -> u64 {
+        let mut h = 0x243f_6a88_85a3_08d3u64 ^ basis;
         let mut take = |ctx: &mut Self, f: Field| {
-            ctx.wc.unwildcard(f);
-            let v = ctx.flow.get(f);
+            let m = masks
+                .iter()
+                .find(|(mf, _)| *mf == f)
+                .map_or(f.all_ones(), |(_, m)| *m);
+            ctx.wc.set(f, ctx.wc.get(f) | m);
+            let v = ctx.flow.get(f) & m;
             h = mix(mix(h, v as u64), (v >> 64) as u64);
         };
         if !fields.is_empty() {
@@ -554,6 +619,174 @@ impl<L: Lookup> Ctx<'_, L> {
             }
         }
         h
+    }
+}
+
+/// The actions beyond header writes and plain outputs (`exit`, `clone`, the action set,
+/// `move`, truncated output, and those that change nothing on the wire), and fast failover
+/// liveness. Kept apart from the core walk above.
+impl<'a, L: Lookup> Ctx<'a, L> {
+    fn more_action(&mut self, a: &'a Action) {
+        match a {
+            // No effect on the packet: a note is only text; vecplane's ports have no QoS
+            // queues (Open vSwitch's userspace datapath without QoS only sets skb_priority).
+            Action::Note(_) | Action::SetQueue(_) => {}
+            Action::Exit => self.exited = true,
+            Action::Clone(inner) => self.clone_actions(inner),
+            Action::WriteActions(inner) => {
+                if self.action_set.len == MAX_WRITE_ACTIONS {
+                    return self.fail(XlateError::ActionSetFull);
+                }
+                self.action_set.lists[self.action_set.len] = inner;
+                self.action_set.len += 1;
+            }
+            Action::ClearActions => self.action_set = ActionSet::EMPTY,
+            Action::Move {
+                src,
+                src_ofs,
+                dst,
+                dst_ofs,
+                bits,
+            } => self.move_bits(*src, *src_ofs, *dst, *dst_ofs, *bits),
+            Action::OutputTrunc { port, max_len } => self.output_trunc(*port, *max_len),
+            _ => {}
+        }
+    }
+
+    /// `dec_ttl(ids)`: as `dec_ttl` (there is no controller to tell). False when the TTL ran
+    /// out (the rest of the action list is skipped).
+    fn dec_ttl_ids(&mut self) -> bool {
+        let ran_out = is_ip(&self.flow) && self.flow.get(Field::NwTtl) <= 1;
+        self.run(std::slice::from_ref(&Action::DecTtl));
+        !ran_out
+    }
+
+    /// `clone(...)`: the actions run on a copy of the packet with an action set of their own
+    /// (run at their end); the packet and the outer action set are as before afterwards.
+    fn clone_actions(&mut self, inner: &'a [Action]) {
+        let outer_set = std::mem::replace(&mut self.action_set, ActionSet::EMPTY);
+        let saved = self.flow;
+        let saved_tpid = self.tpid;
+        self.run(inner);
+        // The clone's action set runs on the packet as the clone left it.
+        self.run_action_set();
+        self.flow = saved;
+        self.tpid = saved_tpid;
+        self.action_set = outer_set;
+    }
+
+    /// Run the action set and empty it: the last pop, push and dec_ttl written, every
+    /// set-field and move in order, then the last group, else the last output. Nothing runs
+    /// when neither a group nor an output was written (a change reaching no port is no
+    /// change), nor after `exit` (as Open vSwitch).
+    fn run_action_set(&mut self) {
+        let set = std::mem::replace(&mut self.action_set, ActionSet::EMPTY);
+        if self.exited || self.error.is_some() || set.len == 0 {
+            return;
+        }
+        let out = set
+            .last(|a| matches!(a, Action::Group(_)))
+            .or_else(|| set.last(|a| matches!(a, Action::Output(_))));
+        let Some(out) = out else {
+            return;
+        };
+        let kinds: [fn(&Action) -> bool; 3] = [
+            |a| matches!(a, Action::PopVlan),
+            |a| matches!(a, Action::PushVlan(_)),
+            |a| matches!(a, Action::DecTtl | Action::DecTtlIds(_)),
+        ];
+        for kind in kinds {
+            if let Some(a) = set.last(kind) {
+                let ran_out = matches!(a, Action::DecTtl | Action::DecTtlIds(_))
+                    && is_ip(&self.flow)
+                    && self.flow.get(Field::NwTtl) <= 1;
+                self.run(std::slice::from_ref(a));
+                if ran_out {
+                    return;
+                }
+            }
+        }
+        for a in set.actions() {
+            if matches!(a, Action::SetField { .. } | Action::Move { .. }) {
+                self.run(std::slice::from_ref(a));
+            }
+        }
+        self.run(std::slice::from_ref(out));
+    }
+
+    /// `move`: copy bits of `src` into `dst` (skipped, as in Open vSwitch, when the packet
+    /// has no header holding `src`; `dst` is written as `set_field` writes).
+    fn move_bits(&mut self, src: Field, src_ofs: u32, dst: Field, dst_ofs: u32, bits: u32) {
+        if !self.has_field(src) {
+            return;
+        }
+        let m = if bits >= 128 {
+            u128::MAX
+        } else {
+            (1u128 << bits) - 1
+        };
+        self.wc.set(src, self.wc.get(src) | (m << src_ofs));
+        let v = (self.flow.get(src) >> src_ofs) & m;
+        self.set_field(dst, v << dst_ofs, m << dst_ofs);
+    }
+
+    /// True when the packet (as the working copy says) has a header holding `f`, consulting
+    /// what that depends on.
+    fn has_field(&mut self, f: Field) -> bool {
+        let et = self.flow.get(Field::EthType) as u16;
+        match f {
+            Field::NwSrc | Field::NwDst => et == ETH_IP || et == ETH_ARP,
+            Field::Ipv6Src | Field::Ipv6Dst | Field::Ipv6Label => et == ETH_IPV6,
+            Field::IpDscp | Field::NwEcn | Field::NwTtl | Field::NwProto => is_ip(&self.flow),
+            Field::ArpSha | Field::ArpTha => et == ETH_ARP,
+            Field::TpSrc | Field::TpDst => {
+                self.wc.unwildcard(Field::NwProto);
+                is_ip(&self.flow) && matches!(self.flow.get(Field::NwProto), 1 | 6 | 17 | 58 | 132)
+            }
+            _ => true,
+        }
+    }
+
+    /// `output(port=P,max_len=N)`: a copy cut to `max_len` bytes to one port.
+    fn output_trunc(&mut self, port: PortRef, max_len: u16) {
+        let in_port = self.flow.get(Field::InPort) as u16;
+        let ofport = match port {
+            PortRef::Number(n) if n == in_port => return,
+            PortRef::Number(n) => n,
+            PortRef::InPort => in_port,
+            // Open vSwitch does not translate a truncated output to these.
+            PortRef::Flood | PortRef::All | PortRef::Normal => return,
+        };
+        let Some(p) = self.tables.ports.get(ofport) else {
+            return;
+        };
+        if p.tunnel {
+            // vecplane cuts only what it sends as it is; a tunnel would cut the encapsulated
+            // packet. Send it whole there (Open vSwitch cuts the inner packet).
+            return self.output(PortRef::Number(ofport));
+        }
+        self.commit();
+        self.emit(DpAction::Truncate(max_len));
+        self.emit(DpAction::Output(p.port));
+    }
+
+    /// A fast failover bucket is live when it watches nothing, or a live port, or a live
+    /// group (`depth` bounds a chain of watched groups, as Open vSwitch's).
+    fn bucket_live(&self, b: &Bucket, depth: u32) -> bool {
+        if b.watch_port.is_none() && b.watch_group.is_none() {
+            return true;
+        }
+        b.watch_port.is_some_and(|p| self.tables.ports.is_live(p))
+            || b.watch_group.is_some_and(|g| self.group_live(g, depth + 1))
+    }
+
+    fn group_live(&self, id: u32, depth: u32) -> bool {
+        depth < MAX_DEPTH
+            && self
+                .tables
+                .groups
+                .get(&id)
+                .is_some_and(|g| g.buckets.iter().any(|b| self.bucket_live(b, depth)))
     }
 }
 

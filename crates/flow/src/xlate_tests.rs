@@ -387,8 +387,13 @@ fn groups_all_restore_the_packet_and_select_is_deterministic() {
         id: 1,
         kind: crate::rule::GroupKind::All,
         fields: vec![],
+        method: Default::default(),
+        method_param: 0,
+        field_masks: vec![],
         buckets: vec![
             Bucket {
+                watch_port: None,
+                watch_group: None,
                 id: 0,
                 weight: 0,
                 actions: vec![
@@ -401,6 +406,8 @@ fn groups_all_restore_the_packet_and_select_is_deterministic() {
                 ],
             },
             Bucket {
+                watch_port: None,
+                watch_group: None,
                 id: 1,
                 weight: 0,
                 actions: vec![Action::Output(PortRef::Number(3))],
@@ -411,8 +418,13 @@ fn groups_all_restore_the_packet_and_select_is_deterministic() {
         id: 2,
         kind: crate::rule::GroupKind::Select,
         fields: vec![],
+        method: Default::default(),
+        method_param: 0,
+        field_masks: vec![],
         buckets: (0..4)
             .map(|i| Bucket {
+                watch_port: None,
+                watch_group: None,
                 id: i,
                 weight: 100,
                 actions: vec![Action::Output(PortRef::Number(1 + i as u16))],

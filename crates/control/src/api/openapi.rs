@@ -460,7 +460,9 @@ fn schemas() -> Value {
             "properties": {
                 "flows": {"type": "array", "minItems": 1, "items": {"type": "string",
                     "example": "table=0,priority=100,tcp,nw_dst=198.18.2.0/24,tp_dst=80,actions=output:2"}},
-                "bundle": {"type": "boolean"}
+                "bundle": {"type": "boolean"},
+                "openflow": {"type": "string", "enum": ["OpenFlow10", "OpenFlow11", "OpenFlow12",
+                    "OpenFlow13", "OpenFlow14", "OpenFlow15"]}
             }
         },
         "ModFlows": {
@@ -469,7 +471,9 @@ fn schemas() -> Value {
                 "flows": {"type": "array", "minItems": 1, "items": {"type": "string",
                     "example": "tcp,tp_dst=80,actions=output:3"}},
                 "strict": {"type": "boolean"},
-                "bundle": {"type": "boolean"}
+                "bundle": {"type": "boolean"},
+                "openflow": {"type": "string", "enum": ["OpenFlow10", "OpenFlow11", "OpenFlow12",
+                    "OpenFlow13", "OpenFlow14", "OpenFlow15"]}
             }
         },
         "DelFlows": {

@@ -6,11 +6,13 @@
 
 use super::error::OfctlError;
 use super::fields::{fmt_port, parse_port, reg, reg_index, Ctx, Prereq, PORT_LOCAL, PORT_MAX};
+use super::more_actions::{self as more, Stage};
 use super::parse::{tokens, MAX_TABLE};
 use super::values::{
     fmt_hash_x, fmt_ipv6, fmt_mac, ipv4_masked, ipv6_masked, mac_masked, ones, parse_uint,
     uint_masked,
 };
+use super::OpenFlowVersion;
 use crate::key::{Field, VLAN_CFI};
 use crate::rule::{Action, Match, PortRef};
 
@@ -18,8 +20,10 @@ use crate::rule::{Action, Match, PortRef};
 pub(crate) const ACCEPTED_ACTIONS: &str = "output:PORT (or a bare PORT), in_port, flood, all, \
     normal, local, drop, set_field:VALUE[/MASK]->FIELD, load:VALUE->FIELD[BITS], mod_dl_src, \
     mod_dl_dst, mod_nw_src, mod_nw_dst, mod_nw_tos, mod_nw_ecn, mod_tp_src, mod_tp_dst, \
-    mod_vlan_vid, mod_vlan_pcp, strip_vlan, pop_vlan, push_vlan:ETHERTYPE, dec_ttl, set_tunnel, \
-    set_tunnel64, resubmit:PORT, resubmit([PORT],[TABLE]), goto_table:TABLE, group:ID";
+    mod_nw_ttl, mod_vlan_vid, mod_vlan_pcp, strip_vlan, pop_vlan, push_vlan:ETHERTYPE, dec_ttl, \
+    dec_ttl(ID,...), set_tunnel, set_tunnel64, resubmit:PORT, resubmit([PORT],[TABLE]), \
+    goto_table:TABLE, group:ID, output(port=PORT,max_len=N), move:SRC[A..B]->DST[C..D], \
+    note:HEX, set_queue:N, exit, clone(ACTIONS), clear_actions, write_actions(ACTIONS)";
 
 /// How a settable field's value is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +94,7 @@ fn set_target(name: &str) -> Option<Target> {
         "tun_dst" => tg(F::TunDst, K::Ipv4, 32, P::None),
         "metadata" => tg(F::Metadata, K::Hex, 64, P::None),
         "in_port" => tg(F::InPort, K::Port, 16, P::None),
+        "pkt_mark" => tg(F::PktMark, K::Hex, 32, P::None),
         _ => tg(reg(name)?, K::Hex, 32, P::None),
     })
 }
@@ -130,12 +135,36 @@ fn nxm_target(name: &str) -> Option<Target> {
         "NXM_NX_ICMPV6_CODE" | "OXM_OF_ICMPV6_CODE" => tg(F::TpDst, K::Dec, 8, P::Icmp6),
         "NXM_NX_ARP_SHA" | "OXM_OF_ARP_SHA" => tg(F::ArpSha, K::Mac, 48, P::Arp),
         "NXM_NX_ARP_THA" | "OXM_OF_ARP_THA" => tg(F::ArpTha, K::Mac, 48, P::Arp),
+        "NXM_NX_PKT_MARK" => tg(F::PktMark, K::Hex, 32, P::None),
         _ => {
             let n = name.strip_prefix("NXM_NX_REG")?;
             let f = reg(&format!("reg{n}"))?;
             tg(f, K::Hex, 32, P::None)
         }
     })
+}
+
+/// A field `move` reads (`readable`) or writes, by NXM/OXM or field name. Read-only fields
+/// (`NXM_OF_ETH_TYPE`, `NXM_OF_IP_PROTO`) may be read only; the VLAN fields are not moved
+/// (vecplane keeps one tag in the key, and a move into it would have to push one).
+fn move_field(name: &str, readable: bool) -> Option<more::MoveField> {
+    let read_only = match name {
+        "NXM_OF_ETH_TYPE" | "OXM_OF_ETH_TYPE" | "eth_type" | "dl_type" => {
+            Some((Field::EthType, 16, Prereq::None))
+        }
+        "NXM_OF_IP_PROTO" | "OXM_OF_IP_PROTO" | "ip_proto" | "nw_proto" => {
+            Some((Field::NwProto, 8, Prereq::IpAny))
+        }
+        _ => None,
+    };
+    if let Some(f) = read_only {
+        return readable.then_some(f);
+    }
+    let t = match name {
+        "NXM_OF_VLAN_TCI" | "vlan_tci" | "vlan_vid" | "vlan_pcp" | "dl_vlan_pcp" => return None,
+        _ => nxm_target(name).or_else(|| set_target(name))?,
+    };
+    Some((t.field, t.bits, t.prereq))
 }
 
 /// The NXM name OVS prints in `load:` for `field` in a rule whose match says `ctx`.
@@ -195,6 +224,7 @@ fn nxm_name(field: Field, ctx: &Ctx) -> String {
             "NXM_NX_ICMPV6_CODE",
         ),
         F::TcpFlags => "NXM_NX_TCP_FLAGS".into(),
+        F::PktMark => "NXM_NX_PKT_MARK".into(),
         f => match reg_index(f) {
             Some(i) => format!("NXM_NX_REG{i}"),
             None => f.name().to_string(),
@@ -245,6 +275,7 @@ fn oxm_name(field: Field, ctx: &Ctx) -> &'static str {
         F::TunDst => "tun_dst",
         F::Metadata => "metadata",
         F::InPort => "in_port",
+        F::PktMark => "pkt_mark",
         f => f.name(),
     }
 }
@@ -256,6 +287,19 @@ pub(crate) fn parse_actions_in(
     m: Option<&Match>,
     table: Option<u8>,
 ) -> Result<Vec<Action>, OfctlError> {
+    parse_actions_as(s, m, table, OpenFlowVersion::default())
+}
+
+/// [`parse_actions_in`] for rules sent as `version`: over OpenFlow 1.0, its own actions
+/// (`mod_nw_tos`, `mod_tp_src`, `mod_tp_dst`) are not checked against the match,
+/// as Open vSwitch does not check them there (they change only packets that have the field).
+pub(crate) fn parse_actions_as(
+    s: &str,
+    m: Option<&Match>,
+    table: Option<u8>,
+    version: OpenFlowVersion,
+) -> Result<Vec<Action>, OfctlError> {
+    let of10 = version == OpenFlowVersion::OpenFlow10;
     let toks = tokens(s)?;
     let ctx = m.map(Ctx::of);
     let mut vlan = m.is_some_and(|m| {
@@ -266,6 +310,7 @@ pub(crate) fn parse_actions_in(
     let mut tags = usize::from(vlan);
     let mut out: Vec<Action> = Vec::new();
     let mut goto_seen: Option<String> = None;
+    let mut stage = Stage::Apply;
     for t in &toks {
         if t.key.eq_ignore_ascii_case("drop") && t.value.is_none() {
             if toks.len() > 1 {
@@ -299,7 +344,42 @@ pub(crate) fn parse_actions_in(
                 .filter(|v| !v.is_empty())
                 .ok_or_else(|| OfctlError::syntax(t.text, format!("`{}` needs {what}", t.key)))
         };
+        let next_stage = match key.as_str() {
+            "clear_actions" => Stage::Clear,
+            "write_actions" => Stage::Write,
+            "goto_table" => Stage::Goto,
+            _ => Stage::Apply,
+        };
+        stage.advance(next_stage, t.text)?;
         match key.as_str() {
+            "output" if t.text.contains('(') => out.push(more::parse_output_trunc(t)?),
+            "note" => out.push(more::parse_note(t)?),
+            "set_queue" => out.push(more::parse_set_queue(t)?),
+            "exit" if t.value.is_none() => out.push(Action::Exit),
+            "clear_actions" if t.value.is_none() => out.push(Action::ClearActions),
+            "dec_ttl" if t.value.is_some() => out.push(more::parse_dec_ttl_ids(t)?),
+            "clone" | "write_actions" if t.text.contains('(') => {
+                // The nested list is checked against the same match; it holds no instruction.
+                let inner = parse_actions_as(v, m, None, version)?;
+                more::check_nested(&key, &inner, t.text)?;
+                out.push(if key == "clone" {
+                    Action::Clone(inner)
+                } else {
+                    Action::WriteActions(inner)
+                });
+            }
+            "move" => {
+                let (a, sp, dp) =
+                    more::parse_move(need_value("SRC[BITS]->DST[BITS]")?, t.text, move_field)?;
+                check(sp, vlan)?;
+                check(dp, vlan)?;
+                out.push(a);
+            }
+            "mod_nw_ttl" => {
+                let n = small(t, need_value("a TTL")?, 255, "0..=255")?;
+                check(Prereq::IpAny, vlan)?;
+                out.push(set(Field::NwTtl, n, 0xff));
+            }
             "output" => out.push(Action::Output(output_port(need_value("a port")?, t.text)?)),
             "in_port" | "flood" | "all" | "normal" | "local" if t.value.is_none() => {
                 out.push(Action::Output(output_port(t.key, t.text)?))
@@ -315,7 +395,10 @@ pub(crate) fn parse_actions_in(
             "load" => {
                 let (a, p) = parse_load(need_value("VALUE->FIELD[BITS]")?, t.text)?;
                 check(p, vlan)?;
-                out.push(a);
+                // A load into only the ECN bits of NXM_OF_IP_TOS writes nothing (as in OVS).
+                if !matches!(a, Action::SetField { mask: 0, .. }) {
+                    out.push(a);
+                }
             }
             "mod_dl_src" | "mod_dl_dst" => {
                 let f = if key == "mod_dl_src" {
@@ -358,7 +441,9 @@ pub(crate) fn parse_actions_in(
                         "accepted: 0..=255 with the two low (ECN) bits 0",
                     ));
                 }
-                check(Prereq::IpAny, vlan)?;
+                if !of10 {
+                    check(Prereq::IpAny, vlan)?;
+                }
                 out.push(set(Field::IpDscp, n >> 2, 0x3f));
             }
             "mod_nw_ecn" => {
@@ -373,7 +458,9 @@ pub(crate) fn parse_actions_in(
                     Field::TpDst
                 };
                 let n = small(t, need_value("a port number")?, 0xffff, "0..=65535")?;
-                check(Prereq::L4, vlan)?;
+                if !of10 {
+                    check(Prereq::L4, vlan)?;
+                }
                 out.push(set(f, n, 0xffff));
             }
             "mod_vlan_vid" | "mod_vlan_pcp" => {
@@ -582,6 +669,19 @@ fn parse_set_field(s: &str, token: &str) -> Result<(Action, Prereq), OfctlError>
     ) {
         return Err(OfctlError::syntax(token, format!("{name} is read-only")));
     }
+    if name == "nw_tos" {
+        // The TOS byte's DSCP bits: Open vSwitch refuses ECN bits in the value.
+        let v = parse_uint(val)
+            .filter(|v| *v <= 0xff && *v & 3 == 0)
+            .ok_or_else(|| {
+                OfctlError::value(
+                    "nw_tos",
+                    token,
+                    "accepted: 0..=255 with the two low (ECN) bits 0 (nw_ecn sets those)",
+                )
+            })?;
+        return Ok((set(Field::IpDscp, v >> 2, 0x3f), Prereq::IpAny));
+    }
     let tgt = set_target(name).ok_or_else(|| {
         OfctlError::syntax(
             token,
@@ -643,6 +743,9 @@ fn parse_load(s: &str, token: &str) -> Result<(Action, Prereq), OfctlError> {
             (n, Some(r))
         }
     };
+    if name == "NXM_OF_IP_TOS" {
+        return load_ip_tos(val, range, token);
+    }
     let tgt = nxm_target(name)
         .or_else(|| set_target(name).filter(|t| t.field != Field::VlanVid && t.field != Field::VlanPcp))
         .ok_or_else(|| {
@@ -700,6 +803,40 @@ fn parse_load(s: &str, token: &str) -> Result<(Action, Prereq), OfctlError> {
     Ok((set(tgt.field, v << lo, mask), tgt.prereq))
 }
 
+/// `load:V->NXM_OF_IP_TOS[BITS]`: the TOS byte, of which Open vSwitch writes only the DSCP
+/// bits (2..7); bits 0 and 1 (ECN) of the load are ignored, as OVS ignores them.
+fn load_ip_tos(
+    val: &str,
+    range: Option<&str>,
+    token: &str,
+) -> Result<(Action, Prereq), OfctlError> {
+    let (lo, hi) = match range.map(str::trim) {
+        None | Some("") => (0, 7),
+        Some(r) => {
+            let (a, b) = r.split_once("..").unwrap_or((r, r));
+            match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+                (Ok(a), Ok(b)) if a <= b && b < 8 => (a, b),
+                _ => {
+                    return Err(OfctlError::syntax(
+                        token,
+                        "bits of NXM_OF_IP_TOS must be [A..B] with A <= B < 8",
+                    ))
+                }
+            }
+        }
+    };
+    let n = hi - lo + 1;
+    let v = parse_uint(val).filter(|v| *v <= ones(n)).ok_or_else(|| {
+        OfctlError::value(
+            "NXM_OF_IP_TOS",
+            token,
+            format!("the value must be a number that fits into {n} bits"),
+        )
+    })?;
+    let (v, m) = ((v << lo) >> 2, (ones(n) << lo) >> 2);
+    Ok((set(Field::IpDscp, v, m), Prereq::IpAny))
+}
+
 /// Print an action list as `ovs-ofctl -O OpenFlow13 dump-flows` does, for a rule whose match
 /// says `ctx` (it picks `tcp_dst` or `udp_dst`, `ip_src` or `arp_spa`, ...).
 pub(crate) fn fmt_actions(actions: &[Action], ctx: &Ctx) -> String {
@@ -731,9 +868,48 @@ pub(crate) fn fmt_actions(actions: &[Action], ctx: &Ctx) -> String {
             }),
             Action::GotoTable(t) => parts.push(format!("goto_table:{t}")),
             Action::Group(g) => parts.push(format!("group:{g}")),
+            Action::Move {
+                src,
+                src_ofs,
+                dst,
+                dst_ofs,
+                bits,
+            } => parts.push(format!(
+                "move:{}->{}",
+                fmt_subfield(*src, *src_ofs, *bits, ctx),
+                fmt_subfield(*dst, *dst_ofs, *bits, ctx)
+            )),
+            a => {
+                let nested = |inner: &[Action]| {
+                    if inner.is_empty() {
+                        String::new()
+                    } else {
+                        fmt_actions(inner, ctx)
+                    }
+                };
+                if let Some(text) = more::fmt_more(a, nested) {
+                    parts.push(text);
+                }
+            }
         }
     }
     parts.join(",")
+}
+
+/// `NAME[A..B]` as Open vSwitch prints a subfield (`[]` for the whole field, `[N]` for a bit).
+fn fmt_subfield(field: Field, ofs: u32, bits: u32, ctx: &Ctx) -> String {
+    let (name, width) = match field {
+        Field::EthType => ("NXM_OF_ETH_TYPE".to_string(), 16),
+        Field::NwProto if !ctx.is_arp() => ("NXM_OF_IP_PROTO".to_string(), 8),
+        f => (nxm_name(f, ctx), f.bits()),
+    };
+    if ofs == 0 && bits == width {
+        format!("{name}[]")
+    } else if bits == 1 {
+        format!("{name}[{ofs}]")
+    } else {
+        format!("{name}[{}..{}]", ofs, ofs + bits - 1)
+    }
 }
 
 /// A field's value as `set_field` prints it.
@@ -766,6 +942,24 @@ fn fmt_set(parts: &mut Vec<String>, field: Field, value: u128, mask: u128, ctx: 
         full = 0xff;
     }
     let mask = mask & field.all_ones();
+    if mask & full == full && ctx.from_match {
+        // A rule only OpenFlow 1.0 accepts (its own rewrites need no match there): printed in
+        // that spelling, as Open vSwitch prints it, so that it parses again as 1.0.
+        let of10 = match field {
+            Field::IpDscp if !ctx.is_ip_any() => Some(format!("mod_nw_tos:{}", value << 2)),
+            Field::TpSrc if !Prereq::L4OrIcmp.met(ctx, false) => {
+                Some(format!("mod_tp_src:{value}"))
+            }
+            Field::TpDst if !Prereq::L4OrIcmp.met(ctx, false) => {
+                Some(format!("mod_tp_dst:{value}"))
+            }
+            _ => None,
+        };
+        if let Some(text) = of10 {
+            parts.push(text);
+            return;
+        }
+    }
     if mask & full == full {
         parts.push(format!(
             "set_field:{}->{}",

@@ -20,8 +20,11 @@ pub(crate) enum Kind {
     Ipv6,
     /// `dl_vlan`: a VLAN id, or 0xffff for "no VLAN".
     VlanVid,
-    /// `dl_vlan_pcp`.
+    /// `dl_vlan_pcp` (and OpenFlow 1.3's `vlan_pcp`).
     VlanPcp,
+    /// OpenFlow 1.3's `vlan_vid`: 0x1000 | VID (0 for "no VLAN"), with an optional mask over
+    /// those 13 bits.
+    OxmVlanVid,
     /// `nw_tos`: the DSCP bits of the TOS byte.
     NwTos,
     /// `ip_frag`: no, yes, first, later, not_later.
@@ -84,6 +87,8 @@ pub(crate) struct Ctx {
     pub nw_proto: Option<u8>,
     /// The match says "a fragment other than the first" (no transport header to look at).
     pub later_fragment: bool,
+    /// Made from a rule's match (not the unknown context of a group bucket).
+    pub from_match: bool,
 }
 
 impl Ctx {
@@ -99,6 +104,7 @@ impl Ctx {
             dl_type,
             nw_proto,
             later_fragment,
+            from_match: true,
         }
     }
 
@@ -230,8 +236,8 @@ const fn mf(field: Field, kind: Kind, maskable: bool, prereq: Prereq) -> MatchFi
 
 /// Every match field name `ofctl` accepts (for error messages).
 pub(crate) const ACCEPTED_FIELDS: &str = "table, priority, cookie, idle_timeout, hard_timeout, \
-    ip, ipv6, arp, rarp, tcp, udp, sctp, icmp, tcp6, udp6, sctp6, icmp6, in_port, dl_vlan, \
-    dl_vlan_pcp, vlan_tci, dl_src/eth_src, dl_dst/eth_dst, dl_type/eth_type, nw_src/ip_src, \
+    ip, ipv6, arp, rarp, tcp, udp, sctp, icmp, tcp6, udp6, sctp6, icmp6, in_port, pkt_mark, \
+    dl_vlan, dl_vlan_pcp/vlan_pcp, vlan_vid, vlan_tci, dl_src/eth_src, dl_dst/eth_dst, dl_type/eth_type, nw_src/ip_src, \
     nw_dst/ip_dst, ipv6_src, ipv6_dst, ipv6_label, nw_proto/ip_proto, nw_tos, ip_dscp, \
     nw_ecn/ip_ecn, nw_ttl, ip_frag/nw_frag, tp_src, tp_dst, tcp_src, tcp_dst, udp_src, udp_dst, \
     sctp_src, sctp_dst, tcp_flags, icmp_type, icmp_code, icmpv6_type, icmpv6_code, arp_op, \
@@ -245,7 +251,9 @@ pub(crate) fn match_field(name: &str) -> Option<MatchField> {
     Some(match name {
         "in_port" => mf(F::InPort, K::Port, false, P::None),
         "dl_vlan" => mf(F::VlanVid, K::VlanVid, false, P::None),
-        "dl_vlan_pcp" => mf(F::VlanPcp, K::VlanPcp, false, P::None),
+        "dl_vlan_pcp" | "vlan_pcp" => mf(F::VlanPcp, K::VlanPcp, false, P::None),
+        "vlan_vid" => mf(F::VlanVid, K::OxmVlanVid, true, P::None),
+        "pkt_mark" => mf(F::PktMark, K::Int, true, P::None),
         "vlan_tci" => mf(F::VlanTci, K::Int, true, P::None),
         "dl_src" | "eth_src" => mf(F::EthSrc, K::Mac, true, P::None),
         "dl_dst" | "eth_dst" => mf(F::EthDst, K::Mac, true, P::None),

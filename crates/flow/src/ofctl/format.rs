@@ -94,6 +94,8 @@ fn fmt_tcp_flags(v: u16, m: u16) -> String {
 /// rule's `icmp_type` takes no mask and must parse again).
 fn match_parts(m: &Match, out: &mut Vec<String>, megaflow: bool) {
     let ctx = Ctx::of(m).ignoring_fragments();
+    // Open vSwitch prints the packet mark before the shorthand.
+    push_hex(out, "pkt_mark", get(m, Field::PktMark), ones(32));
     let mut skip_type = false;
     let mut skip_proto = false;
     if let Some(t) = ctx.dl_type {

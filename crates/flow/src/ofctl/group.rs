@@ -5,11 +5,13 @@
 
 use super::actions::{fmt_actions, parse_actions_in};
 use super::error::OfctlError;
-use super::fields::{match_field, Ctx};
+use super::fields::{fmt_port, match_field, parse_port, Ctx, Kind, PORT_MAX};
 use super::parse::tokens;
-use super::values::parse_uint;
+use super::values::{
+    fmt_ipv6, fmt_mac, ipv4_masked, ipv6_masked, mac_masked, parse_uint, uint_masked,
+};
 use crate::key::Field;
-use crate::rule::{Bucket, Group, GroupKind};
+use crate::rule::{Bucket, Group, GroupKind, SelectionMethod};
 
 /// Highest group id (`OFPG_MAX`).
 const GROUP_MAX: u128 = 0xffff_ff00;
@@ -17,13 +19,17 @@ const GROUP_MAX: u128 = 0xffff_ff00;
 /// Weight of a bucket that does not say.
 const DEFAULT_WEIGHT: u16 = 1;
 
+/// `fields(...)`: the fields, those with a mask, and the item as written.
+type HashFields = (Vec<Field>, Vec<(Field, u128)>, String);
+
 /// Parse `add-group` syntax.
 pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
     let toks = tokens(s)?;
     let mut id: Option<u32> = None;
     let mut kind: Option<GroupKind> = None;
-    let mut method: Option<String> = None;
-    let mut fields: Option<(Vec<Field>, String)> = None;
+    let mut method: Option<(SelectionMethod, String)> = None;
+    let mut method_param: u64 = 0;
+    let mut fields: Option<HashFields> = None;
     // Each bucket: its items as written (the first may be `weight:..` or an action).
     let mut buckets: Vec<(String, Vec<&str>)> = Vec::new();
     for t in &toks {
@@ -56,28 +62,49 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
                     "all" => GroupKind::All,
                     "select" => GroupKind::Select,
                     "indirect" => GroupKind::Indirect,
+                    "ff" | "fast_failover" => GroupKind::FastFailover,
                     _ => {
                         return Err(OfctlError::value(
                             "type",
                             t.text,
-                            "accepted: all, select, indirect",
+                            "accepted: all, select, indirect, ff (fast_failover)",
                         ))
                     }
                 })
             }
             "selection_method" => {
-                if v != "hash" {
-                    return Err(OfctlError::value(
-                        "selection_method",
-                        t.text,
-                        "accepted: hash",
-                    ));
-                }
-                method = Some(t.text.to_string());
+                let m = match v {
+                    "hash" => SelectionMethod::Hash,
+                    "dp_hash" => SelectionMethod::DpHash,
+                    _ => {
+                        return Err(OfctlError::value(
+                            "selection_method",
+                            t.text,
+                            "accepted: dp_hash (Open vSwitch's default), hash",
+                        ))
+                    }
+                };
+                method = Some((m, t.text.to_string()));
+            }
+            "selection_method_param" => {
+                method_param = parse_uint(v)
+                    .and_then(|n| u64::try_from(n).ok())
+                    .ok_or_else(|| {
+                        OfctlError::value(
+                            "selection_method_param",
+                            t.text,
+                            "accepted: a 64-bit number",
+                        )
+                    })?;
             }
             "fields" => {
                 let mut fs = Vec::new();
-                for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                let mut masks = Vec::new();
+                for item in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let (name, mask) = match item.split_once('=') {
+                        Some((n, m)) => (n, Some(m)),
+                        None => (item, None),
+                    };
                     let f = hash_field(name).ok_or_else(|| {
                         OfctlError::value(
                             "fields",
@@ -92,31 +119,41 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
                         });
                     }
                     fs.push(f);
+                    if let Some(m) = mask {
+                        let m = hash_mask(f, name, m, t.text)?;
+                        if m != f.all_ones() {
+                            masks.push((f, m));
+                        }
+                    }
                 }
                 fs.sort();
-                fields = Some((fs, t.text.to_string()));
+                masks.sort();
+                fields = Some((fs, masks, t.text.to_string()));
             }
             _ => {
                 return Err(OfctlError::UnknownField {
                     token: t.text.to_string(),
-                    accepted: "group_id, type, selection_method=hash, fields(...), bucket=...",
+                    accepted: "group_id, type, selection_method=dp_hash|hash, \
+                               selection_method_param=N, fields(...), bucket=...",
                 })
             }
         }
     }
     let id = id.ok_or_else(|| OfctlError::syntax(s.trim(), "a group needs `group_id=N`"))?;
-    let kind = kind
-        .ok_or_else(|| OfctlError::syntax(s.trim(), "a group needs `type=all|select|indirect`"))?;
-    if let Some((_, tok)) = &fields {
-        if method.is_none() {
+    let kind = kind.ok_or_else(|| {
+        OfctlError::syntax(s.trim(), "a group needs `type=all|select|indirect|ff`")
+    })?;
+    if let Some((_, _, tok)) = &fields {
+        if !matches!(method, Some((SelectionMethod::Hash, _))) {
             return Err(OfctlError::syntax(
                 tok,
-                "fields(...) needs `selection_method=hash` before it",
+                "fields(...) needs `selection_method=hash` (as Open vSwitch: fields may only \
+                 be given with it)",
             ));
         }
     }
     if kind != GroupKind::Select {
-        if let Some(m) = method.as_ref() {
+        if let Some((_, m)) = method.as_ref() {
             return Err(OfctlError::syntax(
                 m,
                 "selection_method is only for type=select",
@@ -128,6 +165,7 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
     for (btext, items) in buckets {
         let mut weight = DEFAULT_WEIGHT;
         let mut bid: Option<u32> = None;
+        let (mut watch_port, mut watch_group) = (None, None);
         let mut acts: Vec<&str> = Vec::new();
         let mut in_actions = false;
         for item in items {
@@ -157,11 +195,21 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
                         acts.push(v);
                     }
                 }
-                "watch_port" | "watch_group" => {
-                    return Err(OfctlError::syntax(
-                        item,
-                        "watch_port/watch_group (fast failover) is not supported",
-                    ))
+                "watch_port" => {
+                    // As Open vSwitch: a port number (ANY, 0xffffffff over OpenFlow 1.1+, is
+                    // "none"); reserved ports such as LOCAL are refused.
+                    let p = parse_port(v)
+                        .filter(|p| *p > 0 && *p < PORT_MAX)
+                        .ok_or_else(|| {
+                            OfctlError::value("watch_port", item, "accepted: a port 1..=65279")
+                        })?;
+                    watch_port = Some(p);
+                }
+                "watch_group" => {
+                    let g = parse_uint(v).filter(|n| *n <= GROUP_MAX).ok_or_else(|| {
+                        OfctlError::value("watch_group", item, "accepted: a group 0..=4294967040")
+                    })?;
+                    watch_group = Some(g as u32);
                 }
                 _ => acts.push(item),
             }
@@ -185,6 +233,12 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
             // Only select groups weigh their buckets; OVS forgets the weight of others.
             weight = DEFAULT_WEIGHT;
         }
+        if kind == GroupKind::FastFailover && watch_port.is_none() && watch_group.is_none() {
+            return Err(OfctlError::syntax(
+                &btext,
+                "a fast failover bucket needs watch_port:N or watch_group:N",
+            ));
+        }
         let text = acts.join(",");
         let actions = parse_actions_in(&text, None, None)?;
         if let Some(a) = actions
@@ -194,6 +248,18 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
             return Err(OfctlError::syntax(
                 &format!("{a:?}"),
                 "goto_table is not allowed in a bucket",
+            ));
+        }
+        if actions.iter().any(|a| {
+            matches!(
+                a,
+                crate::rule::Action::WriteActions(_) | crate::rule::Action::ClearActions
+            )
+        }) {
+            return Err(OfctlError::syntax(
+                &btext,
+                "write_actions and clear_actions are instructions of a rule, not allowed in a \
+                 bucket",
             ));
         }
         let id = bid.unwrap_or(next_id);
@@ -208,6 +274,8 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
             id,
             weight,
             actions,
+            watch_port,
+            watch_group,
         });
     }
     if kind == GroupKind::Indirect && out.len() > 1 {
@@ -216,12 +284,51 @@ pub(crate) fn parse_group(s: &str) -> Result<Group, OfctlError> {
             "an indirect group has at most one bucket",
         ));
     }
+    let (fields, field_masks) = fields.map(|f| (f.0, f.1)).unwrap_or_default();
     Ok(Group {
         id,
         kind,
-        fields: fields.map(|f| f.0).unwrap_or_default(),
+        fields,
         buckets: out,
+        method: method.map(|m| m.0).unwrap_or_default(),
+        method_param,
+        field_masks,
     })
+}
+
+/// The mask of `fields(NAME=MASK)`, in the field's value syntax.
+fn hash_mask(f: Field, name: &str, m: &str, token: &str) -> Result<u128, OfctlError> {
+    let kind = match f {
+        Field::EthType | Field::NwProto | Field::VlanTci => Kind::Int,
+        _ => match_field(name).map(|mf| mf.kind).unwrap_or(Kind::Int),
+    };
+    let r = match kind {
+        Kind::Mac => mac_masked(name, m).map(|(v, _)| v),
+        Kind::Ipv4 => ipv4_masked(name, m).map(|(v, _)| v),
+        Kind::Ipv6 => ipv6_masked(name, m).map(|(v, _)| v),
+        _ => uint_masked(name, m, f.bits()).map(|(v, _)| v),
+    };
+    r.map_err(|_| {
+        OfctlError::mask(
+            name,
+            token,
+            "a hash mask is written as the field's value (ip_dst=255.255.255.0, \
+             eth_src=ff:ff:ff:00:00:00, tcp_dst=0xff00)",
+        )
+    })
+}
+
+/// The mask as `fields(NAME=MASK)` prints it.
+fn fmt_hash_mask(f: Field, m: u128) -> String {
+    match f {
+        Field::EthSrc | Field::EthDst | Field::ArpSha | Field::ArpTha => fmt_mac(m),
+        Field::NwSrc | Field::NwDst | Field::TunSrc | Field::TunDst => {
+            std::net::Ipv4Addr::from(m as u32).to_string()
+        }
+        Field::Ipv6Src | Field::Ipv6Dst => fmt_ipv6(m),
+        Field::TpSrc | Field::TpDst | Field::NwProto => m.to_string(),
+        _ => format!("{m:#x}"),
+    }
 }
 
 /// A field a select group may hash, by its name.
@@ -263,19 +370,41 @@ pub(crate) fn fmt_group(g: &Group) -> String {
             GroupKind::All => "all",
             GroupKind::Select => "select",
             GroupKind::Indirect => "indirect",
+            GroupKind::FastFailover => "ff",
         }
     );
+    match g.method {
+        SelectionMethod::Default if g.fields.is_empty() => {}
+        SelectionMethod::DpHash => s.push_str(",selection_method=dp_hash"),
+        _ => s.push_str(",selection_method=hash"),
+    }
+    if g.method_param != 0 {
+        s.push_str(&format!(",selection_method_param={}", g.method_param));
+    }
     if !g.fields.is_empty() {
-        let names: Vec<String> = g.fields.iter().map(|f| hash_field_name(*f)).collect();
-        s.push_str(&format!(
-            ",selection_method=hash,fields({})",
-            names.join(",")
-        ));
+        let names: Vec<String> = g
+            .fields
+            .iter()
+            .map(|f| {
+                let name = hash_field_name(*f);
+                match g.field_masks.iter().find(|(mf, _)| mf == f) {
+                    Some((_, m)) => format!("{name}={}", fmt_hash_mask(*f, *m)),
+                    None => name,
+                }
+            })
+            .collect();
+        s.push_str(&format!(",fields({})", names.join(",")));
     }
     for b in &g.buckets {
         s.push_str(&format!(",bucket=bucket_id:{}", b.id));
         if g.kind == GroupKind::Select && b.weight != DEFAULT_WEIGHT {
             s.push_str(&format!(",weight:{}", b.weight));
+        }
+        if let Some(p) = b.watch_port {
+            s.push_str(&format!(",watch_port:{}", fmt_port(p)));
+        }
+        if let Some(w) = b.watch_group {
+            s.push_str(&format!(",watch_group:{w}"));
         }
         s.push_str(",actions=");
         s.push_str(&fmt_actions(&b.actions, &Ctx::default()));

@@ -5,12 +5,13 @@
 
 use std::collections::HashMap;
 
-use super::actions::parse_actions_in;
+use super::actions::parse_actions_as;
 use super::error::OfctlError;
 use super::fields::{
     self, match_field, parse_port, shorthand, Ctx, Kind, Prereq, ACCEPTED_FIELDS, TCP_FLAGS,
 };
 use super::values::{ipv4_masked, ipv6_masked, mac_masked, parse_uint, uint_masked, uint_of};
+use super::OpenFlowVersion;
 use crate::key::{Field, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use crate::rule::{Match, Rule, RuleFilter, DEFAULT_PRIORITY};
 
@@ -311,6 +312,14 @@ impl MatchBuilder {
                 self.m.set(Field::VlanTci, u128::from(VLAN_CFI) | v, 0x1fff);
                 Ok(())
             }
+            Kind::OxmVlanVid => {
+                // OpenFlow 1.3's VLAN id: the VID and tag-present bits of the TCI.
+                let (v, m) = uint_masked(name, s, 13).map_err(|e| retoken(e, t.text))?;
+                let (v, m) = vlan_as_oxm(v & m, m);
+                self.claim(Field::VlanVid, t.text)?;
+                self.m.set(Field::VlanTci, v, m);
+                Ok(())
+            }
             Kind::VlanPcp => {
                 let v = uint_of(name, s, 3, t.text)?;
                 self.claim(Field::VlanPcp, t.text)?;
@@ -319,14 +328,9 @@ impl MatchBuilder {
                 Ok(())
             }
             Kind::NwTos => {
+                // As Open vSwitch: the two ECN bits of the value are ignored (`nw_tos=0xb9`
+                // matches as `nw_tos=184`; nw_ecn matches them).
                 let v = uint_of(name, s, 8, t.text)?;
-                if v & 3 != 0 {
-                    return Err(OfctlError::value(
-                        name,
-                        t.text,
-                        "the two low (ECN) bits of nw_tos must be 0 (use nw_ecn for them)",
-                    ));
-                }
                 self.set_explicit(Field::IpDscp, v >> 2, 0x3f, t.text)
             }
             Kind::Frag => {
@@ -666,7 +670,7 @@ fn tokens_prefix(s: &str) -> Result<Vec<Token<'_>>, OfctlError> {
 }
 
 /// `add-flow` syntax: a rule.
-pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
+pub(crate) fn parse_rule(s: &str, version: OpenFlowVersion) -> Result<Rule, OfctlError> {
     let (head, actions) = split_actions(s)?;
     let Some(actions) = actions else {
         return Err(OfctlError::syntax(
@@ -677,7 +681,7 @@ pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
     let (b, k) = parse_keys(head, false)?;
     let m = b.finish()?;
     let table = k.table.as_ref().map(|t| t.0).unwrap_or(0);
-    let actions = parse_actions_in(actions, Some(&m), Some(table))?;
+    let actions = parse_actions_as(actions, Some(&m), Some(table), version)?;
     Ok(Rule {
         table,
         priority: k.priority.unwrap_or(DEFAULT_PRIORITY),
@@ -692,7 +696,11 @@ pub(crate) fn parse_rule(s: &str) -> Result<Rule, OfctlError> {
 /// `mod-flows`/`del-flows` syntax: a filter and, for `mod-flows`, actions.
 /// A filter, its actions (if any) and the cookie given without a mask (`cookie=V`: for
 /// `mod-flows` the rules' new cookie, as ovs-ofctl's OpenFlow 1.0; only `cookie=V/M` filters).
-pub(crate) fn parse_filter_and_actions(s: &str, strict: bool) -> Result<FilterParts, OfctlError> {
+pub(crate) fn parse_filter_and_actions(
+    s: &str,
+    strict: bool,
+    version: OpenFlowVersion,
+) -> Result<FilterParts, OfctlError> {
     let (head, actions) = split_actions(s)?;
     let (b, k) = parse_keys(head, true)?;
     if !strict && k.priority.is_some() {
@@ -709,7 +717,7 @@ pub(crate) fn parse_filter_and_actions(s: &str, strict: bool) -> Result<FilterPa
         k.table.as_ref().map(|t| t.0)
     };
     let actions = match actions {
-        Some(a) => Some(parse_actions_in(a, Some(&m), table)?),
+        Some(a) => Some(parse_actions_as(a, Some(&m), table, version)?),
         None => None,
     };
     let filter = RuleFilter {

@@ -158,6 +158,22 @@ fn commit(base: &mut FlowKey, cur: &FlowKey, wc: &FlowKey, tpid: u16, out: &mut 
                 out.push(format!("set({l4}({}))", ports.join(",")));
             }
         }
+        // ICMP type and code live in the transport ports (8 bits each).
+        let icmp = match (eth_type, proto) {
+            (0x0800, 1) => Some("icmp"),
+            (0x86dd, 58) => Some("icmpv6"),
+            _ => None,
+        };
+        if let Some(icmp) = icmp {
+            let parts: Vec<String> = [(Field::TpSrc, "type"), (Field::TpDst, "code")]
+                .into_iter()
+                .filter(|&(f, _)| changed(f))
+                .map(|(f, n)| format!("{n}={}", cur.get(f) & 0xff))
+                .collect();
+            if !parts.is_empty() {
+                out.push(format!("set({icmp}({}))", parts.join(",")));
+            }
+        }
     }
     // VLAN, last (Open vSwitch commits it after L3 and L4): a changed tag is popped and pushed again.
     if changed(Field::VlanTci) {
@@ -227,6 +243,7 @@ pub fn format_dp_actions(
                 commit(&mut base, &cur, wc, tpid, &mut out);
                 out.push(format!("tnl(tun_id={tun_id:#x},{})", port(p)));
             }
+            DpAction::Truncate(n) => out.push(format!("trunc({n})")),
             DpAction::Nop => {}
         }
     }

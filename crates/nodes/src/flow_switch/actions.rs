@@ -52,6 +52,33 @@ impl FlowSwitch {
         }
     }
 
+    /// Send a copy of packet `i` (buffer `b`) cut to at most `max_len` bytes to `tx_port`
+    /// (`output(port=,max_len=)`); counts what fails.
+    fn emit_truncated_copy(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        i: usize,
+        b: u32,
+        tx_port: u16,
+        max_len: u16,
+    ) {
+        if self.emitter.is_full() {
+            count(cx, FlowDrop::CopyQueueFull);
+            return;
+        }
+        let Some(c) = copy_packet(cx.pool, b) else {
+            count(cx, FlowDrop::NoBufferForCopy);
+            return;
+        };
+        let m = cx.pool.meta_mut(c);
+        m.tx_port = tx_port;
+        m.length = m.length.min(max_len);
+        if let Err(c) = self.emitter.emit(i, FlowNext::Output.id(), c) {
+            cx.pool.free(c);
+            count(cx, FlowDrop::CopyQueueFull);
+        }
+    }
+
     /// Run `actions` on packet `i` (buffer `b`); returns its next index (the last output takes
     /// the packet itself, earlier ones take copies).
     pub(super) fn run(
@@ -74,9 +101,24 @@ impl FlowSwitch {
         };
         let rx = cx.pool.meta(b).rx_port;
         let mut next = FlowNext::Drop.id();
+        // `Truncate(n)`: the next output sends at most n bytes.
+        let mut truncate: Option<u16> = None;
         for (k, a) in acts[..=last].iter().enumerate() {
             let is_last = k == last;
+            if let (Some(n), DpAction::Output(port)) = (truncate, *a) {
+                truncate = None;
+                if is_last {
+                    let m = cx.pool.meta_mut(b);
+                    m.tx_port = port;
+                    m.length = m.length.min(n);
+                    next = FlowNext::Output.id();
+                } else {
+                    self.emit_truncated_copy(cx, i, b, port, n);
+                }
+                continue;
+            }
             match *a {
+                DpAction::Truncate(n) => truncate = Some(n),
                 DpAction::Set { .. } | DpAction::PushVlan { .. } | DpAction::PopVlan => {
                     if apply_to_buffer(cx.pool, b, &mut self.parsed[i], a).is_err() {
                         shared.action_errors.fetch_add(1, Ordering::Relaxed);

@@ -454,3 +454,44 @@ fn rule_counters_count_every_packet_when_a_vector_spans_many_rules() {
         assert_eq!((st.packets, st.bytes), (6, 6 * len), "rule {id}");
     }
 }
+
+/// `output(port=P,max_len=N)` sends a copy cut to N bytes (first or last output alike); the
+/// other outputs send the whole packet.
+#[test]
+fn a_truncated_output_sends_the_first_bytes_only() {
+    let trunc = |port: u16, max_len: u16| Action::OutputTrunc {
+        port: PortRef::Number(port),
+        max_len,
+    };
+    let mut s = switch(
+        vec![
+            rule(
+                DEFAULT_PRIORITY,
+                udp_match(0xc613_0000, 16),
+                vec![trunc(2, 20), out(3)],
+            ),
+            rule(
+                DEFAULT_PRIORITY,
+                udp_match(0xc614_0000, 16),
+                vec![out(3), trunc(2, 30)],
+            ),
+        ],
+        [(true, true); 3],
+    );
+    let f = udp(1000, [198, 19, 0, 1]);
+    let mut got = s.send(vec![(0, f.clone())]);
+    got.sort();
+    assert_eq!(got, vec![(1, f[..20].to_vec()), (2, f.clone())]);
+    let f = udp(1000, [198, 20, 0, 1]);
+    let mut got = s.send(vec![(0, f.clone())]);
+    got.sort();
+    assert_eq!(got, vec![(1, f[..30].to_vec()), (2, f.clone())]);
+    // Longer than the packet: sent whole.
+    s.apply(&[FlowMod::Add(rule(
+        DEFAULT_PRIORITY,
+        udp_match(0xc613_0000, 16),
+        vec![trunc(2, 1500)],
+    ))]);
+    let f = udp(1000, [198, 19, 0, 1]);
+    assert_eq!(s.send(vec![(0, f.clone())]), vec![(1, f)]);
+}
