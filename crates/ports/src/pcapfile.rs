@@ -434,8 +434,9 @@ impl<W: Truncate> PcapWriter<W> {
         Ok(())
     }
 
-    /// Write out the buffered records. On an error the file is cut back to its last whole
-    /// record, the buffered records are lost, and this and every later call return the error.
+    /// Write out the buffered records. When that fails or falls short, the records that did
+    /// reach the file whole stay, the file is cut back to the end of the last of them, the rest
+    /// are lost, and this and every later call return the error.
     pub fn flush(&mut self) -> Result<(), PortError> {
         if let Some(f) = &self.failure {
             return Err(self.failed(f.clone()));
@@ -443,11 +444,23 @@ impl<W: Truncate> PcapWriter<W> {
         if self.pending.is_empty() {
             return Ok(());
         }
-        match self
-            .inner
-            .write_all(&self.pending)
-            .and_then(|()| self.inner.flush())
-        {
+        let mut done = 0;
+        let mut result = Ok(());
+        while done < self.pending.len() {
+            match self.inner.write(&self.pending[done..]) {
+                Ok(0) => {
+                    result = Err(io::Error::from(io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        match result.and_then(|()| self.inner.flush()) {
             Ok(()) => {
                 self.written_len += self.pending.len() as u64;
                 self.written_records += self.pending_records;
@@ -455,19 +468,59 @@ impl<W: Truncate> PcapWriter<W> {
                 self.pending_records = 0;
                 Ok(())
             }
-            Err(e) => Err(self.write_failed(e)),
+            Err(e) => Err(self.write_failed(e, done)),
         }
     }
 
+    /// (bytes, records) at the start of `pending` that hold whole records (and the file header
+    /// if it is in `pending`) within its first `done` bytes.
+    fn whole_prefix(&self, done: usize) -> (usize, u64) {
+        let mut at = if self.written_len == 0 {
+            FILE_HEADER_LEN
+        } else {
+            0
+        };
+        if at > done {
+            return (0, 0);
+        }
+        let mut records = 0;
+        while records < self.pending_records {
+            let Some(h) = self.pending.get(at..at + RECORD_HEADER_LEN) else {
+                break;
+            };
+            let caplen = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+            let end = at + RECORD_HEADER_LEN + caplen;
+            if end > done {
+                break;
+            }
+            at = end;
+            records += 1;
+        }
+        (at, records)
+    }
+
     #[cold]
-    fn write_failed(&mut self, e: io::Error) -> PortError {
-        let first = self.written_records + 1;
-        let last = self.written_records + self.pending_records;
+    fn write_failed(&mut self, e: io::Error, done: usize) -> PortError {
+        let (kept_len, kept_records) = self.whole_prefix(done);
+        let header = if self.written_len == 0 {
+            FILE_HEADER_LEN
+        } else {
+            0
+        };
+        let lost_records = self.pending_records - kept_records;
+        let lost_framing =
+            if kept_len == 0 { header } else { 0 } + lost_records as usize * RECORD_HEADER_LEN;
+        self.lost_bytes += (self.pending.len() - kept_len - lost_framing) as u64;
+        self.lost_records += lost_records;
+        self.written_len += kept_len as u64;
+        self.written_records += kept_records;
         let cut = match self.inner.truncate_to(self.written_len) {
             Ok(()) => String::new(),
             Err(c) => format!(" (and cutting it back failed: {c})"),
         };
-        let what = match (self.written_len, self.pending_records) {
+        let first = self.written_records + 1;
+        let last = self.written_records + lost_records;
+        let what = match (self.written_len, lost_records) {
             (0, _) => "the file header was".to_string(),
             (_, 1) => format!("record {first} was"),
             _ => format!("records {first}..={last} were"),
@@ -477,14 +530,6 @@ impl<W: Truncate> PcapWriter<W> {
             self.written_records,
             if self.written_records == 1 { "" } else { "s" }
         );
-        let header = if self.written_len == 0 {
-            FILE_HEADER_LEN
-        } else {
-            0
-        };
-        let framing = header as u64 + self.pending_records * RECORD_HEADER_LEN as u64;
-        self.lost_bytes += (self.pending.len() as u64).saturating_sub(framing);
-        self.lost_records += self.pending_records;
         self.pending.clear();
         self.pending_records = 0;
         self.failure = Some(why.clone());
@@ -834,13 +879,9 @@ mod tests {
             room,
         };
         {
+            // One flush: the three records that reached the file whole are kept.
             let mut w = PcapWriter::new(&mut disk, "small.pcap").expect("writer");
-            for (i, f) in fs[..3].iter().enumerate() {
-                w.write_record(i as u64, f, f.len() as u32)
-                    .expect("buffered");
-            }
-            w.flush().expect("three fit");
-            for (i, f) in fs[3..].iter().enumerate() {
+            for (i, f) in fs.iter().enumerate() {
                 w.write_record(i as u64, f, f.len() as u32)
                     .expect("buffered");
             }
