@@ -322,3 +322,51 @@ fn a_routes_file_that_is_another_file_or_in_an_open_directory_is_refused() {
     }
     assert!(!stats.exists() || std::fs::read(&stats).unwrap().is_empty());
 }
+
+#[test]
+fn a_capture_into_the_routes_file_is_refused_while_it_is_announced() {
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        testenv::skip("the BGP liveness device (a TAP) needs root");
+        return;
+    }
+    let d = TempDir::new();
+    let routes = d.path("vecplane.conf");
+    let device = format!("vpo{}", std::process::id() % 1_000_000);
+    let cfg = d.write(
+        "lb.toml",
+        &format!("{}interface = \"{device}\"\n", bgp_config(&routes)),
+    );
+    let mut dm = Daemon::start(&d, &cfg, &[]);
+    dm.wait_ready();
+    let written = std::fs::read_to_string(&routes).unwrap();
+    assert!(written.contains("protocol static vecplane4"), "{written}");
+    let o = dm.ctl(&["pcap", "start", "in0", routes.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert!(
+        !o.status.success(),
+        "a capture into the routes file was accepted"
+    );
+    assert!(err.contains("BGP routes file"), "{err}");
+    assert_eq!(std::fs::read_to_string(&routes).unwrap(), written);
+    // A second daemon with the same routes file is refused before it starts anything.
+    let d2 = TempDir::new();
+    let cfg2 = d2.write(
+        "lb.toml",
+        &format!("{}interface = \"{device}b\"\n", bgp_config(&routes)),
+    );
+    let mut second = Daemon::start(&d2, &cfg2, &[]);
+    assert_eq!(
+        second.wait_exit(Duration::from_secs(30)),
+        2,
+        "{}",
+        second.logs()
+    );
+    assert!(
+        second.logs().contains("another process"),
+        "{}",
+        second.logs()
+    );
+    dm.signal(libc::SIGTERM);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+}
