@@ -107,8 +107,9 @@ pub fn open_output(path: &Path, forbidden: &[FileId]) -> Result<File, PortError>
     Ok(file)
 }
 
-/// Take the exclusive lock every output is held with; false when another open file holds it.
-fn try_lock(file: &File) -> bool {
+/// Take the exclusive lock every output is held with; false when another open file (another
+/// process's, or another output of this one) holds it. Closing `file` releases it.
+pub fn try_lock(file: &File) -> bool {
     // SAFETY: flock on a descriptor we own; no memory is passed.
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }

@@ -631,7 +631,15 @@ mod tests {
         assert!(tx
             .error()
             .is_some_and(|e| e.to_string().contains("/dev/full")));
-        tx.finish(); // reports the flush error on stderr, no panic
+        // The port failed (shown, in the stats, the exit status), once, with why.
+        let failure = stats.failure().expect("the port failed");
+        assert!(
+            failure.contains("/dev/full") && failure.contains("not written"),
+            "{failure}"
+        );
+        tx.finish(); // the same error again, no panic
+        assert_eq!(stats.failure(), Some(failure));
+        assert_eq!(stats.tx_packets.get() + stats.tx_drops.get(), sent);
     }
 
     #[test]

@@ -185,7 +185,7 @@ impl RoutesFile {
         }
         if meta.file_type().is_file() {
             let current = open_at(dir, name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
-            if HeldOutput::hold(current, "a routes file being checked").is_err() {
+            if !ports::outfile::try_lock(&current) {
                 return Err(io::Error::new(
                     io::ErrorKind::WouldBlock,
                     "another process (a second vecplane?) holds it as its output; accepted: a \
