@@ -1,7 +1,8 @@
 //! `vecplane run`: load and check the config, build and start the data plane, serve the control
 //! socket, and stop cleanly (inputs finished, SIGINT/SIGTERM, or `--seconds`). It never touches
 //! packets; a config error exits with status 2 before anything is started, and a port that
-//! stopped early (a pcap record that ends the replay, named with its number) makes it exit 1.
+//! stopped early (a pcap record that ends the replay, named with its number, or a pcap file
+//! that could not be written whole) makes it exit 1.
 
 use anyhow::Context;
 use control::api::{ApiError, ApiState, HttpStatus as StatusCode, Limits};
@@ -189,19 +190,44 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     let spec = Arc::new(config.spec);
     install_signal_handlers();
 
-    // Every output (pcap tx files, --stats-json) is checked before any is created or
-    // truncated: no symlink, a regular file, not the config or an input, not locked.
+    // Every output (pcap tx files, --stats-json, the BGP routes file) is checked before any
+    // is created or truncated: no symlink, a regular file, not the config or an input, no two
+    // the same file, none locked by another process; the routes file's directory is one only
+    // root or this daemon's user can write.
     let mut protected = spec.input_files();
     protected.extend(ports::outfile::file_id(&args.config));
     let mut outputs = spec.output_files();
     if let Some(p) = &args.stats_json {
         outputs.push(p.as_path());
     }
+    if let Some(b) = &bgp {
+        if let Err(e) = control::bgp::routes::check_destination(&b.routes_file) {
+            eprintln!("vecplane run: {e}");
+            eprintln!("vecplane run: nothing was started");
+            return Ok(ExitCode::from(2));
+        }
+        outputs.push(b.routes_file.as_path());
+    }
     if let Err(e) = ports::outfile::check_outputs(&outputs, &protected) {
         eprintln!("{e}");
         eprintln!("vecplane run: nothing was started");
         return Ok(ExitCode::from(2));
     }
+    // The stats file is held (open, locked, known by what it is) for the whole run, so no
+    // capture and no other process writes over it; it is filled at exit.
+    let stats_file = match &args.stats_json {
+        None => None,
+        Some(p) => {
+            match ports::outfile::create_held(p, &protected, "the --stats-json file of this run") {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    eprintln!("{e}");
+                    eprintln!("vecplane run: nothing was started");
+                    return Ok(ExitCode::from(2));
+                }
+            }
+        }
+    };
 
     // Bind first: a socket in use must not cost a data plane start.
     let socket = ControlSocket::bind(&args.socket)?;
@@ -371,7 +397,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         sum("rx_drops"),
         sum("tx_drops")
     ));
-    // A port that stopped early (a pcap record that ends the replay) fails the run.
+    // A port that stopped early (a pcap record that ends the replay, a full disk under a pcap
+    // tx file) fails the run.
     let failures: Vec<String> = view
         .ports
         .iter()
@@ -380,13 +407,13 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     for f in &failures {
         eprintln!("vecplane: {f}");
     }
-    if let Some(path) = &args.stats_json {
+    if let (Some(path), Some(mut file)) = (&args.stats_json, stats_file) {
         let mut text = serde_json::to_string_pretty(&stats)?;
         text.push('\n');
+        use ports::outfile::Truncate;
         use std::io::Write;
-        ports::outfile::create_output(path, &protected)
-            .map_err(anyhow::Error::from)
-            .and_then(|mut f| f.write_all(text.as_bytes()).map_err(anyhow::Error::from))
+        file.truncate_to(0)
+            .and_then(|()| file.write_all(text.as_bytes()))
             .with_context(|| format!("cannot write --stats-json {}", path.display()))?;
     }
     Ok(if failures.is_empty() {

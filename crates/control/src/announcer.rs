@@ -45,6 +45,8 @@ enum Phase {
 
 struct State {
     phase: Phase,
+    /// The routes file BIRD includes, held while the announcer lives.
+    routes: routes::RoutesFile,
     /// What BIRD was last told (None: nothing written yet).
     announced: Option<BTreeSet<Prefix>>,
     /// When the last attempt failed (retry after `RETRY_EVERY`).
@@ -89,6 +91,7 @@ impl Announcer {
         set_link(&cfg.interface, true)?;
         let now = Instant::now();
         let beats = workers.iter().map(|w| (w.heartbeat.get(), now)).collect();
+        let routes = routes::RoutesFile::new(cfg.routes_file.clone());
         let a = Announcer {
             cfg,
             lb,
@@ -97,6 +100,7 @@ impl Announcer {
             _device: device,
             state: Mutex::new(State {
                 phase: Phase::Serving,
+                routes,
                 announced: None,
                 failed_at: None,
                 last_error: None,
@@ -250,8 +254,10 @@ impl Announcer {
         let before = st.announced.clone().unwrap_or_default();
         let prefixes: Vec<Prefix> = desired.iter().copied().collect();
         let text = routes::render(&self.cfg, &prefixes, SystemTime::now());
-        let result = routes::write_atomically(&self.cfg.routes_file, &text)
-            .map_err(|e| format!("cannot write {}: {e}", self.cfg.routes_file.display()))
+        let result = st
+            .routes
+            .write(&text)
+            .map_err(|e| e.to_string())
             .and_then(|()| {
                 bird::configure(&self.cfg.control_socket, BIRD_TIMEOUT).map_err(|e| e.to_string())
             });

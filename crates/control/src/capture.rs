@@ -61,8 +61,9 @@ impl CaptureJob {
         tsc_hz: u64,
         forbidden: &[ports::outfile::FileId],
     ) -> Result<CaptureJob, String> {
-        let mut writer =
-            PcapWriter::create_checked(&request.file, forbidden).map_err(|e| e.to_string())?;
+        let role = format!("the file of the running capture of `{}`", request.port);
+        let mut writer = PcapWriter::create_checked(&request.file, forbidden, role)
+            .map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let written = Arc::new(AtomicU64::new(0));
         let error = Arc::new(Mutex::new(None));
@@ -86,18 +87,20 @@ impl CaptureJob {
                         control.disarm();
                     }
                     let finished = stopping || !control.is_armed();
+                    let mut result = Ok(());
                     for p in control.take() {
                         let dt = p.tsc.wrapping_sub(base_tsc) as u128 * 1_000_000_000 / hz;
                         let ts = base_ns.saturating_add(dt as u64);
-                        if let Err(err) = writer.write_record(ts, &p.bytes, p.length) {
-                            *e.lock().unwrap_or_else(|x| x.into_inner()) = Some(err.to_string());
-                            control.disarm();
-                            d.store(true, Ordering::Release);
-                            return;
+                        result = writer.write_record(ts, &p.bytes, p.length);
+                        if result.is_err() {
+                            break;
                         }
-                        w.fetch_add(1, Ordering::Relaxed);
                     }
-                    if let Err(err) = writer.flush() {
+                    // Only records in the file count as written (a full disk loses the
+                    // buffered ones and leaves the file on a record boundary).
+                    let result = result.and_then(|()| writer.flush());
+                    w.store(writer.records_written(), Ordering::Relaxed);
+                    if let Err(err) = result {
                         *e.lock().unwrap_or_else(|x| x.into_inner()) = Some(err.to_string());
                         control.disarm();
                         break;

@@ -2,14 +2,19 @@
 //! `--stats-json`) and the input files it reads: opened without following a symlink, only as
 //! regular files on a real file system (no FIFO, device, /proc or /sys), never over the config
 //! or an input (compared by device and inode, not by path text), and locked against a second
-//! writer; `check_outputs` verifies every output of a start before any is truncated. It never
-//! decides which files a run needs: callers pass them.
+//! writer; `check_outputs` verifies every output of a start before any is truncated. The
+//! outputs a run holds ([`HeldOutput`]: pcap tx files, a capture, `--stats-json`, the BGP routes
+//! file) are known by identity and by what they are, so no later output of the same process
+//! (a `ctl pcap start`) is opened over one of them, and a second process is kept out by the
+//! lock. It never decides which files a run needs: callers pass them.
 
 use crate::error::PortError;
 use std::fs::{File, OpenOptions};
+use std::io::{self, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 /// A file's identity: (device, inode).
 pub type FileId = (u64, u64);
@@ -77,17 +82,140 @@ pub fn open_output(path: &Path, forbidden: &[FileId]) -> Result<File, PortError>
             "a file of /proc or /sys is not an output file",
         ));
     }
-    if forbidden.contains(&(meta.dev(), meta.ino())) {
+    let id = (meta.dev(), meta.ino());
+    if forbidden.contains(&id) {
         return Err(refuse(
             path,
             "it is the config file or an input of this run (another name for the same file)",
         ));
     }
-    // SAFETY: flock on a descriptor we own; no memory is passed.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(refuse(path, "another writer has it open (it is locked)"));
+    if let Some(role) = held_role(id) {
+        return Err(refuse(
+            path,
+            format!(
+                "it is {role}, which this daemon is writing; accepted: a file of its own for \
+                 each output"
+            ),
+        ));
+    }
+    if !try_lock(&file) {
+        return Err(refuse(
+            path,
+            "another writer (another process, e.g. a second vecplane) has it open and locked",
+        ));
     }
     Ok(file)
+}
+
+/// Take the exclusive lock every output is held with; false when another open file (another
+/// process's, or another output of this one) holds it. Closing `file` releases it.
+pub fn try_lock(file: &File) -> bool {
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+/// The outputs this process holds, by identity, with what each is ("the --stats-json file").
+static HELD: Mutex<Vec<(FileId, String)>> = Mutex::new(Vec::new());
+
+fn held() -> MutexGuard<'static, Vec<(FileId, String)>> {
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What the output file `id` of this process is, if this process holds it.
+pub fn held_role(id: FileId) -> Option<String> {
+    held()
+        .iter()
+        .find(|(h, _)| *h == id)
+        .map(|(_, r)| r.clone())
+}
+
+/// An output file this process writes, open and exclusively locked for as long as this value
+/// lives, and known by what it is (`role`, e.g. "the --stats-json file of this run"): any later
+/// `open_output` of the same file is refused naming it, and another process is refused by the
+/// lock.
+#[derive(Debug)]
+pub struct HeldOutput {
+    file: File,
+    id: FileId,
+}
+
+impl HeldOutput {
+    /// Hold `file` as `role`: lock it (refused when another open file holds the lock) and
+    /// register it.
+    pub fn hold(file: File, role: impl Into<String>) -> io::Result<HeldOutput> {
+        let meta = file.metadata()?;
+        if !try_lock(&file) {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "another writer (another process, e.g. a second vecplane) has it open and locked",
+            ));
+        }
+        let id = (meta.dev(), meta.ino());
+        held().push((id, role.into()));
+        Ok(HeldOutput { file, id })
+    }
+
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The file's identity.
+    pub fn id(&self) -> FileId {
+        self.id
+    }
+}
+
+impl Drop for HeldOutput {
+    fn drop(&mut self) {
+        let mut h = held();
+        if let Some(i) = h.iter().position(|(id, _)| *id == self.id) {
+            h.swap_remove(i);
+        }
+    }
+}
+
+impl Write for HeldOutput {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// A byte sink that can be cut back to a length: a writer that failed half-way through a
+/// record cuts its output back to the last whole one.
+pub trait Truncate: Write {
+    /// Make the output `len` bytes long and write on from there.
+    fn truncate_to(&mut self, len: u64) -> io::Result<()>;
+}
+
+impl Truncate for File {
+    fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+        self.set_len(len)?;
+        self.seek(SeekFrom::Start(len)).map(|_| ())
+    }
+}
+
+impl Truncate for HeldOutput {
+    fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+        self.file.truncate_to(len)
+    }
+}
+
+impl Truncate for Vec<u8> {
+    fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+        self.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        Ok(())
+    }
+}
+
+impl<T: Truncate + ?Sized> Truncate for &mut T {
+    fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+        (**self).truncate_to(len)
+    }
 }
 
 /// Open, check and lock an output, then truncate it (see `open_output`).
@@ -96,6 +224,16 @@ pub fn create_output(path: &Path, forbidden: &[FileId]) -> Result<File, PortErro
     file.set_len(0)
         .map_err(|e| PortError::io(&path.display().to_string(), "truncate", e))?;
     Ok(file)
+}
+
+/// `create_output`, then hold the file as `role` (see [`HeldOutput`]) until the value drops.
+pub fn create_held(
+    path: &Path,
+    forbidden: &[FileId],
+    role: impl Into<String>,
+) -> Result<HeldOutput, PortError> {
+    let file = create_output(path, forbidden)?;
+    HeldOutput::hold(file, role).map_err(|e| PortError::io(&path.display().to_string(), "hold", e))
 }
 
 /// Check every output of a start before any is created or truncated: each must pass
@@ -219,6 +357,39 @@ mod tests {
         let _first = create_output(&p, &[]).expect("first");
         let e = create_output(&p, &[]).expect_err("second");
         assert!(e.to_string().contains("locked"), "{e}");
+    }
+
+    #[test]
+    fn a_held_output_is_refused_by_what_it_is_and_released_on_drop() {
+        let d = TempDir::new("outfile");
+        let p = d.path("stats.json");
+        let held = create_held(&p, &[], "the --stats-json file of this run").expect("held");
+        let other_spelling = d.path("./stats.json");
+        let e = create_output(&other_spelling, &[]).expect_err("refused");
+        assert!(
+            e.to_string()
+                .contains("it is the --stats-json file of this run, which this daemon is writing"),
+            "{e}"
+        );
+        assert_eq!(
+            held_role(held.id()).as_deref(),
+            Some("the --stats-json file of this run")
+        );
+        let id = held.id();
+        drop(held);
+        assert_eq!(held_role(id), None);
+        create_output(&p, &[]).expect("free again");
+    }
+
+    #[test]
+    fn truncate_cuts_back_and_writes_on_from_there() {
+        let d = TempDir::new("outfile");
+        let p = d.path("cut");
+        let mut f = create_output(&p, &[]).expect("create");
+        f.write_all(b"whole|torn").expect("write");
+        f.truncate_to(6).expect("cut");
+        f.write_all(b"next").expect("write");
+        assert_eq!(std::fs::read(&p).expect("read"), b"whole|next");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! never panic on file contents and never allocate per packet.
 
 use crate::error::PortError;
+use crate::outfile::HeldOutput;
 use crate::pcapfile::{PcapReader, PcapWriter};
 use graph::{Dispatch, InputNode, Node, NodeContext, PortStats};
 use packet::{BufferPool, VECTOR_SIZE};
@@ -152,12 +153,14 @@ impl InputNode for PcapRx {
 /// Output node that writes every packet it is given to a pcap file and frees it.
 ///
 /// Each record carries the packet's `timestamp_ns` (the wall clock when that is 0). A write error
-/// ends the capture (the file could no longer be parsed): that packet and every later one is
-/// counted in `tx_drops`. `finish()` (and dropping) flushes the file.
+/// (a full disk) ends the capture with whole records only (see `PcapWriter`): the packets that
+/// were not written, buffered ones included, move from `tx_packets` to `tx_drops`, and the port
+/// fails (`PortStats::fail`: shown, in the stats, and the run's exit status). `finish()` (and
+/// dropping) flushes the file.
 pub struct PcapTx {
     name: String,
     port_id: u16,
-    writer: PcapWriter<File>,
+    writer: PcapWriter<HeldOutput>,
     stats: Arc<PortStats>,
     error: Option<PortError>,
     flushed: bool,
@@ -182,10 +185,11 @@ impl PcapTx {
         stats: Arc<PortStats>,
         forbidden: &[crate::outfile::FileId],
     ) -> Result<PcapTx, PortError> {
+        let role = format!("the pcap file of `{node_name}`");
         Ok(PcapTx::with_writer(
             node_name,
             port_id,
-            PcapWriter::create_checked(path, forbidden)?,
+            PcapWriter::create_checked(path, forbidden, role)?,
             stats,
         ))
     }
@@ -194,7 +198,7 @@ impl PcapTx {
     pub(crate) fn with_writer(
         node_name: String,
         port_id: u16,
-        writer: PcapWriter<File>,
+        writer: PcapWriter<HeldOutput>,
         stats: Arc<PortStats>,
     ) -> PcapTx {
         PcapTx {
@@ -220,18 +224,34 @@ impl PcapTx {
     /// Write out buffered records.
     pub fn flush(&mut self) -> Result<(), PortError> {
         self.flushed = true;
+        if let Err(e) = self.writer.flush() {
+            self.fail(e);
+        }
+        // After a failure every flush returns it again.
         self.writer.flush()
     }
 
     fn flush_or_report(&mut self) {
-        if self.flushed {
+        if !self.flushed {
+            let _ = self.flush();
+        }
+    }
+
+    /// The file could not be written: count what it lost and fail the port (once).
+    #[cold]
+    fn fail(&mut self, e: PortError) {
+        if self.error.is_some() {
             return;
         }
-        if let Err(e) = self.flush() {
-            // `Node::finish` has no way to return it; say it once on stderr and keep it.
-            eprintln!("{}: {e}", self.name);
-            self.error.get_or_insert(e);
-        }
+        // Buffered records were counted as sent when they were accepted; they never reached
+        // the file. (Counters are single-writer: this worker is the writer.)
+        let (lost, lost_bytes) = (self.writer.records_lost(), self.writer.bytes_lost());
+        self.stats.tx_packets.add(lost.wrapping_neg());
+        self.stats.tx_bytes.add(lost_bytes.wrapping_neg());
+        self.stats.tx_drops.add(lost);
+        eprintln!("{}: {e}", self.name);
+        self.stats.fail(e.to_string());
+        self.error = Some(e);
     }
 }
 
@@ -273,8 +293,8 @@ impl Node for PcapTx {
                         bytes += data.len() as u64;
                     }
                     Err(e) => {
-                        self.error = Some(e);
                         drops = (frame.len() - i) as u64;
+                        self.fail(e);
                         break;
                     }
                 }
@@ -590,6 +610,7 @@ mod tests {
             .write(true)
             .open(full)
             .expect("open /dev/full");
+        let file = HeldOutput::hold(file, "/dev/full").expect("hold");
         let writer = PcapWriter::new(file, "/dev/full").expect("header buffered");
         let mut tx = PcapTx::with_writer("pcap-tx".into(), 0, writer, stats.clone());
         let mut p = pool(256, 2048);
@@ -610,7 +631,15 @@ mod tests {
         assert!(tx
             .error()
             .is_some_and(|e| e.to_string().contains("/dev/full")));
-        tx.finish(); // reports the flush error on stderr, no panic
+        // The port failed (shown, in the stats, the exit status), once, with why.
+        let failure = stats.failure().expect("the port failed");
+        assert!(
+            failure.contains("/dev/full") && failure.contains("not written"),
+            "{failure}"
+        );
+        tx.finish(); // the same error again, no panic
+        assert_eq!(stats.failure(), Some(failure));
+        assert_eq!(stats.tx_packets.get() + stats.tx_drops.get(), sent);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! It owns the file format; it never panics on file contents and never allocates per record.
 
 use crate::error::{path_name, PortError};
+use crate::outfile::{HeldOutput, Truncate};
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 /// Magic of microsecond-resolution files (as written by the writing host).
@@ -305,36 +306,54 @@ fn check_magic(name: &str, b: [u8; 4]) -> Result<(TimestampPrecision, bool), Por
 }
 
 /// Writes a classic pcap file: nanosecond magic, little-endian, version 2.4, snaplen 65535,
-/// Ethernet. Output is buffered; call `flush` to see write errors (dropping flushes silently).
+/// Ethernet. Records are gathered in a buffer and written out whole; call `flush` to see write
+/// errors (dropping flushes and ignores them).
+///
+/// The file only ever ends on a record boundary: when writing the buffer fails or falls short
+/// (a full disk), the file is cut back to its last whole record, the buffered records are lost
+/// (`records_lost`), and every later write is refused with the first error: a capture that
+/// could not be written whole stops rather than leaving a file no reader parses to the end.
 #[derive(Debug)]
-pub struct PcapWriter<W: Write> {
-    inner: BufWriter<W>,
+pub struct PcapWriter<W: Truncate> {
+    inner: W,
+    /// Whole records (and, at first, the file header) not yet written to `inner`.
+    pending: Vec<u8>,
+    pending_records: u64,
     name: String,
-    records: u64,
+    /// Bytes of `inner` known to hold the header and whole records.
+    written_len: u64,
+    written_records: u64,
+    lost_records: u64,
+    lost_bytes: u64,
+    /// The first write error; once set, nothing more is written.
+    failure: Option<String>,
 }
 
-impl PcapWriter<File> {
+impl PcapWriter<HeldOutput> {
     /// Create (or truncate) a pcap file and write its header (see `outfile::create_output`:
     /// no symlink, a regular file only, locked against a second writer).
     pub fn create(path: &Path) -> Result<Self, PortError> {
-        PcapWriter::create_checked(path, &[])
+        PcapWriter::create_checked(path, &[], format!("the pcap file `{}`", path.display()))
     }
 
-    /// `create`, refusing also the files `forbidden` (the config and the inputs of a run).
+    /// `create`, refusing also the files `forbidden` (the config and the inputs of a run); the
+    /// file is held as `role` (see `outfile::HeldOutput`) while the writer lives.
     pub fn create_checked(
         path: &Path,
         forbidden: &[crate::outfile::FileId],
+        role: impl Into<String>,
     ) -> Result<Self, PortError> {
         let name = path_name(path);
-        let file = crate::outfile::create_output(path, forbidden)?;
+        let file = crate::outfile::create_held(path, forbidden, role)?;
         PcapWriter::new(file, &name)
     }
 }
 
-impl<W: Write> PcapWriter<W> {
-    /// Write the file header to `inner`; `name` names the destination in error messages.
+impl<W: Truncate> PcapWriter<W> {
+    /// A writer into `inner` (empty: the file header is its first bytes); `name` names the
+    /// destination in error messages. The header is written with the first flush.
     pub fn new(inner: W, name: &str) -> Result<Self, PortError> {
-        let mut inner = BufWriter::with_capacity(IO_BUFFER, inner);
+        let mut pending = Vec::with_capacity(IO_BUFFER);
         let mut h = [0u8; FILE_HEADER_LEN];
         h[0..4].copy_from_slice(&MAGIC_NANOS.to_le_bytes());
         h[4..6].copy_from_slice(&2u16.to_le_bytes());
@@ -342,13 +361,17 @@ impl<W: Write> PcapWriter<W> {
         // thiszone and sigfigs stay 0.
         h[16..20].copy_from_slice(&WRITER_SNAPLEN.to_le_bytes());
         h[20..24].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
-        inner
-            .write_all(&h)
-            .map_err(|e| PortError::io(name, "write file header", e))?;
+        pending.extend_from_slice(&h);
         Ok(PcapWriter {
             inner,
+            pending,
+            pending_records: 0,
             name: name.to_string(),
-            records: 0,
+            written_len: 0,
+            written_records: 0,
+            lost_records: 0,
+            lost_bytes: 0,
+            failure: None,
         })
     }
 
@@ -357,13 +380,35 @@ impl<W: Write> PcapWriter<W> {
         &self.name
     }
 
-    /// Records written so far.
+    /// Records in the file: written out whole (buffered ones are not counted until a flush).
     pub fn records_written(&self) -> u64 {
-        self.records
+        self.written_records
+    }
+
+    /// Records accepted by `write_record` and not yet written out.
+    pub fn records_buffered(&self) -> u64 {
+        self.pending_records
+    }
+
+    /// Records accepted by `write_record` that a failed write lost.
+    pub fn records_lost(&self) -> u64 {
+        self.lost_records
+    }
+
+    /// Captured bytes (without record headers) of the records a failed write lost.
+    pub fn bytes_lost(&self) -> u64 {
+        self.lost_bytes
+    }
+
+    /// The first write error, if writing failed (the file then ends after `records_written`).
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
     }
 
     /// Append a record: capture time in ns since the epoch, the bytes (cut at the snaplen) and
-    /// the length on the wire (at least the bytes written).
+    /// the length on the wire (at least the bytes written). An error when the buffer had to be
+    /// written out and that failed (see the type's comment), or when an earlier write failed;
+    /// this record is then not accepted.
     #[inline]
     pub fn write_record(
         &mut self,
@@ -372,28 +417,135 @@ impl<W: Write> PcapWriter<W> {
         orig_len: u32,
     ) -> Result<(), PortError> {
         let data = &data[..data.len().min(WRITER_SNAPLEN as usize)];
+        if self.failure.is_some() || self.pending.len() + RECORD_HEADER_LEN + data.len() > IO_BUFFER
+        {
+            self.flush()?;
+        }
         let caplen = data.len() as u32;
         let mut h = [0u8; RECORD_HEADER_LEN];
         h[0..4].copy_from_slice(&((timestamp_ns / 1_000_000_000) as u32).to_le_bytes());
         h[4..8].copy_from_slice(&((timestamp_ns % 1_000_000_000) as u32).to_le_bytes());
         h[8..12].copy_from_slice(&caplen.to_le_bytes());
         h[12..16].copy_from_slice(&orig_len.max(caplen).to_le_bytes());
-        self.records += 1;
-        let r = self.inner.write_all(&h);
-        r.and_then(|()| self.inner.write_all(data))
-            .map_err(|e| self.write_error(e))
+        // Within the capacity reserved at creation: no allocation.
+        self.pending.extend_from_slice(&h);
+        self.pending.extend_from_slice(data);
+        self.pending_records += 1;
+        Ok(())
+    }
+
+    /// Write out the buffered records. When that fails or falls short, the records that did
+    /// reach the file whole stay, the file is cut back to the end of the last of them, the rest
+    /// are lost, and this and every later call return the error.
+    pub fn flush(&mut self) -> Result<(), PortError> {
+        if let Some(f) = &self.failure {
+            return Err(self.failed(f.clone()));
+        }
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut done = 0;
+        let mut result = Ok(());
+        while done < self.pending.len() {
+            match self.inner.write(&self.pending[done..]) {
+                Ok(0) => {
+                    result = Err(io::Error::from(io::ErrorKind::WriteZero));
+                    break;
+                }
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        match result.and_then(|()| self.inner.flush()) {
+            Ok(()) => {
+                self.written_len += self.pending.len() as u64;
+                self.written_records += self.pending_records;
+                self.pending.clear();
+                self.pending_records = 0;
+                Ok(())
+            }
+            Err(e) => Err(self.write_failed(e, done)),
+        }
+    }
+
+    /// (bytes, records) at the start of `pending` that hold whole records (and the file header
+    /// if it is in `pending`) within its first `done` bytes.
+    fn whole_prefix(&self, done: usize) -> (usize, u64) {
+        let mut at = if self.written_len == 0 {
+            FILE_HEADER_LEN
+        } else {
+            0
+        };
+        if at > done {
+            return (0, 0);
+        }
+        let mut records = 0;
+        while records < self.pending_records {
+            let Some(h) = self.pending.get(at..at + RECORD_HEADER_LEN) else {
+                break;
+            };
+            let caplen = u32::from_le_bytes([h[8], h[9], h[10], h[11]]) as usize;
+            let end = at + RECORD_HEADER_LEN + caplen;
+            if end > done {
+                break;
+            }
+            at = end;
+            records += 1;
+        }
+        (at, records)
     }
 
     #[cold]
-    fn write_error(&self, e: io::Error) -> PortError {
-        PortError::io(&self.name, format!("write record {}", self.records), e)
+    fn write_failed(&mut self, e: io::Error, done: usize) -> PortError {
+        let (kept_len, kept_records) = self.whole_prefix(done);
+        let header = if self.written_len == 0 {
+            FILE_HEADER_LEN
+        } else {
+            0
+        };
+        let lost_records = self.pending_records - kept_records;
+        let lost_framing =
+            if kept_len == 0 { header } else { 0 } + lost_records as usize * RECORD_HEADER_LEN;
+        self.lost_bytes += (self.pending.len() - kept_len - lost_framing) as u64;
+        self.lost_records += lost_records;
+        self.written_len += kept_len as u64;
+        self.written_records += kept_records;
+        let cut = match self.inner.truncate_to(self.written_len) {
+            Ok(()) => String::new(),
+            Err(c) => format!(" (and cutting it back failed: {c})"),
+        };
+        let first = self.written_records + 1;
+        let last = self.written_records + lost_records;
+        let what = match (self.written_len, lost_records) {
+            (0, _) => "the file header was".to_string(),
+            (_, 1) => format!("record {first} was"),
+            _ => format!("records {first}..={last} were"),
+        };
+        let why = format!(
+            "{what} not written ({e}); the file ends after the {} whole record{} before{cut}",
+            self.written_records,
+            if self.written_records == 1 { "" } else { "s" }
+        );
+        self.pending.clear();
+        self.pending_records = 0;
+        self.failure = Some(why.clone());
+        self.failed(why)
     }
 
-    /// Write out buffered records.
-    pub fn flush(&mut self) -> Result<(), PortError> {
-        self.inner
-            .flush()
-            .map_err(|e| PortError::io(&self.name, "flush", e))
+    #[cold]
+    fn failed(&self, why: String) -> PortError {
+        PortError::io(&self.name, "write", io::Error::other(why))
+    }
+}
+
+impl<W: Truncate> Drop for PcapWriter<W> {
+    fn drop(&mut self) {
+        // Errors are the caller's to see through `flush`; the file stays whole either way.
+        let _ = self.flush();
     }
 }
 
@@ -678,6 +830,98 @@ mod tests {
         w.write_record(1, &[0u8; 60], 60).expect("buffered");
         let err = w.flush().expect_err("disk full");
         assert!(err.to_string().contains("/dev/full"), "{err}");
+    }
+
+    /// A file system with room for `room` bytes: a write past it is cut short, the next one
+    /// fails with ENOSPC (as a full disk does).
+    struct SmallDisk {
+        bytes: Vec<u8>,
+        room: usize,
+    }
+
+    impl std::io::Write for SmallDisk {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            let free = self.room - self.bytes.len();
+            if free == 0 && !buf.is_empty() {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            let n = free.min(buf.len());
+            self.bytes.extend_from_slice(&buf[..n]);
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Truncate for SmallDisk {
+        fn truncate_to(&mut self, len: u64) -> io::Result<()> {
+            self.bytes.truncate(len as usize);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_disk_leaves_whole_records_and_stops_the_writer() {
+        let fs = frames(10);
+        let whole = |n: usize| -> usize {
+            FILE_HEADER_LEN
+                + fs[..n]
+                    .iter()
+                    .map(|f| RECORD_HEADER_LEN + f.len())
+                    .sum::<usize>()
+        };
+        // Room for three records and half of the fourth.
+        let room = whole(3) + (RECORD_HEADER_LEN + fs[3].len()) / 2;
+        let mut disk = SmallDisk {
+            bytes: Vec::new(),
+            room,
+        };
+        {
+            // One flush: the three records that reached the file whole are kept.
+            let mut w = PcapWriter::new(&mut disk, "small.pcap").expect("writer");
+            for (i, f) in fs.iter().enumerate() {
+                w.write_record(i as u64, f, f.len() as u32)
+                    .expect("buffered");
+            }
+            let e = w.flush().expect_err("disk full");
+            let msg = e.to_string();
+            assert!(
+                msg.contains("small.pcap")
+                    && msg.contains("records 4..=10 were not written")
+                    && msg.contains("No space left on device")
+                    && msg.contains("ends after the 3 whole records"),
+                "{msg}"
+            );
+            assert_eq!((w.records_written(), w.records_lost()), (3, 7));
+            let lost: usize = fs[3..].iter().map(Vec::len).sum();
+            assert_eq!(w.bytes_lost(), lost as u64);
+            assert!(w.failure().is_some());
+            // Nothing more is accepted, and every flush says why.
+            assert!(w.write_record(0, &fs[0], 60).is_err());
+            assert!(w.flush().is_err());
+        }
+        assert_eq!(
+            disk.bytes.len(),
+            whole(3),
+            "cut back to the last whole record"
+        );
+        let recs = read_all(&disk.bytes).expect("the file parses to its end");
+        assert_eq!(recs.len(), 3);
+        // No room even for the header: an empty file, never a torn one.
+        let mut tiny = SmallDisk {
+            bytes: Vec::new(),
+            room: 10,
+        };
+        let mut w = PcapWriter::new(&mut tiny, "tiny.pcap").expect("writer");
+        let e = w.flush().expect_err("no room");
+        assert!(
+            e.to_string().contains("the file header was not written"),
+            "{e}"
+        );
+        drop(w);
+        assert!(tiny.bytes.is_empty());
     }
 
     #[test]

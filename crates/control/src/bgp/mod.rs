@@ -38,6 +38,8 @@ pub mod routes;
 mod bird_tests;
 #[cfg(test)]
 pub(crate) mod real_bird_tests;
+#[cfg(test)]
+mod routes_security_tests;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;

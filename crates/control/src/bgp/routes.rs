@@ -1,16 +1,22 @@
 //! The routes file BIRD includes: two static protocols (`<protocol>4`, `<protocol>6`) with one
 //! route per VIP prefix, `via "<interface>"`, carrying the configured BGP attributes; and its
-//! atomic replacement (a temporary file in the same directory, then a rename), so BIRD never
-//! reads half a file. It renders only validated values (names are checked at parse time,
-//! numbers and addresses are printed by Rust); it never talks to BIRD.
+//! safe, atomic replacement ([`RoutesFile`]: an unpredictable temporary name created
+//! exclusively in a directory nobody else can write, then a rename), so BIRD never reads half
+//! a file and no other user can redirect or keep the write. It renders only validated values
+//! (names are checked at parse time, numbers and addresses are printed by Rust); it never
+//! talks to BIRD and never follows a link it did not make.
 
 use super::BgpConfig;
 use lb::model::Prefix;
+use ports::outfile::HeldOutput;
+use std::ffi::{CString, OsStr, OsString};
 use std::fmt::Write as _;
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The routes file for `vips`: IPv4 prefixes in `<protocol>4`, IPv6 in `<protocol>6`, sorted and
@@ -88,11 +94,128 @@ pub fn rfc3339(t: SystemTime) -> String {
     )
 }
 
-/// Replace `path` with `text` atomically: write a temporary file beside it (same directory, so
-/// the rename cannot cross file systems), flush it to disk, rename it over `path`. Readers see
-/// the old file or the new one, never a part. The file is readable by all (mode 0644: BIRD may
-/// run as another user). On error the temporary file is removed and `path` is unchanged.
+/// What the routes file is, in the messages of other outputs refused over it.
+pub const ROLE: &str = "the BGP routes file ([bgp] routes-file)";
+
+/// The routes file: replaced whole on every write, and its current content held (open and
+/// locked, see `ports::outfile::HeldOutput`) while this value lives, so that neither a capture
+/// of this process nor a second vecplane writes over it.
+///
+/// Each write goes through a fresh temporary file of an unpredictable name beside it, created
+/// with `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted symlink or file is never opened), given mode 0644
+/// through its descriptor (BIRD may run as another user), flushed to disk and renamed over the
+/// file; readers see the old file or the new one, never a part. Names are resolved against the
+/// directory opened once per write, which must be safe (see [`check_directory`]).
+#[derive(Debug)]
+pub struct RoutesFile {
+    path: PathBuf,
+    current: Option<HeldOutput>,
+}
+
+impl RoutesFile {
+    /// The routes file at `path` (nothing is opened yet).
+    pub fn new(path: impl Into<PathBuf>) -> RoutesFile {
+        RoutesFile {
+            path: path.into(),
+            current: None,
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Replace the file with `text`. On error the temporary file is removed and the file is
+    /// unchanged; the error names the file and says why.
+    pub fn write(&mut self, text: &str) -> io::Result<()> {
+        let held = self.replace(text).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot write {}: {e}", self.path.display()),
+            )
+        })?;
+        self.current = Some(held);
+        Ok(())
+    }
+
+    fn replace(&self, text: &str) -> io::Result<HeldOutput> {
+        let (dir_path, name) = split(&self.path)?;
+        let dir = open_directory(dir_path)?;
+        check_directory(&dir, dir_path)?;
+        self.check_current(&dir, name)?;
+        let (file, tmp) = create_temporary(&dir, name)?;
+        let result = (|| {
+            // Through the descriptor: never a chmod by name.
+            file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+            let mut held = HeldOutput::hold(file, ROLE)?;
+            held.write_all(text.as_bytes())?;
+            held.file().sync_all()?;
+            rename_at(&dir, &tmp, name)?;
+            Ok(held)
+        })();
+        match result {
+            Ok(held) => {
+                // Make the rename itself durable; a failure here leaves a correct file behind.
+                let _ = dir.sync_all();
+                Ok(held)
+            }
+            Err(e) => {
+                let _ = unlink_at(&dir, &tmp);
+                Err(e)
+            }
+        }
+    }
+
+    /// Refuse to replace a file at `name` that another output of this process or another
+    /// process holds (a second vecplane with the same routes file, a `--stats-json` file).
+    fn check_current(&self, dir: &File, name: &OsStr) -> io::Result<()> {
+        let Some(meta) = stat_at(dir, name)? else {
+            return Ok(());
+        };
+        let id = (meta.dev(), meta.ino());
+        if self.current.as_ref().is_some_and(|c| c.id() == id) {
+            return Ok(());
+        }
+        if let Some(role) = ports::outfile::held_role(id) {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!("it is {role}, which this daemon is writing; accepted: a file of its own"),
+            ));
+        }
+        if meta.file_type().is_file() {
+            let current = open_at(dir, name, libc::O_RDONLY | libc::O_NONBLOCK, 0)?;
+            if !ports::outfile::try_lock(&current) {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    "another process (a second vecplane?) holds it as its output; accepted: a \
+                     routes file of this daemon's own",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Check, before anything is started, that the routes file can be written safely: its
+/// directory passes [`check_directory`] and an existing file is no other process's output.
+pub fn check_destination(path: &Path) -> Result<(), String> {
+    let check = || {
+        let (dir_path, name) = split(path)?;
+        let dir = open_directory(dir_path)?;
+        check_directory(&dir, dir_path)?;
+        RoutesFile::new(path).check_current(&dir, name)
+    };
+    check().map_err(|e| format!("[bgp] routes-file {}: {e}", path.display()))
+}
+
+/// Write `text` to the routes file at `path` once (see [`RoutesFile`]; the lock is released
+/// on return).
 pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
+    RoutesFile::new(path).write(text)
+}
+
+fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     let name = path.file_name().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -103,40 +226,132 @@ pub fn write_atomically(path: &Path, text: &str) -> io::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut tmp_name = std::ffi::OsString::from(".");
-    tmp_name.push(name);
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = dir.join(tmp_name);
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        // The mode above is masked by the umask; BIRD may run as another user.
-        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        drop(f);
-        std::fs::rename(&tmp, path)
-    })();
-    match result {
-        Ok(()) => {
-            // Make the rename itself durable; a failure here leaves a correct file behind.
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-            Ok(())
+    Ok((dir, name))
+}
+
+fn open_directory(dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("directory {}: {e}", dir.display())))
+}
+
+/// A directory the routes file may live in: nobody but root and this daemon's user can replace
+/// a file in it. Refused: a directory owned by another user (its owner may rename or remove
+/// any file in it, sticky bit or not, and put its own in the place of the file BIRD includes),
+/// and one others (group or world) can write without the sticky bit (they could do the same).
+/// A sticky directory of root's (like /tmp) is safe: the file in it is ours.
+pub fn check_directory(dir: &File, shown: &Path) -> io::Result<()> {
+    let meta = dir.metadata()?;
+    let mode = meta.mode() & 0o7777;
+    let others_write = mode & 0o022 != 0;
+    let sticky = mode & libc::S_ISVTX != 0;
+    // SAFETY: geteuid has no arguments and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let why = if meta.uid() != 0 && meta.uid() != me {
+        Some(format!(
+            "it is owned by uid {}, neither root nor this daemon's uid {me}, so its owner could \
+             replace the file BIRD includes",
+            meta.uid()
+        ))
+    } else if others_write && !sticky {
+        Some(format!(
+            "it is writable by others (mode {mode:04o}) without the sticky bit, so they could \
+             replace the file BIRD includes"
+        ))
+    } else {
+        None
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "unsafe directory {} for the routes file: {why}; accepted: a directory owned by \
+                 root or this daemon's user that only its owner can write (e.g. /etc/bird), or a \
+                 sticky one of theirs",
+                shown.display()
+            ),
+        )),
+    }
+}
+
+fn c_name(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a file name with a NUL byte"))
+}
+
+/// Open `name` in `dir` (never following a symlink at `name`).
+fn open_at(dir: &File, name: &OsStr, flags: libc::c_int, mode: libc::mode_t) -> io::Result<File> {
+    let c = c_name(name)?;
+    let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: a valid directory descriptor and a NUL-terminated name alive across the call.
+    let fd = unsafe { libc::openat(dir.as_raw_fd(), c.as_ptr(), flags, libc::c_uint::from(mode)) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nothing else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// The metadata of `name` in `dir` itself (a symlink is not followed), or None if absent.
+fn stat_at(dir: &File, name: &OsStr) -> io::Result<Option<std::fs::Metadata>> {
+    match open_at(dir, name, libc::O_PATH, 0) {
+        Ok(f) => f.metadata().map(Some),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+        // O_PATH|O_NOFOLLOW opens a symlink itself; any other error is real.
+        Err(e) => Err(e),
+    }
+}
+
+/// A new file `.<name>.<random>.tmp` in `dir`, created exclusively (mode 0600 until it is
+/// written), and its name.
+fn create_temporary(dir: &File, name: &OsStr) -> io::Result<(File, OsString)> {
+    for _ in 0..16 {
+        let mut random = [0u8; 12];
+        // SAFETY: getrandom writes at most `random.len()` bytes into `random`.
+        let got = unsafe { libc::getrandom(random.as_mut_ptr().cast(), random.len(), 0) };
+        if got != random.len() as isize {
+            return Err(io::Error::last_os_error());
         }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(io::Error::new(
-                e.kind(),
-                format!("cannot write {}: {e}", path.display()),
-            ))
+        let mut tmp = OsString::from(".");
+        tmp.push(name);
+        tmp.push(".");
+        for b in random {
+            tmp.push(format!("{b:02x}"));
+        }
+        tmp.push(".tmp");
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        match open_at(dir, &tmp, flags, 0o600) {
+            Ok(f) => return Ok((f, tmp)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
         }
     }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free temporary name after 16 tries",
+    ))
+}
+
+fn rename_at(dir: &File, from: &OsStr, to: &OsStr) -> io::Result<()> {
+    let (f, t) = (c_name(from)?, c_name(to)?);
+    let fd = dir.as_raw_fd();
+    // SAFETY: a valid directory descriptor and two NUL-terminated names alive across the call.
+    if unsafe { libc::renameat(fd, f.as_ptr(), fd, t.as_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn unlink_at(dir: &File, name: &OsStr) -> io::Result<()> {
+    let c = c_name(name)?;
+    // SAFETY: a valid directory descriptor and a NUL-terminated name alive across the call.
+    if unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
