@@ -4,6 +4,7 @@
 #![deny(missing_docs)]
 
 pub mod checksum;
+pub mod frag;
 pub mod gso;
 pub mod headers;
 pub mod huge;
