@@ -432,7 +432,7 @@ fn a_fragment_too_big_for_the_tunnel_becomes_fragments_that_continue_it() {
     let words: Vec<u16> = inner.iter().map(|f| be16(f, 6)).collect();
     assert_eq!(
         words,
-        [0x2000, 0x2000 | 1456 / 8, 1480 / 8],
+        [0x2000, 0x2000 | (1456 / 8), 1480 / 8],
         "both pieces of the first keep MF; the last fragment stays whole"
     );
     assert_eq!(inner[1].len(), 20 + 24);
