@@ -23,8 +23,14 @@ pub fn show(lb: &LbControl, what: LbShow) -> (String, Value) {
         let n = &data["node"];
         let _ = writeln!(
             o,
-            "node: no-vip-for-port {} malformed {} nat-replies {} nat-reply-misses {}",
-            n["no_vip_for_port"], n["malformed"], n["nat_replies"], n["nat_reply_misses"]
+            "node: no-vip-for-port {} malformed {} nat-replies {} nat-reply-misses {} \
+             gre-fragmented {} gre-fragments {}",
+            n["no_vip_for_port"],
+            n["malformed"],
+            n["nat_replies"],
+            n["nat_reply_misses"],
+            n["gre_fragmented"],
+            n["gre_fragments"]
         );
         let _ = writeln!(
             o,

@@ -387,8 +387,10 @@ fn lb_metrics(reg: &mut Registry, view: &RuntimeView) {
     let node = counter_family(
         reg,
         "lb_node_packets",
-        "Packets the LB node handled outside any VIP's client traffic, by reason \
-         (no_vip_for_port, malformed, nat_replies, nat_reply_misses, probes, probes_unleased)",
+        "Packets the LB node counts besides the per-VIP counters, by reason \
+         (no_vip_for_port, malformed, nat_replies, nat_reply_misses, probes, probes_unleased, \
+         gre_fragmented: packets cut into inner fragments for a GRE tunnel, gre_fragments: the \
+         fragments)",
     );
     let n = lb.node_totals();
     for (name, v) in dataplane::lb::NodeTotals::NAMES.iter().zip(n.values()) {

@@ -177,21 +177,27 @@ pub struct NodeTotals {
     pub probes: u64,
     /// Health probes dropped: their source port was not leased to one of the VIP's servers.
     pub probes_unleased: u64,
+    /// Packets too big for their GRE tunnel (IPv4 without DF) cut into inner fragments.
+    pub gre_fragmented: u64,
+    /// The fragments they were cut into.
+    pub gre_fragments: u64,
 }
 
 impl NodeTotals {
     /// The counters' names, in `values` order.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 8] = [
         "no_vip_for_port",
         "malformed",
         "nat_replies",
         "nat_reply_misses",
         "probes",
         "probes_unleased",
+        "gre_fragmented",
+        "gre_fragments",
     ];
 
     /// The values, in `NAMES` order.
-    pub fn values(&self) -> [u64; 6] {
+    pub fn values(&self) -> [u64; 8] {
         [
             self.no_vip_for_port,
             self.malformed,
@@ -199,6 +205,8 @@ impl NodeTotals {
             self.nat_reply_misses,
             self.probes,
             self.probes_unleased,
+            self.gre_fragmented,
+            self.gre_fragments,
         ]
     }
 }
@@ -516,6 +524,8 @@ impl LbControl {
             t.nat_reply_misses += c.nat_reply_misses.get();
             t.probes += c.probes.get();
             t.probes_unleased += c.probes_unleased.get();
+            t.gre_fragmented += c.gre_fragmented.get();
+            t.gre_fragments += c.gre_fragments.get();
         }
         t
     }

@@ -86,6 +86,10 @@ pub struct LbWorkerCounters {
     pub probes: Counter,
     /// Health probes to a VIP whose source port is not leased to one of its servers (dropped).
     pub probes_unleased: Counter,
+    /// Packets too big for their GRE tunnel (inner IPv4 without DF) cut into inner fragments.
+    pub gre_fragmented: Counter,
+    /// The fragments they were cut into (each sent as a GRE packet of its own).
+    pub gre_fragments: Counter,
     /// Entries this worker's flow table holds (a gauge set when the node is made: `lb conf
     /// buckets` rounded as the table rounds it).
     pub flow_table_entries: Counter,
@@ -109,6 +113,8 @@ impl LbWorkerCounters {
             nat_reply_misses: Counter::default(),
             probes: Counter::default(),
             probes_unleased: Counter::default(),
+            gre_fragmented: Counter::default(),
+            gre_fragments: Counter::default(),
             flow_table_entries: Counter::default(),
         }
     }

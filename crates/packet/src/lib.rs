@@ -48,6 +48,7 @@
 #![deny(missing_docs)]
 
 pub mod checksum;
+pub mod frag;
 pub mod gso;
 pub mod headers;
 pub mod huge;

@@ -1,7 +1,29 @@
 //! GRE4 and GRE6: the inner IPv4 or IPv6 packet gets an outer IPv4 or IPv6 header and a
 //! 4-byte GRE header (RFC 2784, no key, no checksum) written in the buffer's headroom, toward
 //! the server, from a per-flow source (see the module docs of `encap`). It never copies the
-//! inner packet and never fragments: a packet that would exceed the MTU is left as it was.
+//! inner packet and never fragments: a packet that would exceed the MTU is left as it was, and
+//! `TooBig` says whether the sender may be told (DF, IPv6) or the packet must be fragmented.
+//!
+//! # Packets too big for the tunnel: inner fragmentation, as Linux does
+//! An inner IPv4 packet without DF that does not fit is cut by the `lb` node into fragments of
+//! the *inner* packet, each wrapped here as a packet of its own (`packet::frag` cuts,
+//! `nodes::lb::wrap::wrap_fragments` makes the buffers); every outer header keeps DF and ID 0.
+//! That is what Linux does for `ip_gre` and `ip6_gre`: a GRE device's MTU is the underlay's
+//! minus the tunnel overhead, and the IPv4 output path (`ip_finish_output` -> `ip_fragment`)
+//! fragments an inner packet without DF against that MTU *before* the tunnel's transmit
+//! function adds the outer header. The tunnels themselves only answer what still does not fit
+//! when it reaches them: `tnl_update_pmtu` (ip_gre) a DF packet or IPv6, `ip6gre_xmit_ipv4`
+//! anything, with "fragmentation needed" / "packet too big". FD.io VPP's tunnels do the same:
+//! `ip4-rewrite` sends an inner packet without DF that exceeds the tunnel adjacency's MTU to
+//! `ip4-frag`, whose fragments go on to the midchain rewrite.
+//!
+//! For GRE6, RFC 2473 §7.2 suggests the other way: the tunnel entry wraps the whole IPv4 packet
+//! and fragments the outer IPv6 packet with a Fragment header. Mainline Linux does not (only
+//! out-of-tree patches keep 4in6 packets whole for §7.2), and neither does this: inner
+//! fragmentation needs no outer fragment ID, keeps every outer packet whole for ECMP and the
+//! firewalls on the way, and leaves reassembly to the server's IPv4 stack, which is the inner
+//! packet's destination anyway. An IPv6 inner packet is never fragmented here (IPv6 routers do
+//! not fragment; RFC 2473 §7.1(a)): its sender gets "packet too big".
 
 use super::{unmapped, EncapError};
 use crate::parse::Parsed;

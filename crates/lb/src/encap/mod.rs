@@ -32,13 +32,14 @@
 //! to it, replies go straight to clients).
 //!
 //! # MTU and DF
-//! The outer IPv4 header always has DF set and ID 0 (RFC 6864 atomic datagram): the load
-//! balancer never fragments and the underlay must not. When inner + overhead exceeds the
+//! The outer IPv4 header always has DF set and ID 0 (RFC 6864 atomic datagram): the outer
+//! packet is never fragmented, here or by the underlay. When inner + overhead exceeds the
 //! egress MTU the packet is left untouched and `TooBig { mtu, signal }` returned: `mtu` is the
 //! largest inner packet that fits, `signal` says whether an ICMP "fragmentation needed"
-//! (inner IPv4 with DF) or ICMPv6 "packet too big" (inner IPv6) may be sent to the sender;
-//! an inner IPv4 packet without DF that does not fit is dropped and counted (never
-//! fragmented).
+//! (inner IPv4 with DF) or ICMPv6 "packet too big" (inner IPv6) may be sent to the sender.
+//! An inner IPv4 packet without DF that does not fit (`signal` false) is for the node to cut
+//! into inner fragments, each encapsulated again (see `gre.rs` for why the inner packet, as
+//! Linux's GRE tunnels do).
 
 mod gre;
 mod icmp;

@@ -28,6 +28,8 @@ use packet::meta::FLAG_IP6;
 use packet::{BufferMeta, BufferPool, VECTOR_SIZE};
 use std::sync::Arc;
 
+#[cfg(test)]
+mod frag_tests;
 mod plain;
 #[cfg(test)]
 mod tests;
@@ -99,6 +101,10 @@ graph::node_indices! {
         NoOffloadBuffer = "no-buffer-for-segment",
         /// Too many segments in one call.
         OffloadQueueFull = "segment-queue-full",
+        /// No buffer was free for a fragment of a packet too big for its GRE tunnel.
+        NoFragmentBuffer = "no-buffer-for-fragment",
+        /// Too many fragments in one call.
+        FragmentQueueFull = "fragment-queue-full",
     }
 }
 
@@ -634,11 +640,35 @@ impl Node for LbNode {
                         }
                     }
                     Err(EncapError::TooBig { .. }) => {
-                        if let Some(c) = vc {
-                            c.too_big.add(1);
+                        // IPv4 without DF, too big for a GRE tunnel: sent as inner fragments.
+                        let frags = wrap::wrap_fragments(
+                            tables,
+                            vip,
+                            counters,
+                            cx.pool,
+                            emitter,
+                            start + i,
+                            b,
+                            p,
+                            server,
+                            *mtu,
+                            hash,
+                        );
+                        match frags {
+                            Ok(next) => {
+                                nexts[i] = next;
+                                count_sent(counters, &mut vip_run, w.vip, slot, len);
+                            }
+                            Err(why) => {
+                                if matches!(why, LbError::Malformed) {
+                                    counters.malformed.add(1);
+                                } else if let Some(c) = vc {
+                                    c.too_big.add(1);
+                                }
+                                cx.pool.meta_mut(b).error = cx.error_base + why.id();
+                                nexts[i] = LbNext::Drop.id();
+                            }
                         }
-                        meta.error = cx.error_base + LbError::TooBig.id();
-                        nexts[i] = LbNext::Drop.id();
                     }
                     Err(_) => {
                         meta.error = cx.error_base + LbError::EncapFailed.id();

@@ -2,18 +2,23 @@
 //! (`wrap`), shared by client packets and health probes; and the health probes themselves
 //! (`wrap_probe`): a packet from the probe host's port to a VIP goes to the server its source
 //! port is leased to, never where Maglev or the flow table would send it, and leaves no flow
-//! entry. Never allocates; never reads a table other than the snapshot and the leases.
+//! entry. A packet too big for its GRE tunnel without DF is cut into inner fragments
+//! (`wrap_fragments`, cold), the only work here that takes buffers from the pool: the pool's,
+//! never the heap's. Never reads a table other than the snapshot and the leases.
 
 use super::{lookup_next, v4_of, LbError, LbNext, GRE_TTL};
 use crate::{icmp_request, FLAG_LOCAL_ORIGIN};
+use graph::Emitter;
 use lb::counters::LbWorkerCounters;
 use lb::encap::{self, EncapError};
 use lb::model::{AsState, Encap, VipId};
 use lb::parse::Parsed;
 use lb::probe::ProbeLeases;
 use lb::snapshot::{LbTables, VipEntry};
+use packet::frag::{FragError, Ip4Split};
+use packet::headers::ip4;
 use packet::meta::FLAG_IP6;
-use packet::BufferMeta;
+use packet::{BufferMeta, BufferPool};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -133,4 +138,120 @@ pub(super) fn wrap_probe(
             LbNext::Drop.id()
         }
     }
+}
+
+/// Most fragments one packet is cut into: a 64 KiB jumbo packet through a 1280-byte tunnel
+/// takes 53.
+const MAX_FRAGMENTS: usize = 64;
+
+/// Cut the inner IPv4 packet of `b` (no DF; `wrap` found it too big for the VIP's GRE tunnel)
+/// into fragments that fit the tunnel, each wrapped as `wrap` wraps a packet: `b` becomes the
+/// first fragment in place, the others are made in new buffers and emitted after frame packet
+/// `after` to the same lookup. Returns the next node of `b`. All or nothing: on an error
+/// nothing was emitted, every new buffer is freed and `b` is unchanged (the caller drops it
+/// under the returned reason). Cold: only packets larger than the tunnel come here.
+#[cold]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn wrap_fragments(
+    tables: &LbTables,
+    vip: &VipEntry,
+    counters: &LbWorkerCounters,
+    pool: &mut BufferPool,
+    emitter: &mut Emitter,
+    after: usize,
+    b: u32,
+    p: &Parsed,
+    server: [u8; 16],
+    mtu: u16,
+    hash: impl Fn() -> u32,
+) -> Result<u16, LbError> {
+    let overhead = match vip.encap {
+        Encap::Gre4 => encap::GRE4_OVERHEAD,
+        Encap::Gre6 => encap::GRE6_OVERHEAD,
+        _ => return Err(LbError::TooBig),
+    };
+    if p.tuple.ip6 {
+        return Err(LbError::TooBig);
+    }
+    let m = *pool.meta(b);
+    let l3 = usize::from(m.l3_offset);
+    let split = {
+        let data = pool.data(b);
+        let inner = data.get(l3..).ok_or(LbError::Malformed)?;
+        let max = usize::from(mtu).saturating_sub(overhead);
+        Ip4Split::plan(inner, max, MAX_FRAGMENTS).map_err(|e| match e {
+            FragError::Malformed | FragError::BadOptions => LbError::Malformed,
+            FragError::DontFragment
+            | FragError::TooSmall
+            | FragError::TooMany
+            | FragError::Fits => LbError::TooBig,
+        })?
+    };
+    let hl = split.header_len();
+    let mut header = [0u8; ip4::MAX_HEADER_LEN];
+    header[..hl].copy_from_slice(&pool.data(b)[l3..l3 + hl]);
+    let count = split.count();
+    if emitter.capacity() - emitter.len() < count - 1 {
+        return Err(LbError::FragmentQueueFull);
+    }
+    let headroom = pool.headroom();
+    let mut made = [0u32; MAX_FRAGMENTS];
+    for k in 1..count {
+        match pool.alloc_for(split.fragment_len(k)) {
+            Some(c) => made[k] = c,
+            None => {
+                pool.free_batch(&made[1..k]);
+                return Err(LbError::NoFragmentBuffer);
+            }
+        }
+    }
+    // Fragments 2..: header and payload copied into each new buffer, then wrapped.
+    for k in 1..count {
+        let c = made[k];
+        let (at, len) = split.payload_range(k);
+        let piece = Parsed {
+            len: split.fragment_len(k),
+            ..*p
+        };
+        let (cm, slot) = pool.slot_mut(c);
+        split.write_header(&header, k, &mut slot[headroom..]);
+        *cm = m;
+        cm.clear_offload();
+        cm.data_offset = headroom as u16;
+        cm.l3_offset = 0;
+        cm.length = piece.len as u16;
+        let copied = pool.copy_between(b, l3 + at, len, c, headroom + hl);
+        let (cm, slot) = pool.slot_mut(c);
+        if !copied || wrap(tables, vip, cm, slot, &piece, server, mtu, &hash).is_err() {
+            pool.free_batch(&made[1..count]);
+            return Err(LbError::EncapFailed);
+        }
+        cm.flags |= FLAG_LOCAL_ORIGIN;
+    }
+    // The first fragment in place: its header rewritten, the rest of the packet left behind.
+    let first = Parsed {
+        len: split.fragment_len(0),
+        ..*p
+    };
+    let (meta, slot) = pool.slot_mut(b);
+    let at = usize::from(meta.data_offset) + l3;
+    split.write_header(&header, 0, &mut slot[at..]);
+    if wrap(tables, vip, meta, slot, &first, server, mtu, &hash).is_err() {
+        // Not reached: the first fragment is smaller than the packet `wrap` accepted but for
+        // its size. Put the original header back so that `b` is unchanged.
+        slot[at..at + hl].copy_from_slice(&header[..hl]);
+        pool.free_batch(&made[1..count]);
+        return Err(LbError::EncapFailed);
+    }
+    meta.flags |= FLAG_LOCAL_ORIGIN;
+    let next = lookup_next(meta.flags & FLAG_IP6 != 0);
+    for &c in &made[1..count] {
+        // Room was checked above: the emitter holds `count - 1` more.
+        if let Err(c) = emitter.emit(after, next, c) {
+            pool.free(c);
+        }
+    }
+    counters.gre_fragmented.add(1);
+    counters.gre_fragments.add(count as u64);
+    Ok(next)
 }
