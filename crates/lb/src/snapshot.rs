@@ -11,8 +11,10 @@
 //! through to the next shorter one. The table is at most 1/4 full and grown until no probe
 //! sequence is longer than `MAX_PROBE`, so no destination address can make a lookup slow.
 
-use crate::maglev::{addr_bytes, MaglevServer, MaglevTable};
-use crate::model::{AsSlot, AsState, Encap, LbConf, LbState, VipId, VipKey, VipProtocol};
+use crate::maglev::{addr_bytes, MaglevAllocError, MaglevServer, MaglevTable};
+use crate::model::{
+    nodeport_key, AsSlot, AsState, Encap, LbConf, LbState, VipId, VipKey, VipProtocol,
+};
 use crate::tuple::FiveTuple;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -47,6 +49,8 @@ pub struct VipEntry {
     pub maglev_too_small: bool,
     /// Every slot of the VIP (active, draining, removed), by server address.
     pub slots: Vec<AsSlot>,
+    /// A nodeport VIP's second key: the node's address, the VIP's protocol, the node port.
+    pub nodeport: Option<VipKey>,
 }
 
 /// What the data path needs of an AS slot.
@@ -141,8 +145,20 @@ impl LbTables {
     /// is left out of the Maglev input as a weight-0 one is, so the table is the one a node
     /// without that server builds.
     pub fn build(state: &LbState, previous: Option<&LbTables>) -> LbTables {
+        match Self::try_build(state, previous) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// `build`, with a Maglev table the allocator refuses as an error (the control plane
+    /// refuses the change instead of aborting).
+    pub fn try_build(
+        state: &LbState,
+        previous: Option<&LbTables>,
+    ) -> Result<LbTables, MaglevAllocError> {
         let nv = state.vip_capacity();
-        let empty = Arc::new(MaglevTable::build(2, &[]));
+        let empty = Arc::new(MaglevTable::try_build(2, &[])?);
         let mut vips: Vec<Option<VipEntry>> = vec![None; nv];
         let mut maglev: Vec<Arc<MaglevTable>> = vec![empty; nv];
         let mut maglev_input: Vec<(u32, Vec<MaglevServer>)> = vec![(0, Vec::new()); nv];
@@ -165,8 +181,10 @@ impl LbTables {
                 let (len, prev) = p.maglev_input.get(i)?;
                 (*len == v.spec.new_len && *prev == input).then(|| p.maglev[i].clone())
             });
-            let table =
-                reused.unwrap_or_else(|| Arc::new(MaglevTable::build(v.spec.new_len, &input)));
+            let table = match reused {
+                Some(t) => t,
+                None => Arc::new(MaglevTable::try_build(v.spec.new_len, &input)?),
+            };
             let key = v.spec.key;
             vips[i] = Some(VipEntry {
                 id: v.id,
@@ -180,6 +198,7 @@ impl LbTables {
                 active_servers: table.servers(),
                 maglev_too_small: table.too_small(),
                 slots: v.servers.values().copied().collect(),
+                nodeport: nodeport_key(&v.spec, state.conf()),
             });
             maglev[i] = table;
             maglev_input[i] = (v.spec.new_len, input);
@@ -221,7 +240,7 @@ impl LbTables {
             ports: Vec::new(),
         };
         t.build_index();
-        t
+        Ok(t)
     }
 
     fn build_index(&mut self) {
@@ -230,34 +249,41 @@ impl LbTables {
         let mut by_prefix: std::collections::BTreeMap<(bool, [u8; 16], u8), usize> =
             Default::default();
         let mut ports: Vec<(usize, PortVip)> = Vec::new();
-        for v in self.vips.iter().flatten() {
-            let p = v.key.prefix;
-            let len = if v.ip6 {
+        // Every VIP's key, and a nodeport VIP's node key (the model keeps them all distinct).
+        let keys = self
+            .vips
+            .iter()
+            .flatten()
+            .flat_map(|v| std::iter::once((v.key, v.id)).chain(v.nodeport.map(|k| (k, v.id))));
+        for (key, id) in keys {
+            let p = key.prefix;
+            let ip6 = p.is_ipv6();
+            let addr = addr_bytes(p.addr());
+            let len = if ip6 {
                 p.prefix_len()
             } else {
                 96 + p.prefix_len()
             };
-            let k = (v.ip6, v.addr, len);
-            let pi = *by_prefix.entry(k).or_insert_with(|| {
+            let pi = *by_prefix.entry((ip6, addr, len)).or_insert_with(|| {
                 prefixes.push(PrefixSlot {
-                    addr: v.addr,
+                    addr,
                     len,
-                    ip6: v.ip6,
+                    ip6,
                     ..EMPTY_SLOT
                 });
                 prefixes.len() - 1
             });
             let ps = &mut prefixes[pi];
-            match (v.key.protocol, v.key.port) {
-                (VipProtocol::Any, _) => ps.any_all = v.id.0,
-                (VipProtocol::Tcp, 0) => ps.tcp_all = v.id.0,
-                (VipProtocol::Udp, 0) => ps.udp_all = v.id.0,
+            match (key.protocol, key.port) {
+                (VipProtocol::Any, _) => ps.any_all = id.0,
+                (VipProtocol::Tcp, 0) => ps.tcp_all = id.0,
+                (VipProtocol::Udp, 0) => ps.udp_all = id.0,
                 (pr, port) => ports.push((
                     pi,
                     PortVip {
                         protocol: pr.number().unwrap_or(0),
                         port,
-                        vip: v.id.0,
+                        vip: id.0,
                     },
                 )),
             }
