@@ -110,14 +110,14 @@ impl LbState {
         }
         Err(LbErrorKind::MemoryLimit {
             need: format!(
-                "{} (Maglev tables {} for {} VIPs, flow tables {} x {} workers)",
+                "{} = {total} bytes (Maglev tables {} for {} VIPs, flow tables {} x {} workers)",
                 show_bytes(total),
                 show_bytes(need.maglev_bytes),
                 need.vips,
                 show_bytes(need.flow_bytes_per_worker),
                 need.workers
             ),
-            limit: show_bytes(limit),
+            limit: format!("{} = {limit} bytes", show_bytes(limit)),
         })
     }
 }
