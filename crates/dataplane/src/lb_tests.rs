@@ -156,7 +156,8 @@ fn replace_turns_one_state_into_another_without_touching_what_stays() {
         .apply(&cmds(
             "lb conf timeout 30\n\
              lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
-             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3 198.18.2.3 weight 0\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.3 weight 0\n\
              lb set interface nat4 in out0\n",
         ))
         .expect("target");

@@ -93,6 +93,9 @@ struct PrefixSlot {
     /// Prefix length over the 16-byte form (IPv4: 96 + len); `EMPTY_LEN` for a free slot.
     len: u8,
     ip6: bool,
+    /// Some VIP's own prefix (not only a nodeport VIP's node address): a packet to it that no
+    /// key matches is dropped as no-VIP-for-port; to a node address, it passes.
+    owned: bool,
     any_all: u32,
     tcp_all: u32,
     udp_all: u32,
@@ -104,6 +107,7 @@ const EMPTY_SLOT: PrefixSlot = PrefixSlot {
     addr: [0; 16],
     len: EMPTY_LEN,
     ip6: false,
+    owned: false,
     any_all: NONE,
     tcp_all: NONE,
     udp_all: NONE,
@@ -250,12 +254,10 @@ impl LbTables {
             Default::default();
         let mut ports: Vec<(usize, PortVip)> = Vec::new();
         // Every VIP's key, and a nodeport VIP's node key (the model keeps them all distinct).
-        let keys = self
-            .vips
-            .iter()
-            .flatten()
-            .flat_map(|v| std::iter::once((v.key, v.id)).chain(v.nodeport.map(|k| (k, v.id))));
-        for (key, id) in keys {
+        let keys = self.vips.iter().flatten().flat_map(|v| {
+            std::iter::once((v.key, v.id, true)).chain(v.nodeport.map(|k| (k, v.id, false)))
+        });
+        for (key, id, owned) in keys {
             let p = key.prefix;
             let ip6 = p.is_ipv6();
             let addr = addr_bytes(p.addr());
@@ -274,6 +276,7 @@ impl LbTables {
                 prefixes.len() - 1
             });
             let ps = &mut prefixes[pi];
+            ps.owned |= owned;
             match (key.protocol, key.port) {
                 (VipProtocol::Any, _) => ps.any_all = id.0,
                 (VipProtocol::Tcp, 0) => ps.tcp_all = id.0,
@@ -349,11 +352,14 @@ impl LbTables {
 
     /// True when the packet's destination is inside some VIP prefix, whatever its protocol and
     /// port (a packet for which this is true but `vip_for` is `None` hit a VIP address on a port
-    /// with no VIP).
+    /// with no VIP). A nodeport VIP's node address is not a VIP address: its other ports are
+    /// the node's own.
     pub fn is_vip_address(&self, t: &FiveTuple) -> bool {
         let lens = if t.ip6 { &self.lens6 } else { &self.lens4 };
-        lens.iter()
-            .any(|&len| self.find_prefix(&t.dst, len, t.ip6).is_some())
+        lens.iter().any(|&len| {
+            self.find_prefix(&t.dst, len, t.ip6)
+                .is_some_and(|p| p.owned)
+        })
     }
 
     #[inline(always)]
