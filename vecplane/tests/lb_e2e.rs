@@ -92,28 +92,24 @@ fn lab_lines(lab: &LbLab) -> Vec<String> {
     lines
 }
 
-/// `lines` without server `s` in any `lb as` line (its address and its `weight N`).
+/// `lines` without server `s` in any `lb as` line (its address; a line left with no server
+/// goes, its `weight` being the line's, as in VPP).
 fn without_server(lines: &[String], s: &ServerInfo) -> Vec<String> {
     let (a4, a6) = (s.ip4.to_string(), s.ip6.to_string());
     lines
         .iter()
-        .map(|l| {
+        .filter_map(|l| {
             if !l.starts_with("lb as ") {
-                return l.clone();
+                return Some(l.clone());
             }
-            let mut out: Vec<&str> = Vec::new();
-            let mut words = l.split_whitespace().peekable();
-            while let Some(w) = words.next() {
-                if w == a4 || w == a6 {
-                    if words.peek() == Some(&"weight") {
-                        words.next();
-                        words.next();
-                    }
-                    continue;
-                }
-                out.push(w);
-            }
-            out.join(" ")
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let kept: Vec<&str> = words
+                .iter()
+                .copied()
+                .filter(|w| *w != a4 && *w != a6)
+                .collect();
+            let has_server = kept[3..].iter().any(|w| w.parse::<IpAddr>().is_ok());
+            has_server.then(|| kept.join(" "))
         })
         .collect()
 }
@@ -736,15 +732,16 @@ fn lines_without_a_server() {
     let lines = vec![
         "lb vip 198.18.100.4/32 protocol tcp port 80 encap nat4 type clusterip target_port 8080"
             .to_string(),
-        "lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11 198.18.12.14 weight 2 198.18.12.12"
-            .to_string(),
+        "lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11 198.18.12.14 weight 2".to_string(),
+        "lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.14 weight 3".to_string(),
     ];
     let out = without_server(&lines, &s);
     assert_eq!(out[0], lines[0]);
     assert_eq!(
         out[1],
-        "lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11 198.18.12.12"
+        "lb as 198.18.100.4/32 protocol tcp port 80 198.18.12.11 weight 2"
     );
+    assert_eq!(out.len(), 2, "a line left without a server goes: {out:?}");
     let sec = lb_section(&out);
     assert!(sec.starts_with("\n[lb]\nlines = [\n  \"lb vip "), "{sec}");
 }

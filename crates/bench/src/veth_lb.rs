@@ -47,15 +47,7 @@ pub fn lb_lines(servers: &[ServerInfo], vip: Ipv4Addr, flows: u32) -> Vec<String
     let port = vip_port();
     // Two places per flow, as the lb scenario sizes its flow table.
     let buckets = (flows.min(1 << 22) * 2).next_power_of_two().max(1024);
-    let mut list = String::new();
-    for s in servers {
-        list.push(' ');
-        list.push_str(&s.ip4.to_string());
-        if s.weight != 1 {
-            list.push_str(&format!(" weight {}", s.weight));
-        }
-    }
-    vec![
+    let mut lines = vec![
         format!(
             "lb conf ip4-src-address {} ip6-src-address {} buckets {buckets} timeout 40",
             lbaddr::LB_DOWN4,
@@ -65,9 +57,16 @@ pub fn lb_lines(servers: &[ServerInfo], vip: Ipv4Addr, flows: u32) -> Vec<String
             "lb vip {vip}/32 protocol udp port {port} encap nat4 type clusterip target_port \
              {TARGET_PORT}"
         ),
-        format!("lb as {vip}/32 protocol udp port {port}{list}"),
-        "lb set interface nat4 in down".to_string(),
-    ]
+    ];
+    // One `lb as` per server: VPP's `weight` is the whole line's.
+    for s in servers {
+        lines.push(format!(
+            "lb as {vip}/32 protocol udp port {port} {} weight {}",
+            s.ip4, s.weight
+        ));
+    }
+    lines.push("lb set interface nat4 in down".to_string());
+    lines
 }
 
 /// The kernel reference's rule for the same VIP: DNAT through a `jhash` map of the 2-tuple

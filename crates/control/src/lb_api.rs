@@ -124,11 +124,13 @@ pub fn vip_json(lb: &LbControl, t: &LbTables, id: VipId) -> Option<Value> {
         Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => (None, Some(target_port)),
         _ => (None, None),
     };
+    let node_port = v.nodeport.map(|k| k.port);
     let spec = VipSpec {
         key: v.key,
         encap: v.encap,
         new_len: v.new_len,
         src_ip_sticky: v.src_ip_sticky,
+        node_port,
     };
     Some(json!({
         "id": id.0,
@@ -139,6 +141,9 @@ pub fn vip_json(lb: &LbControl, t: &LbTables, id: VipId) -> Option<Value> {
         "encap": v.encap.name(),
         "dscp": dscp,
         "target_port": target_port,
+        "type": target_port.map(|_| if node_port.is_some() { "nodeport" } else { "clusterip" }),
+        "node_port": node_port,
+        "node_key": v.nodeport.map(|k| k.to_string()),
         "new_len": v.new_len,
         "maglev_size": v.maglev_size,
         "src_ip_sticky": v.src_ip_sticky,
@@ -150,6 +155,21 @@ pub fn vip_json(lb: &LbControl, t: &LbTables, id: VipId) -> Option<Value> {
     }))
 }
 
+/// The LB memory budget as JSON: what the tables take (counted as they are allocated) and the
+/// cap (`[lb] memory-limit`).
+pub fn memory_json(state: &LbState) -> Value {
+    let u = state.memory_use();
+    let b = state.memory_budget();
+    json!({
+        "used_bytes": u.total(),
+        "limit_bytes": b.limit,
+        "maglev_bytes": u.maglev_bytes,
+        "vips": u.vips,
+        "flow_bytes_per_worker": u.flow_bytes_per_worker,
+        "workers": u.workers,
+    })
+}
+
 /// `GET /v1/lb`: everything.
 pub fn overview(lb: &LbControl) -> Value {
     let state = lb.state();
@@ -159,6 +179,7 @@ pub fn overview(lb: &LbControl) -> Value {
             "version": t.version(),
             "conf": conf_json(&state),
             "flow_table_entries_per_worker": lb.flow_table_entries(),
+            "memory": memory_json(&state),
             "nat4_inside": state.nat_inside(false),
             "nat6_inside": state.nat_inside(true),
             "vips": vips,
@@ -196,6 +217,9 @@ fn field_of(kind: &LbErrorKind) -> &'static str {
         LbErrorKind::NoSource { .. } => "encap",
         LbErrorKind::Full { .. } => "servers",
         LbErrorKind::NoSuchNatPort(_) => "ports",
+        LbErrorKind::BadWeight { .. } => "weight",
+        LbErrorKind::MemoryLimit { .. } => "new_len",
+        LbErrorKind::NodePort { .. } => "node_port",
     }
 }
 
@@ -207,7 +231,7 @@ fn refused(e: LbApplyError) -> ApiError {
                 LbErrorKind::NoSuchVip(_) | LbErrorKind::NoSuchServer { .. } => {
                     StatusCode::NOT_FOUND
                 }
-                LbErrorKind::Full { .. } => StatusCode::CONFLICT,
+                LbErrorKind::Full { .. } | LbErrorKind::MemoryLimit { .. } => StatusCode::CONFLICT,
                 _ => StatusCode::BAD_REQUEST,
             };
             ApiError {
@@ -216,6 +240,10 @@ fn refused(e: LbApplyError) -> ApiError {
             }
         }
         LbApplyError::UnknownPort { .. } => ApiError::bad("ports", e.reason()),
+        LbApplyError::Alloc { .. } => ApiError {
+            field: Some("new_len".into()),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.reason())
+        },
     }
 }
 
@@ -278,7 +306,7 @@ pub fn commands(lb: &LbControl, body: &CommandsBody) -> Result<Value, ApiError> 
 pub struct ServerBody {
     /// Its address.
     pub address: String,
-    /// Its weight (new servers: 1 when absent; 0 drains).
+    /// Its weight, 0..=100 (new servers: 100 when absent, as VPP; 0 drains).
     #[serde(default)]
     pub weight: Option<u32>,
 }
@@ -305,6 +333,11 @@ pub struct VipBody {
     /// nat4/nat6: the servers' port.
     #[serde(default)]
     pub target_port: Option<u16>,
+    /// nat4/nat6, VPP's `type nodeport`: the node port (packets to the node's address, `lb
+    /// conf ip4-src-address`/`ip6-src-address`, on it go to the VIP's servers too). 0 on PATCH:
+    /// back to `type clusterip`.
+    #[serde(default)]
+    pub node_port: Option<u16>,
     /// Maglev size asked for (the next prime >= it is used).
     #[serde(default)]
     pub new_len: Option<u32>,
@@ -343,13 +376,11 @@ fn parse_vip_prefix(s: &str) -> Result<Prefix, ApiError> {
             )
         })?,
     };
-    Prefix::new(addr, len).ok_or_else(|| {
+    // As VPP's API: host bits are cleared.
+    Prefix::new(lb::model::mask_addr(addr, len), len).ok_or_else(|| {
         ApiError::bad(
             "prefix",
-            format!(
-                "`{s}` has host bits set; did you mean {}/{len}?",
-                lb::model::mask_addr(addr, len)
-            ),
+            format!("`{s}` is not a prefix; accepted: ADDRESS/LENGTH"),
         )
     })
 }
@@ -467,11 +498,13 @@ pub fn create_vip(lb: &LbControl, body: &VipBody) -> Result<Value, ApiError> {
             ))
         }
     };
+    // As VPP: without a port the VIP takes every protocol.
     let key = VipKey {
         prefix,
         protocol,
         port: body.port.unwrap_or(0),
-    };
+    }
+    .canonical();
     if let Some(v) = lb.state().vip_by_key(&key) {
         return Err(ApiError {
             field: Some("prefix".into()),
@@ -489,6 +522,7 @@ pub fn create_vip(lb: &LbControl, body: &VipBody) -> Result<Value, ApiError> {
         encap: encap_of(body, None)?,
         new_len: body.new_len.unwrap_or(DEFAULT_NEW_LEN),
         src_ip_sticky: body.src_ip_sticky.unwrap_or(false),
+        node_port: body.node_port.filter(|p| *p != 0),
     };
     let mut cmds = vec![LbCommand::AddVip(spec)];
     if let Some(list) = &body.servers {
@@ -496,6 +530,7 @@ pub fn create_vip(lb: &LbControl, body: &VipBody) -> Result<Value, ApiError> {
             cmds.push(LbCommand::AddAs {
                 vip: key,
                 servers: servers_of(list)?,
+                flush: false,
             });
         }
     }
@@ -549,6 +584,11 @@ pub fn change_vip(lb: &LbControl, id: u32, body: &VipBody) -> Result<Value, ApiE
         encap: encap_of(body, Some(old.encap))?,
         new_len: body.new_len.unwrap_or(old.new_len),
         src_ip_sticky: body.src_ip_sticky.unwrap_or(old.src_ip_sticky),
+        node_port: match body.node_port {
+            Some(0) => None,
+            Some(p) => Some(p),
+            None => old.node_port,
+        },
     };
     let version = lb.apply(&[LbCommand::AddVip(spec)]).map_err(refused)?;
     Ok(json!({"id": id, "version": version}))
@@ -592,12 +632,16 @@ pub fn add_servers(lb: &LbControl, id: u32, body: &ServersBody) -> Result<Value,
     if body.servers.is_empty() {
         return Err(ApiError::bad(
             "servers",
-            "no server given; accepted: [{\"address\": \"198.18.2.1\", \"weight\": 1}, ...]",
+            "no server given; accepted: [{\"address\": \"198.18.2.1\", \"weight\": 100}, ...]",
         ));
     }
     let servers = servers_of(&body.servers)?;
     let version = lb
-        .apply(&[LbCommand::AddAs { vip: key, servers }])
+        .apply(&[LbCommand::AddAs {
+            vip: key,
+            servers,
+            flush: false,
+        }])
         .map_err(refused)?;
     Ok(json!({"added": body.servers.len(), "version": version}))
 }
@@ -606,11 +650,14 @@ pub fn add_servers(lb: &LbControl, id: u32, body: &ServersBody) -> Result<Value,
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WeightBody {
-    /// The new weight (0 drains).
+    /// The new weight, 0..=100 (0 drains).
     pub weight: u32,
+    /// Also evict the server's flows (VPP's `is_flush`; with weight 0: hard drain).
+    #[serde(default)]
+    pub flush: bool,
 }
 
-/// Change one server's weight (0 drains).
+/// Change one server's weight (0 drains; with `flush` its flows go too).
 pub fn set_weight(
     lb: &LbControl,
     id: u32,
@@ -627,9 +674,13 @@ pub fn set_weight(
                 addr,
                 weight: Some(body.weight),
             }],
+            flush: body.flush,
         }])
         .map_err(refused)?;
-    Ok(json!({"address": addr.to_string(), "weight": body.weight, "version": version}))
+    Ok(
+        json!({"address": addr.to_string(), "weight": body.weight, "flush": body.flush,
+              "version": version}),
+    )
 }
 
 /// Remove one server; with `flush` its flows go at once, without they finish.

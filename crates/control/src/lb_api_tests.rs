@@ -202,10 +202,10 @@ fn errors_name_the_field() {
         "target_port",
     );
     field_error(
-        vip(json!({"prefix": "198.18.1.1/24", "encap": "l3dsr", "dscp": 1})),
+        vip(json!({"prefix": "198.18.1.1/33", "encap": "l3dsr", "dscp": 1})),
         StatusCode::BAD_REQUEST,
         "prefix",
-        "198.18.1.0/24",
+        "0..=32",
     );
     field_error(
         vip(json!({"protocol": "sctp"})),
@@ -373,7 +373,8 @@ fn show_lb_and_which_in_the_command_language() {
     lb.apply(
         &lb::cli::parse_lines(
             "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
-             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 0\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 0\n\
              lb vip 198.18.1.1/32 protocol udp port 53 encap l3dsr dscp 24\n",
         )
         .expect("lines"),
@@ -472,7 +473,8 @@ fn a_server_down_by_health_shows_its_configured_weight_and_health() {
     lb.apply(
         &lb::cli::parse_lines(
             "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
-             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 3\n",
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 weight 1\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3\n",
         )
         .expect("lines"),
     )
@@ -531,4 +533,70 @@ fn a_server_down_by_health_shows_its_configured_weight_and_health() {
         text.contains("198.18.2.1 slot 0 gen 0 weight 1 active entries"),
         "{text}"
     );
+}
+
+/// The memory cap holds for the API too (409 naming the cap and how to raise it, nothing
+/// applied); `GET /v1/lb` and `show lb` show the budget; host bits are cleared as VPP's API
+/// does; weights past 100 are refused naming `weight`; `flush` on a weight change evicts.
+#[test]
+fn the_api_keeps_the_memory_limit_and_vpps_rules() {
+    let mut v = view(1);
+    let state = LbState::new().with_memory_budget(lb::model::MemoryBudget {
+        limit: 80 << 20,
+        workers: 1,
+    });
+    let lb = Arc::new(LbControl::without_workers(state, vec!["in0".into()], 1));
+    v.lb = Some(lb.clone());
+    let api = Api::new(v.clone());
+    let big = |p: &str| json!({"prefix": p, "encap": "l3dsr", "dscp": 1, "new_len": 4194304});
+    let (s, r) = api.call("POST", "/v1/lb/vips", Some(big("198.18.1.1/24")));
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(r["vip"], "198.18.1.0/24", "host bits cleared: {r}");
+    let (s, r) = api.call("POST", "/v1/lb/vips", Some(big("198.18.2.0/24")));
+    assert_eq!(s, StatusCode::CONFLICT, "{r}");
+    let m = r["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        m.contains("memory limit of 80 MiB") && m.contains("memory-limit"),
+        "{r}"
+    );
+    assert_eq!(lb.state().vips().count(), 1, "nothing applied");
+    let (_, r) = api.call("GET", "/v1/lb", None);
+    assert_eq!(r["memory"]["limit_bytes"], 80u64 << 20, "{r}");
+    assert!(
+        r["memory"]["used_bytes"].as_u64().unwrap_or(0) > 64 << 20,
+        "{r}"
+    );
+    let control = Control::new(v.clone(), Arc::new(spec()));
+    let text = control.execute("show lb", false).text.unwrap_or_default();
+    assert!(
+        text.contains("memory: 64 MiB of 80 MiB ([lb] memory-limit)"),
+        "{text}"
+    );
+    let (s, r) = api.call(
+        "POST",
+        "/v1/lb/vips/0/servers",
+        Some(json!({"servers": [{"address": "198.18.3.1", "weight": 101}]})),
+    );
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{r}");
+    assert_eq!(r["error"]["field"], "weight", "{r}");
+    let (s, r) = api.call(
+        "POST",
+        "/v1/lb/vips/0/servers",
+        Some(json!({"servers": [{"address": "198.18.3.1"}]})),
+    );
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let gen = |lb: &LbControl| {
+        let st = lb.state();
+        let v = st.vips().next().expect("vip").clone();
+        let slot = v.servers[&"198.18.3.1".parse().expect("addr")];
+        (st.slot(slot).weight, st.slot(slot).gen)
+    };
+    assert_eq!(gen(&lb), (100, 0), "VPP's default weight");
+    let (s, r) = api.call(
+        "PATCH",
+        "/v1/lb/vips/0/servers/198.18.3.1",
+        Some(json!({"weight": 0, "flush": true})),
+    );
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(gen(&lb), (0, 1), "hard drain: weight 0 and flows evicted");
 }

@@ -38,6 +38,19 @@ pub fn show(lb: &LbControl, what: LbShow) -> (String, Value) {
              starts)",
             data["flow_table_entries_per_worker"]
         );
+        let m = &data["memory"];
+        let bytes = |k: &str| lb::model::show_bytes(m[k].as_u64().unwrap_or(0));
+        let _ = writeln!(
+            o,
+            "memory: {} of {} ([lb] memory-limit): Maglev tables {} for {} VIPs, flow tables {} \
+             x {} workers",
+            bytes("used_bytes"),
+            bytes("limit_bytes"),
+            bytes("maglev_bytes"),
+            m["vips"],
+            bytes("flow_bytes_per_worker"),
+            m["workers"]
+        );
         for (family, key) in [("nat4", "nat4_inside"), ("nat6", "nat6_inside")] {
             let ports: Vec<&str> = data[key]
                 .as_array()

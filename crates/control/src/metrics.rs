@@ -322,6 +322,24 @@ fn lb_metrics(reg: &mut Registry, view: &RuntimeView) {
     version
         .get_or_create(&Vec::new())
         .set(i64::try_from(lb.version()).unwrap_or(i64::MAX));
+    let state = lb.state();
+    let memory = state.memory_use();
+    for (name, help, value) in [
+        (
+            "lb_memory_bytes",
+            "Bytes the load balancer's tables take (Maglev tables and every worker's flow tables)",
+            memory.total(),
+        ),
+        (
+            "lb_memory_limit_bytes",
+            "The cap on the load balancer's tables ([lb] memory-limit)",
+            state.memory_budget().limit,
+        ),
+    ] {
+        gauge_family(reg, name, help)
+            .get_or_create(&Vec::new())
+            .set(i64::try_from(value).unwrap_or(i64::MAX));
+    }
     let vip_help = [
         ("packets", "Packets a VIP sent to its servers"),
         (

@@ -36,6 +36,14 @@ pub enum LbApplyError {
         /// The port names.
         accepted: String,
     },
+    /// The allocator refused a table the change needs (nothing was applied).
+    #[error("command {index}: {source}")]
+    Alloc {
+        /// Index of the last command of the batch.
+        index: usize,
+        /// Which table.
+        source: ::lb::maglev::MaglevAllocError,
+    },
 }
 
 impl LbApplyError {
@@ -43,7 +51,7 @@ impl LbApplyError {
     pub fn index(&self) -> usize {
         match self {
             LbApplyError::Model(e) => e.index,
-            LbApplyError::UnknownPort { index, .. } => *index,
+            LbApplyError::UnknownPort { index, .. } | LbApplyError::Alloc { index, .. } => *index,
         }
     }
 
@@ -54,6 +62,7 @@ impl LbApplyError {
             LbApplyError::UnknownPort { name, accepted, .. } => {
                 format!("no port is named `{name}`; accepted: {accepted}")
             }
+            LbApplyError::Alloc { source, .. } => source.to_string(),
         }
     }
 }
@@ -350,7 +359,14 @@ impl LbControl {
         self.check_ports(cmds)?;
         let mut g = self.lock();
         let next = g.state.apply(cmds)?;
-        Ok(self.install(&mut g, next))
+        // Built before anything changes: a table the allocator refuses refuses the batch.
+        let tables = LbTables::try_build(&next, Some(g.publisher.current())).map_err(|source| {
+            LbApplyError::Alloc {
+                index: cmds.len().saturating_sub(1),
+                source,
+            }
+        })?;
+        Ok(self.install(&mut g, next, tables))
     }
 
     /// Make the configuration equal `target` (a reload): the difference as commands, applied
@@ -395,7 +411,7 @@ impl LbControl {
     }
 
     /// Publish `next` (when it differs), keeping baselines of the ids it frees.
-    fn install(&self, g: &mut Inner, next: LbState) -> u64 {
+    fn install(&self, g: &mut Inner, next: LbState, tables: LbTables) -> u64 {
         if next == g.state {
             return next.version();
         }
@@ -422,7 +438,6 @@ impl LbControl {
             }
         }
         drop(bases);
-        let tables = LbTables::build(&next, Some(g.publisher.current()));
         g.publisher.publish(tables);
         self.nat_inside.set_from(&next, &self.ports);
         let version = next.version();
@@ -442,7 +457,9 @@ impl LbControl {
         }
         g.next_collect = now + COLLECT_EVERY_SECS;
         let next = g.state.collect(now, |s| self.live_flows(s))?;
-        Some(self.install(&mut g, next))
+        // Freed slots are out of every Maglev table (reused): a refusal only delays this.
+        let tables = LbTables::try_build(&next, Some(g.publisher.current())).ok()?;
+        Some(self.install(&mut g, next, tables))
     }
 
     fn live_flows(&self, s: AsSlot) -> u64 {
@@ -549,6 +566,10 @@ fn set_base<T: Default + Copy>(v: &mut Vec<T>, i: usize, value: T, max: usize) {
 /// it: they are runtime state, and applying these commands keeps `current`'s marks.
 pub fn diff_commands(current: &LbState, target: &LbState) -> Vec<LbCommand> {
     let mut out = Vec::new();
+    // The memory cap first, so that a raised cap admits the rest of the change.
+    if current.memory_budget() != target.memory_budget() {
+        out.push(LbCommand::SetMemoryBudget(target.memory_budget()));
+    }
     let (c, t) = (current.conf(), target.conf());
     if c != t {
         out.push(LbCommand::Conf(ConfChange {
@@ -605,7 +626,11 @@ pub fn diff_commands(current: &LbState, target: &LbState) -> Vec<LbCommand> {
             })
             .collect();
         if !servers.is_empty() {
-            adds.push(LbCommand::AddAs { vip: key, servers });
+            adds.push(LbCommand::AddAs {
+                vip: key,
+                servers,
+                flush: false,
+            });
         }
     }
     out.extend(adds);

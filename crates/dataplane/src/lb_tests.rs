@@ -156,7 +156,8 @@ fn replace_turns_one_state_into_another_without_touching_what_stays() {
         .apply(&cmds(
             "lb conf timeout 30\n\
              lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
-             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3 198.18.2.3 weight 0\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3\n\
+             lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.3 weight 0\n\
              lb set interface nat4 in out0\n",
         ))
         .expect("target");
@@ -255,4 +256,28 @@ fn replace_keeps_health_marks_and_never_marks_anything_down() {
     .expect("marked up");
     assert_eq!(c.with_tables(|t| t.as_entry(slot2).weight), 5);
     assert!(diff_commands(&c.state(), &target).is_empty());
+}
+
+/// A reload carries the config's memory cap: a raised `[lb] memory-limit` admits what the old
+/// cap refused (the cap goes first in the diff), and the running LB then holds the new cap.
+#[test]
+fn a_reload_brings_the_new_memory_limit_first() {
+    let budget = |limit| ::lb::model::MemoryBudget { limit, workers: 1 };
+    let (domain, _epochs) = Domain::new(0);
+    let start = LbState::new().with_memory_budget(budget(80 << 20));
+    let c = LbControl::new(start, vec!["in0".into()], &domain);
+    let two = "lb vip 198.18.1.1/32 encap l3dsr dscp 1 new_len 4194304\n\
+               lb vip 198.18.1.2/32 encap l3dsr dscp 2 new_len 4194304\n";
+    let e = c.apply(&cmds(two)).unwrap_err();
+    assert!(e.reason().contains("memory-limit"), "{e}");
+    assert_eq!(c.state().vips().count(), 0, "nothing applied");
+    let target = LbState::new()
+        .with_memory_budget(budget(1 << 30))
+        .apply(&cmds(two))
+        .expect("fits the raised cap");
+    let plan = c.plan_replace(&target).expect("planned");
+    assert!(matches!(plan[0], LbCommand::SetMemoryBudget(_)), "{plan:?}");
+    c.replace(&target).expect("reloaded");
+    assert_eq!(c.state().vips().count(), 2);
+    assert_eq!(c.state().memory_budget().limit, 1 << 30);
 }

@@ -71,6 +71,25 @@ pub fn buckets_for(entries: usize) -> usize {
         .clamp(1, MAX_BUCKETS)
 }
 
+/// The NAT reverse table's buckets for a forward table of `buckets`: a quarter (one reverse
+/// entry per NAT flow), at least one.
+pub fn nat_buckets_for(buckets: usize) -> usize {
+    (buckets / 4).max(1)
+}
+
+/// Bytes one worker's flow tables take for `entries` (`lb conf buckets`): the forward table of
+/// `buckets_for(entries)` buckets and its NAT reverse table (`nat_buckets_for`), each rounded
+/// as `packet::huge::HugeTable` allocates it. What the LB memory budget counts per worker.
+pub fn worker_tables_bytes(entries: usize) -> u64 {
+    let buckets = buckets_for(entries);
+    table_bytes::<AsRef>(buckets) + table_bytes::<NatReverse>(nat_buckets_for(buckets))
+}
+
+/// Bytes a table of `buckets` buckets of `V` allocates (huge-page rounded when large).
+fn table_bytes<V: Copy>(buckets: usize) -> u64 {
+    packet::huge::allocation_bytes::<Bucket<V>>(buckets)
+}
+
 /// Most keys one `lookup_batch` call takes.
 pub const BATCH: usize = packet::VECTOR_SIZE;
 
@@ -311,6 +330,15 @@ pub enum FlowTableError {
     /// `buckets` is not a power of two between 1 and `MAX_BUCKETS`.
     #[error("flow table buckets = {0} is not accepted: a power of two from 1 to 16777216")]
     Buckets(usize),
+    /// The allocator refused the table's memory.
+    #[error(
+        "cannot allocate the flow table ({bytes} bytes): out of memory; lower \
+         `lb conf buckets` or free memory"
+    )]
+    Alloc {
+        /// The size asked for.
+        bytes: u64,
+    },
 }
 
 /// Where the timeout class sits in a tag.
@@ -423,7 +451,11 @@ impl<V: FlowValue> FlowTable<V> {
         }
         let vips = vips.min(VIP_NONE as usize);
         let table = FlowTable {
-            buckets: HugeTable::new(buckets, Bucket::default()),
+            buckets: HugeTable::try_new(buckets, Bucket::default()).ok_or(
+                FlowTableError::Alloc {
+                    bytes: table_bytes::<V>(buckets),
+                },
+            )?,
             mask: buckets - 1,
             key,
             timeouts: [timeouts.tcp, timeouts.udp, timeouts.other, timeouts.closing],

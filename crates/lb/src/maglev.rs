@@ -41,23 +41,70 @@ pub struct MaglevTable {
     servers: u32,
 }
 
+/// The allocator refused a Maglev table's entries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "cannot allocate a Maglev table of {entries} entries ({bytes} bytes): out of memory; use a \
+     smaller new_len, fewer VIPs or a lower [lb] memory-limit"
+)]
+pub struct MaglevAllocError {
+    /// Entries asked for.
+    pub entries: u32,
+    /// Bytes asked for.
+    pub bytes: u64,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: tables larger than this many entries fail to allocate on this thread.
+    pub(crate) static FAIL_ABOVE: std::cell::Cell<u32> = const { std::cell::Cell::new(u32::MAX) };
+}
+
+/// `size` empty entries, or the allocator's refusal as an error.
+fn alloc_entries(size: u32, empty: u32) -> Result<Vec<u32>, MaglevAllocError> {
+    let err = MaglevAllocError {
+        entries: size,
+        bytes: size as u64 * 4,
+    };
+    #[cfg(test)]
+    if size > FAIL_ABOVE.with(|f| f.get()) {
+        return Err(err);
+    }
+    let mut v: Vec<u32> = Vec::new();
+    v.try_reserve_exact(size as usize).map_err(|_| err)?;
+    v.resize(size as usize, empty);
+    Ok(v)
+}
+
 impl MaglevTable {
     /// Builds the table of `new_len` (rounded up to a prime) entries over `servers` (any order;
     /// weight 0 ones are left out). Two servers with the same address: the first in address
-    /// order wins and the other is left out (the model never does this).
+    /// order wins and the other is left out (the model never does this). Aborts as `vec!`
+    /// does when the allocator refuses; the control plane uses `try_build`.
     pub fn build(new_len: u32, servers: &[MaglevServer]) -> MaglevTable {
+        match Self::try_build(new_len, servers) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// `build`, with the allocator's refusal of the entries as an error.
+    pub fn try_build(
+        new_len: u32,
+        servers: &[MaglevServer],
+    ) -> Result<MaglevTable, MaglevAllocError> {
         let size = next_prime(new_len.clamp(2, crate::model::MAX_NEW_LEN));
         let mut srv: Vec<MaglevServer> = servers.iter().copied().filter(|s| s.weight > 0).collect();
         srv.sort_by_key(|s| (addr_bytes(s.addr), s.weight, s.slot));
         srv.dedup_by_key(|s| addr_bytes(s.addr));
         let n = srv.len() as u32;
         if srv.is_empty() {
-            return MaglevTable {
+            return Ok(MaglevTable {
                 entries: Box::new([]),
                 size,
                 new_len,
                 servers: 0,
-            };
+            });
         }
         let quota = quotas(size, &srv);
         let m = size as u64;
@@ -70,7 +117,7 @@ impl MaglevTable {
             })
             .collect();
         const EMPTY: u32 = u32::MAX;
-        let mut entries = vec![EMPTY; size as usize];
+        let mut entries = alloc_entries(size, EMPTY)?;
         let mut heap: BinaryHeap<Turn> = (0..srv.len())
             .filter(|&i| quota[i] > 0)
             .map(|i| Turn {
@@ -98,12 +145,12 @@ impl MaglevTable {
                 heap.push(Turn { k: t.k + 1, ..t });
             }
         }
-        MaglevTable {
+        Ok(MaglevTable {
             entries: entries.into_boxed_slice(),
             size,
             new_len,
             servers: n,
-        }
+        })
     }
 
     /// The AS slot for a flow's `stable_hash`; `None` when the table is empty.

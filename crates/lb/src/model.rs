@@ -6,10 +6,12 @@
 //!
 //! # VIPs and per-port VIPs
 //!
-//! A VIP is identified by its key: a canonical prefix (IPv4 or IPv6, host bits zero), a
-//! protocol (`tcp`, `udp` or any) and a destination port (0 = all ports). Five kinds of key can
-//! coexist on one prefix: `(tcp, P)`, `(udp, P)` for any number of ports P, `(tcp, all)`,
-//! `(udp, all)` and `(any, all)`. A packet is matched (see `snapshot::LbTables::vip_for`):
+//! A VIP is identified by its key: a canonical prefix (IPv4 or IPv6, host bits zero; the CLI
+//! and the API clear host bits as VPP does), a protocol (`tcp`, `udp` or any) and a destination
+//! port (0 = all ports). As in VPP, a key without a port takes every protocol: `apply` makes
+//! `(tcp, 0)` and `(udp, 0)` into `(any, all)` (`VipKey::canonical`). Keys that coexist on one
+//! prefix: `(tcp, P)`, `(udp, P)` for any number of ports P, and `(any, all)`. A packet to any
+//! address of the prefix is matched (see `snapshot::LbTables::vip_for`):
 //!
 //! 1. by the longest prefix that holds the destination address *and* has a key that matches;
 //!    a longer prefix whose keys do not match the packet falls through to a shorter one;
@@ -19,8 +21,14 @@
 //! Refused (each with a message naming the token or the VIP):
 //! - a port without `protocol tcp|udp` (`(any, P)` has no meaning: VPP itself needs a protocol);
 //! - `nat4`/`nat6` without a port or without `target_port` (NAT rewrites the port);
-//! - `l3dsr` on an IPv6 VIP, or on a prefix shorter than /32 (the server maps the DSCP back to
-//!   one address), `l3dsr` without `dscp`, `dscp` with another encap, `dscp` > 63;
+//! - `l3dsr` on an IPv6 VIP, `l3dsr` without `dscp`, `dscp` with another encap, `dscp` > 63
+//!   (an L3DSR prefix VIP, as VPP's `90.0.0.0/8`, is accepted);
+//! - `type nodeport` on a VIP that is not NAT, without `lb conf ip4-src-address` (nat4) or
+//!   `ip6-src-address` (nat6) — the node's address it answers on — or whose node key clashes
+//!   with another VIP's key or node key;
+//! - a weight over 100 (VPP's range);
+//! - a change after which the tables would pass the memory cap (`[lb] memory-limit`, see
+//!   `model_budget.rs`) and take more than before;
 //!   `nat4` on an IPv6 VIP, `nat6` on an IPv4 VIP (VPP refuses NAT46/NAT64 too);
 //! - an AS whose family does not fit the encap (`gre4`, `l3dsr`, `nat4`: IPv4 servers; `gre6`,
 //!   `nat6`: IPv6 servers), including when `lb vip` changes the encap of a VIP with servers;
@@ -30,16 +38,20 @@
 //!   multicast AS address, more than `MAX_VIPS` VIPs or `MAX_AS_SLOTS` AS slots;
 //! - a `gre4` (`gre6`) VIP while `lb conf ip4-src-address` (`ip6-src-address`) is not set.
 //!
-//! Deliberate difference from VPP: `protocol tcp` without a port means "TCP, all ports" here;
-//! VPP silently turns a VIP without a port into "any protocol". `lb vip` on an existing key
-//! changes that VIP in place (id, servers and flows stay) where VPP refuses it.
+//! Deliberate differences from VPP: `lb vip` on an existing key changes that VIP in place (id,
+//! servers and flows stay) where VPP refuses it; `lb as` naming a server that is already there
+//! (without `weight`) keeps its weight where VPP refuses the line.
+//!
+//! # Weights (VPP's)
+//!
+//! `lb as <vip> <addr>... [weight <0-100>] [flush]`: one weight for every address of the line;
+//! a new (or re-added) server without `weight` gets 100; shares are proportional to weights
+//! (`maglev`). Weight 0 drains: no new flows, established flows stay. `flush` evicts the named
+//! servers' flows (gen bumped): `weight 0 flush` is VPP's hard drain. The API may give each
+//! server its own weight (same range).
 //!
 //! # Extensions to VPP's syntax (see `cli`)
 //!
-//! - Weights: `lb as <vip> [protocol p port n] <addr> [weight <w>] <addr> [weight <w>] ...`;
-//!   `weight` applies to the address before it, any u32, weights need not sum to anything. A new
-//!   AS without `weight` gets 1; re-adding an existing AS without `weight` keeps its weight.
-//!   Weight 0 drains: no new flows, established flows stay.
 //! - Per-protocol flow timeouts: `lb conf timeout <s>` sets all of TCP, UDP and other (VPP's
 //!   meaning); `lb conf timeout tcp <s> timeout udp <s> timeout other <s>` sets them one by one.
 //! - `ip4-src-address`/`ip6-src-address` may take a prefix (`198.18.0.0/24`): GRE outer sources
@@ -70,15 +82,24 @@ pub use error::{LbError, LbErrorKind};
 #[path = "model_health.rs"]
 mod health;
 use health::state_for;
+#[path = "model_budget.rs"]
+mod budget;
 #[path = "model_check.rs"]
 mod check;
-pub use check::check_vip_spec;
+pub use budget::{
+    maglev_bytes, show_bytes, MemoryBudget, MemoryUse, DEFAULT_MEMORY_LIMIT, MIN_MEMORY_LIMIT,
+};
 use check::{check_server_addr, check_server_family};
+pub use check::{check_vip_spec, nodeport_key};
 
 /// At most this many VIPs (`VipId` < `MAX_VIPS`): per-worker counter arrays are this long.
 pub const MAX_VIPS: usize = 4096;
 /// At most this many AS slots (`AsSlot` < `MAX_AS_SLOTS`), over all VIPs.
 pub const MAX_AS_SLOTS: usize = 65536;
+/// The weight of a server added without `weight` (VPP's default).
+pub const DEFAULT_WEIGHT: u32 = 100;
+/// The largest weight accepted (VPP's `weight <0-100>`).
+pub const MAX_WEIGHT: u32 = 100;
 /// The default Maglev table size (VPP's `new_len`); the table uses the next prime >= new_len.
 pub const DEFAULT_NEW_LEN: u32 = 65537;
 /// The largest `new_len` accepted (a 4 Mi-entry table is 16 MiB).
@@ -237,6 +258,33 @@ impl VipKey {
             port: 0,
         }
     }
+
+    /// The key VPP means: without a port (port 0) a VIP takes every protocol and every port,
+    /// whatever protocol was named (VPP's `lb vip`, `lb as` and its API all do this).
+    pub fn canonical(self) -> VipKey {
+        if self.port == 0 {
+            VipKey::all(self.prefix)
+        } else {
+            self
+        }
+    }
+}
+
+/// `cmd` with every VIP key canonical (`VipKey::canonical`).
+fn canonical(cmd: &LbCommand) -> LbCommand {
+    let mut c = cmd.clone();
+    match &mut c {
+        LbCommand::AddVip(s) => s.key = s.key.canonical(),
+        LbCommand::DelVip(k) | LbCommand::FlushVip(k) => *k = k.canonical(),
+        LbCommand::AddAs { vip, .. }
+        | LbCommand::DelAs { vip, .. }
+        | LbCommand::SetHealth { vip, .. } => *vip = vip.canonical(),
+        LbCommand::Conf(_)
+        | LbCommand::NatInterface { .. }
+        | LbCommand::Show(_)
+        | LbCommand::SetMemoryBudget(_) => {}
+    }
+    c
 }
 
 impl fmt::Display for VipKey {
@@ -307,6 +355,11 @@ pub struct VipSpec {
     pub new_len: u32,
     /// Hash on addresses only: every flow of a client goes to the same server.
     pub src_ip_sticky: bool,
+    /// NAT only, `type nodeport`: the node port (VPP's `node_port`; the VIP's port when not
+    /// given). Packets to the node's address (`lb conf ip4-src-address` for nat4,
+    /// `ip6-src-address` for nat6, the address VPP's nodeport replies come from) with the VIP's
+    /// protocol and this port go to the VIP's servers too. `None`: `type clusterip`.
+    pub node_port: Option<u16>,
 }
 
 /// A source for encapsulated packets: an address, or a prefix to spread sources over.
@@ -386,7 +439,8 @@ pub struct ConfChange {
 pub struct AsSpec {
     /// The server's address.
     pub addr: IpAddr,
-    /// `weight N`; `None`: 1 for a new server, unchanged for an existing one.
+    /// `weight N` (0..=`MAX_WEIGHT`); `None`: `DEFAULT_WEIGHT` for a new (or revived) server,
+    /// unchanged for an existing one.
     pub weight: Option<u32>,
 }
 
@@ -411,12 +465,15 @@ pub enum LbCommand {
     AddVip(VipSpec),
     /// `lb vip ... del`.
     DelVip(VipKey),
-    /// `lb as <vip> <addr> [weight w] ...` (add, or change weights).
+    /// `lb as <vip> <addr> ... [weight w] [flush]` (add, or change weights).
     AddAs {
         /// The VIP.
         vip: VipKey,
         /// The servers (at least one, each once).
         servers: Vec<AsSpec>,
+        /// Evict the servers' established flows (gen bumped): with `weight 0`, VPP's hard
+        /// drain; on a server re-added after `del`, its lingering flows go too.
+        flush: bool,
     },
     /// `lb as <vip> <addr> ... del [flush]`.
     DelAs {
@@ -454,6 +511,9 @@ pub enum LbCommand {
         /// When going down: evict their flows now (ignored when marking up).
         flush: bool,
     },
+    /// The memory cap (`[lb] memory-limit`, no `lb` line: set by the config and its
+    /// reloads). Growing changes are checked against it.
+    SetMemoryBudget(MemoryBudget),
 }
 
 /// Where an AS slot is in its life.
@@ -510,6 +570,9 @@ pub struct LbState {
     nat4_inside: BTreeSet<String>,
     nat6_inside: BTreeSet<String>,
     version: u64,
+    budget: MemoryBudget,
+    /// Sum of `maglev_bytes(new_len)` over the VIPs (kept as VIPs come and go).
+    maglev_bytes: u64,
 }
 
 const FREE_SLOT: AsSlotInfo = AsSlotInfo {
@@ -586,6 +649,13 @@ impl LbState {
             s.apply_one(cmd).map_err(|kind| LbError { index, kind })?;
         }
         s.check_final(cmds)?;
+        s.check_budget(self).map_err(|kind| LbError {
+            index: cmds
+                .iter()
+                .rposition(|c| matches!(c, LbCommand::AddVip(_) | LbCommand::Conf(_)))
+                .unwrap_or(cmds.len().saturating_sub(1)),
+            kind,
+        })?;
         if s != *self {
             s.version = self.version + 1;
         }
@@ -620,6 +690,7 @@ impl LbState {
     }
 
     fn apply_one(&mut self, cmd: &LbCommand) -> Result<(), LbErrorKind> {
+        let cmd = &canonical(cmd);
         match cmd {
             LbCommand::Conf(c) => {
                 self.apply_conf(c);
@@ -627,7 +698,11 @@ impl LbState {
             }
             LbCommand::AddVip(spec) => self.add_vip(spec),
             LbCommand::DelVip(key) => self.del_vip(key),
-            LbCommand::AddAs { vip, servers } => self.add_servers(vip, servers),
+            LbCommand::AddAs {
+                vip,
+                servers,
+                flush,
+            } => self.add_servers(vip, servers, *flush),
             LbCommand::DelAs {
                 vip,
                 servers,
@@ -666,6 +741,10 @@ impl LbState {
                 down,
                 flush,
             } => self.set_health(vip, servers, *down, *flush),
+            LbCommand::SetMemoryBudget(b) => {
+                self.budget = *b;
+                Ok(())
+            }
         }
     }
 
@@ -736,6 +815,9 @@ impl LbState {
             for slot in stale {
                 self.free_slot(slot);
             }
+            let old_len = self.vip_ref(id).spec.new_len;
+            self.maglev_bytes =
+                self.maglev_bytes - maglev_bytes(old_len) + maglev_bytes(spec.new_len);
             self.vip_mut(id).spec = *spec;
             return Ok(());
         }
@@ -759,6 +841,7 @@ impl LbState {
             servers: BTreeMap::new(),
         });
         self.by_key.insert(spec.key, id);
+        self.maglev_bytes += maglev_bytes(spec.new_len);
         Ok(())
     }
 
@@ -768,12 +851,18 @@ impl LbState {
         for s in slots {
             self.free_slot(s);
         }
+        self.maglev_bytes -= maglev_bytes(self.vip_ref(id).spec.new_len);
         self.vips[id.0 as usize] = None;
         self.by_key.remove(key);
         Ok(())
     }
 
-    fn add_servers(&mut self, key: &VipKey, servers: &[AsSpec]) -> Result<(), LbErrorKind> {
+    fn add_servers(
+        &mut self,
+        key: &VipKey,
+        servers: &[AsSpec],
+        flush: bool,
+    ) -> Result<(), LbErrorKind> {
         let id = self.find(key)?;
         let encap = self.vip_ref(id).spec.encap;
         let mut seen = BTreeSet::new();
@@ -781,6 +870,12 @@ impl LbState {
         for s in servers {
             if !seen.insert(s.addr) {
                 return Err(LbErrorKind::DuplicateServer(s.addr));
+            }
+            if let Some(w) = s.weight.filter(|w| *w > MAX_WEIGHT) {
+                return Err(LbErrorKind::BadWeight {
+                    addr: s.addr,
+                    weight: w,
+                });
             }
             check_server_addr(s.addr)?;
             check_server_family(key, encap, s.addr)?;
@@ -790,9 +885,12 @@ impl LbState {
                     // Re-adding a removed server revives its slot (its flows never stopped).
                     let weight = match (s.weight, info.state) {
                         (Some(w), _) => w,
-                        (None, AsState::Removed) => 1,
+                        (None, AsState::Removed) => DEFAULT_WEIGHT,
                         (None, _) => info.weight,
                     };
+                    if flush {
+                        info.gen = info.gen.wrapping_add(1);
+                    }
                     if info.state == AsState::Removed {
                         info.health_down = false; // a revived server starts up
                     }
@@ -803,7 +901,7 @@ impl LbState {
                 None => {
                     let slot = self.alloc_slot(&mut free_from)?;
                     let info = &mut self.slots[slot.0 as usize];
-                    let weight = s.weight.unwrap_or(1);
+                    let weight = s.weight.unwrap_or(DEFAULT_WEIGHT);
                     *info = AsSlotInfo {
                         vip: id,
                         addr: s.addr,
@@ -886,6 +984,43 @@ impl LbState {
         };
     }
 
+    /// Nodeport VIPs: the node address is set, and no two keys (a VIP's own or a nodeport
+    /// one) are the same.
+    fn check_nodeports(&self, blame: &dyn Fn(&VipKey) -> usize) -> Result<(), LbError> {
+        let mut taken: BTreeMap<VipKey, VipKey> = BTreeMap::new();
+        for v in self.vips().filter(|v| v.spec.node_port.is_some()) {
+            let key = v.spec.key;
+            let err = |reason: String| LbError {
+                index: blame(&key),
+                kind: LbErrorKind::NodePort { vip: key, reason },
+            };
+            let Some(np) = nodeport_key(&v.spec, &self.conf) else {
+                let k = if v.spec.key.prefix.is_ipv6() {
+                    "ip6-src-address"
+                } else {
+                    "ip4-src-address"
+                };
+                return Err(err(format!(
+                    "needs `lb conf {k} <the node's address>` first (nodeport VIPs take \
+                     packets to it, and VPP's nodeport replies come from it)"
+                )));
+            };
+            if let Some(other) = self.by_key.contains_key(&np).then_some(np) {
+                return Err(err(format!(
+                    "node port {} clashes with VIP {other}; choose another node_port",
+                    np.port
+                )));
+            }
+            if let Some(other) = taken.insert(np, key) {
+                return Err(err(format!(
+                    "node port {} on {} is taken by VIP {other}; choose another node_port",
+                    np.port, np.prefix
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Checks that need the whole batch applied: GRE sources and L3DSR DSCP clashes.
     fn check_final(&self, cmds: &[LbCommand]) -> Result<(), LbError> {
         // Blame the last command that touched the VIP (or the last one of the batch).
@@ -921,6 +1056,7 @@ impl LbState {
                 });
             }
         }
+        self.check_nodeports(&blame)?;
         for (dscp, vs) in dsr {
             for (i, a) in vs.iter().enumerate() {
                 for b in &vs[i + 1..] {

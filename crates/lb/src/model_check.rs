@@ -3,6 +3,7 @@
 //! `LbState::apply`). Pure checks: they own no state and change nothing.
 
 use super::{Encap, LbErrorKind, Prefix, VipKey, VipProtocol, VipSpec, MAX_NEW_LEN};
+use crate::model::{LbConf, SourceAddress};
 use std::net::{IpAddr, Ipv4Addr};
 
 /// A server address that can be one: unicast, specified, not the IPv4 broadcast.
@@ -51,13 +52,18 @@ pub fn check_vip_spec(spec: &VipSpec) -> Result<(), LbErrorKind> {
         return bad("new_len must be 1..=4194304");
     }
     let v6 = key.prefix.is_ipv6();
+    let nat = matches!(spec.encap, Encap::Nat4 { .. } | Encap::Nat6 { .. });
+    if spec.node_port.is_some() && !nat {
+        return bad("type nodeport is for encap nat4 or nat6");
+    }
+    if spec.node_port == Some(0) {
+        return bad("node_port must be 1..=65535");
+    }
     match spec.encap {
         Encap::Gre4 | Encap::Gre6 => Ok(()),
         Encap::L3dsr { dscp } => {
             if v6 {
                 bad("encap l3dsr is IPv4 only; use gre4, gre6 or nat6 for an IPv6 VIP")
-            } else if !key.prefix.is_host() {
-                bad("encap l3dsr needs a /32 VIP (the server maps the DSCP back to one address)")
             } else if dscp > 63 {
                 bad("dscp must be 0..=63")
             } else {
@@ -81,4 +87,21 @@ pub fn check_vip_spec(spec: &VipSpec) -> Result<(), LbErrorKind> {
             }
         }
     }
+}
+
+/// The key a nodeport VIP also answers on: the node's address (`lb conf ip4-src-address` for
+/// nat4, `ip6-src-address` for nat6, as a prefix when given as one), the VIP's protocol and the
+/// node port. `None` for a clusterip VIP, or when the node address is not set.
+pub fn nodeport_key(spec: &VipSpec, conf: &LbConf) -> Option<VipKey> {
+    let port = spec.node_port?;
+    let src: SourceAddress = match spec.encap {
+        Encap::Nat4 { .. } => conf.ip4_src?,
+        Encap::Nat6 { .. } => conf.ip6_src?,
+        _ => return None,
+    };
+    Some(VipKey {
+        prefix: Prefix::new(super::mask_addr(src.addr, src.len), src.len)?,
+        protocol: spec.key.protocol,
+        port,
+    })
 }

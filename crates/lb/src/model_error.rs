@@ -90,6 +90,34 @@ pub enum LbErrorKind {
         /// The limit.
         max: usize,
     },
+    /// A weight out of VPP's range.
+    #[error("server {addr}: weight {weight} is out of range; accepted: 0..=100 (VPP's range)")]
+    BadWeight {
+        /// The server.
+        addr: IpAddr,
+        /// The weight given.
+        weight: u32,
+    },
+    /// The change would pass the LB memory cap.
+    #[error(
+        "the load balancer's tables would need {need}, over its memory limit of {limit}; \
+         raise `memory-limit` in the config's [lb] table (then reload), or use fewer VIPs, a \
+         smaller new_len or smaller `lb conf buckets`"
+    )]
+    MemoryLimit {
+        /// What the state after the change needs, with its parts.
+        need: String,
+        /// The cap.
+        limit: String,
+    },
+    /// A nodeport VIP whose node port is taken, or without the node address it needs.
+    #[error("VIP {vip}: type nodeport: {reason}")]
+    NodePort {
+        /// The VIP.
+        vip: VipKey,
+        /// What was wrong and what is accepted.
+        reason: String,
+    },
     /// A NAT inside port that is not set.
     #[error("port {0:?} is not a NAT inside port")]
     NoSuchNatPort(String),

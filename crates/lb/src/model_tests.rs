@@ -22,6 +22,7 @@ fn vip(k: VipKey, encap: Encap) -> LbCommand {
         encap,
         new_len: DEFAULT_NEW_LEN,
         src_ip_sticky: false,
+        node_port: None,
     })
 }
 
@@ -35,6 +36,7 @@ fn add(k: VipKey, servers: &[(&str, Option<u32>)]) -> LbCommand {
                 weight: *w,
             })
             .collect(),
+        flush: false,
     }
 }
 
@@ -192,7 +194,11 @@ fn readding_a_removed_server_revives_its_slot() {
     assert_eq!(slot_of(&s, &http(), "198.18.2.1"), s1);
     assert_eq!(s.slot(s1).gen, g);
     assert_eq!(s.slot(s1).state, AsState::Active);
-    assert_eq!(s.slot(s1).weight, 1);
+    assert_eq!(
+        s.slot(s1).weight,
+        DEFAULT_WEIGHT,
+        "VPP revives a server at weight 100"
+    );
 }
 
 #[test]
@@ -222,20 +228,29 @@ fn per_port_vips_on_one_prefix_coexist() {
                 key(p, VipProtocol::Udp, 53),
                 Encap::Nat4 { target_port: 5353 },
             ),
-            vip(key(p, VipProtocol::Tcp, 0), Encap::L3dsr { dscp: 3 }),
             vip(key(p, VipProtocol::Any, 0), Encap::L3dsr { dscp: 4 }),
         ])
         .unwrap();
-    assert_eq!(s.vips().count(), 5);
+    assert_eq!(s.vips().count(), 4);
+    // As VPP: a protocol without a port is the all-protocols, all-ports VIP (changed in place).
+    let t = s
+        .apply(&[vip(key(p, VipProtocol::Tcp, 0), Encap::L3dsr { dscp: 3 })])
+        .unwrap();
+    assert_eq!(t.vips().count(), 4);
+    assert_eq!(
+        t.vip_by_key(&key(p, VipProtocol::Any, 0))
+            .unwrap()
+            .spec
+            .encap,
+        Encap::L3dsr { dscp: 3 }
+    );
 }
 
 #[test]
 fn refused_vip_settings() {
     let v6 = key("2001:db8:1::1/128", VipProtocol::Tcp, 80);
-    let v4net = key("198.18.1.0/24", VipProtocol::Tcp, 80);
     let cases: &[(VipKey, Encap, &str)] = &[
         (v6, dsr(), "IPv4 only"),
-        (v4net, dsr(), "/32"),
         (http(), Encap::L3dsr { dscp: 64 }, "0..=63"),
         (v6, Encap::Nat4 { target_port: 80 }, "NAT64"),
         (http(), Encap::Nat6 { target_port: 80 }, "NAT46"),
@@ -389,6 +404,7 @@ fn many_servers_on_one_line_get_consecutive_slots() {
             LbCommand::AddAs {
                 vip: http(),
                 servers,
+                flush: false,
             },
         ])
         .unwrap();
@@ -481,7 +497,7 @@ fn health_down_with_flush_bumps_the_gen_once() {
     let info = d.slot(s1);
     assert_eq!(
         (info.state, info.weight, info.gen),
-        (AsState::Draining, 1, g.wrapping_add(1)),
+        (AsState::Draining, DEFAULT_WEIGHT, g.wrapping_add(1)),
         "flushed but still configured"
     );
     assert!(d
@@ -602,4 +618,143 @@ fn a_server_deleted_and_added_again_starts_up() {
     // Health is not configuration: the running config still lists the configured weight.
     let lines = crate::cli::format_state(&d);
     assert!(lines.contains("198.18.2.2 weight 3"), "{lines}");
+}
+
+fn lines(s: &LbState, text: &str) -> Result<LbState, LbError> {
+    s.apply(&crate::cli::parse_lines(text).unwrap())
+}
+
+/// The issue's case: 4,096 VIPs of new_len 4194304 (16 MiB each, ~64 GiB) are refused with a
+/// message naming the need, the cap and how to raise it; nothing is applied.
+#[test]
+fn vips_past_the_memory_limit_are_refused_naming_the_cap() {
+    let mut text = String::new();
+    for i in 0..4096u32 {
+        let a = Ipv4Addr::from(0xc612_0000u32 + i);
+        text.push_str(&format!(
+            "lb vip {a}/32 encap l3dsr dscp 1 new_len 4194304\n"
+        ));
+    }
+    let base = LbState::new();
+    let err = lines(&base, &text).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err.kind, LbErrorKind::MemoryLimit { .. }), "{msg}");
+    assert!(msg.contains("memory limit of 2 GiB"), "{msg}");
+    assert!(msg.contains("64.0 GiB") || msg.contains("64 GiB"), "{msg}");
+    assert!(
+        msg.contains("raise `memory-limit` in the config's [lb]"),
+        "{msg}"
+    );
+    assert_eq!(err.index, 4095, "blames the last VIP line");
+    // One at a time (as the API or ctl would add them): refused at the VIP that passes it.
+    let mut s = base.clone();
+    let mut accepted = 0;
+    for line in text.lines() {
+        match lines(&s, line) {
+            Ok(n) => {
+                s = n;
+                accepted += 1;
+            }
+            Err(e) => {
+                assert!(matches!(e.kind, LbErrorKind::MemoryLimit { .. }), "{e}");
+                break;
+            }
+        }
+    }
+    let per_vip = maglev_bytes(4194304);
+    let flows = s.memory_use().flow_bytes_per_worker;
+    assert_eq!(accepted as u64, (DEFAULT_MEMORY_LIMIT - flows) / per_vip);
+    assert!(s.memory_use().total() <= DEFAULT_MEMORY_LIMIT);
+}
+
+/// A change just under the cap is accepted, one entry more is not; freeing memory is always
+/// accepted, even over a cap lowered below the use; workers each count their flow tables.
+#[test]
+fn the_memory_limit_is_exact_and_never_blocks_freeing() {
+    let base = LbState::new().with_memory_budget(MemoryBudget {
+        limit: 0,
+        workers: 2,
+    });
+    let flows = base.memory_use().flow_bytes_per_worker;
+    assert_eq!(
+        flows,
+        crate::flowtable::worker_tables_bytes(DEFAULT_BUCKETS as usize)
+    );
+    let vip_line = "lb vip 198.18.1.1/32 encap l3dsr dscp 1 new_len 1000\n";
+    let need = 2 * flows + maglev_bytes(1000);
+    assert_eq!(maglev_bytes(1000), 1009 * 4);
+    let at = |limit| LbState::new().with_memory_budget(MemoryBudget { limit, workers: 2 });
+    let ok = lines(&at(need), vip_line).unwrap();
+    assert_eq!(ok.memory_use().total(), need);
+    let e = lines(&at(need - 1), vip_line).unwrap_err();
+    assert!(e.to_string().contains("2 workers"), "{e}");
+    // Lowered below the use (a reload): deleting still works, growing does not.
+    let low = ok.apply(&[LbCommand::SetMemoryBudget(MemoryBudget {
+        limit: 1,
+        workers: 2,
+    })]);
+    let low = low.unwrap();
+    assert!(lines(&low, "lb vip 198.18.1.1/32 encap l3dsr dscp 1 del\n").is_ok());
+    assert!(lines(&low, "lb vip 198.18.1.2/32 encap l3dsr dscp 1 new_len 7\n").is_err());
+    // A bigger new_len on the same VIP is growth; a smaller one is not.
+    assert!(lines(
+        &low,
+        "lb vip 198.18.1.1/32 encap l3dsr dscp 1 new_len 2000\n"
+    )
+    .is_err());
+    assert!(lines(
+        &low,
+        "lb vip 198.18.1.1/32 encap l3dsr dscp 1 new_len 500\n"
+    )
+    .is_ok());
+}
+
+#[test]
+fn weights_are_vpps_0_to_100_with_default_100() {
+    let s = LbState::new()
+        .apply(&[vip(http(), dsr()), add(http(), &[("198.18.2.1", None)])])
+        .unwrap();
+    assert_eq!(
+        s.slot(slot_of(&s, &http(), "198.18.2.1")).weight,
+        DEFAULT_WEIGHT
+    );
+    assert_eq!(DEFAULT_WEIGHT, 100);
+    let e = s
+        .apply(&[add(http(), &[("198.18.2.2", Some(101))])])
+        .unwrap_err();
+    assert!(e.to_string().contains("0..=100"), "{e}");
+    assert!(s
+        .apply(&[add(http(), &[("198.18.2.2", Some(100))])])
+        .is_ok());
+}
+
+/// `type nodeport`: needs the node address (`lb conf ip4-src-address`), and its node port may
+/// not clash with another VIP's key or node port.
+#[test]
+fn nodeport_vips_need_the_node_address_and_a_free_port() {
+    let np = "lb vip 198.18.1.1/32 protocol udp port 3306 encap nat4 type nodeport \
+              target_port 3307 node_port 30964\n";
+    let e = lines(&LbState::new(), np).unwrap_err();
+    assert!(e.to_string().contains("ip4-src-address"), "{e}");
+    let s = lines(
+        &LbState::new(),
+        &format!("lb conf ip4-src-address 198.18.0.254\n{np}"),
+    )
+    .unwrap();
+    let v = s.vips().next().unwrap();
+    let k = nodeport_key(&v.spec, s.conf()).unwrap();
+    assert_eq!(k.to_string(), "198.18.0.254/32 protocol udp port 30964");
+    let e = lines(
+        &s,
+        "lb vip 198.18.1.2/32 protocol udp port 53 encap nat4 type nodeport target_port 53 \
+         node_port 30964\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("taken"), "{e}");
+    let e = lines(
+        &s,
+        "lb vip 198.18.0.254/32 protocol udp port 30964 encap nat4 target_port 1\n",
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("clashes"), "{e}");
 }

@@ -11,8 +11,10 @@
 //! through to the next shorter one. The table is at most 1/4 full and grown until no probe
 //! sequence is longer than `MAX_PROBE`, so no destination address can make a lookup slow.
 
-use crate::maglev::{addr_bytes, MaglevServer, MaglevTable};
-use crate::model::{AsSlot, AsState, Encap, LbConf, LbState, VipId, VipKey, VipProtocol};
+use crate::maglev::{addr_bytes, MaglevAllocError, MaglevServer, MaglevTable};
+use crate::model::{
+    nodeport_key, AsSlot, AsState, Encap, LbConf, LbState, VipId, VipKey, VipProtocol,
+};
 use crate::tuple::FiveTuple;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -47,6 +49,8 @@ pub struct VipEntry {
     pub maglev_too_small: bool,
     /// Every slot of the VIP (active, draining, removed), by server address.
     pub slots: Vec<AsSlot>,
+    /// A nodeport VIP's second key: the node's address, the VIP's protocol, the node port.
+    pub nodeport: Option<VipKey>,
 }
 
 /// What the data path needs of an AS slot.
@@ -89,6 +93,9 @@ struct PrefixSlot {
     /// Prefix length over the 16-byte form (IPv4: 96 + len); `EMPTY_LEN` for a free slot.
     len: u8,
     ip6: bool,
+    /// Some VIP's own prefix (not only a nodeport VIP's node address): a packet to it that no
+    /// key matches is dropped as no-VIP-for-port; to a node address, it passes.
+    owned: bool,
     any_all: u32,
     tcp_all: u32,
     udp_all: u32,
@@ -100,6 +107,7 @@ const EMPTY_SLOT: PrefixSlot = PrefixSlot {
     addr: [0; 16],
     len: EMPTY_LEN,
     ip6: false,
+    owned: false,
     any_all: NONE,
     tcp_all: NONE,
     udp_all: NONE,
@@ -141,8 +149,20 @@ impl LbTables {
     /// is left out of the Maglev input as a weight-0 one is, so the table is the one a node
     /// without that server builds.
     pub fn build(state: &LbState, previous: Option<&LbTables>) -> LbTables {
+        match Self::try_build(state, previous) {
+            Ok(t) => t,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// `build`, with a Maglev table the allocator refuses as an error (the control plane
+    /// refuses the change instead of aborting).
+    pub fn try_build(
+        state: &LbState,
+        previous: Option<&LbTables>,
+    ) -> Result<LbTables, MaglevAllocError> {
         let nv = state.vip_capacity();
-        let empty = Arc::new(MaglevTable::build(2, &[]));
+        let empty = Arc::new(MaglevTable::try_build(2, &[])?);
         let mut vips: Vec<Option<VipEntry>> = vec![None; nv];
         let mut maglev: Vec<Arc<MaglevTable>> = vec![empty; nv];
         let mut maglev_input: Vec<(u32, Vec<MaglevServer>)> = vec![(0, Vec::new()); nv];
@@ -165,8 +185,10 @@ impl LbTables {
                 let (len, prev) = p.maglev_input.get(i)?;
                 (*len == v.spec.new_len && *prev == input).then(|| p.maglev[i].clone())
             });
-            let table =
-                reused.unwrap_or_else(|| Arc::new(MaglevTable::build(v.spec.new_len, &input)));
+            let table = match reused {
+                Some(t) => t,
+                None => Arc::new(MaglevTable::try_build(v.spec.new_len, &input)?),
+            };
             let key = v.spec.key;
             vips[i] = Some(VipEntry {
                 id: v.id,
@@ -180,6 +202,7 @@ impl LbTables {
                 active_servers: table.servers(),
                 maglev_too_small: table.too_small(),
                 slots: v.servers.values().copied().collect(),
+                nodeport: nodeport_key(&v.spec, state.conf()),
             });
             maglev[i] = table;
             maglev_input[i] = (v.spec.new_len, input);
@@ -221,7 +244,7 @@ impl LbTables {
             ports: Vec::new(),
         };
         t.build_index();
-        t
+        Ok(t)
     }
 
     fn build_index(&mut self) {
@@ -230,34 +253,40 @@ impl LbTables {
         let mut by_prefix: std::collections::BTreeMap<(bool, [u8; 16], u8), usize> =
             Default::default();
         let mut ports: Vec<(usize, PortVip)> = Vec::new();
-        for v in self.vips.iter().flatten() {
-            let p = v.key.prefix;
-            let len = if v.ip6 {
+        // Every VIP's key, and a nodeport VIP's node key (the model keeps them all distinct).
+        let keys = self.vips.iter().flatten().flat_map(|v| {
+            std::iter::once((v.key, v.id, true)).chain(v.nodeport.map(|k| (k, v.id, false)))
+        });
+        for (key, id, owned) in keys {
+            let p = key.prefix;
+            let ip6 = p.is_ipv6();
+            let addr = addr_bytes(p.addr());
+            let len = if ip6 {
                 p.prefix_len()
             } else {
                 96 + p.prefix_len()
             };
-            let k = (v.ip6, v.addr, len);
-            let pi = *by_prefix.entry(k).or_insert_with(|| {
+            let pi = *by_prefix.entry((ip6, addr, len)).or_insert_with(|| {
                 prefixes.push(PrefixSlot {
-                    addr: v.addr,
+                    addr,
                     len,
-                    ip6: v.ip6,
+                    ip6,
                     ..EMPTY_SLOT
                 });
                 prefixes.len() - 1
             });
             let ps = &mut prefixes[pi];
-            match (v.key.protocol, v.key.port) {
-                (VipProtocol::Any, _) => ps.any_all = v.id.0,
-                (VipProtocol::Tcp, 0) => ps.tcp_all = v.id.0,
-                (VipProtocol::Udp, 0) => ps.udp_all = v.id.0,
+            ps.owned |= owned;
+            match (key.protocol, key.port) {
+                (VipProtocol::Any, _) => ps.any_all = id.0,
+                (VipProtocol::Tcp, 0) => ps.tcp_all = id.0,
+                (VipProtocol::Udp, 0) => ps.udp_all = id.0,
                 (pr, port) => ports.push((
                     pi,
                     PortVip {
                         protocol: pr.number().unwrap_or(0),
                         port,
-                        vip: v.id.0,
+                        vip: id.0,
                     },
                 )),
             }
@@ -323,11 +352,14 @@ impl LbTables {
 
     /// True when the packet's destination is inside some VIP prefix, whatever its protocol and
     /// port (a packet for which this is true but `vip_for` is `None` hit a VIP address on a port
-    /// with no VIP).
+    /// with no VIP). A nodeport VIP's node address is not a VIP address: its other ports are
+    /// the node's own.
     pub fn is_vip_address(&self, t: &FiveTuple) -> bool {
         let lens = if t.ip6 { &self.lens6 } else { &self.lens4 };
-        lens.iter()
-            .any(|&len| self.find_prefix(&t.dst, len, t.ip6).is_some())
+        lens.iter().any(|&len| {
+            self.find_prefix(&t.dst, len, t.ip6)
+                .is_some_and(|p| p.owned)
+        })
     }
 
     #[inline(always)]

@@ -22,11 +22,11 @@ fn key_of(t: &LbTables, id: Option<VipId>) -> String {
 const VIPS: &str = "lb conf ip4-src-address 198.18.0.254 ip6-src-address 2001:db8::fe\n\
     lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 1\n\
     lb vip 198.18.1.1/32 protocol tcp port 443 encap l3dsr dscp 2\n\
-    lb vip 198.18.1.1/32 protocol tcp encap l3dsr dscp 3\n\
     lb vip 198.18.1.1/32 encap l3dsr dscp 4\n\
     lb vip 198.18.1.2/32 protocol udp port 53 encap gre4\n\
     lb vip 198.18.1.0/24 encap gre4\n\
     lb vip 198.18.0.0/16 protocol udp encap gre4\n\
+    lb vip 198.17.0.0/16 protocol tcp port 80 encap gre4\n\
     lb vip 2001:db8:1::1/128 encap gre6\n\
     lb vip ::ffff:198.18.9.9/128 encap gre6\n";
 
@@ -42,7 +42,8 @@ fn per_port_precedence_and_fall_through() {
             t4([198, 18, 1, 1], 6, 443),
             "198.18.1.1/32 protocol tcp port 443",
         ),
-        (t4([198, 18, 1, 1], 6, 22), "198.18.1.1/32 protocol tcp"),
+        // VPP: `protocol tcp` without a port is the all-protocols, all-ports VIP.
+        (t4([198, 18, 1, 1], 6, 22), "198.18.1.1/32"),
         (t4([198, 18, 1, 1], 17, 80), "198.18.1.1/32"),
         (t4([198, 18, 1, 1], 1, 0), "198.18.1.1/32"),
         (
@@ -52,8 +53,18 @@ fn per_port_precedence_and_fall_through() {
         // No key of the /32 matches: falls through to the /24.
         (t4([198, 18, 1, 2], 6, 80), "198.18.1.0/24"),
         (t4([198, 18, 1, 200], 17, 9), "198.18.1.0/24"),
-        (t4([198, 18, 7, 7], 17, 9), "198.18.0.0/16 protocol udp"),
-        (t4([198, 18, 7, 7], 6, 9), "none"),
+        (t4([198, 18, 7, 7], 17, 9), "198.18.0.0/16"),
+        (t4([198, 18, 7, 7], 6, 9), "198.18.0.0/16"),
+        // Any address of a prefix VIP (VPP's 90.0.0.0/8), and only its port.
+        (
+            t4([198, 17, 200, 3], 6, 80),
+            "198.17.0.0/16 protocol tcp port 80",
+        ),
+        (
+            t4([198, 17, 0, 0], 6, 80),
+            "198.17.0.0/16 protocol tcp port 80",
+        ),
+        (t4([198, 17, 1, 1], 6, 81), "none"),
         (t4([198, 20, 1, 1], 6, 80), "none"),
         (
             FiveTuple::v6(
@@ -69,7 +80,8 @@ fn per_port_precedence_and_fall_through() {
             "2001:db8:1::1/128",
         ),
         // An IPv4 packet never matches an IPv6 VIP, even an IPv4-mapped one, and back.
-        (t4([198, 18, 9, 9], 6, 80), "none"),
+        (t4([198, 18, 9, 9], 6, 80), "198.18.0.0/16"),
+        (t4([198, 19, 9, 9], 6, 80), "none"),
         (
             FiveTuple::v6(
                 [0; 16],
@@ -99,7 +111,8 @@ fn per_port_precedence_and_fall_through() {
 fn choose_follows_maglev_and_generations() {
     let s = state(
         "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
-         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 2 198.18.2.3\n",
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.3 weight 50\n\
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2\n",
     );
     let t = LbTables::build(&s, None);
     let id = t.vip_for(&t4([198, 18, 1, 1], 6, 80)).unwrap();
@@ -125,7 +138,7 @@ fn choose_follows_maglev_and_generations() {
         hits[slot.0 as usize] += 1;
     }
     assert!(
-        hits[1] > hits[0] + hits[0] / 2 && hits[1] > hits[2] + hits[2] / 2,
+        hits[2] > hits[0] + hits[0] / 2 && hits[2] > hits[1] + hits[1] / 2,
         "{hits:?}"
     );
 
@@ -201,14 +214,16 @@ fn same_config_in_any_order_chooses_the_same_servers() {
     // flow to the same server address.
     let a = state(
         "lb vip 198.18.1.1/32 encap l3dsr dscp 1\n\
-         lb as 198.18.1.1/32 198.18.2.1 198.18.2.2 weight 3 198.18.2.3\n",
+         lb as 198.18.1.1/32 198.18.2.1 198.18.2.3\n\
+         lb as 198.18.1.1/32 198.18.2.2 weight 3\n",
     );
     let b = state(
         "lb vip 198.18.1.7/32 encap l3dsr dscp 5\n\
          lb as 198.18.1.7/32 198.18.2.9\n\
          lb vip 198.18.1.1/32 encap l3dsr dscp 1\n\
          lb as 198.18.1.1/32 198.18.2.3\n\
-         lb as 198.18.1.1/32 198.18.2.2 weight 3 198.18.2.1\n",
+         lb as 198.18.1.1/32 198.18.2.2 weight 3\n\
+         lb as 198.18.1.1/32 198.18.2.1\n",
     );
     let (ta, tb) = (LbTables::build(&a, None), LbTables::build(&b, None));
     for p in 0..20000u16 {
@@ -305,7 +320,8 @@ fn table_addrs(t: &LbTables, id: VipId) -> Vec<IpAddr> {
 }
 
 const WEB: &str = "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 1031\n\
-    lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 3 198.18.2.3\n";
+    lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.3\n\
+    lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3\n";
 const WEB_VIP: &str = "198.18.1.1/32 protocol tcp port 80";
 
 #[test]
@@ -395,7 +411,8 @@ fn a_down_server_gives_the_table_of_a_node_without_it() {
     assert!(!t3.shares_maglev_with(&t2, VipId(0)));
     let with7 = state(
         "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 1031\n\
-         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 7 198.18.2.3\n",
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.3\n\
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 7\n",
     );
     assert_eq!(
         table_addrs(&t3, VipId(0)),
@@ -423,7 +440,130 @@ fn every_server_down_leaves_no_choice() {
     assert_eq!(t.vip(VipId(0)).unwrap().active_servers, 0);
     let text = crate::cli::format_show(&t, crate::model::LbShow::Vips { verbose: true });
     assert!(
-        text.contains("198.18.2.2 slot 1 gen 0 weight 3 (down: health) draining entries 0"),
+        text.contains("198.18.2.2 slot 2 gen 0 weight 3 (down: health) draining entries 0"),
         "{text}"
     );
+}
+
+/// Each server's share of VIP `vip`'s Maglev table, by address.
+fn shares(s: &LbState, vip: &str) -> std::collections::BTreeMap<String, f64> {
+    let t = LbTables::build(s, None);
+    let id = t.vips().find(|v| v.key.to_string() == vip).unwrap().id;
+    let m = t.maglev(id).unwrap();
+    let mut out: std::collections::BTreeMap<String, f64> = s
+        .vip(id)
+        .unwrap()
+        .servers
+        .keys()
+        .map(|a| (a.to_string(), 0.0))
+        .collect();
+    for (slot, n) in m.counts() {
+        *out.get_mut(&t.as_entry(slot).addr.to_string()).unwrap() = n as f64 / m.size() as f64;
+    }
+    out
+}
+
+fn gen_of(s: &LbState, vip: &str, addr: &str) -> u32 {
+    let v = s.vips().find(|v| v.spec.key.to_string() == vip).unwrap();
+    s.slot(v.servers[&addr.parse::<IpAddr>().unwrap()]).gen
+}
+
+/// VPP's `test_lb_as_set_weight` (test/test_lb.py), step by step: four servers of a 1024
+/// table share it equally; weight 50 on one gives it 150/1024 in VPP (its share, within one
+/// point, here); weight 0 empties a server; a new server at weight 0 takes nothing until
+/// weighted; `weight 0` drains keeping flows, `weight 0 flush` (hard drain) also evicts them,
+/// and `flush` at a non-zero weight evicts while staying in the table.
+#[test]
+fn vpp_test_lb_as_set_weight_gives_vpp_shares() {
+    let vip = "192.0.2.0/24";
+    let near = |got: f64, vpp_buckets: u32| {
+        let want = vpp_buckets as f64 / 1024.0;
+        assert!((got - want).abs() < 0.01, "share {got:.4}, VPP's {want:.4}");
+    };
+    let mut s = state(
+        "lb conf ip4-src-address 39.40.41.42\n\
+         lb vip 192.0.2.0/24 encap gre4 new_len 1024\n\
+         lb as 192.0.2.0/24 10.0.0.1\nlb as 192.0.2.0/24 10.0.0.2\n\
+         lb as 192.0.2.0/24 10.0.0.3\nlb as 192.0.2.0/24 10.0.0.4\n",
+    );
+    let step = |s: &LbState, line: &str| s.apply(&parse_lines(line).unwrap()).unwrap();
+    for a in ["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"] {
+        near(shares(&s, vip)[a], 256);
+    }
+    s = step(&s, "lb as 192.0.2.0/24 10.0.0.1 weight 50");
+    let sh = shares(&s, vip);
+    near(sh["10.0.0.1"], 150);
+    assert!(
+        (0.13..0.15).contains(&sh["10.0.0.1"]),
+        "~14% as the issue says"
+    );
+    near(sh["10.0.0.2"], 292);
+    near(sh["10.0.0.3"], 291);
+    near(sh["10.0.0.4"], 291);
+    s = step(&s, "lb as 192.0.2.0/24 10.0.0.2 weight 0");
+    let sh = shares(&s, vip);
+    near(sh["10.0.0.1"], 208);
+    assert_eq!(sh["10.0.0.2"], 0.0);
+    near(sh["10.0.0.3"], 408);
+    near(sh["10.0.0.4"], 408);
+    s = step(&s, "lb as 192.0.2.0/24 10.0.0.5 weight 0");
+    let sh = shares(&s, vip);
+    assert_eq!(sh["10.0.0.5"], 0.0);
+    near(sh["10.0.0.1"], 208);
+    s = step(&s, "lb as 192.0.2.0/24 10.0.0.5 weight 50");
+    let sh = shares(&s, vip);
+    assert!(sh["10.0.0.5"] > 0.0);
+    assert_eq!(sh["10.0.0.2"], 0.0);
+    // Graceful drain: out of the table, flows kept (same gen).
+    let g1 = gen_of(&s, vip, "10.0.0.1");
+    s = step(&s, "lb as 192.0.2.0/24 10.0.0.1 weight 0");
+    assert_eq!(shares(&s, vip)["10.0.0.1"], 0.0);
+    assert_eq!(gen_of(&s, vip, "10.0.0.1"), g1);
+    // Hard drain: out of the table and its flows evicted (gen bumped).
+    let g3 = gen_of(&s, vip, "10.0.0.3");
+    s = step(&s, "lb as 192.0.2.0/24 10.0.0.3 weight 0 flush");
+    let sh = shares(&s, vip);
+    assert_eq!(sh["10.0.0.3"], 0.0);
+    assert_eq!(gen_of(&s, vip, "10.0.0.3"), g3.wrapping_add(1));
+    assert!((sh["10.0.0.4"] + sh["10.0.0.5"] - 1.0).abs() < 1e-9);
+    // Flush at a non-zero weight: flows evicted, the server stays in the table.
+    let g4 = gen_of(&s, vip, "10.0.0.4");
+    s = step(&s, "lb as 192.0.2.0/24 10.0.0.4 weight 100 flush");
+    assert!(shares(&s, vip)["10.0.0.4"] > 0.0);
+    assert_eq!(gen_of(&s, vip, "10.0.0.4"), g4.wrapping_add(1));
+    let t = LbTables::build(&s, None);
+    let slot = s.vips().next().unwrap().servers[&"10.0.0.4".parse::<IpAddr>().unwrap()];
+    assert!(!t.flow_still_valid(slot, g4), "old flows no longer match");
+    assert!(t.usable_for_syn(slot, g4.wrapping_add(1)));
+}
+
+/// VPP's `lb as V A1 A2 A3 weight 50`: the weight is every listed server's.
+#[test]
+fn a_weight_after_several_addresses_weights_them_all() {
+    let s = state(
+        "lb vip 198.18.1.1/32 encap l3dsr dscp 1\n\
+         lb as 198.18.1.1/32 198.18.2.1 198.18.2.2 198.18.2.3 weight 50\n\
+         lb as 198.18.1.1/32 198.18.2.4\n",
+    );
+    let sh = shares(&s, "198.18.1.1/32");
+    for a in ["198.18.2.1", "198.18.2.2", "198.18.2.3"] {
+        assert!((sh[a] - 0.2).abs() < 0.01, "{a}: {}", sh[a]);
+    }
+    assert!((sh["198.18.2.4"] - 0.4).abs() < 0.01);
+}
+
+/// A Maglev table the allocator refuses is an error from `try_build`, not an abort.
+#[test]
+fn a_maglev_table_that_cannot_be_allocated_is_an_error() {
+    let s = state(
+        "lb vip 198.18.1.1/32 encap l3dsr dscp 1 new_len 70000\n\
+         lb as 198.18.1.1/32 198.18.2.1\n",
+    );
+    crate::maglev::FAIL_ABOVE.with(|f| f.set(65536));
+    let r = LbTables::try_build(&s, None);
+    crate::maglev::FAIL_ABOVE.with(|f| f.set(u32::MAX));
+    let e = r.unwrap_err();
+    assert_eq!(e.entries, 70001);
+    assert!(e.to_string().contains("new_len"), "{e}");
+    assert!(LbTables::try_build(&s, None).is_ok());
 }

@@ -74,9 +74,9 @@ impl LbLab {
     }
 
     /// The VPP `lb` CLI lines for this lab's VIPs and servers: `lb conf` with the LB's
-    /// server-side addresses as GRE sources, one `lb vip` per VIP and one `lb as` per VIP with
-    /// every server of the VIP's server family (`weight N` after an address whose weight is
-    /// not 1).
+    /// server-side addresses as GRE sources, one `lb vip` per VIP and one `lb as` per VIP and
+    /// server of the VIP's server family with its `weight N` (VPP's `weight` is the whole
+    /// line's; weights are 0..=100).
     pub fn lb_cli_lines(&self) -> Vec<String> {
         let mut out = vec![format!(
             "lb conf ip4-src-address {} ip6-src-address {}",
@@ -102,19 +102,17 @@ impl LbLab {
                 "lb vip {prefix} protocol tcp port {} encap {encap}",
                 v.port
             ));
-            let mut line = format!("lb as {prefix} protocol tcp port {}", v.port);
             for s in &self.servers {
                 let a = if v.encap.server_family_v6() {
                     IpAddr::V6(s.ip6)
                 } else {
                     IpAddr::V4(s.ip4)
                 };
-                let _ = write!(line, " {a}");
-                if s.weight != 1 {
-                    let _ = write!(line, " weight {}", s.weight);
-                }
+                out.push(format!(
+                    "lb as {prefix} protocol tcp port {} {a} weight {}",
+                    v.port, s.weight
+                ));
             }
-            out.push(line);
         }
         out
     }

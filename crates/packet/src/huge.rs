@@ -30,31 +30,61 @@ unsafe impl<T: Copy + Send> Send for HugeTable<T> {}
 // SAFETY: as above; `&HugeTable` only gives `&[T]`.
 unsafe impl<T: Copy + Sync> Sync for HugeTable<T> {}
 
+/// The layout a table of `len` values of `T` allocates (`None` when nothing is allocated,
+/// `Err` when the size does not fit the address space).
+fn table_layout<T>(len: usize) -> Result<Option<Layout>, ()> {
+    let bytes = len.checked_mul(std::mem::size_of::<T>()).ok_or(())?;
+    if bytes == 0 {
+        return Ok(None);
+    }
+    let layout = if bytes >= HUGE_PAGE / 2 {
+        let rounded = bytes.checked_next_multiple_of(HUGE_PAGE).ok_or(())?;
+        Layout::from_size_align(rounded, HUGE_PAGE)
+    } else {
+        Layout::array::<T>(len)
+    };
+    layout.map(Some).map_err(|_| ())
+}
+
+/// Bytes a `HugeTable` of `len` values of `T` allocates (its size rounded to whole huge pages
+/// when large; `u64::MAX` when it could never be allocated): for memory budgets.
+pub fn allocation_bytes<T>(len: usize) -> u64 {
+    match table_layout::<T>(len) {
+        Ok(Some(l)) => l.size() as u64,
+        Ok(None) => 0,
+        Err(()) => u64::MAX,
+    }
+}
+
 impl<T: Copy> HugeTable<T> {
     /// A table of `len` copies of `v`. Panics only where `vec![v; len]` would (the size
-    /// overflows, or the allocator fails).
+    /// overflows, or the allocator fails); `try_new` returns `None` instead.
     pub fn new(len: usize, v: T) -> HugeTable<T> {
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .expect("HugeTable size overflows");
-        if bytes == 0 {
-            return HugeTable {
+        match table_layout::<T>(len) {
+            Ok(layout) => Self::alloc_with(len, v, layout).unwrap_or_else(|| {
+                std::alloc::handle_alloc_error(layout.unwrap_or(Layout::new::<T>()))
+            }),
+            Err(()) => panic!("HugeTable of {len} values: size overflows"),
+        }
+    }
+
+    /// A table of `len` copies of `v`, or `None` when the size does not fit the address space
+    /// or the allocator refuses it (for tables whose size a user configures).
+    pub fn try_new(len: usize, v: T) -> Option<HugeTable<T>> {
+        Self::alloc_with(len, v, table_layout::<T>(len).ok()?)
+    }
+
+    fn alloc_with(len: usize, v: T, layout: Option<Layout>) -> Option<HugeTable<T>> {
+        let Some(layout) = layout else {
+            return Some(HugeTable {
                 ptr: NonNull::dangling(),
                 len,
                 layout: None,
-            };
-        }
-        let layout = if bytes >= HUGE_PAGE / 2 {
-            Layout::from_size_align(bytes.next_multiple_of(HUGE_PAGE), HUGE_PAGE)
-        } else {
-            Layout::array::<T>(len)
-        }
-        .expect("HugeTable layout");
+            });
+        };
         // SAFETY: `layout` has a non-zero size.
         let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw.cast::<T>()) else {
-            std::alloc::handle_alloc_error(layout)
-        };
+        let ptr = NonNull::new(raw.cast::<T>())?;
         if layout.align() == HUGE_PAGE {
             // SAFETY: the range is exactly the fresh allocation, 2 MiB aligned and a multiple of
             // 2 MiB long; MADV_HUGEPAGE changes how the kernel backs it, never its contents.
@@ -67,11 +97,11 @@ impl<T: Copy> HugeTable<T> {
             // SAFETY: `i < len` and the allocation holds `len` values of `T`.
             unsafe { ptr.as_ptr().add(i).write(v) };
         }
-        HugeTable {
+        Some(HugeTable {
             ptr,
             len,
             layout: Some(layout),
-        }
+        })
     }
 }
 
@@ -169,5 +199,21 @@ mod tests {
         }
         let z: Vec<()> = Vec::with_capacity(5);
         advise_huge_pages(&z);
+    }
+
+    /// A size no allocator can give is `None` from `try_new` (not an abort), and the budget
+    /// size is what is really allocated.
+    #[test]
+    fn try_new_refuses_an_impossible_size_and_sizes_are_what_is_allocated() {
+        assert!(HugeTable::try_new(usize::MAX / 8, [0u64; 8]).is_none());
+        assert!(HugeTable::try_new(1 << 58, 0u64).is_none());
+        assert_eq!(allocation_bytes::<[u64; 8]>(usize::MAX / 8), u64::MAX);
+        let t = HugeTable::try_new(1000, 5u32).expect("a small table");
+        assert_eq!(t.len(), 1000);
+        assert_eq!(allocation_bytes::<u32>(1000), 4000);
+        assert_eq!(allocation_bytes::<[u8; 64]>(1 << 12), 256 << 10);
+        assert_eq!(allocation_bytes::<[u8; 64]>(1 << 14), 2 << 20);
+        assert_eq!(allocation_bytes::<[u8; 64]>((1 << 15) + 1), 4 << 20);
+        assert_eq!(allocation_bytes::<u8>(0), 0);
     }
 }

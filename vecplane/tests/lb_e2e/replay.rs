@@ -134,19 +134,27 @@ fn config(rx: &Path, tx: &Path, order: &[usize]) -> String {
             ));
         }
     }
-    let mut l4 = format!("lb as {VIP4}/32 protocol tcp port 80");
-    let mut l6 = format!("lb as {VIP6}/128 protocol tcp port 80");
-    for &i in order {
-        l4.push_str(&format!(" {} weight {}", server4(i), i + 1));
-        l6.push_str(&format!(" {} weight {}", server6(i), i + 1));
-    }
-    let lines = [
+    // One `lb as` per server: VPP's `weight` is the whole line's.
+    let as_lines = |vip: String, v6: bool| -> Vec<String> {
+        order
+            .iter()
+            .map(|&i| {
+                let a = if v6 {
+                    server6(i).to_string()
+                } else {
+                    server4(i).to_string()
+                };
+                format!("lb as {vip} protocol tcp port 80 {a} weight {}", i + 1)
+            })
+            .collect()
+    };
+    let mut lines = vec![
         "lb conf ip4-src-address 198.18.12.1 ip6-src-address 2001:db8:12::1".to_string(),
         format!("lb vip {VIP4}/32 protocol tcp port 80 encap l3dsr dscp {DSCP}"),
-        l4,
-        format!("lb vip {VIP6}/128 protocol tcp port 80 encap gre6"),
-        l6,
     ];
+    lines.extend(as_lines(format!("{VIP4}/32"), false));
+    lines.push(format!("lb vip {VIP6}/128 protocol tcp port 80 encap gre6"));
+    lines.extend(as_lines(format!("{VIP6}/128"), true));
     s.push_str("\n[lb]\nlines = [\n");
     for l in lines {
         s.push_str(&format!("  \"{l}\",\n"));

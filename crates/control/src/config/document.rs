@@ -152,7 +152,7 @@ impl Ctx<'_> {
 
         // The load balancer (its NAT inside ports name ports of this config).
         if let Some(n) = top.get("lb") {
-            spec.lb = self.lb(n, base_dir, &port_names, &port_specs);
+            spec.lb = self.lb(n, base_dir, &port_names, &port_specs, spec.workers);
         }
 
         // BGP announces the VIPs of [lb].

@@ -11,9 +11,10 @@ mod health;
 use super::ctx::{Ctx, Field, Fields};
 use super::read::{included_file, read_text};
 use super::value::Node;
+use super::value::Val;
 use super::Issue;
 use dataplane::{LbSpec, PortSpec};
-use lb::model::{LbCommand, LbState};
+use lb::model::{LbCommand, LbState, MemoryBudget, DEFAULT_MEMORY_LIMIT, MIN_MEMORY_LIMIT};
 use std::ops::Range;
 use std::path::Path;
 
@@ -24,7 +25,12 @@ pub(super) const LB_KEYS: &[&str] = &[
     "probe-source4",
     "probe-source6",
     "health-check",
+    "memory-limit",
 ];
+
+/// What `memory-limit` accepts, for messages.
+const MEMORY_LIMIT_ACCEPTED: &str = "a size such as \"2GiB\", \"512MiB\" or a number of bytes, \
+    64MiB..=1TiB (default 2GiB)";
 
 /// Largest `[lb] file`.
 pub(super) const LB_FILE_MAX_BYTES: u64 = 64 << 20;
@@ -47,10 +53,15 @@ impl Ctx<'_> {
         base_dir: &Path,
         port_names: &[Option<String>],
         ports: &[Option<PortSpec>],
+        workers: usize,
     ) -> Option<LbSpec> {
         let f = self.fields("[lb]".to_string(), Some("lb"), node, LB_KEYS)?;
         self.remember_lines(&f);
         let before = self.issues.len();
+        let budget = MemoryBudget {
+            limit: self.memory_limit(&f),
+            workers: workers.clamp(1, u32::MAX as usize) as u32,
+        };
         let mut cmds: Vec<(LbCommand, Origin)> = Vec::new();
         if let Field::Ok(items, _) = self.strings(&f, "lines", false) {
             for (index, (text, span)) in items.into_iter().enumerate() {
@@ -104,7 +115,7 @@ impl Ctx<'_> {
             None
         } else {
             let batch: Vec<LbCommand> = cmds.iter().map(|(c, _)| c.clone()).collect();
-            match LbState::new().apply(&batch) {
+            match LbState::new().with_memory_budget(budget).apply(&batch) {
                 Ok(state) => Some(state),
                 Err(e) => {
                     match cmds.get(e.index) {
@@ -125,6 +136,32 @@ impl Ctx<'_> {
             state: state?,
             health: health?,
         })
+    }
+
+    /// `memory-limit`: a size with a unit (KiB, MiB, GiB, TiB; K/M/G/T and KB/MB/GB/TB read as
+    /// the same powers of two) or an integer of bytes; the default when absent or bad (a bad
+    /// one is reported).
+    fn memory_limit(&mut self, f: &Fields<'_>) -> u64 {
+        let Some(n) = f.get("memory-limit") else {
+            return DEFAULT_MEMORY_LIMIT;
+        };
+        let parsed = match n.get_ref() {
+            Val::Int(i) => u64::try_from(*i).ok(),
+            Val::Str(t) => parse_size(t),
+            _ => None,
+        };
+        match parsed {
+            Some(v) if (MIN_MEMORY_LIMIT..=MAX_MEMORY_LIMIT).contains(&v) => v,
+            _ => {
+                self.bad(
+                    f,
+                    "memory-limit",
+                    n,
+                    format!("not a memory limit; accepted: {MEMORY_LIMIT_ACCEPTED}"),
+                );
+                DEFAULT_MEMORY_LIMIT
+            }
+        }
     }
 
     fn lb_issue(&mut self, origin: &Origin, message: String) {
@@ -183,4 +220,24 @@ impl Ctx<'_> {
 fn lb_line_content(line: &str) -> Option<&str> {
     let body = line.split('#').next().unwrap_or("");
     (!body.trim().is_empty()).then_some(body)
+}
+
+/// The largest `memory-limit` accepted (1 TiB).
+const MAX_MEMORY_LIMIT: u64 = 1 << 40;
+
+/// "2GiB", "512 MiB", "64M", "1073741824": bytes (`None` when not a size or too large).
+fn parse_size(t: &str) -> Option<u64> {
+    let t = t.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let shift = match unit.trim() {
+        "" | "B" => 0,
+        "K" | "KB" | "KiB" => 10,
+        "M" | "MB" | "MiB" => 20,
+        "G" | "GB" | "GiB" => 30,
+        "T" | "TB" | "TiB" => 40,
+        _ => return None,
+    };
+    n.checked_mul(1u64 << shift)
 }

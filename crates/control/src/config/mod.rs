@@ -266,13 +266,18 @@ fn display_issues(issues: &[Issue]) -> String {
 /// [lb]                              # optional: the L4 load balancer (VIPs, servers, lb conf)
 /// lines = ["lb conf ip4-src-address 198.18.0.254 timeout 40",
 ///          "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23",
-///          "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 2"]
+///          "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 50"]
 ///                                   # FD.io VPP `lb` CLI lines (see `lb::cli`); `lines`, then
 ///                                   #   `file`, applied in order as one batch (all or nothing);
 ///                                   #   errors name lb.lines[i] at the item's line
 /// file = "lb.conf"                  # more lines, one per line (`#` comments), relative to the
 ///                                   #   config's directory; errors name LB-FILE:LINE.
 ///                                   #   `lb set interface nat4|nat6 in PORT` names a [[port]]
+/// memory-limit = "2GiB"             # cap on the LB's tables (default 2GiB; 64MiB..=1TiB; bytes or
+///                                   #   KiB/MiB/GiB/TiB): every VIP's Maglev table (4 bytes x
+///                                   #   the prime >= new_len) plus each worker's flow and NAT
+///                                   #   tables (`lb conf buckets`); a line, API call or reload
+///                                   #   that would pass it is refused, naming need and cap
 /// probe-source4 = "198.18.3.1"      # health probes to IPv4 addresses leave from here: an ip4
 ///                                   #   address of a [[port]]; needed when a check probes one
 /// probe-source6 = "2001:db8:3::1"   # the same for IPv6 (an ip6 address of a [[port]])

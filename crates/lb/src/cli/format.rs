@@ -53,9 +53,15 @@ pub fn format_command(cmd: &LbCommand) -> String {
                 Encap::L3dsr { dscp } => {
                     let _ = write!(o, " dscp {dscp}");
                 }
-                Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => {
-                    let _ = write!(o, " type clusterip target_port {target_port}");
-                }
+                Encap::Nat4 { target_port } | Encap::Nat6 { target_port } => match s.node_port {
+                    None => {
+                        let _ = write!(o, " type clusterip target_port {target_port}");
+                    }
+                    Some(np) => {
+                        let _ =
+                            write!(o, " type nodeport target_port {target_port} node_port {np}");
+                    }
+                },
                 Encap::Gre4 | Encap::Gre6 => {}
             }
             if s.new_len != DEFAULT_NEW_LEN {
@@ -67,15 +73,31 @@ pub fn format_command(cmd: &LbCommand) -> String {
             o
         }
         LbCommand::DelVip(k) => format!("lb vip {k} del"),
-        LbCommand::AddAs { vip, servers } => {
-            let mut o = format!("lb as {vip}");
-            for s in servers {
-                let _ = write!(o, " {}", s.addr);
-                if let Some(w) = s.weight {
+        LbCommand::AddAs {
+            vip,
+            servers,
+            flush,
+        } => {
+            // One line per weight (a line's `weight` is every address's, as in VPP).
+            let mut lines: Vec<String> = Vec::new();
+            let mut weights: Vec<Option<u32>> = servers.iter().map(|s| s.weight).collect();
+            weights.dedup();
+            weights.sort();
+            weights.dedup();
+            for w in weights {
+                let mut o = format!("lb as {vip}");
+                for s in servers.iter().filter(|s| s.weight == w) {
+                    let _ = write!(o, " {}", s.addr);
+                }
+                if let Some(w) = w {
                     let _ = write!(o, " weight {w}");
                 }
+                if *flush {
+                    o.push_str(" flush");
+                }
+                lines.push(o);
             }
-            o
+            lines.join("\n")
         }
         LbCommand::DelAs {
             vip,
@@ -118,6 +140,10 @@ pub fn format_command(cmd: &LbCommand) -> String {
             });
             o
         }
+        LbCommand::SetMemoryBudget(b) => format!(
+            "# memory-limit {} for {} workers (set by the config's [lb] memory-limit)",
+            b.limit, b.workers
+        ),
         LbCommand::Show(LbShow::Summary) => "show lb".into(),
         LbCommand::Show(LbShow::Vips { verbose }) => {
             if *verbose {
@@ -160,10 +186,18 @@ pub fn state_commands(state: &LbState) -> Vec<LbCommand> {
                 })
             })
             .collect();
-        if !servers.is_empty() {
+        // One command per weight, in the order of each weight's first server.
+        let mut weights: Vec<Option<u32>> = Vec::new();
+        for s in &servers {
+            if !weights.contains(&s.weight) {
+                weights.push(s.weight);
+            }
+        }
+        for w in weights {
             out.push(LbCommand::AddAs {
                 vip: v.spec.key,
-                servers,
+                servers: servers.iter().filter(|s| s.weight == w).copied().collect(),
+                flush: false,
             });
         }
     }

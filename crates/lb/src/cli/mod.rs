@@ -6,9 +6,10 @@
 //! Accepted (VPP's lines unchanged, keywords in any order after the prefix, each once):
 //! ```text
 //! lb vip <prefix> [protocol tcp|udp] [port <n>] [encap gre4|gre6|l3dsr|nat4|nat6] [dscp <n>]
-//!        [type clusterip] [target_port <n>] [new_len <n>] [src_ip_sticky] [del]
-//! lb as <vip-prefix> [protocol tcp|udp] [port <n>] <addr> [weight <n>] [<addr> [weight <n>] ...]
-//!        [del [flush]]
+//!        [type clusterip|nodeport] [target_port <n>] [node_port <n>] [new_len <n>]
+//!        [src_ip_sticky] [del]
+//! lb as <vip-prefix> [protocol tcp|udp] [port <n>] <addr> [<addr> ...] [weight <0-100>]
+//!        [del] [flush]
 //! lb conf [ip4-src-address <addr>[/<len>]] [ip6-src-address <addr>[/<len>]] [buckets <n>]
 //!         [buckets-log2 <n>] [timeout <s>] [timeout tcp|udp|other <s>]
 //! lb flush vip <prefix> [protocol tcp|udp] [port <n>]
@@ -20,13 +21,19 @@
 //! least 100x the servers), timeouts 40 s, buckets 1048576. A prefix may be written as a bare
 //! address (a host prefix). In files, `#` starts a comment and blank lines are skipped.
 //!
-//! Extensions: `weight <n>` after a server address; `timeout tcp|udp|other <s>` (plain
+//! As VPP: host bits of a VIP prefix are cleared (`90.1.2.3/8` is `90.0.0.0/8`); a VIP
+//! without a port (or `port 0`) takes every protocol and port, whatever `protocol` says; one
+//! `weight` (0..=100, default 100) for every address of an `lb as` line; `flush` with or
+//! without `del`; `type nodeport` (the node port is `node_port`, as VPP's API and plugin docs
+//! write it, else the VIP's port, as VPP's CLI registers it; `node_port` alone means nodeport).
+//!
+//! Extensions: `timeout tcp|udp|other <s>` (plain
 //! `timeout <s>` sets all three, VPP's meaning); a prefix for `ip4-src-address` /
 //! `ip6-src-address` (GRE outer sources spread over it). See `model` for the rules.
 //!
-//! Stricter than VPP: a port needs a protocol; `protocol tcp` without a port means TCP on all
-//! ports (VPP drops the protocol); a prefix with host bits set, numbers out of range
-//! (`port 70000`, `dscp 64`), a keyword given twice and `type nodeport` are refused.
+//! Stricter than VPP: a port needs a protocol; numbers out of range (`port 70000`, `dscp 64`,
+//! `weight 101`), a keyword given twice (VPP keeps the last) and host bits in an
+//! `ip4-src-address`/`ip6-src-address` prefix are refused.
 
 mod error;
 mod format;

@@ -6,16 +6,16 @@ use super::error::CliError;
 use crate::model::{
     check_vip_spec, AsSpec, ConfChange, Encap, LbCommand, LbErrorKind, LbShow, Prefix,
     SourceAddress, VipKey, VipProtocol, VipSpec, DEFAULT_NEW_LEN, MAX_BUCKETS, MAX_BUCKETS_LOG2,
-    MAX_NEW_LEN, MAX_TIMEOUT,
+    MAX_NEW_LEN, MAX_TIMEOUT, MAX_WEIGHT,
 };
 use std::net::IpAddr;
 
 const COMMANDS: &str = "`lb vip`, `lb as`, `lb conf`, `lb flush vip`, \
     `lb set interface nat4|nat6`, `show lb`, `show lb vips [verbose]`";
 const VIP_WORDS: &str = "protocol tcp|udp, port <n>, encap gre4|gre6|l3dsr|nat4|nat6, dscp <n>, \
-    type clusterip, target_port <n>, new_len <n>, src_ip_sticky, del";
+    type clusterip|nodeport, target_port <n>, node_port <n>, new_len <n>, src_ip_sticky, del";
 const AS_WORDS: &str =
-    "protocol tcp|udp, port <n>, a server address, weight <n> (after an address), del, flush";
+    "protocol tcp|udp, port <n>, server addresses, weight <0-100> (for all of them), del, flush";
 const CONF_WORDS: &str = "ip4-src-address <addr>[/<len>], ip6-src-address <addr>[/<len>], \
     buckets <n>, buckets-log2 <n>, timeout [tcp|udp|other] <seconds>";
 const PREFIX: &str = "an IPv4 or IPv6 prefix such as 198.18.1.1/32 or 2001:db8:1::1/128";
@@ -123,8 +123,9 @@ fn unknown(t: Option<&str>, command: &'static str, accepted: &'static str) -> Cl
     }
 }
 
-/// `<addr>[/<len>]`, canonical (host bits zero).
-fn parse_prefix(t: &str, field: &'static str) -> Result<Prefix, CliError> {
+/// `<addr>[/<len>]`, canonical (host bits zero): with `normalise`, host bits are cleared (as
+/// VPP does to a VIP prefix), else refused.
+fn parse_prefix(t: &str, field: &'static str, normalise: bool) -> Result<Prefix, CliError> {
     let (a, len) = match t.split_once('/') {
         Some((a, l)) => (a, Some(l)),
         None => (t, None),
@@ -143,6 +144,11 @@ fn parse_prefix(t: &str, field: &'static str) -> Result<Prefix, CliError> {
                 ))
             }
         },
+    };
+    let addr = if normalise {
+        crate::model::mask_addr(addr, len)
+    } else {
+        addr
     };
     Prefix::new(addr, len).ok_or_else(|| {
         let canon = crate::model::mask_addr(addr, len);
@@ -165,7 +171,7 @@ fn parse_key<'a>(
         token: command.to_string(),
         accepted: PREFIX,
     })?;
-    let prefix = parse_prefix(p, "VIP prefix")?;
+    let prefix = parse_prefix(p, "VIP prefix", true)?;
     let mut protocol: Option<VipProtocol> = None;
     let mut port: Option<(u16, &str)> = None;
     while let Some(t) = w.peek() {
@@ -204,11 +210,13 @@ fn parse_key<'a>(
             "a port needs `protocol tcp` or `protocol udp` on the same line",
         ));
     }
+    // As VPP: without a port the VIP takes every protocol and port, whatever `protocol` said.
     Ok(VipKey {
         prefix,
         protocol,
         port,
-    })
+    }
+    .canonical())
 }
 
 fn parse_vip(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
@@ -216,6 +224,7 @@ fn parse_vip(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
     let mut dscp: Option<u8> = None;
     let mut srv_type: Option<&str> = None;
     let mut target_port: Option<u16> = None;
+    let mut node_port: Option<u16> = None;
     let mut new_len: Option<u32> = None;
     let mut sticky: Option<()> = None;
     let mut del: Option<()> = None;
@@ -237,22 +246,19 @@ fn parse_vip(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
                 once(&mut dscp, t, n as u8)?;
             }
             "type" => {
-                let v = w.value(t, "clusterip")?;
+                let v = w.value(t, "clusterip or nodeport")?;
                 match v {
-                    "clusterip" => once(&mut srv_type, t, v)?,
-                    "nodeport" => {
-                        return Err(CliError::invalid(
-                            v,
-                            "not supported: vecplane matches NAT VIPs on their address and \
-                             port; accepted: type clusterip",
-                        ))
-                    }
-                    _ => return Err(CliError::value("type", v, "clusterip")),
+                    "clusterip" | "nodeport" => once(&mut srv_type, t, v)?,
+                    _ => return Err(CliError::value("type", v, "clusterip or nodeport")),
                 }
             }
             "target_port" => {
                 let n = w.number("target_port", 1, 65535, "a port 1..65535")?;
                 once(&mut target_port, t, n as u16)?;
+            }
+            "node_port" => {
+                let n = w.number("node_port", 1, 65535, "a port 1..65535")?;
+                once(&mut node_port, t, n as u16)?;
             }
             "new_len" => {
                 let n = w.number("new_len", 1, MAX_NEW_LEN as u64, "a table size 1..4194304")?;
@@ -275,9 +281,11 @@ fn parse_vip(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
     if dscp.is_some() && encap != Some("l3dsr") {
         return Err(CliError::invalid("dscp", "only with `encap l3dsr`"));
     }
-    if (target_port.is_some() || srv_type.is_some()) && !nat {
+    if (target_port.is_some() || srv_type.is_some() || node_port.is_some()) && !nat {
         let t = if target_port.is_some() {
             "target_port"
+        } else if node_port.is_some() {
+            "node_port"
         } else {
             "type"
         };
@@ -304,11 +312,25 @@ fn parse_vip(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
             }
         }
     };
+    // `node_port` names the node port (VPP's API and plugin docs); without it a nodeport VIP
+    // takes the VIP's port on the node's address, as VPP's CLI registers it. `node_port` alone
+    // means `type nodeport`.
+    let node_port = match srv_type {
+        Some("clusterip") if node_port.is_some() => {
+            return Err(CliError::invalid(
+                "node_port",
+                "only with `type nodeport` (or without `type`)",
+            ))
+        }
+        Some("nodeport") => Some(node_port.unwrap_or(key.port)),
+        _ => node_port,
+    };
     let spec = VipSpec {
         key,
         encap,
         new_len: new_len.unwrap_or(DEFAULT_NEW_LEN),
         src_ip_sticky: sticky.is_some(),
+        node_port,
     };
     // The model's own rules (l3dsr on IPv6 or on a prefix, NAT without a port, NAT46, ...).
     check_vip_spec(&spec).map_err(|e| match e {
@@ -322,7 +344,7 @@ fn parse_as(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
     let mut servers: Vec<AsSpec> = Vec::new();
     let mut del: Option<()> = None;
     let mut flush: Option<()> = None;
-    let mut weighted: Option<&str> = None;
+    let mut weight: Option<u32> = None;
     let key = parse_key(w, "lb as", AS_WORDS, |w| {
         let Some(t) = w.next() else {
             return Ok(false);
@@ -331,18 +353,13 @@ fn parse_as(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
             "del" => once(&mut del, t, ())?,
             "flush" => once(&mut flush, t, ())?,
             "weight" => {
-                let n = w.number("weight", 0, u32::MAX as u64, "a weight 0..4294967295")?;
-                match servers.last_mut() {
-                    Some(s) if s.weight.is_none() => s.weight = Some(n as u32),
-                    Some(_) => return Err(CliError::Duplicate { token: t.into() }),
-                    None => {
-                        return Err(CliError::invalid(
-                            t,
-                            "`weight <n>` goes after the server address it is for",
-                        ))
-                    }
-                }
-                weighted = Some(t);
+                let n = w.number(
+                    "weight",
+                    0,
+                    MAX_WEIGHT as u64,
+                    "a weight 0..100 (VPP's range; it applies to every address on the line)",
+                )?;
+                once(&mut weight, t, n as u32)?;
             }
             _ => match t.parse::<IpAddr>() {
                 Ok(addr) => {
@@ -365,12 +382,12 @@ fn parse_as(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
             accepted: "at least one server address after the VIP",
         });
     }
-    if flush.is_some() && del.is_none() {
-        return Err(CliError::invalid("flush", "only with `del`"));
-    }
     if del.is_some() {
-        if let Some(t) = weighted {
-            return Err(CliError::invalid(t, "not with `del`"));
+        if weight.is_some() {
+            return Err(CliError::invalid(
+                "weight",
+                "`weight` and `del` do not go together (as in VPP)",
+            ));
         }
         return Ok(LbCommand::DelAs {
             vip: key,
@@ -378,7 +395,15 @@ fn parse_as(w: &mut Words<'_>) -> Result<LbCommand, CliError> {
             flush: flush.is_some(),
         });
     }
-    Ok(LbCommand::AddAs { vip: key, servers })
+    // As VPP: one weight for every address of the line.
+    for s in &mut servers {
+        s.weight = weight;
+    }
+    Ok(LbCommand::AddAs {
+        vip: key,
+        servers,
+        flush: flush.is_some(),
+    })
 }
 
 fn parse_source(w: &mut Words<'_>, kw: &'static str, v6: bool) -> Result<SourceAddress, CliError> {
@@ -388,7 +413,7 @@ fn parse_source(w: &mut Words<'_>, kw: &'static str, v6: bool) -> Result<SourceA
         "an IPv4 address, or a prefix to spread sources over (198.18.0.0/24)"
     };
     let t = w.value(kw, acc)?;
-    let p = parse_prefix(t, kw).map_err(|_| CliError::value(kw, t, acc))?;
+    let p = parse_prefix(t, kw, false).map_err(|_| CliError::value(kw, t, acc))?;
     if p.is_ipv6() != v6 || p.prefix_len() == 0 {
         return Err(CliError::value(kw, t, acc));
     }

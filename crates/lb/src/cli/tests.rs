@@ -36,7 +36,7 @@ fn vpp_lines_are_accepted_unchanged() {
         LbCommand::DelVip(_)
     ));
     let c = ok("lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2");
-    let LbCommand::AddAs { servers, vip } = c else {
+    let LbCommand::AddAs { servers, vip, .. } = c else {
         panic!()
     };
     assert_eq!(vip.port, 80);
@@ -87,15 +87,117 @@ fn vpp_lines_are_accepted_unchanged() {
     );
 }
 
+/// VPP's `lb as`: one `weight` (0..=100) for every address of the line, wherever it stands;
+/// `flush` with or without `del`; `weight` with `del` refused (VPP: mutually exclusive).
 #[test]
-fn extensions() {
-    let LbCommand::AddAs { servers, .. } =
-        ok("lb as 198.18.1.1/32 198.18.2.1 weight 3 198.18.2.2 198.18.2.3 weight 0")
+fn a_weight_applies_to_every_address_of_the_line_as_in_vpp() {
+    for line in [
+        "lb as 198.18.1.1/32 198.18.2.1 198.18.2.2 198.18.2.3 weight 50",
+        "lb as 198.18.1.1/32 198.18.2.1 weight 50 198.18.2.2 198.18.2.3",
+        "lb as 198.18.1.1/32 weight 50 198.18.2.1 198.18.2.2 198.18.2.3",
+    ] {
+        let LbCommand::AddAs { servers, flush, .. } = ok(line) else {
+            panic!("{line}")
+        };
+        let w: Vec<_> = servers.iter().map(|s| s.weight).collect();
+        assert_eq!(w, [Some(50); 3], "{line}");
+        assert!(!flush);
+    }
+    let LbCommand::AddAs { servers, flush, .. } =
+        ok("lb as 198.18.1.1/32 198.18.2.1 weight 0 flush")
     else {
         panic!()
     };
-    let w: Vec<_> = servers.iter().map(|s| s.weight).collect();
-    assert_eq!(w, [Some(3), None, Some(0)]);
+    assert_eq!((servers[0].weight, flush), (Some(0), true), "hard drain");
+    let LbCommand::AddAs { flush, .. } = ok("lb as 198.18.1.1/32 198.18.2.1 flush") else {
+        panic!()
+    };
+    assert!(flush, "flush without del");
+    for (line, token, accepted) in [
+        ("lb as 198.18.1.1/32 198.18.2.1 weight 101", "101", "0..100"),
+        (
+            "lb as 198.18.1.1/32 198.18.2.1 weight 1 weight 2",
+            "weight",
+            "once",
+        ),
+        (
+            "lb as 198.18.1.1/32 198.18.2.1 weight 1 del",
+            "weight",
+            "del",
+        ),
+    ] {
+        let e = parse_line(line).expect_err(line);
+        assert_eq!(e.token(), token, "{line}: {e}");
+        assert!(e.to_string().contains(accepted), "{line}: {e}");
+    }
+}
+
+/// VPP's `lb vip`: host bits cleared, `protocol` without a port (or `port 0`) an
+/// all-protocols all-ports VIP, L3DSR on a prefix, `type nodeport` with `node_port`.
+#[test]
+fn vip_lines_mean_what_vpp_makes_of_them() {
+    let LbCommand::AddVip(s) = ok("lb vip 90.1.2.3/8 encap l3dsr dscp 7") else {
+        panic!()
+    };
+    assert_eq!(s.key.prefix.to_string(), "90.0.0.0/8");
+    assert_eq!(s.encap, Encap::L3dsr { dscp: 7 });
+    for line in [
+        "lb vip 90.0.0.0/8 protocol tcp encap gre4",
+        "lb vip 90.0.0.0/8 protocol udp port 0 encap gre4",
+        "lb vip 90.0.0.0/8 encap gre4",
+    ] {
+        let LbCommand::AddVip(s) = ok(line) else {
+            panic!("{line}")
+        };
+        assert_eq!(
+            (s.key.protocol, s.key.port),
+            (VipProtocol::Any, 0),
+            "{line}"
+        );
+    }
+    let LbCommand::AddAs { vip, .. } = ok("lb as 2001:db8::5/32 protocol tcp 2001:db8:1::1") else {
+        panic!()
+    };
+    assert_eq!(
+        vip,
+        VipKey::all(Prefix::new("2001:db8::".parse().unwrap(), 32).unwrap())
+    );
+    let LbCommand::AddVip(s) = ok(
+        "lb vip 90.1.2.1/32 protocol udp port 3306 encap nat4 type nodeport target_port 3307 \
+         node_port 30964",
+    ) else {
+        panic!()
+    };
+    assert_eq!(s.node_port, Some(30964));
+    assert_eq!(s.encap, Encap::Nat4 { target_port: 3307 });
+    let LbCommand::AddVip(s) =
+        ok("lb vip 90.1.2.1/32 protocol udp port 3306 encap nat4 type nodeport target_port 3307")
+    else {
+        panic!()
+    };
+    assert_eq!(
+        s.node_port,
+        Some(3306),
+        "VPP's CLI: the VIP's port on the node"
+    );
+    let LbCommand::AddVip(s) =
+        ok("lb vip 90.1.2.1/32 protocol udp port 3306 encap nat4 target_port 3307 node_port 30964")
+    else {
+        panic!()
+    };
+    assert_eq!(s.node_port, Some(30964), "as VPP's plugin docs write it");
+    for (line, token) in [
+        ("lb vip 90.1.2.1/32 encap gre4 node_port 30964", "node_port"),
+        ("lb vip 90.1.2.1/32 protocol udp port 3306 encap nat4 type clusterip target_port 1 node_port 2", "node_port"),
+        ("lb vip 90.1.2.1/32 encap nat4 type nodeport target_port 1", "nat4"),
+    ] {
+        let e = parse_line(line).expect_err(line);
+        assert_eq!(e.token(), token, "{line}: {e}");
+    }
+}
+
+#[test]
+fn extensions() {
     let LbCommand::Conf(c) = ok("lb conf timeout tcp 300 timeout udp 30") else {
         panic!()
     };
@@ -124,9 +226,9 @@ fn malformed_lines_name_their_token() {
         ("lb vip 198.18.1.300/32", "198.18.1.300/32", "prefix"),
         ("lb vip 198.18.1.1/33", "198.18.1.1/33", "0..=32"),
         (
-            "lb vip 198.18.1.1/24 encap gre4",
+            "lb conf ip4-src-address 198.18.1.1/24",
             "198.18.1.1/24",
-            "198.18.1.0/24",
+            "IPv4",
         ),
         (
             "lb vip 198.18.1.1/32 port 80 encap gre4",
@@ -160,9 +262,9 @@ fn malformed_lines_name_their_token() {
             "target_port",
         ),
         (
-            "lb vip 198.18.1.1/32 protocol tcp port 80 encap nat4 type nodeport target_port 80",
-            "nodeport",
-            "clusterip",
+            "lb vip 198.18.1.1/32 protocol tcp port 80 encap nat4 type loadbalancer",
+            "loadbalancer",
+            "clusterip or nodeport",
         ),
         (
             "lb vip 198.18.1.1/32 protocol tcp port 80 encap nat6 target_port 80",
@@ -174,7 +276,6 @@ fn malformed_lines_name_their_token() {
             "l3dsr",
             "IPv4 only",
         ),
-        ("lb vip 198.18.1.0/24 encap l3dsr dscp 1", "l3dsr", "/32"),
         (
             "lb vip 198.18.1.1/32 encap gre4 target_port 80",
             "target_port",
@@ -194,26 +295,16 @@ fn malformed_lines_name_their_token() {
             "once",
         ),
         (
-            "lb as 198.18.1.1/32 weight 3 198.18.2.1",
-            "weight",
-            "after the server",
-        ),
-        (
             "lb as 198.18.1.1/32 198.18.2.1 weight 3 weight 4",
             "weight",
             "once",
         ),
-        (
-            "lb as 198.18.1.1/32 198.18.2.1 weight x",
-            "x",
-            "0..4294967295",
-        ),
+        ("lb as 198.18.1.1/32 198.18.2.1 weight x", "x", "0..100"),
         (
             "lb as 198.18.1.1/32 198.18.2.1 weight 3 del",
             "weight",
             "del",
         ),
-        ("lb as 198.18.1.1/32 198.18.2.1 flush", "flush", "del"),
         (
             "lb as 198.18.1.1/32 198.18.2.1 hello",
             "hello",
@@ -264,7 +355,8 @@ fn state_prints_as_lines_that_rebuild_it() {
     let text = "lb conf ip4-src-address 198.18.0.254 timeout tcp 300\n\
                 lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
                 lb vip 198.18.1.1/32 encap gre4 new_len 1024 src_ip_sticky\n\
-                lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 2 198.18.2.1\n\
+                lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 2\n\
+                lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1\n\
                 lb as 198.18.1.1/32 198.18.2.9 weight 0\n\
                 lb set interface nat4 in p1 in p0\n";
     let s = LbState::new().apply(&parse_lines(text).unwrap()).unwrap();
@@ -276,7 +368,8 @@ fn state_prints_as_lines_that_rebuild_it() {
          lb vip 198.18.1.1/32 encap gre4 new_len 1024 src_ip_sticky\n\
          lb as 198.18.1.1/32 198.18.2.9 weight 0\n\
          lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23\n\
-         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 weight 1 198.18.2.2 weight 2\n\
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 weight 100\n\
+         lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 2\n\
          lb set interface nat4 in p0 in p1\n"
     );
     let again = LbState::new()
@@ -323,6 +416,7 @@ fn arb_key() -> impl Strategy<Value = VipKey> {
                 protocol,
                 port,
             }
+            .canonical()
         })
 }
 
@@ -343,11 +437,13 @@ fn arb_vip() -> impl Strategy<Value = VipSpec> {
                 3 => Encap::Nat4 { target_port: tp },
                 _ => Encap::Nat6 { target_port: tp },
             };
+            let nat = matches!(encap, Encap::Nat4 { .. } | Encap::Nat6 { .. });
             let s = VipSpec {
                 key,
                 encap,
                 new_len,
                 src_ip_sticky,
+                node_port: (nat && src_ip_sticky).then_some(tp),
             };
             check_vip_spec(&s).is_ok().then_some(s)
         })
@@ -387,27 +483,27 @@ fn arb_command() -> impl Strategy<Value = LbCommand> {
             "lb conf needs a setting",
             |c| !matches!(c, LbCommand::Conf(x) if *x == ConfChange::default()),
         );
-    let servers = proptest::collection::btree_map(
-        any::<bool>().prop_flat_map(arb_addr),
-        proptest::option::of(any::<u32>()),
-        1..6,
-    );
+    let servers = proptest::collection::btree_set(any::<bool>().prop_flat_map(arb_addr), 1..6);
     let ports = proptest::collection::btree_set("[a-z][a-z0-9_.-]{0,12}", 1..4);
     prop_oneof![
         conf,
         arb_vip().prop_map(LbCommand::AddVip),
         arb_key().prop_map(LbCommand::DelVip),
         arb_key().prop_map(LbCommand::FlushVip),
-        (arb_key(), servers.clone()).prop_map(|(vip, s)| LbCommand::AddAs {
-            vip,
-            servers: s
-                .into_iter()
-                .map(|(addr, weight)| AsSpec { addr, weight })
-                .collect(),
-        }),
+        (
+            arb_key(),
+            servers.clone(),
+            proptest::option::of(0u32..=MAX_WEIGHT),
+            any::<bool>()
+        )
+            .prop_map(|(vip, s, weight, flush)| LbCommand::AddAs {
+                vip,
+                servers: s.into_iter().map(|addr| AsSpec { addr, weight }).collect(),
+                flush,
+            }),
         (arb_key(), servers, any::<bool>()).prop_map(|(vip, s, flush)| LbCommand::DelAs {
             vip,
-            servers: s.into_keys().collect(),
+            servers: s.into_iter().collect(),
             flush,
         }),
         (any::<bool>(), ports, any::<bool>()).prop_map(|(nat6, p, del)| {
@@ -460,7 +556,8 @@ fn show_text() {
         .apply(
             &parse_lines(
                 "lb vip 198.18.1.1/32 protocol tcp port 80 encap l3dsr dscp 23 new_len 100\n\
-                 lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 weight 3\n\
+                 lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 weight 1\n\
+                 lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.2 weight 3\n\
                  lb vip 198.18.1.2/32 encap l3dsr dscp 1\n",
             )
             .unwrap(),

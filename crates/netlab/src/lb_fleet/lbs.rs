@@ -76,18 +76,17 @@ impl LbFleet {
             Encap::L3dsr { dscp } => dscp,
             _ => addr::VIP_DSCP,
         };
-        let mut servers = String::new();
-        for sv in &self.servers {
-            let _ = write!(servers, " {}", sv.ip4);
-            if sv.weight != 1 {
-                let _ = write!(servers, " weight {}", sv.weight);
-            }
-        }
+        // One `lb as` per server: VPP's `weight` is the whole line's.
         let mut lines = vec![
             format!("lb conf ip4-src-address {}", addr::lb_down4(i)),
             format!("lb vip {vip} protocol tcp port 80 encap l3dsr dscp {dscp}"),
-            format!("lb as {vip} protocol tcp port 80{servers}"),
         ];
+        for sv in &self.servers {
+            lines.push(format!(
+                "lb as {vip} protocol tcp port 80 {} weight {}",
+                sv.ip4, sv.weight
+            ));
+        }
         lines.extend(self.spec.lb_lines.iter().cloned());
         s.push_str("\n[lb]\nlines = [\n");
         for l in &lines {
@@ -239,7 +238,8 @@ mod tests {
             "ip4 = [\"198.18.11.3/24\"]",
             "ip4 = [\"198.18.12.2/24\"]",
             "\"lb vip 198.18.100.1/32 protocol tcp port 80 encap l3dsr dscp 23\",",
-            "\"lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 198.18.12.12 weight 3\",",
+            "\"lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 weight 1\",",
+            "\"lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.12 weight 3\",",
             "\"lb conf timeout 40\",",
             "probe-source4 = \"198.18.12.2\"",
             "interface = \"vlbx1-2g1\"",

@@ -172,8 +172,9 @@ impl LbNode {
     pub fn new(cfg: LbConfig) -> Result<LbNode, flowtable::FlowTableError> {
         let buckets = flowtable::buckets_for(cfg.flow_entries);
         let timeouts = flowtable::Timeouts::default();
-        // NAT reverse entries: one per NAT flow; a quarter of the forward table.
-        let nat_buckets = (buckets / 4).max(1);
+        // NAT reverse entries: one per NAT flow; a quarter of the forward table (the sizes the
+        // LB memory budget counts, `flowtable::worker_tables_bytes`).
+        let nat_buckets = flowtable::nat_buckets_for(buckets);
         let flows = FlowTable::new(buckets, timeouts, MAX_VIPS, MAX_AS_SLOTS)?;
         cfg.counters.flow_table_entries.set(flows.capacity() as u64);
         Ok(LbNode {

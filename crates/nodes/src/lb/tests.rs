@@ -325,8 +325,8 @@ fn what_is_not_for_a_vip_passes_or_is_dropped_with_its_reason() {
     assert_eq!(passed.2, other, "a packet for no VIP is untouched");
     // A VIP whose servers all have weight 0 drops new flows.
     lab.change(
-        "lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 weight 0 198.18.12.12 weight 0 \
-         198.18.12.13 weight 0\n",
+        "lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 198.18.12.12 198.18.12.13 \
+         weight 0\n",
     );
     let out = lab.run(vec![tcp4(CLIENT, VIP, 5000, 80, SYN)]);
     assert_eq!(out[0].0, "drop:no-server");
@@ -792,4 +792,125 @@ proptest::proptest! {
             without.change(change);
         }
     }
+}
+
+/// VPP's `test_lb_ip4_l3dsr` on a prefix VIP (its `90.0.0.0/8`; here 198.18.128.0/17 with the
+/// host bits VPP clears), with VPP's `lb as ... weight 50` beside default-weight servers:
+/// flows to any address of the prefix (VPP's `getIPv4Flow`: one destination per flow) reach a
+/// server with the DSCP set, in the shares VPP's weights give (50/350 for the weight-50
+/// server), the same through the fast lane and the general path; an address outside passes.
+#[test]
+fn a_prefix_l3dsr_vip_serves_every_address_in_vpps_weight_shares() {
+    let lines = "lb vip 198.18.200.9/17 encap l3dsr dscp 7\n\
+                 lb as 198.18.128.0/17 198.18.12.11 198.18.12.12 198.18.12.13\n\
+                 lb as 198.18.128.0/17 198.18.12.14 weight 50\n";
+    let flows: Vec<Vec<u8>> = (0..2800u16)
+        .map(|id| {
+            let dst = [198, 18, 128 + (id / 255) as u8, (id % 255) as u8];
+            let src = [198, 19, (id / 255) as u8, (id % 255) as u8];
+            udp4(src, dst, 10000 + id, 20000, 8)
+        })
+        .collect();
+    let mut by_path = Vec::new();
+    for use_lane in [true, false] {
+        let mut lab = Lab::build(lines, ip_input_like, use_lane);
+        let mut per: BTreeMap<[u8; 4], u32> = BTreeMap::new();
+        let mut chosen = Vec::new();
+        for chunk in flows.chunks(200) {
+            for (next, _, f) in lab.run(chunk.to_vec()) {
+                assert_eq!(next, names::IP4_LOOKUP, "every flow is balanced");
+                assert_eq!(f[15] >> 2, 7, "DSCP");
+                assert!(checksums_ok(&f));
+                *per.entry(dst4(&f)).or_insert(0) += 1;
+                chosen.push(dst4(&f));
+            }
+        }
+        assert_eq!(chosen.len(), flows.len());
+        let share = |s: [u8; 4]| f64::from(per.get(&s).copied().unwrap_or(0)) / 2800.0;
+        let weighted = share([198, 18, 12, 14]);
+        assert!((weighted - 50.0 / 350.0).abs() < 0.04, "weight 50: {per:?}");
+        for s in [S1, S2, S3] {
+            assert!(
+                (share(s) - 100.0 / 350.0).abs() < 0.05,
+                "weight 100: {per:?}"
+            );
+        }
+        let out = lab.run(vec![udp4(CLIENT, [198, 18, 127, 255], 1, 20000, 8)]);
+        assert_eq!(
+            dst4(&out[0].2),
+            [198, 18, 127, 255],
+            "outside the prefix: untouched"
+        );
+        by_path.push(chosen);
+    }
+    assert_eq!(
+        by_path[0], by_path[1],
+        "the lane decides as the general path"
+    );
+}
+
+/// VPP's `type nodeport`: packets to the node's address (`lb conf ip4-src-address`) on the
+/// node port go to the VIP's servers (NAT to `target_port`), as packets to the VIP do; the
+/// reply is rewritten back to what the client sent to.
+#[test]
+fn a_nodeport_vip_answers_on_the_node_address_and_port() {
+    let node = [198, 18, 0, 254];
+    let mut lab = Lab::new(
+        "lb conf ip4-src-address 198.18.0.254\n\
+         lb vip 198.18.100.4/32 protocol udp port 3306 encap nat4 type nodeport target_port 3307 \
+         node_port 30964\n\
+         lb as 198.18.100.4/32 protocol udp port 3306 198.18.12.11\n",
+    );
+    for (dst, dport) in [(node, 30964), ([198, 18, 100, 4], 3306)] {
+        let out = lab.run(vec![udp4(CLIENT, dst, 33000, dport, 8)]);
+        assert_eq!(out.len(), 1);
+        let f = &out[0].2;
+        assert_eq!(out[0].0, names::IP4_LOOKUP, "to {dst:?}:{dport}");
+        assert_eq!(dst4(f), S1);
+        assert_eq!(u16::from_be_bytes([f[36], f[37]]), 3307, "target_port");
+        assert!(checksums_ok(f));
+        let out = lab.run(vec![udp4(S1, CLIENT, 3307, 33000, 8)]);
+        assert_eq!(out[0].0, names::IP4_LOOKUP, "reply for {dst:?}:{dport}");
+        let f = &out[0].2;
+        assert_eq!(
+            [f[26], f[27], f[28], f[29]],
+            dst,
+            "reply from what the client asked"
+        );
+        assert_eq!(u16::from_be_bytes([f[34], f[35]]), dport);
+        assert!(checksums_ok(f));
+    }
+    // Another port on the node address is not the VIP's.
+    let out = lab.run(vec![udp4(CLIENT, node, 33000, 30965, 8)]);
+    assert_eq!(dst4(&out[0].2), node);
+}
+
+/// VPP's hard drain (`weight 0 flush`): the server leaves the table and its flows move at
+/// once; a plain `weight 0` keeps them; `flush` alone (no `del`) moves flows through the table.
+#[test]
+fn weight_0_flush_moves_a_servers_flows_at_once() {
+    let mut lab = Lab::new(L3DSR);
+    let first = servers_by_port(&lab.run(syns(300)));
+    lab.change("lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 weight 0\n");
+    assert_eq!(
+        servers_by_port(&lab.run(acks(300))),
+        first,
+        "graceful drain"
+    );
+    lab.change("lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 weight 0 flush\n");
+    let after = servers_by_port(&lab.run(acks(300)));
+    for (port, server) in &first {
+        if *server == S1 {
+            assert_ne!(after[port], S1, "hard drain moved the flow");
+        } else {
+            assert_eq!(after[port], *server, "other flows unchanged");
+        }
+    }
+    assert!(first.values().any(|s| *s == S1));
+    // Back at weight 100 with `flush`: S1's table share returns; flows still valid elsewhere.
+    lab.change("lb as 198.18.100.1/32 protocol tcp port 80 198.18.12.11 weight 100 flush\n");
+    let fresh: Vec<Vec<u8>> = (0..300)
+        .map(|i| tcp4(CLIENT, VIP, 50000 + i, 80, SYN))
+        .collect();
+    assert!(servers_by_port(&lab.run(fresh)).values().any(|s| *s == S1));
 }

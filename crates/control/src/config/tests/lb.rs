@@ -577,3 +577,41 @@ fn an_https_check_takes_the_http_keys() {
     );
     assert_eq!(check.kind.name(), "https");
 }
+
+/// `[lb] memory-limit`: the LB's tables are budgeted against it (Maglev tables plus each
+/// worker's flow tables); the line that passes it is refused naming the need, the cap and the
+/// key to raise; a bad value names what is accepted.
+#[test]
+fn memory_limit_refuses_the_line_that_passes_it() {
+    let two = "[lb]\nmemory-limit = \"80MiB\"\nlines = [\n  \
+               \"lb vip 198.18.1.1/32 encap l3dsr dscp 1 new_len 4194304\",\n  \
+               \"lb vip 198.18.1.2/32 encap l3dsr dscp 2 new_len 4194304\",\n]\n";
+    let v = issues(&with(two));
+    assert_eq!(v.len(), 1, "{v:#?}");
+    check(&v[0], B + 5, Some("lines"), "lb.lines[1]");
+    let m = v[0].to_string();
+    assert!(m.contains("memory limit of 80 MiB"), "{m}");
+    assert!(m.contains("raise `memory-limit`"), "{m}");
+    // One fits (16 MiB of Maglev + 48 MiB of flow and NAT tables for 1 worker).
+    let one = two.replace(
+        "  \"lb vip 198.18.1.2/32 encap l3dsr dscp 2 new_len 4194304\",\n",
+        "",
+    );
+    let spec = ok(&with(&one));
+    let lb = spec.lb.expect("[lb]");
+    assert_eq!(lb.state.memory_budget().limit, 80 << 20);
+    assert!(lb.state.memory_use().total() <= 80 << 20);
+    // Raised, both fit.
+    assert!(ok(&with(&two.replace("80MiB", "1GiB"))).lb.is_some());
+    for bad in ["\"lots\"", "\"1MiB\"", "-5", "\"2PiB\""] {
+        let v = issues(&with(&format!("[lb]\nmemory-limit = {bad}\n")));
+        assert_eq!(v.len(), 1, "{bad}: {v:#?}");
+        check(&v[0], B + 2, Some("memory-limit"), "64MiB..=1TiB");
+    }
+    assert_eq!(
+        ok(&with("[lb]\nmemory-limit = 1073741824\n"))
+            .lb
+            .map(|l| l.state.memory_budget().limit),
+        Some(1 << 30)
+    );
+}
