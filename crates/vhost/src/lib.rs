@@ -10,6 +10,7 @@
 //! * `device`: what the control thread and the worker share, and how they hand over.
 //! * `net_header`: the virtio-net header and the offloads it carries (checksum, TSO).
 //! * `port`, `port_tx`: the receive and transmit nodes.
+//! * `socket_file`: the server-mode socket, created with its final mode and group.
 //! * `virtqueue`: what the nodes need of a ring, of either layout.
 //!
 //! It never trusts the guest: every index, descriptor and address is checked, a malformed
@@ -32,8 +33,10 @@ pub mod packed_ring;
 pub mod port;
 mod port_tx;
 pub mod ring;
+pub mod socket_file;
 pub mod virtqueue;
 
 pub use backend::{OpenError, SocketMode, VhostUserDevice};
 pub use device::{DeviceCounters, Shared};
 pub use port::{VhostRx, VhostTx, DRIVER};
+pub use socket_file::{SocketAccess, SocketGroup};
