@@ -3,6 +3,7 @@
 //!
 //! * `backend`: the control thread speaking the vhost-user protocol (rust-vmm's `vhost`).
 //! * `memory`: the guest's memory table, mapped (rust-vmm's `vm-memory`) and translated.
+//! * `guest_access`: every load and store in guest memory (volatile or atomic).
 //! * `fault_guard`: the SIGBUS handler that keeps a frontend shrinking a memory file from
 //!   killing the process.
 //! * `ring`: the split virtqueue, device side: the fast path (our own; see its header).
@@ -27,6 +28,7 @@ pub mod fake_guest;
 pub mod fault_guard;
 #[doc(hidden)]
 pub mod fuzzing;
+mod guest_access;
 pub mod memory;
 pub mod net_header;
 pub mod packed_ring;
