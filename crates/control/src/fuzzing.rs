@@ -45,7 +45,7 @@ impl Drop for PrivateDir {
 }
 
 /// Check what a parse of a file of `lines` lines said: every problem names a line of it
-/// (1-based; one past the end for what is missing at its end) or a section and field.
+/// (1-based; one past the end for what is missing at its end).
 fn check_issues(e: &ConfigError, label: &str, lines: usize) {
     let shown = e.to_string();
     assert!(!shown.is_empty(), "an empty error");
@@ -54,7 +54,7 @@ fn check_issues(e: &ConfigError, label: &str, lines: usize) {
             continue;
         }
         assert!(
-            (1..=lines + 1).contains(&i.line) || (i.line == 0 && !i.section.is_empty()),
+            (1..=lines + 1).contains(&i.line),
             "problem without a line of the file ({lines} lines): {i}"
         );
         assert!(!i.message.is_empty(), "problem without a message: {i}");
