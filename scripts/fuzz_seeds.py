@@ -14,6 +14,11 @@ fuzz/corpus/lb_parse/: the packets of crates/lb/tests/golden/lb_input.pcap behin
 fuzz/corpus/gso_segment/: TCP super-packets built here (IPv4/IPv6, 0-2 VLAN tags, IP and TCP
 options, payloads from 0 to 9000 bytes) behind the target's 5-byte head (kind, mss, csum_start,
 csum_offset).
+fuzz/corpus/config_text/: the example configs (examples/*.toml) and the config test files;
+fuzz/corpus/route_file/: route lines of both families, a drop, comments and a bad line;
+fuzz/corpus/ctl_command/: command lines of the README's tour; fuzz/corpus/bird_reply/: a greeting,
+a table and refusals as BIRD writes them; fuzz/corpus/api_body/: a body per endpoint, behind its
+selector byte (the index among the endpoints that take a body, as control::fuzzing orders them).
 Existing files are kept (libFuzzer adds its own finds next to them).
 """
 
@@ -138,6 +143,51 @@ def main():
                     put(gs, head + frame)
                     j += 1
     print(f"seeded {j} super-packets into {gs}")
+
+    text_seeds(fuzz)
+
+
+def text_seeds(fuzz):
+    """The control plane's text inputs (targets config_text .. api_body)."""
+    ct = os.path.join(fuzz, "corpus", "config_text")
+    for d in (os.path.join(ROOT, "examples"),):
+        for name in sorted(os.listdir(d)):
+            if name.endswith(".toml"):
+                with open(os.path.join(d, name), "rb") as f:
+                    put(ct, f.read())
+    rf = os.path.join(fuzz, "corpus", "route_file")
+    put(rf, b"198.18.2.0/24 via 198.18.1.2\n2001:db8:9::/48 via 2001:db8:3::2\n")
+    put(rf, b"# routes\n198.18.4.0/22 via 198.18.1.2 198.18.3.2\n\n198.18.5.0/24 drop  # gone\n")
+    put(rf, b"198.18.2.1/24 via 198.18.1.2\n198.18.6.0/24 via 198.18.9.9\n\xff\n")
+    cc = os.path.join(fuzz, "corpus", "ctl_command")
+    for line in ("show interfaces", "show ip fib 198.18.2.1", "show runtime", "clear runtime",
+                 "trace add ethernet-input 10", "show trace", "show errors", "show neighbours",
+                 "show lb vips verbose", "lb which 198.18.100.1", "rxq move vm0 0 1",
+                 "show bgp", "bgp drain 30", "show flow-cache", "help"):
+        put(cc, line.encode())
+    br = os.path.join(fuzz, "corpus", "bird_reply")
+    put(br, b"0001 BIRD 2.0.12 ready.\n")
+    put(br, b"0001 BIRD 2.0.12 ready.\n1007-Table master4:\n 198.18.100.1/32      unicast "
+            b"[vecplane4 02:13:07.466] * (200)\n\tType: static univ\n0000 \n")
+    put(br, b"0002-Reading configuration from /etc/bird/bird.conf\n0003 Reconfigured\n")
+    put(br, b"9001 syntax error, unexpected CF_SYM_UNDEFINED\n8001 Protocol is down\n")
+    ab = os.path.join(fuzz, "corpus", "api_body")
+    bodies = [
+        b'{"routes":[{"prefix":"198.18.2.0/24","via":["198.18.1.2"]}]}',
+        b'{"prefix":"198.18.2.0/24","via":"198.18.1.2"}',
+        b'{"action":"drop"}',
+        b'{"ip":"198.18.1.9","mac":"02:00:00:00:02:09","port":"in0"}',
+        b'{"items":[{"op":"add","route":{"prefix":"198.18.7.0/24","via":"198.18.1.2"}}]}',
+        b'{"ip4":["198.18.1.1/24"],"mtu":1500}',
+        b'{"lines":["lb vip 198.18.100.1/32 protocol tcp port 80 encap gre4"]}',
+        b'{"prefix":"198.18.100.1/32","protocol":"tcp","port":80,"encap":"gre4"}',
+        b'{"addresses":["198.18.12.11"],"weight":50}',
+        b'{"weight":0,"flush":true}',
+        b'{"flows":["priority=1,ip,actions=drop"]}',
+    ]
+    for selector in range(24):
+        for body in bodies:
+            put(ab, bytes([selector]) + body)
 
 
 def tcp_frame(v6, tags, ip_opts, tcp_opts, payload_len):

@@ -13,6 +13,9 @@ pub mod commands;
 pub mod config;
 mod fibview;
 pub mod flows_api;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod health;
 pub mod health_host;
 pub mod lb_api;
@@ -24,7 +27,8 @@ pub mod routes_api;
 pub mod server;
 pub mod stats;
 mod table;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
+#[cfg_attr(not(test), allow(dead_code))]
 mod testutil;
 
 pub use api_config::ApiConfig;

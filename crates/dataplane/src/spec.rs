@@ -407,6 +407,8 @@ pub enum PortDriver {
         mode: vhostuser::SocketMode,
         /// Queue pairs offered (1..=8); pair `k` is run by worker `k % workers`.
         queues: u16,
+        /// A server-mode socket's mode and group (0600, the process's group by default).
+        access: vhostuser::SocketAccess,
     },
 }
 

@@ -16,6 +16,7 @@ use crate::memory::{GuestMemory, RegionSpec};
 use crate::net_header::{guest_sends, guest_takes, OFFLOAD_FEATURES};
 use crate::packed_ring::WRAP_BIT;
 use crate::ring::RingLayout;
+use crate::socket_file::{SocketAccess, SocketFile};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -550,6 +551,8 @@ pub struct VhostUserDevice {
     /// port can wake a control thread that waits in the middle of a message.
     connection: Arc<Mutex<Option<UnixStream>>>,
     thread: Option<JoinHandle<()>>,
+    /// The server-mode socket file, removed after the thread (and its listener) ended.
+    _socket_file: Option<SocketFile>,
 }
 
 /// Why a vhost-user port could not open.
@@ -563,7 +566,8 @@ pub struct OpenError {
 }
 
 impl VhostUserDevice {
-    /// Listen on `socket` (server mode: created, replacing a stale socket file) or start
+    /// Listen on `socket` (server mode: created mode 0600, replacing a stale socket file but
+    /// nothing else) or start
     /// connecting to it (client mode: retried until the frontend is there), and serve
     /// frontends one after the other until dropped.
     /// `pairs` (1..=`MAX_QUEUE_PAIRS`) is how many queue pairs the port offers.
@@ -582,6 +586,18 @@ impl VhostUserDevice {
         pairs: usize,
         workers: usize,
     ) -> Result<VhostUserDevice, OpenError> {
+        VhostUserDevice::open_with(socket, mode, pairs, workers, &SocketAccess::default())
+    }
+
+    /// `open_on`, a server-mode socket created with `access` (its mode and group; a
+    /// client-mode socket is the frontend's and `access` does not apply).
+    pub fn open_with(
+        socket: &Path,
+        mode: SocketMode,
+        pairs: usize,
+        workers: usize,
+        access: &SocketAccess,
+    ) -> Result<VhostUserDevice, OpenError> {
         let err = |why: String| OpenError {
             socket: socket.display().to_string(),
             why,
@@ -594,13 +610,13 @@ impl VhostUserDevice {
         let shared = Arc::new(Shared::default());
         let stop = Arc::new(AtomicBool::new(false));
         let label = format!("vhost-user {}", socket.display());
-        let listener = match mode {
+        let (listener, socket_file) = match mode {
             SocketMode::Server => {
-                let l = Listener::new(socket, true).map_err(|e| err(e.to_string()))?;
+                let (l, file) = crate::socket_file::bind(socket, access).map_err(err)?;
                 l.set_nonblocking(true).map_err(|e| err(e.to_string()))?;
-                Some(l)
+                (Some(Listener::from(l)), Some(file))
             }
-            SocketMode::Client => None,
+            SocketMode::Client => (None, None),
         };
         let connection = Arc::new(Mutex::new(None));
         let device = Arc::new(Mutex::new(Device::new(
@@ -623,6 +639,7 @@ impl VhostUserDevice {
             stop,
             connection,
             thread: Some(thread),
+            _socket_file: socket_file,
         })
     }
 

@@ -13,6 +13,7 @@
 //! anything malformed is a `RingError`, after which the port stops the queue. Indirect
 //! descriptors are not negotiated, so they are refused.
 
+use crate::guest_access;
 use crate::memory::GuestMemory;
 use crate::ring::{Direction, RingError, RingLayout, Segment, MAX_SEGMENTS};
 use std::sync::atomic::{fence, AtomicU16, Ordering};
@@ -175,7 +176,7 @@ impl PackedRing {
         // SAFETY: callers pass `slot < size` (the ring's own progress, always reduced modulo
         // the size); the ring is `16 * size` bytes, 16-aligned, in mapped guest memory, and
         // the flags are the 2-aligned last two bytes of a descriptor.
-        unsafe { &*(self.layout.desc.add(16 * usize::from(slot) + 14) as *const AtomicU16) }
+        unsafe { guest_access::atomic_u16(self.layout.desc.add(16 * usize::from(slot) + 14)) }
     }
 
     /// Word `i` (0: offset and wrap, 1: flags) of the driver's event suppression structure.
@@ -183,14 +184,14 @@ impl PackedRing {
     fn driver_event(&self, i: usize) -> &AtomicU16 {
         // SAFETY: the structure is 4 bytes, 4-aligned, in mapped guest memory (`translate`);
         // callers pass 0 or 1.
-        unsafe { &*(self.layout.avail.add(2 * (i & 1)) as *const AtomicU16) }
+        unsafe { guest_access::atomic_u16(self.layout.avail.add(2 * (i & 1))) }
     }
 
     /// Word `i` of the device's event suppression structure.
     #[inline(always)]
     fn device_event(&self, i: usize) -> &AtomicU16 {
         // SAFETY: as `driver_event`, for the device's structure.
-        unsafe { &*(self.layout.used.add(2 * (i & 1)) as *const AtomicU16) }
+        unsafe { guest_access::atomic_u16(self.layout.used.add(2 * (i & 1))) }
     }
 
     /// The slot after `slot`, and the wrap counter there.
@@ -225,9 +226,7 @@ impl PackedRing {
         }
         // SAFETY: `slot < size` and the ring is `16 * size` bytes, 16-aligned, in mapped guest
         // memory; a volatile read because the guest may write it concurrently.
-        Ok(unsafe {
-            std::ptr::read_volatile((self.layout.desc as *const Desc).add(usize::from(slot)))
-        })
+        Ok(unsafe { guest_access::load((self.layout.desc as *const Desc).add(usize::from(slot))) })
     }
 
     /// The buffer id of descriptor `slot` (`slot < size`).
@@ -237,7 +236,7 @@ impl PackedRing {
         // SAFETY: as `flags`: the id is the 2-aligned pair of bytes before the flags; volatile
         // because the guest maps it.
         unsafe {
-            std::ptr::read_volatile(self.layout.desc.add(16 * usize::from(slot) + 12) as *const u16)
+            guest_access::load(self.layout.desc.add(16 * usize::from(slot) + 12) as *const u16)
         }
     }
 
@@ -434,8 +433,8 @@ impl PackedRing {
         // the guest maps it.
         unsafe {
             let d = (self.layout.desc as *mut Desc).add(usize::from(slot));
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*d).len), len);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*d).id), head.id);
+            guest_access::store(std::ptr::addr_of_mut!((*d).len), len);
+            guest_access::store(std::ptr::addr_of_mut!((*d).id), head.id);
         }
         match self.pending {
             None => self.pending = Some((slot, flags)),

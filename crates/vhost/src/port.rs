@@ -20,6 +20,7 @@
 
 use crate::backend::VhostUserDevice;
 use crate::device::{guest_tx, notify, DeviceSnapshot, QueueSetup, Shared, GUEST_TX};
+use crate::guest_access;
 use crate::net_header::read_header;
 use crate::packed_ring::PackedHead;
 use crate::ring::{Direction, RingError, Segment, MAX_SEGMENTS};
@@ -177,36 +178,6 @@ fn start(setup: &QueueSetup, snap: &DeviceSnapshot, dir: Direction) -> RunningQu
     }
 }
 
-/// Copy `n` bytes from `src` to `dst`: frames of up to 256 bytes in 16-byte moves (the last
-/// one overlapping), inline, instead of a call to `memcpy` per header and per small frame.
-///
-/// # Safety
-/// `src[..n]` must be readable, `dst[..n]` writable, and the two must not overlap.
-#[inline(always)]
-pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, n: usize) {
-    if (16..=256).contains(&n) {
-        let mut i = 0;
-        while i + 16 <= n {
-            // SAFETY: `i + 16 <= n`: inside both ranges (the caller's contract).
-            unsafe {
-                let v = std::ptr::read_unaligned(src.add(i) as *const [u8; 16]);
-                std::ptr::write_unaligned(dst.add(i) as *mut [u8; 16], v);
-            }
-            i += 16;
-        }
-        if i < n {
-            // SAFETY: `n >= 16`, so `n - 16 ..n` is inside both ranges.
-            unsafe {
-                let v = std::ptr::read_unaligned(src.add(n - 16) as *const [u8; 16]);
-                std::ptr::write_unaligned(dst.add(n - 16) as *mut [u8; 16], v);
-            }
-        }
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst, n) }
-    }
-}
-
 /// Walk the chain's segments from byte `offset` on, `want` bytes at most, calling
 /// `f(segment pointer at that byte, bytes done so far, bytes in this segment)`; returns the
 /// bytes walked (less than `want` when the chain is shorter).
@@ -240,11 +211,10 @@ fn walk(
 /// Copy from the chain's segments, skipping `skip` bytes, into `dst`; returns bytes copied.
 #[inline]
 pub(crate) fn gather(segs: &[Segment], skip: usize, dst: &mut [u8]) -> usize {
-    let out = dst.as_mut_ptr();
     walk(segs, skip, dst.len(), |p, at, n| {
         // SAFETY: `p[..n]` is inside a translated guest segment (`walk`); `at + n` is at most
         // `dst.len()`.
-        unsafe { copy_bytes(p, out.add(at), n) }
+        unsafe { guest_access::read_bytes(p, &mut dst[at..at + n]) }
     })
 }
 
@@ -253,7 +223,7 @@ pub(crate) fn gather(segs: &[Segment], skip: usize, dst: &mut [u8]) -> usize {
 pub(crate) fn scatter(segs: &[Segment], offset: usize, src: &[u8]) -> usize {
     walk(segs, offset, src.len(), |p, at, n| {
         // SAFETY: as in `gather`, the other way: the segment is device-writable guest memory.
-        unsafe { copy_bytes(src.as_ptr().add(at), p, n) }
+        unsafe { guest_access::write_bytes(p, &src[at..at + n]) }
     })
 }
 
@@ -345,8 +315,10 @@ impl Receive<'_> {
             // A chain of zero-length buffers has no segment at all (and no frame).
             let hdr = match segs.first() {
                 Some(s) if s.len >= 10 => {
+                    let mut h = [0u8; 10];
                     // SAFETY: the first segment holds at least ten bytes (checked just above).
-                    unsafe { std::ptr::read_unaligned(s.ptr as *const [u8; 10]) }
+                    unsafe { guest_access::read_bytes(s.ptr, &mut h) };
+                    h
                 }
                 _ => {
                     let mut h = [0u8; 10];

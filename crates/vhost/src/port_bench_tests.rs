@@ -5,6 +5,7 @@
 //!     --toggle-collect='*VhostTx*process*' <test binary> --ignored --exact --test-threads=1 \
 //!     <test name>
 //! and divide the collected instructions by the packets moved (each goes through both nodes).
+//! `scripts/vhost_copy_bench.sh` runs them for the copies in and out of guest memory.
 
 use super::*;
 use crate::device::{QueueSetup, GUEST_RX, MAX_QUEUES};
@@ -94,8 +95,9 @@ pub(super) fn queues(
     q
 }
 
-pub(super) fn sent_frame() -> Vec<u8> {
-    let mut f = vec![0u8; 12 + 60];
+/// A frame of `len` bytes behind a 12-byte virtio-net header.
+pub(super) fn sent_frame(len: usize) -> Vec<u8> {
+    let mut f = vec![0u8; 12 + len];
     f[12..24].copy_from_slice(&[2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2]);
     f
 }
@@ -103,6 +105,17 @@ pub(super) fn sent_frame() -> Vec<u8> {
 #[test]
 #[ignore]
 fn callgrind_split_rings() {
+    split_rings_moving(60);
+}
+
+/// The same with 1500-byte frames: what the copies in and out of the guest cost.
+#[test]
+#[ignore]
+fn callgrind_split_rings_1500() {
+    split_rings_moving(1500);
+}
+
+fn split_rings_moving(frame_len: usize) {
     let mut tx = FakeGuest::new(256);
     let mut rx = tx.another(1, 256);
     let mut l = Loop::new();
@@ -113,11 +126,11 @@ fn callgrind_split_rings() {
         mrg_rxbuf: true,
         ..DeviceSnapshot::idle()
     });
-    let f = sent_frame();
+    let f = sent_frame(frame_len);
     let mut moved = 0;
     for _ in 0..ROUNDS {
         for _ in 0..BATCH {
-            tx.add_chain(&[72], false, &f);
+            tx.add_chain(&[f.len() as u32], false, &f);
             rx.add_chain(&[2048], true, &[]);
         }
         moved += l.batch();
@@ -141,11 +154,11 @@ fn callgrind_packed_rings() {
         packed: true,
         ..DeviceSnapshot::idle()
     });
-    let f = sent_frame();
+    let f = sent_frame(60);
     let mut moved = 0;
     for _ in 0..ROUNDS {
         for _ in 0..BATCH {
-            tx.add_chain(&[72], false, &f);
+            tx.add_chain(&[f.len() as u32], false, &f);
             rx.add_chain(&[2048], true, &[]);
         }
         moved += l.batch();

@@ -10,8 +10,9 @@
 
 use crate::backend::VhostUserDevice;
 use crate::device::{guest_rx, DeviceSnapshot, Shared};
+use crate::guest_access;
 use crate::net_header::write_header;
-use crate::port::{copy_bytes, scatter, segments, Heads, View};
+use crate::port::{scatter, segments, Heads, View};
 use crate::ring::{RingError, Segment, MAX_SEGMENTS};
 use crate::virtqueue::{Ring, Virtqueue};
 use graph::{Dispatch, Node, NodeContext, PortStats};
@@ -300,8 +301,8 @@ impl Transmit<'_> {
             // SAFETY: the segment is device-writable guest memory of at least
             // `hdr_len + len` bytes (checked in pass 1); `hdr` and `data` are ours.
             unsafe {
-                copy_bytes(hdr.as_ptr(), seg.ptr, hdr_len);
-                copy_bytes(data.as_ptr(), seg.ptr.add(hdr_len), len);
+                guest_access::write_bytes(seg.ptr, &hdr[..hdr_len]);
+                guest_access::write_bytes(seg.ptr.add(hdr_len), &data[..len]);
             }
             ring.push_used(head, (hdr_len + len) as u32);
             t.sent += 1;

@@ -8,6 +8,7 @@
 //! loop), never trusts an index, never allocates, locks or makes a system call: anything
 //! malformed is a `RingError`, after which the port stops the queue.
 
+use crate::guest_access;
 use crate::memory::GuestMemory;
 use std::sync::atomic::{fence, AtomicU16, Ordering};
 
@@ -268,13 +269,13 @@ impl SplitRing {
     fn avail_u16(&self, i: usize) -> &AtomicU16 {
         // SAFETY: `avail` is 2-aligned and `6 + 2 * size` bytes long inside mapped guest
         // memory (checked by `RingLayout::translate`); callers pass `i <= size + 2`.
-        unsafe { &*(self.layout.avail.add(2 * i) as *const AtomicU16) }
+        unsafe { guest_access::atomic_u16(self.layout.avail.add(2 * i)) }
     }
 
     fn used_u16(&self, i: usize) -> &AtomicU16 {
         // SAFETY: `used` is 4-aligned and `6 + 8 * size` bytes long inside mapped guest
         // memory; callers pass 0 (flags), 1 (idx) or `2 + 4 * size` (avail_event).
-        unsafe { &*(self.layout.used.add(2 * i) as *const AtomicU16) }
+        unsafe { guest_access::atomic_u16(self.layout.used.add(2 * i)) }
     }
 
     /// Chains the driver has made available and the device has not read yet.
@@ -313,9 +314,11 @@ impl SplitRing {
         }
         // SAFETY: `index < size` and the table is `16 * size` bytes, 16-aligned, in mapped
         // guest memory; a volatile read because the guest may write it concurrently.
-        Ok(unsafe {
-            std::ptr::read_volatile((self.layout.desc as *const Desc).add(usize::from(index)))
-        })
+        Ok(
+            unsafe {
+                guest_access::load((self.layout.desc as *const Desc).add(usize::from(index)))
+            },
+        )
     }
 
     /// Take up to `heads.len()` available chain heads (at most `available()`), their ring
@@ -407,8 +410,8 @@ impl SplitRing {
         // inside the translated used ring; volatile because the guest maps it.
         unsafe {
             let elem = self.layout.used.add(4 + 8 * slot) as *mut u32;
-            std::ptr::write_volatile(elem, u32::from(head));
-            std::ptr::write_volatile(elem.add(1), len);
+            guest_access::store(elem, u32::from(head));
+            guest_access::store(elem.add(1), len);
         }
         self.used_idx = self.used_idx.wrapping_add(1);
     }

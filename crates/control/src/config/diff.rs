@@ -467,7 +467,17 @@ fn driver_key(old: &PortDriver, new: &PortDriver) -> &'static str {
         {
             "queues"
         }
-        (PortDriver::VhostUser { .. }, PortDriver::VhostUser { .. }) => "socket-mode",
+        (PortDriver::VhostUser { mode: a, .. }, PortDriver::VhostUser { mode: b, .. })
+            if a != b =>
+        {
+            "socket-mode"
+        }
+        (PortDriver::VhostUser { access: a, .. }, PortDriver::VhostUser { access: b, .. })
+            if a.permissions != b.permissions =>
+        {
+            "socket-permissions"
+        }
+        (PortDriver::VhostUser { .. }, PortDriver::VhostUser { .. }) => "socket-group",
         (PortDriver::Vxlan(a), PortDriver::Vxlan(b)) => {
             if a.local != b.local {
                 "local"

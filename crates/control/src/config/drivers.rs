@@ -74,7 +74,13 @@ pub(super) const MEMORY_KEYS: &[&str] = &[
 pub(super) const AF_PACKET_KEYS: &[&str] = &["interface", "fanout"];
 pub(super) const AF_XDP_KEYS: &[&str] = &["interface", "queues", "xdp-mode"];
 pub(super) const TAP_KEYS: &[&str] = &["interface", "vnet-hdr", "offloads"];
-pub(super) const VHOST_USER_KEYS: &[&str] = &["socket", "socket-mode", "queues"];
+pub(super) const VHOST_USER_KEYS: &[&str] = &[
+    "socket",
+    "socket-mode",
+    "socket-permissions",
+    "socket-group",
+    "queues",
+];
 pub(super) const DRIVERS_ACCEPTED: &str =
     "\"pcap\", \"memory\", \"af-packet\", \"af-xdp\", \"tap\", \"vxlan\", \"vhost-user\"";
 pub(super) const SOCKET_MODES_ACCEPTED: &str = "\"server\" (vecplane creates the socket; the \
@@ -354,10 +360,49 @@ impl Ctx<'_> {
             Field::Missing => Some(1),
             Field::Bad => None,
         };
+        let access = self.vhost_socket_access(f, mode);
         Some(PortDriver::VhostUser {
             socket: socket?,
             mode: mode?,
             queues: queues?,
+            access: access?,
         })
+    }
+
+    /// A server-mode socket's `socket-permissions` (octal) and `socket-group` (a group of
+    /// this host); a client-mode socket is the frontend's, so neither applies to it.
+    fn vhost_socket_access(
+        &mut self,
+        f: &Fields<'_>,
+        mode: Option<vhostuser::SocketMode>,
+    ) -> Option<vhostuser::SocketAccess> {
+        let section = f.section.clone();
+        let mut access = vhostuser::SocketAccess::default();
+        let mut ok = true;
+        for key in ["socket-permissions", "socket-group"] {
+            let (value, span) = match self.string(f, key) {
+                Field::Ok(value, span) => (value, span),
+                Field::Missing => continue,
+                Field::Bad => {
+                    ok = false;
+                    continue;
+                }
+            };
+            let parsed = if mode == Some(vhostuser::SocketMode::Client) {
+                Err(format!(
+                    "`{key}` applies only to socket-mode = \"server\" (in client mode the \
+                     frontend creates the socket)"
+                ))
+            } else if key == "socket-permissions" {
+                vhostuser::socket_file::parse_permissions(value).map(|m| access.permissions = m)
+            } else {
+                vhostuser::SocketGroup::lookup(value).map(|g| access.group = Some(g))
+            };
+            if let Err(why) = parsed {
+                self.error(&span, &section, Some(key), why);
+                ok = false;
+            }
+        }
+        ok.then_some(access)
     }
 }

@@ -204,6 +204,10 @@ fn display_issues(issues: &[Issue]) -> String {
 /// socket-mode = "server"            # vhost-user only: "server" (vecplane creates the socket,
 ///                                   #   QEMU connects; the default) | "client" (vecplane
 ///                                   #   connects to QEMU's server=on socket, reconnecting)
+/// socket-permissions = "0600"       # vhost-user server only: the socket's mode, octal "0000"
+///                                   #   to "0777" (default "0600": vecplane's user only)
+/// socket-group = "kvm"              # vhost-user server only: the socket's group (a name or a
+///                                   #   gid; e.g. QEMU's group with socket-permissions "0660")
 /// queues = 1                        # vhost-user only: queue pairs offered, 1..=8 (QEMU
 ///                                   #   `-netdev vhost-user,queues=N` and virtio-net-pci
 ///                                   #   `mq=on`); pair k is run by worker k % workers

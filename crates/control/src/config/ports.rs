@@ -60,6 +60,8 @@ pub(super) const PORT_KEYS: &[&str] = &[
     "udp-checksum",
     "socket",
     "socket-mode",
+    "socket-permissions",
+    "socket-group",
 ];
 pub(super) const IFNAME_ACCEPTED: &str =
     "a kernel interface name of 1 to 15 bytes without '/', ':' or \

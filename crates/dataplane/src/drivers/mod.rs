@@ -177,10 +177,12 @@ pub(crate) fn of(d: &PortDriver) -> Box<dyn Driver<'_> + '_> {
             socket,
             mode,
             queues,
+            access,
         } => Box::new(vhost_user::VhostUser {
             queues: *queues,
             socket,
             mode: *mode,
+            access,
         }),
     }
 }

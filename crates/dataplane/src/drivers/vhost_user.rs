@@ -23,6 +23,7 @@ pub(super) struct VhostUser<'a> {
     pub(super) socket: &'a Path,
     pub(super) mode: SocketMode,
     pub(super) queues: u16,
+    pub(super) access: &'a vhostuser::SocketAccess,
 }
 
 impl<'a> Driver<'a> for VhostUser<'a> {
@@ -37,7 +38,7 @@ impl<'a> Driver<'a> for VhostUser<'a> {
             return super::sent_by_worker0(cx, vhostuser::DRIVER);
         }
         let device = cx.shared.vhost_device(cx.id, || {
-            VhostUserDevice::open_on(self.socket, self.mode, pairs, workers)
+            VhostUserDevice::open_with(self.socket, self.mode, pairs, workers, self.access)
                 .map(Arc::new)
                 .map_err(|e| cx.error(e.why))
         })?;

@@ -242,6 +242,26 @@ fn ports_that_need_a_restart() {
         Some("queues"),
         "its `queues` changed",
     );
+    let vhost = |extra: &str| {
+        format!(
+            "[[port]]\nname = \"vm\"\ndriver = \"vhost-user\"\nmac = \"02:00:00:00:01:01\"\n\
+             socket = \"vm.sock\"\n{extra}"
+        )
+    };
+    one_refusal(
+        &vhost(""),
+        &vhost("socket-permissions = \"0660\"\n"),
+        6,
+        Some("socket-permissions"),
+        "its `socket-permissions` changed",
+    );
+    one_refusal(
+        &vhost(""),
+        &vhost("socket-group = \"root\"\n"),
+        6,
+        Some("socket-group"),
+        "its `socket-group` changed",
+    );
 }
 
 #[test]

@@ -710,6 +710,7 @@ fn vhost_user_ports() {
             socket: "/base/vm1.sock".into(),
             mode: vhostuser::SocketMode::Server,
             queues: 1,
+            access: vhostuser::SocketAccess::default(),
         }
     );
     let s = ok(&vhost_port(
@@ -722,6 +723,7 @@ fn vhost_user_ports() {
             socket: "/run/q/vm1.sock".into(),
             mode: vhostuser::SocketMode::Client,
             queues: 4,
+            access: vhostuser::SocketAccess::default(),
         }
     );
     one_error(
@@ -769,6 +771,52 @@ fn vhost_user_ports() {
         &vhost_port("vm1", "socket = \"a.sock\"\nvnet-hdr = true\n"),
         6,
         Some("vnet-hdr"),
-        "socket, socket-mode, queues",
+        "socket, socket-mode, socket-permissions, socket-group, queues",
+    );
+}
+
+#[test]
+fn vhost_user_socket_permissions_and_group() {
+    let s = ok(&vhost_port(
+        "vm1",
+        "socket = \"vm1.sock\"\nsocket-permissions = \"0660\"\nsocket-group = \"root\"\n",
+    ));
+    let PortDriver::VhostUser { access, .. } = &s.ports[0].driver else {
+        panic!("not vhost-user");
+    };
+    assert_eq!(access.permissions, 0o660);
+    assert_eq!(access.group.as_ref().map(|g| g.gid), Some(0));
+    one_error(
+        &vhost_port(
+            "vm1",
+            "socket = \"a.sock\"\nsocket-permissions = \"0666x\"\n",
+        ),
+        6,
+        Some("socket-permissions"),
+        "`0666x` is not a socket mode; accepted: an octal mode of 3 or 4 digits",
+    );
+    one_error(
+        &vhost_port("vm1", "socket = \"a.sock\"\nsocket-permissions = 660\n"),
+        6,
+        Some("socket-permissions"),
+        "expected a string",
+    );
+    one_error(
+        &vhost_port(
+            "vm1",
+            "socket = \"a.sock\"\nsocket-group = \"no-such-group-vp\"\n",
+        ),
+        6,
+        Some("socket-group"),
+        "no group `no-such-group-vp` on this host; accepted: a group name",
+    );
+    one_error(
+        &vhost_port(
+            "vm1",
+            "socket = \"a.sock\"\nsocket-mode = \"client\"\nsocket-group = \"root\"\n",
+        ),
+        7,
+        Some("socket-group"),
+        "applies only to socket-mode = \"server\"",
     );
 }
