@@ -12,9 +12,9 @@
 //! any VLAN bit; no port bits for later fragments.
 
 use crate::dpaction::{DpAction, DpActions};
-use crate::key::{Field, FlowKey, FRAG_LATER, VLAN_CFI};
+use crate::key::{Field, FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use crate::rule::{Action, GroupKind, PortRef, RuleId};
-use crate::tables::{FlowTables, RuleEntry};
+use crate::tables::{FlowTables, FragHandling, RuleEntry};
 
 /// Deepest nesting of resubmit, goto_table and group (Open vSwitch: 64).
 pub const MAX_DEPTH: u32 = 64;
@@ -66,7 +66,7 @@ impl RuleHits {
 }
 
 /// What a key turns into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Translation {
     /// Datapath actions (empty: drop).
     pub actions: DpActions,
@@ -153,6 +153,12 @@ struct Ctx<'a, L: Lookup> {
     table: u8,
     /// A push or pop ran: what the commit emits depends on the packet's whole tag.
     vlan_touched: bool,
+    /// When a tag was pushed over the packet's own (which the key then no longer sees): the
+    /// TCI that tag has, so that a group bucket's push can be undone after the bucket.
+    inner_tci: Option<u128>,
+    /// A fragment under `FragHandling::Normal`: its transport fields read as 0 and are never
+    /// rewritten (Open vSwitch commits no port change where both ports are 0).
+    ports_hidden: bool,
 }
 
 impl FlowTables {
@@ -182,13 +188,29 @@ pub(crate) fn translate_with<L: Lookup>(
         lookups: 0,
         table: 0,
         vlan_touched: false,
+        inner_tci: None,
+        ports_hidden: false,
     };
+    let tunnelled = key.get(Field::TunDst) != 0 || key.get(Field::TunSrc) != 0;
     ctx.wc.unwildcard(Field::InPort);
     ctx.wc.unwildcard(Field::EthType);
     if is_ip(key) {
         ctx.wc.unwildcard(Field::NwFrag);
+        if key.get(Field::NwFrag) as u8 & FRAG_ANY != 0 {
+            match tables.frag {
+                FragHandling::Normal => {
+                    // As Open vSwitch: a fragment's transport fields read as 0.
+                    ctx.ports_hidden = true;
+                    for f in [Field::TpSrc, Field::TpDst] {
+                        ctx.flow.set(f, 0);
+                        ctx.base.set(f, 0);
+                    }
+                }
+                FragHandling::Drop => return ctx.finish(key, tunnelled),
+                FragHandling::NxMatch => {}
+            }
+        }
     }
-    let tunnelled = key.get(Field::TunDst) != 0 || key.get(Field::TunSrc) != 0;
     if tunnelled {
         ctx.wc.unwildcard(Field::TunId);
         ctx.wc.unwildcard(Field::TunSrc);
@@ -224,7 +246,7 @@ impl<L: Lookup> Ctx<'_, L> {
         if wc.get(Field::VlanTci) != 0 {
             wc.set(Field::VlanPresent, 1);
         }
-        if is_ip(key) && key.get(Field::NwFrag) as u8 & FRAG_LATER != 0 {
+        if is_ip(key) && (self.ports_hidden || key.get(Field::NwFrag) as u8 & FRAG_LATER != 0) {
             wc.set(Field::TpSrc, 0);
             wc.set(Field::TpDst, 0);
         }
@@ -284,12 +306,22 @@ impl<L: Lookup> Ctx<'_, L> {
         self.table = old_table;
     }
 
-    /// Run an action list (a rule's or a bucket's).
+    /// Run a rule's action list, in order.
     fn run(&mut self, actions: &[Action]) {
         for a in actions {
-            if self.error.is_some() {
+            if !self.run_one(a) {
                 return;
             }
+        }
+    }
+
+    /// Run one action; false when the rest of its list is skipped (an error, or dec_ttl
+    /// running out).
+    fn run_one(&mut self, a: &Action) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        {
             match a {
                 Action::Output(p) => self.output(*p),
                 Action::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
@@ -304,7 +336,7 @@ impl<L: Lookup> Ctx<'_, L> {
                             self.flow.set(Field::NwTtl, ttl - 1);
                         } else {
                             // No controller to tell: the rest of this action list is skipped.
-                            return;
+                            return false;
                         }
                     }
                 }
@@ -318,8 +350,13 @@ impl<L: Lookup> Ctx<'_, L> {
                             tpid: *tpid,
                             tci: 0,
                         });
+                        if self.inner_tci.is_none() {
+                            self.inner_tci = Some(self.base.get(Field::VlanTci));
+                        }
                         self.flow.set(Field::VlanTci, VLAN_CFI as u128);
                         self.base.set(Field::VlanTci, VLAN_CFI as u128);
+                        // A later change of the new tag re-pushes it with its own TPID.
+                        self.tpid = *tpid;
                     } else {
                         self.flow.set(Field::VlanTci, VLAN_CFI as u128);
                         self.tpid = *tpid;
@@ -338,6 +375,7 @@ impl<L: Lookup> Ctx<'_, L> {
                 Action::Group(g) => self.group(*g),
             }
         }
+        true
     }
 
     fn set_field(&mut self, field: Field, value: u128, mask: u128) {
@@ -350,7 +388,10 @@ impl<L: Lookup> Ctx<'_, L> {
             Field::TpSrc | Field::TpDst => {
                 if et == ETH_IP || et == ETH_IPV6 {
                     self.wc.unwildcard(Field::NwProto);
+                    // A later fragment has no transport header: the write is a no-op (as
+                    // Open vSwitch), not an error that ends the actions.
                     matches!(self.flow.get(Field::NwProto), 1 | 6 | 17 | 58 | 132)
+                        && self.flow.get(Field::NwFrag) as u8 & FRAG_LATER == 0
                 } else {
                     false
                 }
@@ -421,6 +462,9 @@ impl<L: Lookup> Ctx<'_, L> {
             }
         }
         for f in SET_L3L4 {
+            if self.ports_hidden && matches!(f, Field::TpSrc | Field::TpDst) {
+                continue;
+            }
             self.commit_field(f);
         }
     }
@@ -505,13 +549,43 @@ impl<L: Lookup> Ctx<'_, L> {
         self.depth -= 1;
     }
 
-    /// Run a bucket on a copy of the packet: what it changes does not outlive it.
-    fn bucket(&mut self, actions: &[crate::rule::Action]) {
+    /// Run a bucket on a copy of the packet: what it changes does not outlive it. A bucket is
+    /// an OpenFlow action set (OpenFlow 1.3 §5.10, as Open vSwitch's
+    /// `ofpacts_execute_action_set`): the last pop_vlan, the last push_vlan, the last dec_ttl,
+    /// every set_field in order, then only the last group, or else the last output, or else
+    /// the last resubmit; without any of those three, nothing runs.
+    fn bucket(&mut self, actions: &[Action]) {
         let saved = self.flow;
         let saved_tpid = self.tpid;
-        self.run(actions);
+        let saved_inner = self.inner_tci;
+        let last = |pred: fn(&Action) -> bool| actions.iter().rev().find(|a| pred(a));
+        let terminal = last(|a| matches!(a, Action::Group(_)))
+            .or_else(|| last(|a| matches!(a, Action::Output(_))))
+            .or_else(|| last(|a| matches!(a, Action::Resubmit { .. })));
+        if let Some(terminal) = terminal {
+            let firsts = [
+                last(|a| matches!(a, Action::PopVlan)),
+                last(|a| matches!(a, Action::PushVlan(_))),
+                last(|a| matches!(a, Action::DecTtl)),
+            ];
+            let sets = actions
+                .iter()
+                .filter(|a| matches!(a, Action::SetField { .. }));
+            let mut all = firsts.into_iter().flatten().chain(sets);
+            if all.all(|a| self.run_one(a)) {
+                self.run_one(terminal);
+            }
+        }
         self.flow = saved;
         self.tpid = saved_tpid;
+        if saved_inner.is_none() {
+            if let Some(inner) = self.inner_tci.take() {
+                // The bucket pushed a tag over the packet's: take it off again, so that the
+                // packet after the group is the packet before it.
+                self.emit(DpAction::PopVlan);
+                self.base.set(Field::VlanTci, inner);
+            }
+        }
     }
 
     /// Hash of the fields a select group chooses by (unwildcarding them). Empty `fields`: the

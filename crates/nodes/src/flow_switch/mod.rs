@@ -544,7 +544,7 @@ impl Node for FlowSwitch {
                                 next
                             }
                             (Source::Scratch(k), Some(s)) => {
-                                let Some(actions) = self.scratch.get(k as usize).copied() else {
+                                let Some(actions) = self.scratch.get(k as usize).cloned() else {
                                     nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
                                     continue;
                                 };
