@@ -321,8 +321,8 @@ pub struct FlowTables {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FragHandling {
     /// Fragments go through the tables as other packets, with their transport ports (ICMP
-    /// type and code) read as 0, also a first fragment's, and never rewritten (Open
-    /// vSwitch's default).
+    /// type and code) read as 0, also a first fragment's; a port an action sets is still
+    /// written to a first fragment (Open vSwitch's default, checked against 3.1).
     #[default]
     Normal,
     /// Every fragment is dropped.

@@ -156,8 +156,8 @@ struct Ctx<'a, L: Lookup> {
     /// When a tag was pushed over the packet's own (which the key then no longer sees): the
     /// TCI that tag has, so that a group bucket's push can be undone after the bucket.
     inner_tci: Option<u128>,
-    /// A fragment under `FragHandling::Normal`: its transport fields read as 0 and are never
-    /// rewritten (Open vSwitch commits no port change where both ports are 0).
+    /// A fragment under `FragHandling::Normal`: its transport fields read as 0 (in `flow` and
+    /// `base`); only a port an action sets is written to the packet.
     ports_hidden: bool,
 }
 
@@ -463,6 +463,17 @@ impl<L: Lookup> Ctx<'_, L> {
         }
         for f in SET_L3L4 {
             if self.ports_hidden && matches!(f, Field::TpSrc | Field::TpDst) {
+                // The packet's real ports are not in `base` (it reads 0): a port an action
+                // set is written whole, as Open vSwitch 3.1 does (checked against it).
+                let v = self.flow.get(f);
+                if v != self.base.get(f) {
+                    self.emit(DpAction::Set {
+                        field: f,
+                        value: v,
+                        mask: f.all_ones(),
+                    });
+                    self.base.set(f, v);
+                }
                 continue;
             }
             self.commit_field(f);

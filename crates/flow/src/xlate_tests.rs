@@ -874,10 +874,20 @@ fn fragments_read_their_ports_as_zero_unless_nx_match() {
         rule(0, 1, Match::ANY, vec![set(TpSrc, 7), out(3)]),
     ]);
     assert_eq!(t.frag_handling(), FragHandling::Normal);
-    // Normal (Open vSwitch's default): a first fragment's tp_dst reads 0, its ports are not
-    // rewritten, and the megaflow does not depend on them.
+    // Normal (Open vSwitch's default): a first fragment's tp_dst reads 0, a port set by an
+    // action is written whole, and the megaflow does not depend on the ports.
     let tr = t.translate(&fragment(false));
-    assert_eq!(tr.actions.as_slice(), &[DpAction::Output(13)]);
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::Set {
+                field: TpSrc,
+                value: 7,
+                mask: 0xffff
+            },
+            DpAction::Output(13)
+        ]
+    );
     assert_eq!(tr.mask.get(TpDst), 0);
     assert_eq!(tr.mask.get(TpSrc), 0);
     // nx-match: the first fragment matches its ports and is rewritten.
