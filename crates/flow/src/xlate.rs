@@ -144,6 +144,8 @@ struct Ctx<'a, L: Lookup> {
     base: FlowKey,
     /// TPID of the tag the working copy has when it differs from the packet's.
     tpid: u16,
+    /// TPID of the packet's outer tag when an action pushed it (0: the packet's own).
+    base_tpid: u16,
     wc: FlowKey,
     actions: DpActions,
     hits: RuleHits,
@@ -180,6 +182,7 @@ pub(crate) fn translate_with<L: Lookup>(
         flow: *key,
         base: *key,
         tpid: 0x8100,
+        base_tpid: 0,
         wc: FlowKey::ZERO,
         actions: DpActions::DROP,
         hits: RuleHits::default(),
@@ -353,6 +356,7 @@ impl<L: Lookup> Ctx<'_, L> {
                         if self.inner_tci.is_none() {
                             self.inner_tci = Some(self.base.get(Field::VlanTci));
                         }
+                        self.base_tpid = *tpid;
                         self.flow.set(Field::VlanTci, VLAN_CFI as u128);
                         self.base.set(Field::VlanTci, VLAN_CFI as u128);
                         // A later change of the new tag re-pushes it with its own TPID.
@@ -435,7 +439,10 @@ impl<L: Lookup> Ctx<'_, L> {
             self.wc.unwildcard(Field::VlanTci);
         }
         let (b, f) = (self.base.get(Field::VlanTci), self.flow.get(Field::VlanTci));
-        if b != f {
+        // A tag pushed with one TPID where the packet has one pushed with another (a group's
+        // earlier bucket) is pushed again, although its TCI is the same.
+        let other_tpid = f != 0 && self.base_tpid != 0 && self.base_tpid != self.tpid;
+        if b != f || other_tpid {
             // Whether the packet had a tag decides between push and pop+push.
             self.wc.set(Field::VlanPresent, 1);
             if b != 0 {
@@ -447,6 +454,9 @@ impl<L: Lookup> Ctx<'_, L> {
                     tpid: self.tpid,
                     tci: (f as u16) & !VLAN_CFI,
                 });
+                self.base_tpid = self.tpid;
+            } else {
+                self.base_tpid = 0;
             }
             self.base.set(Field::VlanTci, f);
         }
@@ -595,6 +605,7 @@ impl<L: Lookup> Ctx<'_, L> {
                 // packet after the group is the packet before it.
                 self.emit(DpAction::PopVlan);
                 self.base.set(Field::VlanTci, inner);
+                self.base_tpid = 0;
             }
         }
     }

@@ -914,3 +914,31 @@ fn fragments_read_their_ports_as_zero_unless_nx_match() {
         DpAction::Output(12)
     );
 }
+
+#[test]
+fn a_later_bucket_pushing_another_tpid_pushes_again() {
+    let t = with_group(
+        &[rule0(Match::ANY, vec![Action::Group(1)])],
+        vec![
+            vec![Action::PushVlan(0x8100), set(VlanVid, 0x100a), out(2)],
+            vec![Action::PushVlan(0x88a8), set(VlanVid, 0x100a), out(3)],
+        ],
+    );
+    let tr = t.translate(&ip4_key(1, 6, 1, 2, 3, 4));
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 10
+            },
+            DpAction::Output(12),
+            DpAction::PopVlan,
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 10
+            },
+            DpAction::Output(13),
+        ]
+    );
+}
