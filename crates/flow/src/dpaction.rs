@@ -155,6 +155,12 @@ impl DpActions {
         self.as_slice().len()
     }
 
+    /// True when there is no action (the same as `is_drop`).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.is_drop()
+    }
+
     /// True when the list drops the packet.
     #[inline]
     pub fn is_drop(&self) -> bool {
