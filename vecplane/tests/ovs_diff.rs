@@ -15,7 +15,6 @@
 //! copies per port and Open vSwitch's trace of the frame.
 
 #[path = "../../tests/golden/golden_support.rs"]
-#[allow(dead_code)]
 mod support;
 
 #[path = "ovs_diff/gen.rs"]
