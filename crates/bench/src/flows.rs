@@ -222,6 +222,7 @@ pub fn spec(
             rules: rules(rules_n)?,
             groups: vec![group],
             cache,
+            frag: Default::default(),
         }),
     }];
     Ok(ScenarioSpec {

@@ -78,6 +78,7 @@ pub fn initial_tables(
         .chain(spec.rules.iter().cloned().map(FlowMod::Add))
         .collect();
     FlowTables::new(ports)
+        .with_frag_handling(spec.frag)
         .apply(&mods)
         .map_err(|e| (e.index, e.to_string()))
 }

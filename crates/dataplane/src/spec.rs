@@ -207,6 +207,8 @@ pub struct FlowBridgeSpec {
     pub groups: Vec<flow::Group>,
     /// Its caches' sizes and timers.
     pub cache: FlowCachePolicy,
+    /// How it handles IP fragments (Open vSwitch's `set-frags`; default `normal`).
+    pub frag: flow::FragHandling,
 }
 
 /// A port of a flow-mode bridge.

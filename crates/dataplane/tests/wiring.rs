@@ -340,6 +340,7 @@ fn flow_bridge_spec(rules: Vec<flow::Rule>) -> DataplaneSpec {
         rules,
         groups: Vec::new(),
         cache: dataplane::FlowCachePolicy::default(),
+        frag: Default::default(),
     });
     spec
 }

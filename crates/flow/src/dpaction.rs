@@ -3,12 +3,19 @@
 //! lookups, no registers, no goto: those are resolved when the megaflow is made.
 
 use crate::key::Field;
+use std::sync::Arc;
+
+/// Actions a `DpActions` holds in place. Eight, not sixteen: a `DpActions` is copied several
+/// times per miss (translation, install) and 16 slots of 48 bytes made those copies a quarter
+/// of a miss's cost (perf); flood is one action, so eight covers the usual rule sets.
+pub const INLINE_DP_ACTIONS: usize = 8;
 
 /// Most actions one megaflow can hold; a translation needing more is refused (the packet is
-/// dropped and counted as `translation-failed`). Eight, not sixteen: a `DpActions` is copied
-/// several times per miss (translation, install) and 16 slots of 48 bytes made those copies a
-/// quarter of a miss's cost (perf); flood is one action, so eight covers the rule sets seen.
-pub const MAX_DP_ACTIONS: usize = 8;
+/// dropped and counted as `translation-failed`). Open vSwitch bounds a translation by the
+/// 64 KiB of its datapath actions (about 4,000 outputs); this bound is as generous for the
+/// actions vecplane has. Beyond `INLINE_DP_ACTIONS` the actions move to a list on the heap,
+/// made once when the translation needs it (a miss, never a hit) and shared by every copy.
+pub const MAX_DP_ACTIONS: usize = 4096;
 
 /// One datapath action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -54,11 +61,14 @@ pub enum DpAction {
 }
 
 /// The actions of a megaflow, in order; empty means drop.
-/// (Equality and hashing look only at the actions in use.)
-#[derive(Clone, Copy, Default)]
+/// (Equality and hashing look only at the actions in use.) Up to `INLINE_DP_ACTIONS` are held
+/// in place; a longer list is on the heap (`long`), shared by clones without a copy.
+#[derive(Clone, Default)]
 pub struct DpActions {
     len: u8,
-    items: [DpAction; MAX_DP_ACTIONS],
+    items: [DpAction; INLINE_DP_ACTIONS],
+    /// Every action, when there are more than fit in `items`.
+    long: Option<Arc<Vec<DpAction>>>,
 }
 
 impl PartialEq for DpActions {
@@ -85,40 +95,84 @@ impl DpActions {
     /// No action: drop.
     pub const DROP: DpActions = DpActions {
         len: 0,
-        items: [DpAction::Nop; MAX_DP_ACTIONS],
+        items: [DpAction::Nop; INLINE_DP_ACTIONS],
+        long: None,
     };
 
-    /// Append `a`; false (and nothing appended) when full.
+    /// Append `a`; false (and nothing appended) when `MAX_DP_ACTIONS` are there already.
+    /// Allocates when the list first outgrows `INLINE_DP_ACTIONS` (and as it grows on).
     #[inline]
     pub fn push(&mut self, a: DpAction) -> bool {
+        if let Some(long) = &mut self.long {
+            if long.len() >= MAX_DP_ACTIONS {
+                return false;
+            }
+            Arc::make_mut(long).push(a);
+            return true;
+        }
         match self.items.get_mut(self.len as usize) {
             Some(slot) => {
                 *slot = a;
                 self.len += 1;
                 true
             }
-            None => false,
+            None => {
+                self.spill(a);
+                true
+            }
         }
     }
 
+    #[cold]
+    fn spill(&mut self, a: DpAction) {
+        let mut v = Vec::with_capacity(4 * INLINE_DP_ACTIONS);
+        v.extend_from_slice(&self.items);
+        v.push(a);
+        self.long = Some(Arc::new(v));
+    }
+
     /// Become a copy of `other`, writing only the actions in use (the rest stay as they were
-    /// and are never read).
+    /// and are never read); a long list is shared, not copied.
     #[inline]
     pub fn assign_from(&mut self, other: &DpActions) {
         let n = other.len as usize;
         self.items[..n].copy_from_slice(&other.items[..n]);
         self.len = other.len;
+        if self.long.is_some() || other.long.is_some() {
+            self.long.clone_from(&other.long);
+        }
     }
 
     /// The actions.
     #[inline]
     pub fn as_slice(&self) -> &[DpAction] {
-        &self.items[..self.len as usize]
+        match &self.long {
+            None => &self.items[..self.len as usize],
+            Some(long) => long.as_slice(),
+        }
+    }
+
+    /// Number of actions.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    /// True when there is no action (the same as `is_drop`).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.is_drop()
     }
 
     /// True when the list drops the packet.
     #[inline]
     pub fn is_drop(&self) -> bool {
         self.len == 0
+    }
+
+    /// True when the actions are on the heap (more than `INLINE_DP_ACTIONS`).
+    #[inline]
+    pub fn is_long(&self) -> bool {
+        self.long.is_some()
     }
 }

@@ -66,5 +66,5 @@ pub use dpaction::{DpAction, DpActions};
 pub use extract::{extract, extract_into, Malformed, Parsed, Tunnel};
 pub use key::{Field, FlowKey, Stage, KEY_WORDS};
 pub use rule::{Action, Bucket, Group, GroupKind, Match, PortRef, Rule};
-pub use tables::{FlowModError, FlowTables, RuleCounters, RuleStats, SwitchPorts};
+pub use tables::{FlowModError, FlowTables, FragHandling, RuleCounters, RuleStats, SwitchPorts};
 pub use xlate::{RuleHits, Translation, XlateError};

@@ -336,6 +336,44 @@ pub struct FlowTables {
     counters: Arc<RuleCounters>,
     next_id: Arc<AtomicU32>,
     prefixes: PrefixTracking,
+    pub(crate) frag: FragHandling,
+}
+
+/// How a switch treats IP fragments (Open vSwitch's `ovs-ofctl set-frags`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FragHandling {
+    /// Fragments go through the tables as other packets, with their transport ports (ICMP
+    /// type and code) read as 0, also a first fragment's; a port an action sets is still
+    /// written to a first fragment (Open vSwitch's default, checked against 3.1).
+    #[default]
+    Normal,
+    /// Every fragment is dropped.
+    Drop,
+    /// A first fragment's transport fields are matched as they are; `ip_frag` tells
+    /// fragments apart.
+    NxMatch,
+}
+
+impl FragHandling {
+    /// Open vSwitch's name of the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            FragHandling::Normal => "normal",
+            FragHandling::Drop => "drop",
+            FragHandling::NxMatch => "nx-match",
+        }
+    }
+
+    /// The mode called `name` (`normal`, `drop`, `nx-match`).
+    pub fn from_name(name: &str) -> Option<FragHandling> {
+        [
+            FragHandling::Normal,
+            FragHandling::Drop,
+            FragHandling::NxMatch,
+        ]
+        .into_iter()
+        .find(|f| f.name() == name)
+    }
 }
 
 impl FlowTables {
@@ -350,7 +388,21 @@ impl FlowTables {
             counters: Arc::new(RuleCounters::default()),
             next_id: Arc::new(AtomicU32::new(1)),
             prefixes: PrefixTracking::default(),
+            frag: FragHandling::Normal,
         }
+    }
+
+    /// The same rules with fragments handled as `frag` says.
+    pub fn with_frag_handling(&self, frag: FragHandling) -> FlowTables {
+        let mut t = self.clone();
+        t.frag = frag;
+        t.version += 1;
+        t
+    }
+
+    /// How fragments are handled.
+    pub fn frag_handling(&self) -> FragHandling {
+        self.frag
     }
 
     /// The version: 0 for new tables, one more with every `apply` or `with_ports`.
@@ -855,6 +907,7 @@ impl Batch<'_> {
             counters,
             next_id: base.next_id.clone(),
             prefixes: base.prefixes,
+            frag: base.frag,
         }
     }
 }

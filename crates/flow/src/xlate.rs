@@ -12,9 +12,9 @@
 //! any VLAN bit; no port bits for later fragments.
 
 use crate::dpaction::{DpAction, DpActions};
-use crate::key::{Field, FlowKey, FRAG_LATER, VLAN_CFI};
+use crate::key::{Field, FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use crate::rule::{Action, Bucket, GroupKind, PortRef, RuleId};
-use crate::tables::{FlowTables, RuleEntry};
+use crate::tables::{FlowTables, FragHandling, RuleEntry};
 
 /// Deepest nesting of resubmit, goto_table and group (Open vSwitch: 64).
 pub const MAX_DEPTH: u32 = 64;
@@ -59,6 +59,14 @@ impl<'a> ActionSet<'a> {
         lists: [&[]; MAX_WRITE_ACTIONS],
     };
 
+    /// The set of one action list (a group bucket).
+    fn of(actions: &'a [Action]) -> ActionSet<'a> {
+        let mut set = ActionSet::EMPTY;
+        set.lists[0] = actions;
+        set.len = 1;
+        set
+    }
+
     /// Every action written, in order.
     fn actions(&self) -> impl Iterator<Item = &'a Action> + '_ {
         self.lists[..self.len].iter().flat_map(|l| l.iter())
@@ -99,7 +107,7 @@ impl RuleHits {
 }
 
 /// What a key turns into.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Translation {
     /// Datapath actions (empty: drop).
     pub actions: DpActions,
@@ -177,6 +185,8 @@ struct Ctx<'a, L: Lookup> {
     base: FlowKey,
     /// TPID of the tag the working copy has when it differs from the packet's.
     tpid: u16,
+    /// TPID of the packet's outer tag when an action pushed it (0: the packet's own).
+    base_tpid: u16,
     wc: FlowKey,
     actions: DpActions,
     hits: RuleHits,
@@ -190,6 +200,12 @@ struct Ctx<'a, L: Lookup> {
     exited: bool,
     /// The action set (`write_actions`, `clear_actions`).
     action_set: ActionSet<'a>,
+    /// When a tag was pushed over the packet's own (which the key then no longer sees): the
+    /// TCI that tag has, so that a group bucket's push can be undone after the bucket.
+    inner_tci: Option<u128>,
+    /// A fragment under `FragHandling::Normal`: its transport fields read as 0 (in `flow` and
+    /// `base`); only a port an action sets is written to the packet.
+    ports_hidden: bool,
 }
 
 impl FlowTables {
@@ -211,6 +227,7 @@ pub(crate) fn translate_with<L: Lookup>(
         flow: *key,
         base: *key,
         tpid: 0x8100,
+        base_tpid: 0,
         wc: FlowKey::ZERO,
         actions: DpActions::DROP,
         hits: RuleHits::default(),
@@ -221,13 +238,29 @@ pub(crate) fn translate_with<L: Lookup>(
         vlan_touched: false,
         exited: false,
         action_set: ActionSet::EMPTY,
+        inner_tci: None,
+        ports_hidden: false,
     };
+    let tunnelled = key.get(Field::TunDst) != 0 || key.get(Field::TunSrc) != 0;
     ctx.wc.unwildcard(Field::InPort);
     ctx.wc.unwildcard(Field::EthType);
     if is_ip(key) {
         ctx.wc.unwildcard(Field::NwFrag);
+        if key.get(Field::NwFrag) as u8 & FRAG_ANY != 0 {
+            match tables.frag {
+                FragHandling::Normal => {
+                    // As Open vSwitch: a fragment's transport fields read as 0.
+                    ctx.ports_hidden = true;
+                    for f in [Field::TpSrc, Field::TpDst] {
+                        ctx.flow.set(f, 0);
+                        ctx.base.set(f, 0);
+                    }
+                }
+                FragHandling::Drop => return ctx.finish(key, tunnelled),
+                FragHandling::NxMatch => {}
+            }
+        }
     }
-    let tunnelled = key.get(Field::TunDst) != 0 || key.get(Field::TunSrc) != 0;
     if tunnelled {
         ctx.wc.unwildcard(Field::TunId);
         ctx.wc.unwildcard(Field::TunSrc);
@@ -264,7 +297,7 @@ impl<'a, L: Lookup> Ctx<'a, L> {
         if wc.get(Field::VlanTci) != 0 {
             wc.set(Field::VlanPresent, 1);
         }
-        if is_ip(key) && key.get(Field::NwFrag) as u8 & FRAG_LATER != 0 {
+        if is_ip(key) && (self.ports_hidden || key.get(Field::NwFrag) as u8 & FRAG_LATER != 0) {
             wc.set(Field::TpSrc, 0);
             wc.set(Field::TpDst, 0);
         }
@@ -324,12 +357,22 @@ impl<'a, L: Lookup> Ctx<'a, L> {
         self.table = old_table;
     }
 
-    /// Run an action list (a rule's or a bucket's).
+    /// Run a rule's action list, in order.
     fn run(&mut self, actions: &'a [Action]) {
         for a in actions {
-            if self.error.is_some() || self.exited {
+            if !self.run_one(a) {
                 return;
             }
+        }
+    }
+
+    /// Run one action; false when the rest of its list is skipped (an error, or dec_ttl
+    /// running out).
+    fn run_one(&mut self, a: &'a Action) -> bool {
+        if self.error.is_some() || self.exited {
+            return false;
+        }
+        {
             match a {
                 Action::Output(p) => self.output(*p),
                 Action::SetField { field, value, mask } => self.set_field(*field, *value, *mask),
@@ -344,7 +387,7 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                             self.flow.set(Field::NwTtl, ttl - 1);
                         } else {
                             // No controller to tell: the rest of this action list is skipped.
-                            return;
+                            return false;
                         }
                     }
                 }
@@ -358,8 +401,14 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                             tpid: *tpid,
                             tci: 0,
                         });
+                        if self.inner_tci.is_none() {
+                            self.inner_tci = Some(self.base.get(Field::VlanTci));
+                        }
+                        self.base_tpid = *tpid;
                         self.flow.set(Field::VlanTci, VLAN_CFI as u128);
                         self.base.set(Field::VlanTci, VLAN_CFI as u128);
+                        // A later change of the new tag re-pushes it with its own TPID.
+                        self.tpid = *tpid;
                     } else {
                         self.flow.set(Field::VlanTci, VLAN_CFI as u128);
                         self.tpid = *tpid;
@@ -379,7 +428,7 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                 // Actions beyond header writes and plain outputs: see `more_actions` below.
                 Action::DecTtlIds(_) => {
                     if !self.dec_ttl_ids() {
-                        return;
+                        return false;
                     }
                 }
                 Action::OutputTrunc { .. }
@@ -392,6 +441,7 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                 | Action::Move { .. } => self.more_action(a),
             }
         }
+        true
     }
 
     fn set_field(&mut self, field: Field, value: u128, mask: u128) {
@@ -404,7 +454,10 @@ impl<'a, L: Lookup> Ctx<'a, L> {
             Field::TpSrc | Field::TpDst => {
                 if et == ETH_IP || et == ETH_IPV6 {
                     self.wc.unwildcard(Field::NwProto);
+                    // A later fragment has no transport header: the write is a no-op (as
+                    // Open vSwitch), not an error that ends the actions.
                     matches!(self.flow.get(Field::NwProto), 1 | 6 | 17 | 58 | 132)
+                        && self.flow.get(Field::NwFrag) as u8 & FRAG_LATER == 0
                 } else {
                     false
                 }
@@ -448,7 +501,10 @@ impl<'a, L: Lookup> Ctx<'a, L> {
             self.wc.unwildcard(Field::VlanTci);
         }
         let (b, f) = (self.base.get(Field::VlanTci), self.flow.get(Field::VlanTci));
-        if b != f {
+        // A tag pushed with one TPID where the packet has one pushed with another (a group's
+        // earlier bucket) is pushed again, although its TCI is the same.
+        let other_tpid = f != 0 && self.base_tpid != 0 && self.base_tpid != self.tpid;
+        if b != f || other_tpid {
             // Whether the packet had a tag decides between push and pop+push.
             self.wc.set(Field::VlanPresent, 1);
             if b != 0 {
@@ -460,6 +516,9 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                     tpid: self.tpid,
                     tci: (f as u16) & !VLAN_CFI,
                 });
+                self.base_tpid = self.tpid;
+            } else {
+                self.base_tpid = 0;
             }
             self.base.set(Field::VlanTci, f);
         }
@@ -475,6 +534,20 @@ impl<'a, L: Lookup> Ctx<'a, L> {
             }
         }
         for f in SET_L3L4 {
+            if self.ports_hidden && matches!(f, Field::TpSrc | Field::TpDst) {
+                // The packet's real ports are not in `base` (it reads 0): a port an action
+                // set is written whole, as Open vSwitch 3.1 does (checked against it).
+                let v = self.flow.get(f);
+                if v != self.base.get(f) {
+                    self.emit(DpAction::Set {
+                        field: f,
+                        value: v,
+                        mask: f.all_ones(),
+                    });
+                    self.base.set(f, v);
+                }
+                continue;
+            }
             self.commit_field(f);
         }
     }
@@ -564,13 +637,25 @@ impl<'a, L: Lookup> Ctx<'a, L> {
         self.depth -= 1;
     }
 
-    /// Run a bucket on a copy of the packet: what it changes does not outlive it.
-    fn bucket(&mut self, actions: &'a [crate::rule::Action]) {
+    /// Run a bucket on a copy of the packet: what it changes does not outlive it. A bucket is
+    /// an OpenFlow action set (OpenFlow 1.3 §5.10; Open vSwitch runs a bucket with
+    /// `ofpacts_execute_action_set`), run as `write_actions` are: see [`Ctx::run_set`].
+    fn bucket(&mut self, actions: &'a [Action]) {
         let saved = self.flow;
         let saved_tpid = self.tpid;
-        self.run(actions);
+        let saved_inner = self.inner_tci;
+        self.run_set(&ActionSet::of(actions));
         self.flow = saved;
         self.tpid = saved_tpid;
+        if saved_inner.is_none() {
+            if let Some(inner) = self.inner_tci.take() {
+                // The bucket pushed a tag over the packet's: take it off again, so that the
+                // packet after the group is the packet before it.
+                self.emit(DpAction::PopVlan);
+                self.base.set(Field::VlanTci, inner);
+                self.base_tpid = 0;
+            }
+        }
     }
 
     /// Hash of the fields a select group chooses by (unwildcarding them). Empty `fields`: the
@@ -675,19 +760,26 @@ impl<'a, L: Lookup> Ctx<'a, L> {
         self.action_set = outer_set;
     }
 
-    /// Run the action set and empty it: the last pop, push and dec_ttl written, every
-    /// set-field and move in order, then the last group, else the last output. Nothing runs
-    /// when neither a group nor an output was written (a change reaching no port is no
-    /// change), nor after `exit` (as Open vSwitch).
+    /// Run the action set and empty it (nothing after `exit`, as Open vSwitch).
     fn run_action_set(&mut self) {
         let set = std::mem::replace(&mut self.action_set, ActionSet::EMPTY);
         if self.exited || self.error.is_some() || set.len == 0 {
             return;
         }
-        let out = set
+        self.run_set(&set);
+    }
+
+    /// Run an action set (`write_actions`, or a group bucket) in OpenFlow's order, as Open
+    /// vSwitch's `ofpacts_execute_action_set`: the last pop_vlan, the last push_vlan, the last
+    /// dec_ttl, every set_field and move in the order written, then only the last group, or
+    /// else the last output, or else the last resubmit. Without any of those three nothing
+    /// runs (a change reaching no port is no change); a dec_ttl running out ends it.
+    fn run_set(&mut self, set: &ActionSet<'a>) {
+        let Some(terminal) = set
             .last(|a| matches!(a, Action::Group(_)))
-            .or_else(|| set.last(|a| matches!(a, Action::Output(_))));
-        let Some(out) = out else {
+            .or_else(|| set.last(|a| matches!(a, Action::Output(_))))
+            .or_else(|| set.last(|a| matches!(a, Action::Resubmit { .. })))
+        else {
             return;
         };
         let kinds: [fn(&Action) -> bool; 3] = [
@@ -697,21 +789,17 @@ impl<'a, L: Lookup> Ctx<'a, L> {
         ];
         for kind in kinds {
             if let Some(a) = set.last(kind) {
-                let ran_out = matches!(a, Action::DecTtl | Action::DecTtlIds(_))
-                    && is_ip(&self.flow)
-                    && self.flow.get(Field::NwTtl) <= 1;
-                self.run(std::slice::from_ref(a));
-                if ran_out {
+                if !self.run_one(a) {
                     return;
                 }
             }
         }
         for a in set.actions() {
-            if matches!(a, Action::SetField { .. } | Action::Move { .. }) {
-                self.run(std::slice::from_ref(a));
+            if matches!(a, Action::SetField { .. } | Action::Move { .. }) && !self.run_one(a) {
+                return;
             }
         }
-        self.run(std::slice::from_ref(out));
+        self.run_one(terminal);
     }
 
     /// `move`: copy bits of `src` into `dst` (skipped, as in Open vSwitch, when the packet

@@ -484,8 +484,9 @@ fn resubmit_loops_are_cut_and_dropped() {
             },
         ],
     )]);
+    // 64 outputs fit a megaflow now; the depth cuts the loop (as Open vSwitch's).
     let tr = t.translate(&ip4_key(1, 6, 1, 2, 3, 4));
-    assert_eq!(tr.error, Some(XlateError::TooManyActions));
+    assert_eq!(tr.error, Some(XlateError::TooDeep));
     assert!(tr.actions.is_drop());
     let t = tables(&[rule0(
         Match::ANY,
@@ -672,5 +673,289 @@ fn l3_rewrites_depend_on_nw_proto_as_in_open_vswitch() {
             value: 2,
             mask: 0xff
         }
+    );
+}
+
+fn out(p: u16) -> Action {
+    Action::Output(PortRef::Number(p))
+}
+
+fn set(field: Field, value: u128) -> Action {
+    Action::SetField {
+        field,
+        value,
+        mask: field.all_ones(),
+    }
+}
+
+fn with_group(rules: &[crate::rule::Rule], buckets: Vec<Vec<Action>>) -> FlowTables {
+    let g = Group {
+        id: 1,
+        kind: crate::rule::GroupKind::All,
+        fields: vec![],
+        method: Default::default(),
+        method_param: 0,
+        field_masks: vec![],
+        buckets: buckets
+            .into_iter()
+            .enumerate()
+            .map(|(i, actions)| Bucket {
+                watch_port: None,
+                watch_group: None,
+                id: i as u32,
+                weight: 0,
+                actions,
+            })
+            .collect(),
+    };
+    let mut mods = vec![FlowMod::AddGroup(g)];
+    mods.extend(rules.iter().cloned().map(FlowMod::Add));
+    FlowTables::new(ports()).apply(&mods).unwrap()
+}
+
+fn tagged_key(vid: u16) -> FlowKey {
+    let mut k = ip4_key(1, 6, ip(198, 18, 0, 1), ip(198, 18, 0, 2), 1000, 80);
+    k.set(VlanTci, (crate::key::VLAN_CFI | vid) as u128);
+    k.set(VlanPresent, 1);
+    k
+}
+
+#[test]
+fn a_translation_past_the_inline_actions_is_kept_whole() {
+    // Twelve rewrites and twelve outputs: 24 datapath actions, as Open vSwitch forwards them.
+    let mut actions = Vec::new();
+    for i in 0..12u128 {
+        actions.push(set(EthDst, 0x0200_0000_0100 + i));
+        actions.push(out(2 + (i % 3) as u16));
+    }
+    let t = tables(&[rule0(Match::ANY, actions)]);
+    let tr = t.translate(&ip4_key(1, 6, 1, 2, 3, 4));
+    assert_eq!(tr.error, None);
+    assert_eq!(tr.actions.len(), 24);
+    assert!(tr.actions.is_long());
+    let a = tr.actions.as_slice();
+    assert_eq!(
+        a[22],
+        DpAction::Set {
+            field: EthDst,
+            value: 0x0200_0000_010b,
+            mask: 0xffff_ffff_ffff
+        }
+    );
+    assert_eq!(a[23], DpAction::Output(12 + 2));
+    // A copy shares the list and compares equal.
+    let mut c = DpActions::DROP;
+    c.assign_from(&tr.actions);
+    assert_eq!(c, tr.actions);
+}
+
+#[test]
+fn a_bucket_is_an_action_set() {
+    // Output first, then push and set: as an action set the push and set come first.
+    let t = with_group(
+        &[rule0(Match::ANY, vec![Action::Group(1), out(3)])],
+        vec![vec![
+            out(2),
+            set(EthSrc, 0x0200_0000_0009),
+            Action::PushVlan(0x8100),
+            set(VlanVid, 0x1005),
+            out(4),
+        ]],
+    );
+    let tr = t.translate(&ip4_key(1, 6, 1, 2, 3, 4));
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::Set {
+                field: EthSrc,
+                value: 0x0200_0000_0009,
+                mask: 0xffff_ffff_ffff
+            },
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 5
+            },
+            // Only the last output of the set.
+            DpAction::Output(14),
+            // After the group the packet is the one before it.
+            DpAction::Set {
+                field: EthSrc,
+                value: 0x0200_0000_0001,
+                mask: 0xffff_ffff_ffff
+            },
+            DpAction::PopVlan,
+            DpAction::Output(13),
+        ]
+    );
+}
+
+#[test]
+fn a_tag_pushed_over_a_tag_in_a_bucket_is_gone_after_the_group() {
+    let t = with_group(
+        &[rule0(Match::ANY, vec![Action::Group(1), out(3)])],
+        vec![vec![Action::PushVlan(0x88a8), set(VlanVid, 0x1005), out(2)]],
+    );
+    let tr = t.translate(&tagged_key(7));
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 0
+            },
+            DpAction::PopVlan,
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 5
+            },
+            DpAction::Output(12),
+            DpAction::PopVlan,
+            DpAction::Output(13),
+        ]
+    );
+}
+
+#[test]
+fn push_vlan_88a8_over_a_tag_keeps_its_tpid_through_set_field() {
+    let t = tables(&[rule0(
+        Match::ANY,
+        vec![Action::PushVlan(0x88a8), set(VlanVid, 0x1005), out(2)],
+    )]);
+    let tr = t.translate(&tagged_key(7));
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 0
+            },
+            DpAction::PopVlan,
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 5
+            },
+            DpAction::Output(12),
+        ]
+    );
+}
+
+fn fragment(later: bool) -> FlowKey {
+    let mut k = ip4_key(1, 6, ip(198, 18, 0, 1), ip(198, 18, 0, 2), 1000, 80);
+    let frag = crate::key::FRAG_ANY | if later { FRAG_LATER } else { 0 };
+    k.set(NwFrag, frag as u128);
+    if later {
+        k.set(TpSrc, 0);
+        k.set(TpDst, 0);
+    }
+    k
+}
+
+#[test]
+fn a_port_rewrite_of_a_later_fragment_is_a_no_op_and_the_actions_go_on() {
+    let t = tables(&[rule0(
+        m(&[ex(EthType, 0x800), ex(NwProto, 6)]),
+        vec![
+            set(TpDst, 22),
+            out(2),
+            set(EthDst, 0x0200_0000_0077),
+            out(3),
+        ],
+    )]);
+    for t in [t.clone(), t.with_frag_handling(FragHandling::NxMatch)] {
+        let tr = t.translate(&fragment(true));
+        assert_eq!(tr.error, None);
+        assert_eq!(
+            tr.actions.as_slice(),
+            &[
+                DpAction::Output(12),
+                DpAction::Set {
+                    field: EthDst,
+                    value: 0x0200_0000_0077,
+                    mask: 0xffff_ffff_ffff
+                },
+                DpAction::Output(13),
+            ]
+        );
+    }
+}
+
+#[test]
+fn fragments_read_their_ports_as_zero_unless_nx_match() {
+    let t = tables(&[
+        rule(
+            0,
+            10,
+            m(&[ex(EthType, 0x800), ex(NwProto, 6), ex(TpDst, 80)]),
+            vec![set(TpSrc, 7), out(2)],
+        ),
+        rule(0, 1, Match::ANY, vec![set(TpSrc, 7), out(3)]),
+    ]);
+    assert_eq!(t.frag_handling(), FragHandling::Normal);
+    // Normal (Open vSwitch's default): a first fragment's tp_dst reads 0, a port set by an
+    // action is written whole, and the megaflow does not depend on the ports.
+    let tr = t.translate(&fragment(false));
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::Set {
+                field: TpSrc,
+                value: 7,
+                mask: 0xffff
+            },
+            DpAction::Output(13)
+        ]
+    );
+    assert_eq!(tr.mask.get(TpDst), 0);
+    assert_eq!(tr.mask.get(TpSrc), 0);
+    // nx-match: the first fragment matches its ports and is rewritten.
+    let nx = t.with_frag_handling(FragHandling::NxMatch);
+    let tr = nx.translate(&fragment(false));
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::Set {
+                field: TpSrc,
+                value: 7,
+                mask: 0xffff
+            },
+            DpAction::Output(12)
+        ]
+    );
+    // drop: every fragment is dropped, whole packets are not.
+    let d = t.with_frag_handling(FragHandling::Drop);
+    assert!(d.translate(&fragment(false)).actions.is_drop());
+    assert!(d.translate(&fragment(true)).actions.is_drop());
+    let whole = ip4_key(1, 6, ip(198, 18, 0, 1), ip(198, 18, 0, 2), 1000, 80);
+    assert_eq!(
+        d.translate(&whole).actions.as_slice()[1],
+        DpAction::Output(12)
+    );
+}
+
+#[test]
+fn a_later_bucket_pushing_another_tpid_pushes_again() {
+    let t = with_group(
+        &[rule0(Match::ANY, vec![Action::Group(1)])],
+        vec![
+            vec![Action::PushVlan(0x8100), set(VlanVid, 0x100a), out(2)],
+            vec![Action::PushVlan(0x88a8), set(VlanVid, 0x100a), out(3)],
+        ],
+    );
+    let tr = t.translate(&ip4_key(1, 6, 1, 2, 3, 4));
+    assert_eq!(
+        tr.actions.as_slice(),
+        &[
+            DpAction::PushVlan {
+                tpid: 0x8100,
+                tci: 10
+            },
+            DpAction::Output(12),
+            DpAction::PopVlan,
+            DpAction::PushVlan {
+                tpid: 0x88a8,
+                tci: 10
+            },
+            DpAction::Output(13),
+        ]
     );
 }

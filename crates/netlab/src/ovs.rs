@@ -61,6 +61,17 @@ pub fn missing_prerequisite() -> Option<String> {
     None
 }
 
+/// Refuse OpenFlow port numbers out of 1..=65279 or given twice.
+fn check_ofports(ofports: &[u16]) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for &p in ofports {
+        if p == 0 || p > 0xfeff || !seen.insert(p) {
+            bail!("OpenFlow port {p}: accepted: distinct numbers 1..=65279");
+        }
+    }
+    Ok(())
+}
+
 /// What `ofproto/trace` says about one packet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Trace {
@@ -222,6 +233,14 @@ enum PortSpec {
         /// Its OpenFlow number.
         ofport: u16,
     },
+    /// A `dummy` port `p<N>` (OpenFlow number N) writing what it sends to `tx_pcap`; packets
+    /// enter it by `netdev-dummy/receive` (ovs-vswitchd runs with `--enable-dummy`).
+    Dummy {
+        /// Its OpenFlow number.
+        ofport: u16,
+        /// The pcap file of what the port transmits.
+        tx_pcap: PathBuf,
+    },
     /// A `dpdkvhostuserclient` port `vu<N>`: Open vSwitch with DPDK connects to a vhost-user
     /// socket a frontend (QEMU, virtio-user) serves.
     VhostUserClient {
@@ -236,7 +255,9 @@ impl PortSpec {
     fn ofport(&self) -> u16 {
         match self {
             PortSpec::Internal(p) => *p,
-            PortSpec::Afxdp { ofport, .. } | PortSpec::VhostUserClient { ofport, .. } => *ofport,
+            PortSpec::Afxdp { ofport, .. }
+            | PortSpec::VhostUserClient { ofport, .. }
+            | PortSpec::Dummy { ofport, .. } => *ofport,
         }
     }
 }
@@ -310,12 +331,7 @@ impl Ovs {
         if let Some(why) = missing_prerequisite() {
             bail!("cannot start Open vSwitch: {why}");
         }
-        let mut seen = std::collections::BTreeSet::new();
-        for &p in ofports {
-            if p == 0 || p > 0xfeff || !seen.insert(p) {
-                bail!("OpenFlow port {p}: accepted: distinct numbers 1..=65279");
-            }
-        }
+        check_ofports(ofports)?;
         cleanup::install_cleanup_handlers()?;
         cleanup::delete_leftovers(DEFAULT_PREFIX);
         let names = Names::next(DEFAULT_PREFIX)?;
@@ -326,6 +342,54 @@ impl Ovs {
         ovs.setup(&ports, None, None)
             .with_context(|| format!("cannot start Open vSwitch in {}", ovs.dir().display()))?;
         Ok(ovs)
+    }
+
+    /// Start a private Open vSwitch whose bridge has `dummy` ports `p<N>` with OpenFlow numbers
+    /// `ofports` (1..=65279, distinct): packets enter a port with [`Ovs::receive`] and what a
+    /// port sends is written to [`Ovs::tx_pcap`] (flushed after every packet). The bridge is
+    /// the userspace (`netdev`) datapath that [`Ovs::start`]'s is, with no rule yet.
+    pub fn start_dummy(ofports: &[u16]) -> Result<Ovs> {
+        if let Some(why) = missing_prerequisite() {
+            bail!("cannot start Open vSwitch: {why}");
+        }
+        check_ofports(ofports)?;
+        cleanup::install_cleanup_handlers()?;
+        cleanup::delete_leftovers(DEFAULT_PREFIX);
+        let names = Names::next(DEFAULT_PREFIX)?;
+        let namespace = names.ns_r.clone();
+        let mut ovs = Ovs::unstarted(names, namespace, true);
+        let ports: Vec<PortSpec> = ofports
+            .iter()
+            .map(|&p| PortSpec::Dummy {
+                ofport: p,
+                tx_pcap: ovs.tx_pcap(p),
+            })
+            .collect();
+        ovs.setup(&ports, None, None)
+            .with_context(|| format!("cannot start Open vSwitch in {}", ovs.dir().display()))?;
+        Ok(ovs)
+    }
+
+    /// The file a dummy port of [`Ovs::start_dummy`] writes what it sends to.
+    pub fn tx_pcap(&self, ofport: u16) -> PathBuf {
+        self.path(&format!("p{ofport}.tx.pcap"))
+    }
+
+    /// Hand Ethernet frames to dummy port `p<ofport>` as if they arrived on it
+    /// (`netdev-dummy/receive`); they are switched after this returns, in order.
+    pub fn receive(&self, ofport: u16, frames: &[Vec<u8>]) -> Result<()> {
+        let name = format!("p{ofport}");
+        for chunk in frames.chunks(64) {
+            let hex: Vec<String> = chunk
+                .iter()
+                .map(|f| f.iter().map(|b| format!("{b:02x}")).collect())
+                .collect();
+            let mut args = vec!["netdev-dummy/receive", name.as_str()];
+            args.extend(hex.iter().map(String::as_str));
+            self.appctl(&args)
+                .with_context(|| format!("netdev-dummy/receive on {name}"))?;
+        }
+        Ok(())
     }
 
     /// Start a private Open vSwitch as a data plane in `spec.namespace` (which must exist and
@@ -598,16 +662,16 @@ impl Ovs {
         } else {
             "ovs-vswitchd"
         };
-        let mut vswitchd = self.spawn_daemon(
-            &[
-                vswitchd_bin.into(),
-                format!("unix:{db_sock}"),
-                format!("--unixctl={ctl}"),
-                format!("--log-file={}", d("ovs-vswitchd.log")),
-            ],
-            "ovs-vswitchd.out",
-            main_cpu,
-        )?;
+        let mut vswitchd_args = vec![
+            vswitchd_bin.into(),
+            format!("unix:{db_sock}"),
+            format!("--unixctl={ctl}"),
+            format!("--log-file={}", d("ovs-vswitchd.log")),
+        ];
+        if ports.iter().any(|p| matches!(p, PortSpec::Dummy { .. })) {
+            vswitchd_args.push("--enable-dummy".into());
+        }
+        let mut vswitchd = self.spawn_daemon(&vswitchd_args, "ovs-vswitchd.out", main_cpu)?;
         let r = self.wait_for(
             "ovs-vswitchd",
             &mut vswitchd,
@@ -641,6 +705,13 @@ impl Ovs {
                         "type=afxdp".to_string(),
                         format!("options:xdp-mode={}", xdp_mode.unwrap_or("native")),
                         "options:n_rxq=1".to_string(),
+                    ],
+                ),
+                PortSpec::Dummy { ofport, tx_pcap } => (
+                    format!("p{ofport}"),
+                    vec![
+                        "type=dummy".to_string(),
+                        format!("options:tx_pcap={}", tx_pcap.display()),
                     ],
                 ),
                 PortSpec::VhostUserClient { socket, ofport } => (

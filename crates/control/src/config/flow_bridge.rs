@@ -22,6 +22,7 @@ pub(super) const FLOW_BRIDGE_KEYS: &[&str] = &[
     "megaflow-idle-seconds",
     "emc-entries",
     "emc-insert-inv-prob",
+    "frag-handling",
 ];
 
 /// Largest flow file.
@@ -63,6 +64,8 @@ pub(super) struct FlowSettings {
     /// Whether `flows` or `flow-file` was given (otherwise the bridge starts with Open vSwitch's
     /// default `priority=0,actions=normal`).
     pub(super) has_rules: bool,
+    /// How IP fragments are handled (`frag-handling`).
+    pub(super) frag: flow::FragHandling,
 }
 
 /// A port's flow keys.
@@ -125,6 +128,7 @@ impl Ctx<'_> {
             groups: Vec::new(),
             cache: FlowCachePolicy::default(),
             has_rules: f.get("flows").is_some() || f.get("flow-file").is_some(),
+            frag: flow::FragHandling::default(),
         };
         if let Field::Ok(items, _) = self.strings(f, "flows", false) {
             for (text, span) in items {
@@ -176,6 +180,21 @@ impl Ctx<'_> {
         }
         if let Field::Ok(v, _) = self.int(f, "emc-insert-inv-prob", 1..=1_000_000) {
             out.cache.emc_insert_inv_prob = v as u32;
+        }
+        if let Field::Ok(name, span) = self.string(f, "frag-handling") {
+            match flow::FragHandling::from_name(name) {
+                Some(frag) => out.frag = frag,
+                None => self.error(
+                    &span,
+                    &f.section,
+                    Some("frag-handling"),
+                    format!(
+                        "`{name}` is not a fragment handling; accepted: normal (the default, as \
+                         Open vSwitch's: transport ports of fragments read as 0), drop, nx-match \
+                         (Open vSwitch's `reassemble` is not supported)"
+                    ),
+                ),
+            }
         }
         Some(out)
     }
@@ -329,6 +348,7 @@ impl Ctx<'_> {
             rules,
             groups: settings.groups.iter().map(|(g, _)| g.clone()).collect(),
             cache: settings.cache,
+            frag: settings.frag,
         };
         if let Err((index, message)) = check_flow_bridge(&spec, ports) {
             // Groups are applied first, then rules, in the order given.

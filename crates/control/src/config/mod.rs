@@ -266,6 +266,8 @@ fn display_issues(issues: &[Issue]) -> String {
 /// emc-entries = 8192                # flow mode: 0 (no EMC) or a power of two up to 1048576
 /// emc-insert-inv-prob = 100         # flow mode: 1..=1000000: a megaflow hit enters the EMC with
 ///                                   #   probability 1/N (so a flood of new flows cannot thrash it)
+/// frag-handling = "normal"          # flow mode: IP fragments as Open vSwitch's `set-frags`:
+///                                   #   normal (default: their L4 ports read as 0), drop, nx-match
 ///
 /// [lb]                              # optional: the L4 load balancer (VIPs, servers, lb conf)
 /// lines = ["lb conf ip4-src-address 198.18.0.254 timeout 40",

@@ -205,7 +205,7 @@ struct Meta {
 /// which gives the same verdict (a translation of either consults the same bits until it
 /// consults one outside the old mask, and then the megaflow is deleted either way).
 #[repr(C)]
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Default)]
 struct Cold {
     rules: RuleList,
     actions: DpActions,
@@ -837,7 +837,7 @@ impl MegaflowCache {
                     id: i as u32,
                     key: self.keys[i],
                     mask: self.subtables[m.subtable as usize].mask,
-                    actions: self.cold[i].actions,
+                    actions: self.cold[i].actions.clone(),
                     rules: self.cold[i].rules,
                     packets: m.packets,
                     bytes: m.bytes,

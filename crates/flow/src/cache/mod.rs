@@ -183,7 +183,7 @@ impl FromIterator<RuleId> for RuleList {
 
 /// What a translation yields for the cache: the datapath actions, the mask of the key bits it
 /// consulted, the rules it went through.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Translated {
     /// Datapath actions (empty: drop).
     pub actions: DpActions,
@@ -381,7 +381,7 @@ impl CacheConfig {
 }
 
 /// One megaflow as `ctl dump-megaflows` shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MegaflowDump {
     /// Its id.
     pub id: MegaflowId,

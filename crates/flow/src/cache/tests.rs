@@ -94,7 +94,7 @@ fn process(c: &mut FlowCache, xl: &FakeTables, now: u64, k: &FlowKey) -> (Hit, D
     let mut o = [Hit::Miss];
     c.lookup_batch(xl, now, std::slice::from_ref(k), &mut o);
     match o[0].id() {
-        Some(id) => (o[0], *c.actions(id).unwrap()),
+        Some(id) => (o[0], c.actions(id).unwrap().clone()),
         None => {
             let t = xl.translate(k);
             let _ = c.insert(k, &t, xl.version(), now);
@@ -547,7 +547,7 @@ proptest! {
                         Some(id) => {
                             // Found one the naive list also matches, with the tables' actions.
                             prop_assert!(matching.iter().any(|m| m.id == id));
-                            prop_assert_eq!(*c.actions(id).unwrap(), want.actions);
+                            prop_assert_eq!(c.actions(id).unwrap().clone(), want.actions);
                         }
                         None => {
                             // A miss leaves no megaflow matching the key (a stale one found
@@ -640,7 +640,7 @@ fn in_place_keys_and_gathered_keys_share_the_emc() {
     assert_eq!(c.lookup_batch_words(&xl, 2, &keys, &words, &mut out), 0);
     for (k, h) in keys.iter().zip(&out) {
         assert!(matches!(h, Hit::Emc(_)), "{h:?}");
-        let a = *c.actions(h.id().unwrap()).unwrap();
+        let a = c.actions(h.id().unwrap()).unwrap().clone();
         assert_eq!(a, xl.translate(k).actions);
     }
     // Keys the EMC has not seen that hit a megaflow are inserted from the megaflow hit (the
@@ -679,7 +679,7 @@ fn a_working_set_beyond_the_emc_skips_it_and_it_comes_back() {
         let misses = c.lookup_batch_words(&xl, round, &many, &words, &mut out);
         for (i, (k, h)) in many.iter().zip(&out).enumerate() {
             let got = match h.id() {
-                Some(id) => *c.actions(id).unwrap(),
+                Some(id) => c.actions(id).unwrap().clone(),
                 None => {
                     let t = xl.translate(k);
                     let _ = c.insert_parts_words(k, words[i], t.as_ref(), xl.version(), round);

@@ -120,9 +120,10 @@ impl FlowSwitch {
             match *a {
                 DpAction::Truncate(n) => truncate = Some(n),
                 DpAction::Set { .. } | DpAction::PushVlan { .. } | DpAction::PopVlan => {
+                    // A rewrite that does not fit the packet (no such header) is a no-op,
+                    // counted, and the actions go on, as Open vSwitch's datapath does.
                     if apply_to_buffer(cx.pool, b, &mut self.parsed[i], a).is_err() {
                         shared.action_errors.fetch_add(1, Ordering::Relaxed);
-                        return fail(cx, b, FlowDrop::ActionFailed);
                     }
                 }
                 DpAction::Output(port) => {

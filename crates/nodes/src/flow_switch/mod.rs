@@ -73,10 +73,9 @@ graph::node_indices! {
         NotFlowPort = "not-a-flow-port",
         /// The rules' actions drop it (no output), or no rule matched.
         DroppedByRules = "dropped-by-rules",
-        /// The translation failed (resubmits too deep, too many actions).
+        /// The translation failed (resubmits too deep, more than `flow::dpaction::MAX_DP_ACTIONS`
+        /// actions).
         TranslationFailed = "translation-failed",
-        /// An action could not be applied (the packet lacks the header it edits).
-        ActionFailed = "action-failed",
         /// No buffer for a copy (several outputs or flood).
         NoBufferForCopy = "no-buffer-for-copy",
         /// Too many copies in one vector.
@@ -544,7 +543,7 @@ impl Node for FlowSwitch {
                                 next
                             }
                             (Source::Scratch(k), Some(s)) => {
-                                let Some(actions) = self.scratch.get(k as usize).copied() else {
+                                let Some(actions) = self.scratch.get(k as usize).cloned() else {
                                     nexts[i] = fail(cx, b, FlowDrop::TranslationFailed);
                                     continue;
                                 };

@@ -18,7 +18,8 @@ pub struct FlowWorkerShared {
     pub malformed: [AtomicU64; Malformed::ALL.len()],
     /// Translations that failed (too deep, too many actions): the packet was dropped.
     pub translate_errors: AtomicU64,
-    /// Actions that could not be applied to a packet (a field its headers lack).
+    /// Actions that could not be applied to a packet (a field its headers lack): each was
+    /// skipped, and the packet's other actions ran (as Open vSwitch's datapath does).
     pub action_errors: AtomicU64,
     /// The dump generation asked for (`request_dump` bumps it).
     dump_wanted: AtomicU64,

@@ -495,3 +495,40 @@ fn a_truncated_output_sends_the_first_bytes_only() {
     let f = udp(1000, [198, 19, 0, 1]);
     assert_eq!(s.send(vec![(0, f.clone())]), vec![(1, f)]);
 }
+
+#[test]
+fn a_rewrite_the_packet_has_no_header_for_is_skipped_and_the_rest_runs() {
+    // UDP with only 4 bytes of its header: the key says UDP (ports 0), the frame has no
+    // ports to write. Open vSwitch's datapath skips the write and sends the packet on.
+    let mut s = switch(
+        vec![rule(
+            1,
+            udp_match(0xc613_0000, 16),
+            vec![
+                Action::SetField {
+                    field: Field::TpDst,
+                    value: 80,
+                    mask: 0xffff,
+                },
+                out(2),
+                out(3),
+            ],
+        )],
+        [(true, true); 3],
+    );
+    let mut f = udp(9, [198, 19, 0, 1]);
+    f.truncate(14 + 20 + 4);
+    f[16..18].copy_from_slice(&24u16.to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let c = packet::checksum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    let mut got = s.send(vec![(0, f.clone())]);
+    got.sort();
+    assert_eq!(got, vec![(1, f.clone()), (2, f.clone())]);
+    assert_eq!(
+        s.shared
+            .action_errors
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
