@@ -74,9 +74,9 @@ impl LbLab {
     }
 
     /// The VPP `lb` CLI lines for this lab's VIPs and servers: `lb conf` with the LB's
-    /// server-side addresses as GRE sources, one `lb vip` per VIP and one `lb as` per VIP and
-    /// server of the VIP's server family with its `weight N` (VPP's `weight` is the whole
-    /// line's; weights are 0..=100).
+    /// server-side addresses as GRE sources, one `lb vip` per VIP and, per VIP, one `lb as` per
+    /// weight with the servers of the VIP's server family that have it (VPP's `weight` is the
+    /// whole line's; weights are 0..=100), without `weight` when all servers share one.
     pub fn lb_cli_lines(&self) -> Vec<String> {
         let mut out = vec![format!(
             "lb conf ip4-src-address {} ip6-src-address {}",
@@ -102,16 +102,30 @@ impl LbLab {
                 "lb vip {prefix} protocol tcp port {} encap {encap}",
                 v.port
             ));
+            // One `lb as` line per weight (VPP's `weight` is the whole line's), servers in
+            // order; no `weight` at all when every server has the same one (only ratios count).
+            let same = self.servers.windows(2).all(|w| w[0].weight == w[1].weight)
+                && self.servers.first().is_some_and(|s| s.weight > 0);
+            let mut weights: Vec<u32> = Vec::new();
             for s in &self.servers {
-                let a = if v.encap.server_family_v6() {
-                    IpAddr::V6(s.ip6)
-                } else {
-                    IpAddr::V4(s.ip4)
-                };
-                out.push(format!(
-                    "lb as {prefix} protocol tcp port {} {a} weight {}",
-                    v.port, s.weight
-                ));
+                if !weights.contains(&s.weight) {
+                    weights.push(s.weight);
+                }
+            }
+            for w in weights {
+                let mut line = format!("lb as {prefix} protocol tcp port {}", v.port);
+                for s in self.servers.iter().filter(|s| s.weight == w) {
+                    let a = if v.encap.server_family_v6() {
+                        IpAddr::V6(s.ip6)
+                    } else {
+                        IpAddr::V4(s.ip4)
+                    };
+                    let _ = write!(line, " {a}");
+                }
+                if !same {
+                    let _ = write!(line, " weight {w}");
+                }
+                out.push(line);
             }
         }
         out
