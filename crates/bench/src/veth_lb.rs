@@ -706,10 +706,13 @@ mod tests {
             "lb vip 198.18.100.4/32 protocol udp port 1024 encap nat4 type clusterip \
              target_port 8080"
         ));
-        assert!(
-            text.contains("198.18.12.11 198.18.12.12 weight 2 198.18.12.13"),
-            "{text}"
-        );
+        // One `lb as` line per server (VPP's `weight` is the whole line's).
+        for (server, weight) in [(11, 1), (12, 2), (13, 1)] {
+            let line = format!(
+                "lb as 198.18.100.4/32 protocol udp port 1024 198.18.12.{server} weight {weight}"
+            );
+            assert!(lines.contains(&line), "{line} in\n{text}");
+        }
         assert!(text.contains("buckets 2048"), "{text}");
     }
 
