@@ -13,6 +13,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
+use vhostuser::socket_file::SocketFile;
 
 /// Where `vecplane run` listens and `vecplane ctl` connects unless `--socket PATH` says otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/vecplane/vecplane.sock";
@@ -57,23 +58,6 @@ pub enum ServerError {
     /// The API could not start (token file, TCP listener, runtime).
     #[error(transparent)]
     Api(#[from] ApiStartError),
-}
-
-/// The socket file we created; removed when dropped if it is still ours (same inode).
-#[derive(Debug)]
-struct SocketFile {
-    path: PathBuf,
-    id: (u64, u64),
-}
-
-impl Drop for SocketFile {
-    fn drop(&mut self) {
-        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
-            if (m.dev(), m.ino()) == self.id {
-                let _ = std::fs::remove_file(&self.path);
-            }
-        }
-    }
 }
 
 /// A bound control socket, not yet served.
@@ -160,10 +144,7 @@ impl ControlSocket {
         }
         let listener = UnixListener::bind(path).map_err(io("listen"))?;
         let m = std::fs::symlink_metadata(path).map_err(io("inspect the new socket"))?;
-        let file = SocketFile {
-            path: path.to_path_buf(),
-            id: (m.dev(), m.ino()),
-        };
+        let file = SocketFile::bound(path.to_path_buf(), (m.dev(), m.ino()));
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
             .map_err(io("set mode 0600"))?;
         Ok(ControlSocket { listener, file })
@@ -171,7 +152,7 @@ impl ControlSocket {
 
     /// The socket's path.
     pub fn path(&self) -> &Path {
-        &self.file.path
+        self.file.path()
     }
 
     /// Serve the HTTP API over `control` on this socket and, when `api.tcp` is set, on that
@@ -241,7 +222,7 @@ pub struct ServerHandle {
 impl ServerHandle {
     /// The socket's path.
     pub fn path(&self) -> &Path {
-        &self.file.path
+        self.file.path()
     }
 
     /// The TCP address served, if any.

@@ -121,11 +121,24 @@ impl SocketGroup {
 }
 
 /// A socket file this process created; removed on drop unless another took its path since.
+/// (The control socket's owner too.)
 #[derive(Debug)]
-pub(crate) struct SocketFile {
+pub struct SocketFile {
     path: PathBuf,
     /// (device, inode) of our socket.
     id: (u64, u64),
+}
+
+impl SocketFile {
+    /// The socket file at `path` whose (device, inode) is `id`, as this process bound it.
+    pub fn bound(path: PathBuf, id: (u64, u64)) -> SocketFile {
+        SocketFile { path, id }
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
 }
 
 impl Drop for SocketFile {
