@@ -35,30 +35,15 @@ fn copy_packet(pool: &mut BufferPool, b: u32) -> Option<u32> {
 }
 
 impl FlowSwitch {
-    /// Send a copy of packet `i` (buffer `b`) to `next` with `tx_port`; counts what fails.
-    fn emit_copy(&mut self, cx: &mut NodeContext<'_>, i: usize, b: u32, next: u16, tx_port: u16) {
-        if self.emitter.is_full() {
-            count(cx, FlowDrop::CopyQueueFull);
-            return;
-        }
-        let Some(c) = copy_packet(cx.pool, b) else {
-            count(cx, FlowDrop::NoBufferForCopy);
-            return;
-        };
-        cx.pool.meta_mut(c).tx_port = tx_port;
-        if let Err(c) = self.emitter.emit(i, next, c) {
-            cx.pool.free(c);
-            count(cx, FlowDrop::CopyQueueFull);
-        }
-    }
-
-    /// Send a copy of packet `i` (buffer `b`) cut to at most `max_len` bytes to `tx_port`
-    /// (`output(port=,max_len=)`); counts what fails.
-    fn emit_truncated_copy(
+    /// Send a copy of packet `i` (buffer `b`) to `next` with `tx_port`, cut to at most
+    /// `max_len` bytes (`output(port=,max_len=)`; `u16::MAX` for the whole packet); counts what
+    /// fails.
+    fn emit_copy(
         &mut self,
         cx: &mut NodeContext<'_>,
         i: usize,
         b: u32,
+        next: u16,
         tx_port: u16,
         max_len: u16,
     ) {
@@ -73,7 +58,7 @@ impl FlowSwitch {
         let m = cx.pool.meta_mut(c);
         m.tx_port = tx_port;
         m.length = m.length.min(max_len);
-        if let Err(c) = self.emitter.emit(i, FlowNext::Output.id(), c) {
+        if let Err(c) = self.emitter.emit(i, next, c) {
             cx.pool.free(c);
             count(cx, FlowDrop::CopyQueueFull);
         }
@@ -113,7 +98,7 @@ impl FlowSwitch {
                     m.length = m.length.min(n);
                     next = FlowNext::Output.id();
                 } else {
-                    self.emit_truncated_copy(cx, i, b, port, n);
+                    self.emit_copy(cx, i, b, FlowNext::Output.id(), port, n);
                 }
                 continue;
             }
@@ -131,7 +116,7 @@ impl FlowSwitch {
                         cx.pool.meta_mut(b).tx_port = port;
                         next = FlowNext::Output.id();
                     } else {
-                        self.emit_copy(cx, i, b, FlowNext::Output.id(), port);
+                        self.emit_copy(cx, i, b, FlowNext::Output.id(), port, u16::MAX);
                     }
                 }
                 DpAction::TunnelOutput { port, tun_id } => {
@@ -163,7 +148,7 @@ impl FlowSwitch {
                             cx.pool.meta_mut(b).tx_port = m;
                             next = FlowNext::Output.id();
                         } else {
-                            self.emit_copy(cx, i, b, FlowNext::Output.id(), m);
+                            self.emit_copy(cx, i, b, FlowNext::Output.id(), m, u16::MAX);
                         }
                     }
                     if is_last && n == 0 {
@@ -174,7 +159,7 @@ impl FlowSwitch {
                     if is_last {
                         next = FlowNext::Bridge.id();
                     } else {
-                        self.emit_copy(cx, i, b, FlowNext::Bridge.id(), rx);
+                        self.emit_copy(cx, i, b, FlowNext::Bridge.id(), rx, u16::MAX);
                     }
                 }
                 DpAction::Nop => {}
