@@ -62,6 +62,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod arc;
 pub mod capture;
 pub mod counters;
 pub mod dispatch;
