@@ -19,8 +19,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use thiserror::Error;
 
+mod features;
 mod language;
 mod rxq;
+pub use features::{apply as apply_features, FeatureChange};
 
 pub use language::*;
 
@@ -251,6 +253,10 @@ impl Control {
         match cmd {
             Command::Help => Ok(self.help()),
             Command::ShowRuntime { all } => Ok(self.show_runtime(*all)),
+            Command::ShowFeatures => Ok(features::show(&self.view)),
+            Command::SetFeature(change) => {
+                features::apply(&self.view, std::slice::from_ref(change))
+            }
             Command::ShowRxq => {
                 let (per_worker, _, since_clear) = self.runtime_since_clear();
                 Ok(rxq::show(&self.view, &per_worker, since_clear))

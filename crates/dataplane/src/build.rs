@@ -109,6 +109,8 @@ pub struct WorkersShared {
     pub flows: Vec<Arc<FlowSwitch>>,
     /// The load balancer (None without `[lb]`), changed by the control side.
     pub lb: Option<Arc<crate::lb::LbControl>>,
+    /// The features on the arcs, and what is enabled where (changed by the control side).
+    pub features: Arc<crate::features::FeatureArcs>,
     /// Each worker's epoch handle, taken by the worker built with that index.
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
     /// vhost-user devices by port id, opened by the first worker built that needs one.
@@ -121,6 +123,15 @@ impl WorkersShared {
     /// For the workers of `spec` (rings only when an AF_XDP port may need them); builds the
     /// routing tables.
     pub fn new(spec: &DataplaneSpec, tsc_hz: u64) -> Result<WorkersShared, BuildError> {
+        WorkersShared::with_features(spec, tsc_hz, Vec::new())
+    }
+
+    /// As `new`, with `features` on the arcs.
+    pub fn with_features(
+        spec: &DataplaneSpec,
+        tsc_hz: u64,
+        features: Vec<Arc<dyn crate::features::WorkerFeature>>,
+    ) -> Result<WorkersShared, BuildError> {
         let workers = spec.workers.max(1);
         let rss = workers > 1
             && spec
@@ -132,6 +143,8 @@ impl WorkersShared {
             (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
         let flows = flow_switches(spec, &domain, &doorbells, tsc_hz)?;
         let lb = crate::lb::lb_control(spec, &domain);
+        let features = crate::features::FeatureArcs::new(features, spec.ports.len(), &domain)
+            .map_err(|e| BuildError::Routing(format!("feature arcs: {e}")))?;
         let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
         Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
@@ -141,6 +154,7 @@ impl WorkersShared {
             policies: crate::view::LivePolicies::new(spec),
             flows,
             lb,
+            features: Arc::new(features),
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
             vhost_devices: Mutex::default(),
             movable: Mutex::default(),
@@ -285,6 +299,7 @@ impl BuiltWorker {
             &shared.policies,
             (&shared.flows, index),
             shared.lb.as_deref(),
+            &shared.features,
         )?;
         if needs_rss_nodes {
             let workers = spec.workers.max(1);
@@ -381,6 +396,7 @@ pub fn add_protocol_nodes(
     let policies = crate::view::LivePolicies::new(spec);
     let flows = flow_switches(spec, &Domain::new(0).0, &[], tsc_hz)?;
     let lb = crate::lb::lb_control(spec, &Domain::new(0).0);
+    let features = crate::features::FeatureArcs::none(spec.ports.len());
     let mut state = add_protocol_nodes_with(
         spec,
         b,
@@ -391,6 +407,7 @@ pub fn add_protocol_nodes(
         &policies,
         (&flows, 0),
         lb.as_deref(),
+        &features,
     )?;
     state.fib = routing.stats();
     Ok(state)
@@ -433,7 +450,7 @@ pub fn flow_switches(
 /// ports take nothing), the packet capture of `vecplane ctl pcap` when `capture` is given,
 /// the tables of `tables`, the live settings of `policies` and the flow-mode bridges of
 /// `flows` (for worker `flows.1`), and the load balancer `lb` (its `lb` node between the IP
-/// inputs and lookups).
+/// inputs and lookups), with `features`' nodes on the arcs.
 #[allow(clippy::too_many_arguments)]
 pub fn add_protocol_nodes_with(
     spec: &DataplaneSpec,
@@ -445,6 +462,7 @@ pub fn add_protocol_nodes_with(
     policies: &crate::view::LivePolicies,
     (flows, worker): (&[Arc<FlowSwitch>], usize),
     lb: Option<&crate::lb::LbControl>,
+    features: &crate::features::FeatureArcs,
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
         &NeighbourConfig {
@@ -542,7 +560,8 @@ pub fn add_protocol_nodes_with(
         Some(stats)
     };
     let mut ethernet = EthernetInput::new(modes).with_arp();
-    let mut output = InterfaceOutput::new(tx_nodes).with_caps(caps);
+    let interface_tx = || InterfaceOutput::new(tx_nodes.clone()).with_caps(caps);
+    let mut output = interface_tx().with_arc(features.layout(), features.reader());
     if let Some(c) = capture {
         ethernet = ethernet.with_capture(c.clone());
         output = output.with_capture(c);
@@ -586,6 +605,10 @@ pub fn add_protocol_nodes_with(
         ip4_input = ip4_input.with_lb();
         ip6_input = ip6_input.with_lb();
     }
+    let arcs = features.layout();
+    ip4_input = ip4_input.with_arc(arcs, features.reader());
+    ip6_input = ip6_input.with_arc(arcs, features.reader());
+    features.add_nodes(worker, b, interface_tx, tsc_hz)?;
     b.add_node(Box::new(ethernet))
         .add_node(Box::new(L2Xconnect::new(peers)))
         .add_node(Box::new(ip4_input))

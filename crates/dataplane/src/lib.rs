@@ -5,6 +5,7 @@
 
 pub mod build;
 mod drivers;
+pub mod features;
 pub mod flows;
 pub mod handoff;
 pub mod idle;

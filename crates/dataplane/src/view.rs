@@ -37,6 +37,8 @@ pub struct RuntimeView {
     pub lb: Option<Arc<crate::lb::LbControl>>,
     /// Where the receive queues that may move run, and their moves (None: none may move).
     pub rxq: Option<Arc<crate::rebalance::Rebalancer>>,
+    /// The feature arcs: their features, and what is enabled on which port.
+    pub features: Arc<crate::features::FeatureArcs>,
 }
 
 /// The settings of a running data plane that the control plane changes live (reload): atomics

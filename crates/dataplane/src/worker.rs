@@ -53,8 +53,17 @@ impl Dataplane {
 
     /// Build with a known TSC frequency (benchmarks measure it once for many runs).
     pub fn with_tsc_hz(spec: &DataplaneSpec, tsc_hz: u64) -> Result<Dataplane, BuildError> {
+        Dataplane::with_features(spec, tsc_hz, Vec::new())
+    }
+
+    /// Build with a known TSC frequency and `features` on the arcs of every worker's graph.
+    pub fn with_features(
+        spec: &DataplaneSpec,
+        tsc_hz: u64,
+        features: Vec<Arc<dyn crate::features::WorkerFeature>>,
+    ) -> Result<Dataplane, BuildError> {
         let mut workers = Vec::new();
-        let shared = crate::build::WorkersShared::new(spec, tsc_hz)?;
+        let shared = crate::build::WorkersShared::with_features(spec, tsc_hz, features)?;
         for index in 0..spec.workers.max(1) {
             let w = BuiltWorker::with_shared(spec, index, tsc_hz, &shared)?;
             workers.push((w, spec.cpu_of(index)));
@@ -64,6 +73,7 @@ impl Dataplane {
         let policies = shared.policies.clone();
         let flows = shared.flows.clone();
         let lb = shared.lb.clone();
+        let features = shared.features.clone();
         let rxq =
             crate::rebalance::Rebalancer::new(shared.take_movable(), spec.workers.max(1), spec.rxq)
                 .map(Arc::new);
@@ -108,6 +118,7 @@ impl Dataplane {
             flows,
             lb,
             rxq,
+            features,
         };
         Ok(Dataplane { workers, view })
     }

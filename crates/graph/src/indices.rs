@@ -22,6 +22,10 @@ macro_rules! node_indices {
             /// The names, in index order.
             pub const NAMES: &'static [&'static str] = &[$($text),+];
 
+            /// How many there are (the first index after them).
+            #[allow(dead_code)]
+            pub const COUNT: u16 = Self::NAMES.len() as u16;
+
             /// The index (a next-node slot or an offset from the node's `error_base`).
             #[inline(always)]
             pub const fn id(self) -> u16 {

@@ -80,6 +80,8 @@ fn bad_source(a: u32) -> bool {
 pub struct Ip4Input {
     options: Arc<Ip4OptionsSetting>,
     lb: bool,
+    /// The `ip4-unicast` arc, when it has features.
+    arc: Option<crate::feature_arc::ArcStart>,
 }
 
 impl Ip4Input {
@@ -90,7 +92,28 @@ impl Ip4Input {
 
     /// A node whose options policy is `options` (shared, changed live).
     pub fn shared(options: Arc<Ip4OptionsSetting>) -> Ip4Input {
-        Ip4Input { options, lb: false }
+        Ip4Input {
+            options,
+            lb: false,
+            arc: None,
+        }
+    }
+
+    /// Begin the `ip4-unicast` feature arc of `arcs`: checked packets visit the features
+    /// enabled for their receive port (in `config`) before `ip4-lookup`.
+    pub fn with_arc(
+        mut self,
+        arcs: &graph::arc::Arcs,
+        config: live::Reader<graph::arc::ArcConfig>,
+    ) -> Ip4Input {
+        self.arc = crate::feature_arc::ArcStart::new(
+            arcs,
+            names::ARC_IP4_UNICAST,
+            config,
+            Ip4InputNext::COUNT,
+            Ip4InputNext::Lookup.id(),
+        );
+        self
     }
 
     /// Hand checked packets to the load balancer (`lb`, which passes what is not for a VIP on
@@ -150,6 +173,9 @@ impl Node for Ip4Input {
         if self.lb {
             v[Ip4InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
         }
+        if let Some(a) = &self.arc {
+            v.extend_from_slice(a.next_nodes());
+        }
         v
     }
 
@@ -160,6 +186,7 @@ impl Node for Ip4Input {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
         let drop_options = self.options.get() == Ip4Options::Drop;
+        let arc = self.arc.as_ref().map(|a| (a.cursor(), a.masks()));
         let mut all_lookup = true;
         for (i, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet_mut(b);
@@ -210,6 +237,8 @@ impl Node for Ip4Input {
                 if h[ip4::TTL] <= 1 {
                     meta.next_scratch = icmp_request(ICMP_TIME_EXCEEDED, 0, 0);
                     Ip4InputNext::Icmp.id()
+                } else if let Some((cursor, masks)) = arc {
+                    cursor.next(masks, usize::from(meta.rx_port))
                 } else {
                     Ip4InputNext::Lookup.id()
                 }

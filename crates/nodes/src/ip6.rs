@@ -70,6 +70,8 @@ fn address_error(src: u128, dst: u128) -> Option<Ip6InputError> {
 pub struct Ip6Input {
     nd: bool,
     lb: bool,
+    /// The `ip6-unicast` arc, when it has features.
+    arc: Option<crate::feature_arc::ArcStart>,
 }
 
 impl Ip6Input {
@@ -90,6 +92,28 @@ impl Ip6Input {
     /// to `ip6-lookup`) instead of `ip6-lookup`.
     pub fn with_lb(mut self) -> Ip6Input {
         self.lb = true;
+        self
+    }
+
+    /// Begin the `ip6-unicast` feature arc of `arcs`: checked packets visit the features
+    /// enabled for their receive port (in `config`) before `ip6-lookup`. Call after `with_nd`.
+    pub fn with_arc(
+        mut self,
+        arcs: &graph::arc::Arcs,
+        config: live::Reader<graph::arc::ArcConfig>,
+    ) -> Ip6Input {
+        let base = if self.nd {
+            Ip6InputNext::COUNT
+        } else {
+            Ip6InputNext::Nd.id()
+        };
+        self.arc = crate::feature_arc::ArcStart::new(
+            arcs,
+            names::ARC_IP6_UNICAST,
+            config,
+            base,
+            Ip6InputNext::Lookup.id(),
+        );
         self
     }
 }
@@ -159,6 +183,9 @@ impl Node for Ip6Input {
         if self.lb {
             v[Ip6InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
         }
+        if let Some(a) = &self.arc {
+            v.extend_from_slice(a.next_nodes());
+        }
         v
     }
 
@@ -168,6 +195,7 @@ impl Node for Ip6Input {
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
+        let arc = self.arc.as_ref().map(|a| (a.cursor(), a.masks()));
         let mut all_lookup = true;
         for (i, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet_mut(b);
@@ -214,6 +242,8 @@ impl Node for Ip6Input {
                 if h[ip6::HOP_LIMIT] <= 1 {
                     meta.next_scratch = icmp_request(ICMP6_TIME_EXCEEDED, 0, 0);
                     Ip6InputNext::Icmp.id()
+                } else if let Some((cursor, masks)) = arc {
+                    cursor.next(masks, usize::from(meta.rx_port))
                 } else {
                     Ip6InputNext::Lookup.id()
                 }

@@ -10,6 +10,7 @@ pub mod adjacency;
 pub mod bridge;
 pub mod drop;
 pub mod ethernet;
+pub mod feature_arc;
 pub mod fixed_table;
 pub mod flow_hash;
 pub mod flow_switch;
@@ -59,6 +60,15 @@ pub mod names {
     pub const IP6_ICMP_ERROR: &str = "ip6-icmp-error";
     /// Hands packets to the transmit node of `meta.tx_port`.
     pub const INTERFACE_OUTPUT: &str = "interface-output";
+    /// The end of the output arc: `interface-output` again, without the arc (packets that
+    /// visited output features reach their port through it).
+    pub const INTERFACE_TX: &str = "interface-tx";
+    /// The feature arc from `ip4-input` to `ip4-lookup` (place: the receive port).
+    pub const ARC_IP4_UNICAST: &str = "ip4-unicast";
+    /// The feature arc from `ip6-input` to `ip6-lookup` (place: the receive port).
+    pub const ARC_IP6_UNICAST: &str = "ip6-unicast";
+    /// The feature arc from `interface-output` to the port (place: the transmit port).
+    pub const ARC_OUTPUT: &str = "output";
 }
 
 /// Metadata flag: the packet was originated by vecplane (an ICMP error), so rewrite does not

@@ -2,6 +2,9 @@
 //! capture is armed, offers it to the capture). It owns the port-to-node map and what each port
 //! takes; a packet with offloads its port cannot take (a super-packet, a partial checksum, a
 //! jumbo buffer) is made fit in software first (`offload`). It changes no other packet's bytes.
+//! It starts the `output` feature arc: a packet whose transmit port has output features
+//! enabled visits them first and reaches its port through `interface-tx`, a second instance of
+//! this node without the arc.
 
 use crate::names;
 use crate::offload::{Fate, OffloadDrop, PortCaps, Replace, SoftwareOffload};
@@ -10,6 +13,10 @@ use std::sync::Arc;
 
 /// The `interface-output` node.
 pub struct InterfaceOutput {
+    /// `interface-output`, or `interface-tx` at the end of the output arc.
+    name: &'static str,
+    /// The `output` arc, when it has features (never on `interface-tx`).
+    arc: Option<crate::feature_arc::ArcStart>,
     /// Transmit node name per port id (None: the port cannot send).
     tx_nodes: Vec<Option<String>>,
     capture: Option<Arc<CaptureControl>>,
@@ -27,6 +34,8 @@ impl InterfaceOutput {
     /// A node for ports whose transmit nodes are `tx_nodes` (index = port id).
     pub fn new(tx_nodes: Vec<Option<String>>) -> InterfaceOutput {
         InterfaceOutput {
+            name: names::INTERFACE_OUTPUT,
+            arc: None,
             caps: vec![PortCaps::default(); tx_nodes.len()],
             tx_nodes,
             capture: None,
@@ -41,6 +50,30 @@ impl InterfaceOutput {
         for (slot, c) in self.caps.iter_mut().zip(caps) {
             *slot = *c;
         }
+        self
+    }
+
+    /// The same node as `interface-tx`, the end of the output arc (no arc, no capture: the
+    /// packets it gets were offered to the capture by `interface-output`).
+    pub fn as_arc_end(mut self) -> InterfaceOutput {
+        self.name = names::INTERFACE_TX;
+        self.arc = None;
+        self.capture = None;
+        self
+    }
+
+    /// Begin the `output` feature arc of `arcs`: a packet visits the features enabled for its
+    /// transmit port (in `config`) before `interface-tx` hands it to the port. Call once the
+    /// ports are known (`new`).
+    pub fn with_arc(
+        mut self,
+        arcs: &graph::arc::Arcs,
+        config: live::Reader<graph::arc::ArcConfig>,
+    ) -> InterfaceOutput {
+        let base = self.tx_nodes.len() as u16 + 1;
+        // The arc's end is never this node's next: a packet with nothing enabled goes to its
+        // port directly, and one with features never reaches the end from here.
+        self.arc = crate::feature_arc::ArcStart::new(arcs, names::ARC_OUTPUT, config, base, 0);
         self
     }
 
@@ -102,10 +135,11 @@ impl InterfaceOutput {
 
 impl Node for InterfaceOutput {
     fn name(&self) -> &str {
-        names::INTERFACE_OUTPUT
+        self.name
     }
 
-    /// Next 0 is `error-drop`; next `p + 1` is port `p`'s transmit node.
+    /// Next 0 is `error-drop`; next `p + 1` is port `p`'s transmit node; then the output
+    /// arc's feature nodes.
     fn next_nodes(&self) -> Vec<String> {
         std::iter::once(names::ERROR_DROP.to_string())
             .chain(
@@ -113,6 +147,7 @@ impl Node for InterfaceOutput {
                     .iter()
                     .map(|t| t.clone().unwrap_or_else(|| names::ERROR_DROP.to_string())),
             )
+            .chain(self.arc.iter().flat_map(|a| a.next_nodes().iter().cloned()))
             .collect()
     }
 
@@ -136,7 +171,22 @@ impl Node for InterfaceOutput {
             let meta = cx.pool.meta_mut(b);
             let p = meta.tx_port as usize;
             same &= meta.tx_port == first;
-            nexts[i] = if p >= ports {
+            // Output features enabled for the port: they see the packet as routed, and
+            // `interface-tx` makes it fit the port after them.
+            // (The snapshot is loaded per packet, a plain load on x86, because `fit` needs the
+            // node mutably; only when the arc has features.)
+            let features = self.arc.as_ref().map_or(0, |a| {
+                let mask = a.masks().get(p).copied().unwrap_or(0);
+                if mask == 0 {
+                    0
+                } else {
+                    a.cursor().next_for(mask)
+                }
+            });
+            nexts[i] = if features != 0 {
+                same = false;
+                features
+            } else if p >= ports {
                 meta.error = cx.error_base + OutputError::UnknownPort.id();
                 NEXT_DROP
             } else if self.tx_nodes[p].is_none() {

@@ -61,6 +61,20 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     ep(
         "get",
+        "/v1/features",
+        "The feature arcs, their features in order, and the ports each is enabled on",
+        &["format"],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/features",
+        "Enable and disable features of the arcs on ports, all or none",
+        &[],
+        Some("FeatureChanges"),
+    ),
+    ep(
+        "get",
         "/v1/interfaces",
         "Per port: driver, MAC, packets, bytes, drops",
         &["format"],
@@ -442,6 +456,19 @@ fn schemas() -> Value {
         "Batch": {
             "type": "object", "additionalProperties": false, "required": ["changes"],
             "properties": {"changes": {"type": "array", "items": {"$ref": "#/components/schemas/Change"}}}
+        },
+        "FeatureChanges": {
+            "type": "object", "additionalProperties": false, "required": ["changes"],
+            "properties": {"changes": {"type": "array", "items": {
+                "type": "object", "additionalProperties": false,
+                "required": ["port", "feature", "arc"],
+                "properties": {
+                    "port": {"type": "string", "example": "eth0"},
+                    "feature": {"type": "string", "example": "ipfix-ip4"},
+                    "arc": {"type": "string", "enum": ["ip4-unicast", "ip6-unicast", "output"]},
+                    "enable": {"type": "boolean", "default": true}
+                }
+            }}}
         },
         "Command": {
             "type": "object", "additionalProperties": false, "required": ["command"],

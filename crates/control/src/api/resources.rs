@@ -188,6 +188,11 @@ show!(
     []
 );
 show!(
+    get_features,
+    |_: &HashMap<String, String>| Ok("show features".to_string()),
+    []
+);
+show!(
     get_interfaces,
     |_: &HashMap<String, String>| Ok("show interfaces".to_string()),
     []
@@ -740,6 +745,52 @@ pub(crate) async fn method_not_allowed(
 pub(crate) async fn get_policies(State(s): Shared, q: Params) -> Response {
     match params(q, &[]) {
         Ok(_) => axum::Json(policies_api::show(&s.view.policies)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The body of `POST /v1/features`: changes applied together, all or none.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FeaturesBody {
+    changes: Vec<FeatureChangeBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FeatureChangeBody {
+    port: String,
+    feature: String,
+    arc: String,
+    #[serde(default = "enabled")]
+    enable: bool,
+}
+
+fn enabled() -> bool {
+    true
+}
+
+/// `POST /v1/features`: enable and disable features of the arcs on ports, all or none.
+pub(crate) async fn post_features(State(s): Shared, q: Params, b: Body) -> Response {
+    let run = || -> Result<Value, ApiError> {
+        params(q, &[])?;
+        let req: FeaturesBody = body(b)?;
+        let changes: Vec<crate::commands::FeatureChange> = req
+            .changes
+            .into_iter()
+            .map(|c| crate::commands::FeatureChange {
+                port: c.port,
+                feature: c.feature,
+                arc: c.arc,
+                enable: c.enable,
+            })
+            .collect();
+        let (_, data) = crate::commands::apply_features(&s.view, &changes)
+            .map_err(|e| ApiError::bad("changes", e.0))?;
+        Ok(data)
+    };
+    match run() {
+        Ok(v) => axum::Json(v).into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -60,6 +60,10 @@ pub enum Command {
     Help,
     /// `show rxq`
     ShowRxq,
+    /// `show features`
+    ShowFeatures,
+    /// `set interface feature PORT FEATURE arc ARC [disable]`
+    SetFeature(super::features::FeatureChange),
     /// `rxq move PORT PAIR WORKER`
     RxqMove {
         /// Port name.
@@ -220,6 +224,16 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "restart the interface counters from zero",
     ),
     ("clear errors", "restart the error counters from zero"),
+    (
+        "show features",
+        "the feature arcs, their features in the order packets visit them, and the ports each \
+         is enabled on",
+    ),
+    (
+        "set interface feature PORT FEATURE arc ARC [disable]",
+        "enable (or disable) FEATURE of arc ARC on port PORT while the data plane runs (VPP's \
+         spelling; the input arcs take the receive port, `output` the transmit port)",
+    ),
 ];
 
 /// A command that could not be parsed or executed.
@@ -330,7 +344,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
     match pick(
         first,
         &[
-            "help", "show", "trace", "clear", "pcap", "lb", "drain", "rxq",
+            "help", "show", "trace", "clear", "pcap", "lb", "drain", "rxq", "set",
         ],
     )
     .map_err(bad)?
@@ -392,6 +406,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     "pcap",
                     "lb",
                     "bgp",
+                    "features",
                 ],
             )
             .map_err(bad)?
@@ -407,6 +422,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "rxq" => {
                     extra(2, "show rxq")?;
                     Ok(Command::ShowRxq)
+                }
+                "features" => {
+                    extra(2, "show features")?;
+                    Ok(Command::ShowFeatures)
                 }
                 "interfaces" => {
                     extra(2, "show interfaces")?;
@@ -474,6 +493,14 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     Ok(Command::ShowFib { v6, query })
                 }
             }
+        }
+        "set" => {
+            if words.get(1..3) != Some(&["interface", "feature"][..]) {
+                return Err(bad(
+                    "`set` takes `set interface feature PORT FEATURE arc ARC [disable]`".into(),
+                ));
+            }
+            super::features::parse(&words[3..]).map(Command::SetFeature)
         }
         "rxq" => {
             let usage = "`rxq move PORT PAIR WORKER`, e.g. `rxq move vm1 1 0`";
