@@ -1,7 +1,8 @@
 //! The L4 load balancer's tables and packet work, independent of the graph: the VIP and
-//! application-server (AS) model, Maglev tables, the per-worker flow table, the
-//! encapsulations (L3DSR, GRE4, GRE6, NAT4, NAT6) and the VPP `lb` CLI language. It never does
-//! I/O, never blocks, and never allocates on a worker's per-packet path.
+//! application-server (AS) model, Maglev tables, its flows in the per-worker session table
+//! (`flowtable`; the table is the `session` crate's), the encapsulations (L3DSR, GRE4, GRE6,
+//! NAT4, NAT6) and the VPP `lb` CLI language. It never does I/O, never blocks, and never
+//! allocates on a worker's per-packet path.
 //!
 //! # Example
 //!

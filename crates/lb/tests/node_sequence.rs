@@ -4,11 +4,12 @@
 //! sweep. It documents the calling contract and checks that a flow keeps its server.
 
 use lb::encap;
-use lb::flowtable::{AsRef, FlowKey, FlowTable, Insert, Timeouts, Touch, BATCH};
+use lb::flowtable::{class_of, flow_key, touch_for, worker_tables, AsRef};
 use lb::parse::parse;
 use lb::stable_hash;
 use packet::checksum::checksum;
 use packet::BufferMeta;
+use session::{Insert, SessionTable, BATCH};
 
 const SERVERS: [[u8; 4]; 3] = [[198, 18, 2, 1], [198, 18, 2, 2], [198, 18, 2, 3]];
 
@@ -50,11 +51,10 @@ fn buffer(f: &[u8]) -> Buffer {
 }
 
 /// One vector through the node; returns each packet's server (None: dropped).
-fn run_vector(t: &mut FlowTable<AsRef>, bufs: &mut [Buffer], now: u32) -> Vec<Option<[u8; 4]>> {
+fn run_vector(t: &mut SessionTable<AsRef>, bufs: &mut [Buffer], now: u32) -> Vec<Option<[u8; 4]>> {
     const VIP: u32 = 0;
     let n = bufs.len().min(BATCH);
-    let mut keys = Vec::with_capacity(n); // a node keeps these arrays in its state
-    let mut hashes = Vec::with_capacity(n);
+    let mut hashes = Vec::with_capacity(n); // a node keeps these arrays in its state
     let mut touch = Vec::with_capacity(n);
     let mut parsed = Vec::with_capacity(n);
     for b in &bufs[..n] {
@@ -62,14 +62,14 @@ fn run_vector(t: &mut FlowTable<AsRef>, bufs: &mut [Buffer], now: u32) -> Vec<Op
         let l3 = &b.slot[start + usize::from(b.meta.l3_offset)..start + usize::from(b.meta.length)];
         let p = parse(l3, false).expect("test packets are well formed");
         // (the node finds the VIP by p.tuple in the snapshot here)
-        let k = FlowKey::new(VIP, &p.tuple);
-        hashes.push(t.hash(&k));
-        keys.push(k);
-        touch.push(Touch::for_kind(p.kind));
+        let h = t.hash(&flow_key(VIP, &p.tuple));
+        t.prefetch(h);
+        hashes.push(h);
+        touch.push(touch_for(p.kind));
         parsed.push(p);
     }
     let mut out = vec![None; n];
-    t.lookup_batch(&keys, &hashes, &touch, now, &mut out);
+    t.lookup_batch(&hashes, &touch, now, &mut out);
     let mut servers = Vec::with_capacity(n);
     for i in 0..n {
         let p = &parsed[i];
@@ -78,7 +78,8 @@ fn run_vector(t: &mut FlowTable<AsRef>, bufs: &mut [Buffer], now: u32) -> Vec<Op
             None => {
                 // Maglev stands in: the stable hash picks the server.
                 let s = stable_hash(&p.tuple, false) % SERVERS.len() as u32;
-                let r = t.insert(&keys[i], hashes[i], AsRef { slot: s, gen: 0 }, now);
+                let class = class_of(p.tuple.protocol);
+                let r = t.insert(hashes[i], AsRef { slot: s, gen: 0 }, class, now);
                 assert_ne!(r, Insert::Full, "plenty of room in this test");
                 s
             }
@@ -93,7 +94,8 @@ fn run_vector(t: &mut FlowTable<AsRef>, bufs: &mut [Buffer], now: u32) -> Vec<Op
 
 #[test]
 fn a_flow_keeps_its_server_and_counts_follow_expiry() {
-    let mut t = FlowTable::<AsRef>::new(1024, Timeouts::default(), 1, 3).expect("table");
+    // 3072 entries: 1024 buckets.
+    let (mut t, _nat) = worker_tables(3072, 1, 3).expect("tables");
     let counts = t.counts(); // the control plane keeps this Arc and reads it racily
     let mut first = Vec::new();
     for round in 0..3u32 {
@@ -111,10 +113,10 @@ fn a_flow_keeps_its_server_and_counts_follow_expiry() {
         }
     }
     assert_eq!(counts.total(), 200);
-    assert_eq!((0..3).map(|s| counts.slot(s)).sum::<u32>(), 200);
+    assert_eq!((0..3).map(|s| counts.bin(s)).sum::<u32>(), 200);
     // Long after the timeout, one sweep round (buckets / budget calls) uncounts them all.
     for _ in 0..1024 / 64 {
         t.sweep(1000, 64, |_| true);
     }
-    assert_eq!((counts.total(), counts.vip(0)), (0, 0));
+    assert_eq!((counts.total(), counts.group(0)), (0, 0));
 }

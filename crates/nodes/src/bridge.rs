@@ -914,7 +914,7 @@ impl Node for L2Bridge {
                     };
                     let orig: BufferMeta = *cx.pool.meta(b);
                     let headroom = cx.pool.headroom();
-                    let (cm, slot) = cx.pool.slot_mut(c);
+                    let (_, slot) = cx.pool.slot_mut(c);
                     let start = headroom - tag;
                     let total = scratch.len() + tag;
                     if start + total > slot.len() {
@@ -929,7 +929,8 @@ impl Node for L2Bridge {
                         put16(out, eth::TYPE + 2, out_tci);
                     }
                     out[eth::TYPE + tag..].copy_from_slice(&scratch[eth::TYPE..]);
-                    *cm = orig;
+                    cx.pool.copy_meta(b, c);
+                    let cm = cx.pool.meta_mut(c);
                     cm.data_offset = start as u16;
                     cm.length = total as u16;
                     cm.tx_port = fp.port;

@@ -38,6 +38,15 @@ struct Capture {
     out: Captured,
 }
 
+/// Every frame the bridge sends (originals and flood copies) carries the feature line
+/// `Inject` gave its packet.
+fn check_feature_line(pool: &BufferPool, b: u32) {
+    assert!(
+        crate::testkit::check_feature_line(pool, b),
+        "a frame lost its feature line"
+    );
+}
+
 impl Node for Capture {
     fn name(&self) -> &str {
         &self.name
@@ -55,6 +64,7 @@ impl Node for Capture {
             let tagged = be16(d, eth::TYPE) == eth::TYPE_VLAN;
             let l3 = eth::HEADER_LEN + if tagged { eth::TAG_LEN } else { 0 };
             assert_eq!(m.l3_offset as usize, l3, "l3_offset follows the tag");
+            check_feature_line(cx.pool, b);
             out.push((self.port, d.to_vec()));
         }
         cx.pool.free_batch(frame);
@@ -98,6 +108,7 @@ fn bridge_aging(
                 classify_like_ethernet_input(m, d);
             }
         },
+        feature_line: true,
         ..Inject::new(NAME, queue.clone())
     }));
     b.add_node(Box::new(node));

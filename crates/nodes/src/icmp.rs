@@ -8,7 +8,7 @@ use crate::{names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
 use packet::headers::{be128, be16, be32, ip4, ip6, proto, put16};
-use packet::meta::FLAG_FLOW_HASH;
+use packet::meta::{FLAG_FEATURE_META, FLAG_FLOW_HASH};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -286,7 +286,10 @@ impl Node for Ip4IcmpError {
                 Ok(total) => {
                     meta.length = meta.l3_offset + total as u16;
                     meta.l4_offset = meta.l3_offset + ip4::MIN_HEADER_LEN as u16;
-                    meta.flags = (meta.flags | FLAG_LOCAL_ORIGIN) & !FLAG_FLOW_HASH;
+                    // A new packet from here: the offending packet's hash and feature line
+                    // (its connection state) are not its own.
+                    meta.flags =
+                        (meta.flags | FLAG_LOCAL_ORIGIN) & !(FLAG_FLOW_HASH | FLAG_FEATURE_META);
                     Next::Lookup.id()
                 }
                 Err(reason) => {
@@ -437,7 +440,10 @@ impl Node for Ip6IcmpError {
                 Ok(total) => {
                     meta.length = meta.l3_offset + total as u16;
                     meta.l4_offset = meta.l3_offset + ip6::HEADER_LEN as u16;
-                    meta.flags = (meta.flags | FLAG_LOCAL_ORIGIN) & !FLAG_FLOW_HASH;
+                    // A new packet from here: the offending packet's hash and feature line
+                    // (its connection state) are not its own.
+                    meta.flags =
+                        (meta.flags | FLAG_LOCAL_ORIGIN) & !(FLAG_FLOW_HASH | FLAG_FEATURE_META);
                     Next::Lookup.id()
                 }
                 Err(reason) => {

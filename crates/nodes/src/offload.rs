@@ -179,10 +179,11 @@ impl SoftwareOffload {
                 outcome = Err(OffloadDrop::NoBuffer);
                 break;
             };
-            let (cm, slot) = pool.slot_mut(c);
+            let (_, slot) = pool.slot_mut(c);
             slot[headroom..headroom + hl]
                 .copy_from_slice(&self.headers[i * MAX_HEADER..i * MAX_HEADER + hl]);
-            *cm = m;
+            pool.copy_meta(b, c);
+            let cm = pool.meta_mut(c);
             cm.data_offset = headroom as u16;
             cm.length = len as u16;
             cm.clear_offload();
@@ -222,8 +223,8 @@ fn move_to_ordinary(
         pool.free(c);
         return Err(OffloadDrop::Malformed);
     }
+    pool.copy_meta(b, c);
     let cm = pool.meta_mut(c);
-    *cm = m;
     cm.data_offset = headroom as u16;
     if m.flags & FLAG_CSUM_PARTIAL != 0 {
         cm.csum_start = m

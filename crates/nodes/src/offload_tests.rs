@@ -6,7 +6,7 @@
 use crate::names;
 use crate::offload::PortCaps;
 use crate::output::InterfaceOutput;
-use crate::testkit::{Seen, Sink};
+use crate::testkit::{check_feature_line, Seen, Sink, TEST_FEATURE_LINE};
 use graph::{Dispatch, GraphBuilder, InputNode, NodeContext};
 use packet::checksum::{fold, pseudo_header_v6, sum};
 use packet::meta::{Offloads, FLAG_CSUM_PARTIAL, GSO_TCP6};
@@ -237,30 +237,48 @@ fn the_finisher_hands_out_plain_frames_in_ordinary_buffers() {
     };
     let mut pool = BufferPool::with_jumbo(config, 2).expect("pool");
     let mut fin = Finisher::new();
-    let mut got: Vec<(bool, BufferMeta, Vec<u8>)> = Vec::new();
+    // (jumbo, metadata, bytes, carries the feature line)
+    let mut got: Vec<(bool, BufferMeta, Vec<u8>, bool)> = Vec::new();
     let mut take = |pool: &mut BufferPool, c: u32| {
-        got.push((pool.is_jumbo(c), *pool.meta(c), pool.data(c).to_vec()));
+        let line = check_feature_line(pool, c);
+        got.push((pool.is_jumbo(c), *pool.meta(c), pool.data(c).to_vec(), line));
         pool.free(c);
     };
+    // Each packet carries a feature line: its segments and copies must too.
     let sp = tcp6(4000);
     let b = offloaded(&mut pool, &sp, 1400);
+    *pool.feature_meta_mut(b) = TEST_FEATURE_LINE;
     assert!(pool.is_jumbo(b));
     fin.finish(&mut pool, b, &mut take).expect("segmented");
     let small = tcp6(500);
     let b = offloaded(&mut pool, &small, 0);
+    *pool.feature_meta_mut(b) = TEST_FEATURE_LINE;
     fin.finish(&mut pool, b, &mut take)
         .expect("checksum finished");
-    assert_eq!(got.len(), 4, "three segments, then the small frame");
+    // Not a super-packet, but in a jumbo buffer: copied out to an ordinary one.
+    let mid = tcp6(1000);
+    let b = pool.alloc_jumbo().expect("a jumbo buffer");
+    assert!(pool.write_packet(b, &mid));
+    leave_offloads(pool.meta_mut(b), true, 0);
+    *pool.feature_meta_mut(b) = TEST_FEATURE_LINE;
+    fin.finish(&mut pool, b, &mut take).expect("copied out");
+    assert_eq!(got.len(), 5, "three segments, the small frame, the copy");
     let mut payload = Vec::new();
-    for (i, (jumbo, m, f)) in got.iter().enumerate() {
+    for (i, (jumbo, m, f, line)) in got.iter().enumerate() {
         assert!(!jumbo && !m.has_offload(), "frame {i}");
         assert!(tcp_ok(f), "frame {i}");
+        assert!(line, "frame {i} lost its feature line");
         if i < 3 {
             payload.extend_from_slice(&f[74..]);
         }
     }
     assert_eq!(payload, sp[74..]);
     assert_eq!(got[3].2[74..], small[74..]);
+    assert_eq!(got[4].2, {
+        let mut done = mid.clone();
+        done[70..72].copy_from_slice(&got[4].2[70..72]);
+        done
+    });
 
     // What cannot be cut stays the caller's.
     let mut bad = tcp6(4000);

@@ -1,10 +1,12 @@
 //! Test graph parts shared by the nodes' crafted-packet tests: `Inject`, an input that turns
 //! queued frames into buffers (setting the receive port, then whatever else the test's `setup`
-//! says, e.g. what `ethernet-input` would have learned), and `Sink`, a next node that records what
-//! reaches it. Test-only; never part of a data plane.
+//! says, e.g. what `ethernet-input` would have learned, and, when asked, a feature line), and
+//! `Sink`, a next node that records what reaches it (checking any feature line it carries).
+//! Test-only; never part of a data plane.
 
 use graph::{Dispatch, InputNode, Node, NodeContext};
-use packet::BufferMeta;
+use packet::meta::{FeatureMeta, CT_NEW, CT_TRACKED, FM_CT, FM_MARK};
+use packet::{BufferMeta, BufferPool};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +21,36 @@ pub(crate) struct Inject {
     pub queue: Queue,
     /// Called on each buffer after its bytes and receive port are set.
     pub setup: fn(&mut BufferMeta, &[u8]),
+    /// Give every buffer `TEST_FEATURE_LINE`.
+    pub feature_line: bool,
+}
+
+/// The feature line `Inject` gives every frame when asked, and the only one a test graph may
+/// show: sinks and captures check (`check_feature_line`) that a packet carrying a line carries
+/// this one, so a copy, segment or fragment that took another packet's line, or a stale one,
+/// fails the test.
+pub(crate) const TEST_FEATURE_LINE: FeatureMeta = FeatureMeta {
+    valid: FM_CT | FM_MARK,
+    ct_state: CT_TRACKED | CT_NEW,
+    zone: 9,
+    opaque_owner: 0,
+    session: 77,
+    mark: 0x5e55_1011,
+    tun6_src: [0; 16],
+    tun6_dst: [0; 16],
+    opaque: [0; 16],
+};
+
+/// Whether buffer `b` carries a feature line; panics when it carries one other than
+/// `TEST_FEATURE_LINE`.
+pub(crate) fn check_feature_line(pool: &BufferPool, b: u32) -> bool {
+    match pool.feature_meta(b) {
+        Some(f) => {
+            assert_eq!(*f, TEST_FEATURE_LINE, "buffer {b}: a foreign feature line");
+            true
+        }
+        None => false,
+    }
 }
 
 impl Inject {
@@ -28,6 +60,7 @@ impl Inject {
             next,
             queue,
             setup: |_, _| {},
+            feature_line: false,
         }
     }
 }
@@ -61,6 +94,9 @@ impl InputNode for Inject {
             let (m, d) = cx.pool.packet_mut(b);
             m.rx_port = port;
             (self.setup)(m, d);
+            if self.feature_line {
+                *cx.pool.feature_meta_mut(b) = TEST_FEATURE_LINE;
+            }
             out[n] = b;
             n += 1;
         }
@@ -83,6 +119,7 @@ impl Node for Sink {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
         let mut seen = self.1.lock().expect("lock");
         for &b in frame {
+            check_feature_line(cx.pool, b);
             seen.push((
                 self.0.to_string(),
                 *cx.pool.meta(b),

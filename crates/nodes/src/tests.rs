@@ -68,6 +68,8 @@ pub(crate) struct Capture {
     pub(crate) name: String,
     pub(crate) port: u16,
     pub(crate) out: Captured,
+    /// Every packet must carry `testkit::TEST_FEATURE_LINE` (any that carries a line must).
+    pub(crate) feature_line: bool,
 }
 
 impl Node for Capture {
@@ -81,6 +83,8 @@ impl Node for Capture {
         let mut out = self.out.lock().expect("lock");
         for &b in frame {
             assert_eq!(cx.pool.meta(b).tx_port, self.port);
+            let has = crate::testkit::check_feature_line(cx.pool, b);
+            assert!(has || !self.feature_line, "a packet lost its feature line");
             out.push((self.port, cx.pool.data(b).to_vec()));
         }
         cx.pool.free_batch(frame);
@@ -214,6 +218,7 @@ fn router(frames: Vec<(u16, Vec<u8>)>, options: Ip4Options, icmp_burst: u32) -> 
             name: format!("tx{p}"),
             port: p,
             out: out.clone(),
+            feature_line: false,
         }));
     }
     let pool = BufferPool::new(PoolConfig {

@@ -1,10 +1,11 @@
-//! The buffer pool: one memory region of fixed-size buffer slots plus a metadata array, handed out
-//! as `u32` indices in batches. A pool may also hold a few jumbo slots (64 KiB, in a region of
+//! The buffer pool: one memory region of fixed-size buffer slots plus two metadata arrays (the
+//! hot `BufferMeta` line, and the `FeatureMeta` line only features that need it touch), handed
+//! out as `u32` indices in batches. A pool may also hold a few jumbo slots (64 KiB, in a region of
 //! their own, indices after the ordinary ones) for offloaded super-packets: they are handed out
 //! only by `alloc_jumbo`, so ports that register the ordinary region (AF_XDP) never see one. It owns buffer memory and the free list; it never blocks, never
 //! allocates after construction and never panics on exhaustion (a short batch is the answer).
 
-use crate::meta::BufferMeta;
+use crate::meta::{BufferMeta, FeatureMeta, FLAG_FEATURE_META};
 use thiserror::Error;
 
 /// Bytes of data a jumbo buffer holds: the largest frame `BufferMeta::length` can describe.
@@ -81,6 +82,9 @@ pub struct PoolStats {
 /// A pool of packet buffers owned by one worker.
 pub struct BufferPool {
     metas: Vec<BufferMeta>,
+    /// The feature line of each buffer: valid only with `FLAG_FEATURE_META` in its hot line, so
+    /// allocation never writes it.
+    features: Vec<FeatureMeta>,
     region: *mut u8,
     region_len: usize,
     stride: usize,
@@ -134,6 +138,7 @@ impl BufferPool {
         free.extend((0..config.buffers).rev());
         Ok(BufferPool {
             metas: vec![BufferMeta::default(); n],
+            features: vec![FeatureMeta::default(); n],
             region,
             region_len,
             stride,
@@ -175,6 +180,8 @@ impl BufferPool {
         pool.jumbo_free = (first..first + jumbo).rev().collect();
         pool.metas
             .resize(pool.metas.len() + jumbo as usize, BufferMeta::default());
+        pool.features
+            .resize(pool.metas.len(), FeatureMeta::default());
         #[cfg(debug_assertions)]
         pool.in_use.resize(pool.metas.len(), false);
         Ok(pool)
@@ -373,6 +380,41 @@ impl BufferPool {
     #[inline(always)]
     pub fn meta_mut(&mut self, buffer: u32) -> &mut BufferMeta {
         &mut self.metas[buffer as usize]
+    }
+
+    /// The feature line of a buffer, when it holds this packet's values (`FLAG_FEATURE_META`
+    /// in the hot line); `None` for a packet no feature wrote one for.
+    #[inline(always)]
+    pub fn feature_meta(&self, buffer: u32) -> Option<&FeatureMeta> {
+        let i = buffer as usize;
+        (self.metas[i].flags & FLAG_FEATURE_META != 0).then(|| &self.features[i])
+    }
+
+    /// The feature line of a buffer, to write: when it did not hold this packet's values yet
+    /// (a previous packet's may still be there) it is reset first and `FLAG_FEATURE_META` set.
+    #[inline]
+    pub fn feature_meta_mut(&mut self, buffer: u32) -> &mut FeatureMeta {
+        let i = buffer as usize;
+        let m = &mut self.metas[i];
+        if m.flags & FLAG_FEATURE_META == 0 {
+            m.flags |= FLAG_FEATURE_META;
+            self.features[i] = FeatureMeta::default();
+        }
+        &mut self.features[i]
+    }
+
+    /// Give buffer `to` the metadata of buffer `from`, for a copy, segment or fragment of its
+    /// packet: the hot line, and the feature line when `from` has one. The caller then adjusts
+    /// what differs (offsets, length, offloads) in the hot line. Every copy of a packet's
+    /// metadata goes through here, so a copy never claims a feature line it did not get.
+    #[inline]
+    pub fn copy_meta(&mut self, from: u32, to: u32) {
+        let (f, t) = (from as usize, to as usize);
+        let m = self.metas[f];
+        self.metas[t] = m;
+        if m.flags & FLAG_FEATURE_META != 0 {
+            self.features[t] = self.features[f];
+        }
     }
 
     /// Start and length of a buffer's slot.
@@ -652,6 +694,70 @@ mod tests {
         assert_eq!(p.meta(b2).length, 0);
         assert_eq!(p.meta(b2).flags, 0);
         assert_eq!(p.meta(b2).data_offset as usize, p.headroom());
+    }
+
+    #[test]
+    fn a_reallocated_buffer_shows_no_previous_feature_line() {
+        use crate::meta::{FLAG_FEATURE_META, FM_CT, FM_MARK};
+        let mut p = small();
+        let b = p.alloc().expect("one");
+        assert!(p.feature_meta(b).is_none(), "a fresh buffer has none");
+        let f = p.feature_meta_mut(b);
+        f.valid = FM_CT | FM_MARK;
+        (f.zone, f.mark, f.session) = (7, 0xdead, 42);
+        assert_eq!(p.feature_meta(b).map(|f| f.mark), Some(0xdead));
+        p.free(b);
+        let b2 = p.alloc().expect("one");
+        assert_eq!(b, b2);
+        assert!(
+            p.feature_meta(b2).is_none(),
+            "the old packet's line is not this one's"
+        );
+        assert_eq!(p.meta(b2).flags & FLAG_FEATURE_META, 0);
+        // Writing the new packet's line starts from nothing, whatever the slot still holds.
+        assert_eq!(*p.feature_meta_mut(b2), FeatureMeta::default());
+        p.feature_meta_mut(b2).mark = 1;
+        assert_eq!(
+            p.feature_meta_mut(b2).mark,
+            1,
+            "a second write keeps the first"
+        );
+        // A hot line overwritten whole (a port building its metadata) drops the claim too.
+        *p.meta_mut(b2) = BufferMeta::default();
+        assert!(p.feature_meta(b2).is_none());
+    }
+
+    #[test]
+    fn copies_take_the_feature_line_along() {
+        use crate::meta::FM_TUN6;
+        let mut p = BufferPool::with_jumbo(
+            PoolConfig {
+                buffers: 4,
+                try_hugepages: false,
+                ..PoolConfig::default()
+            },
+            1,
+        )
+        .expect("pool");
+        let (a, j) = (p.alloc().expect("a"), p.alloc_jumbo().expect("jumbo"));
+        p.meta_mut(a).length = 60;
+        let f = p.feature_meta_mut(a);
+        f.valid = FM_TUN6;
+        f.tun6_src = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let want = *f;
+        // To a jumbo buffer and on to an ordinary one: both lines travel.
+        p.copy_meta(a, j);
+        let c = p.alloc().expect("c");
+        p.copy_meta(j, c);
+        for x in [j, c] {
+            assert_eq!(p.meta(x), p.meta(a));
+            assert_eq!(p.feature_meta(x), Some(&want));
+        }
+        // A packet without a line copied over a buffer whose slot still holds one: none.
+        let plain = p.alloc().expect("plain");
+        p.copy_meta(plain, c);
+        assert!(p.feature_meta(c).is_none());
+        assert_eq!(p.feature_meta(a), Some(&want), "the source keeps its own");
     }
 
     #[test]

@@ -19,8 +19,8 @@ fn is_output(a: &DpAction) -> bool {
     )
 }
 
-/// A copy of packet `b` in a new buffer (metadata too, at the same place in its slot), or None
-/// when the pool is empty.
+/// A copy of packet `b` in a new buffer (metadata and feature line too, at the same place in
+/// its slot), or None when the pool is empty.
 fn copy_packet(pool: &mut BufferPool, b: u32) -> Option<u32> {
     let meta = *pool.meta(b);
     let len = usize::from(meta.length);
@@ -30,7 +30,7 @@ fn copy_packet(pool: &mut BufferPool, b: u32) -> Option<u32> {
         pool.free(c);
         return None;
     }
-    *pool.meta_mut(c) = meta;
+    pool.copy_meta(b, c);
     Some(c)
 }
 

@@ -95,7 +95,11 @@ fn switch_with(
     let queue: Queue = Arc::default();
     let captured: Captured = Arc::default();
     let mut b = GraphBuilder::new();
-    b.add_input(Box::new(Inject::new(NAME, queue.clone())));
+    // Every frame carries a feature line, which every copy must take along.
+    b.add_input(Box::new(Inject {
+        feature_line: true,
+        ..Inject::new(NAME, queue.clone())
+    }));
     b.add_input(Box::new(maintenance));
     b.add_node(Box::new(node));
     b.add_node(Box::new(
@@ -122,6 +126,7 @@ fn switch_with(
             name: format!("tx{p}"),
             port: p,
             out: captured.clone(),
+            feature_line: true,
         }));
     }
     let pool = BufferPool::new(PoolConfig {

@@ -15,6 +15,7 @@ use lb::model::LbState;
 use live::{Domain, Publisher};
 use packet::checksum;
 use packet::headers::{be16, put16};
+use packet::meta::FLAG_FEATURE_META;
 use packet::{BufferMeta, BufferPool, PoolConfig};
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -77,8 +78,10 @@ impl FragLab {
         let seen: Seen = Arc::default();
         let queue: Queue = Arc::default();
         let mut b = GraphBuilder::new();
+        // Every packet carries a feature line: its fragments must take it along.
         b.add_input(Box::new(Inject {
             setup: ip_input_like,
+            feature_line: true,
             ..Inject::new(LB, queue.clone())
         }));
         b.add_node(Box::new(node));
@@ -316,6 +319,10 @@ fn a_1500_byte_packet_without_df_to_a_gre4_vip_leaves_as_fragments_that_reassemb
     let sent = udp4(VIP4, 1500, 0);
     let out = lab.run(vec![frame(&sent)]);
     assert_eq!(out.len(), 2, "{out:?}");
+    assert!(
+        out.iter().all(|o| o.1.flags & FLAG_FEATURE_META != 0),
+        "every fragment keeps the packet's feature line (the sink checked its content)"
+    );
     let inner: Vec<Vec<u8>> = out.iter().map(|o| gre4_inner(o, 1500)).collect();
     assert_eq!(inner[0].len(), 1476, "the first fragment fills the tunnel");
     assert_eq!(be16(&inner[0], 6), 0x2000, "MF, offset 0");

@@ -17,7 +17,7 @@ use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Emitter, Node, NodeContext, NEXT_CONSUMED};
 use lb::counters::LbWorkerCounters;
 use lb::encap::{self, EncapError};
-use lb::flowtable::{self, AsRef, FlowHash, FlowKey, FlowTable, NatReverse, Touch};
+use lb::flowtable::{self, AsRef, NatReverse};
 use lb::model::{AsSlot, Encap, VipId, VipProtocol, MAX_AS_SLOTS, MAX_VIPS};
 use lb::nat_inside::NatInside;
 use lb::parse::{self, Kind, Parsed};
@@ -26,6 +26,7 @@ use lb::{stable_hash, FiveTuple};
 use live::Reader;
 use packet::meta::FLAG_IP6;
 use packet::{BufferMeta, BufferPool, VECTOR_SIZE};
+use session::{Insert, SessionHash, SessionTable, Touch};
 use std::sync::Arc;
 
 #[cfg(test)]
@@ -115,7 +116,7 @@ pub struct LbConfig {
     /// This worker's counters (read by the control plane).
     pub counters: Arc<LbWorkerCounters>,
     /// Flow-table entries: the table holds at least this many (3 a bucket, a power of two of
-    /// buckets, at most `flowtable::MAX_BUCKETS` buckets).
+    /// buckets, at most `session::MAX_BUCKETS` buckets).
     pub flow_entries: usize,
     /// The MTU of the path toward servers (the smallest port MTU), for GRE.
     pub mtu: u16,
@@ -137,8 +138,8 @@ struct Work {
 pub struct LbNode {
     tables: Reader<LbTables>,
     counters: Arc<LbWorkerCounters>,
-    flows: FlowTable<AsRef>,
-    nat: FlowTable<NatReverse>,
+    flows: SessionTable<AsRef>,
+    nat: SessionTable<NatReverse>,
     nat_inside: Arc<NatInside>,
     probe: Option<LbProbe>,
     mtu: u16,
@@ -146,16 +147,15 @@ pub struct LbNode {
     last_publish_s: u32,
     /// Per packet of the vector (by its index in the frame).
     work: Vec<Work>,
-    /// The frame indices of the vector's VIP packets; `keys`, `hashes`, `touch` and `found`
-    /// follow this order.
+    /// The frame indices of the vector's VIP packets; `hashes`, `touch` and `found` follow
+    /// this order.
     sel: Vec<u16>,
-    keys: Vec<FlowKey>,
-    hashes: Vec<FlowHash>,
+    hashes: Vec<SessionHash>,
     touch: Vec<Touch>,
     found: Vec<Option<AsRef>>,
     /// NAT reverse entries of this vector's new flows, written after pass 3 (their buckets
     /// are prefetched when they are made, so the other packets' work hides the misses).
-    nat_pending: Vec<(FlowKey, FlowHash, NatReverse)>,
+    nat_pending: Vec<(SessionHash, NatReverse, u8)>,
     /// The fast lane's scratch, and the packets of a plain chunk it leaves to the general
     /// pass 3.
     lane: plain::Lane,
@@ -170,18 +170,15 @@ pub struct LbNode {
 impl LbNode {
     /// A node reading `cfg.tables`.
     pub fn new(cfg: LbConfig) -> Result<LbNode, flowtable::FlowTableError> {
-        let buckets = flowtable::buckets_for(cfg.flow_entries);
-        let timeouts = flowtable::Timeouts::default();
         // NAT reverse entries: one per NAT flow; a quarter of the forward table (the sizes the
         // LB memory budget counts, `flowtable::worker_tables_bytes`).
-        let nat_buckets = flowtable::nat_buckets_for(buckets);
-        let flows = FlowTable::new(buckets, timeouts, MAX_VIPS, MAX_AS_SLOTS)?;
+        let (flows, nat) = flowtable::worker_tables(cfg.flow_entries, MAX_VIPS, MAX_AS_SLOTS)?;
         cfg.counters.flow_table_entries.set(flows.capacity() as u64);
         Ok(LbNode {
             tables: cfg.tables,
             counters: cfg.counters,
             flows,
-            nat: FlowTable::new(nat_buckets, timeouts, MAX_VIPS, 1)?,
+            nat,
             nat_inside: cfg.nat_inside,
             probe: cfg.probe,
             mtu: cfg.mtu,
@@ -200,8 +197,7 @@ impl LbNode {
                 VECTOR_SIZE
             ],
             sel: vec![0; VECTOR_SIZE],
-            keys: vec![FlowKey::default(); VECTOR_SIZE],
-            hashes: vec![FlowHash::default(); VECTOR_SIZE],
+            hashes: vec![SessionHash::default(); VECTOR_SIZE],
             touch: vec![Touch::Refresh; VECTOR_SIZE],
             found: vec![None; VECTOR_SIZE],
             nat_pending: Vec::with_capacity(VECTOR_SIZE),
@@ -226,8 +222,8 @@ struct Observed {
 fn observe(
     t: &LbTables,
     seen: &mut Observed,
-    flows: &mut FlowTable<AsRef>,
-    nat: &mut FlowTable<NatReverse>,
+    flows: &mut SessionTable<AsRef>,
+    nat: &mut SessionTable<NatReverse>,
 ) {
     if t.version() == seen.version {
         return;
@@ -240,8 +236,8 @@ fn observe(
         other: c.other,
         closing: flowtable::Timeouts::default().closing.min(c.tcp),
     };
-    flows.set_timeouts(ft);
-    nat.set_timeouts(ft);
+    flows.set_timeouts(ft.classes());
+    nat.set_timeouts(ft.classes());
     seen.active = t.vips().next().is_some();
     seen.has_nat = t
         .vips()
@@ -249,15 +245,15 @@ fn observe(
 }
 
 /// Copy the flow table's live counts into the counters of the VIPs and slots that exist.
-fn publish_live(flows: &FlowTable<AsRef>, counters: &LbWorkerCounters, t: &LbTables) {
+fn publish_live(flows: &SessionTable<AsRef>, counters: &LbWorkerCounters, t: &LbTables) {
     let counts = flows.counts();
     for v in t.vips() {
         if let Some(c) = counters.vip(v.id) {
-            c.live_flows.set(counts.vip(v.id.0) as u64);
+            c.live_flows.set(counts.group(v.id.0) as u64);
         }
         for &s in &v.slots {
             if let Some(c) = counters.slot(s) {
-                c.live_flows.set(counts.slot(s.0) as u64);
+                c.live_flows.set(counts.bin(s.0) as u64);
             }
         }
     }
@@ -328,7 +324,6 @@ impl Node for LbNode {
             last_publish_s,
             work,
             sel,
-            keys,
             hashes,
             touch,
             found,
@@ -362,12 +357,7 @@ impl Node for LbNode {
             let frame = &whole_frame[start..end];
             let nexts = &mut whole_nexts[start..end];
             let plain_n = if try_plain {
-                let out = plain::Keys {
-                    sel,
-                    keys,
-                    hashes,
-                    touch,
-                };
+                let out = plain::Keys { sel, hashes, touch };
                 lane.prepare(cx, frame, nexts, tables, flows, probe_port, &mut memo4, out)
             } else {
                 None
@@ -442,12 +432,11 @@ impl Node for LbNode {
                             }
                         }
                         Some(vip) => {
-                            keys[n] = FlowKey::new(vip.0, &parsed.tuple);
-                            hashes[n] = flows.hash(&keys[n]);
+                            hashes[n] = flows.hash(&flowtable::flow_key(vip.0, &parsed.tuple));
                             // Start loading the flow's bucket now: the work on the rest of the
                             // vector hides the memory latency.
                             flows.prefetch(hashes[n]);
-                            touch[n] = Touch::for_kind(parsed.kind);
+                            touch[n] = flowtable::touch_for(parsed.kind);
                             sel[n] = i as u16;
                             slot.vip = vip;
                             n += 1;
@@ -463,14 +452,13 @@ impl Node for LbNode {
                             && !probe.as_ref().is_some_and(|pr| pr.is_reply(&parsed.tuple)) =>
                         {
                             // Maybe a NAT server's reply: server:target_port -> client.
-                            let k = FlowKey::reverse(&parsed.tuple);
-                            let h = nat.hash(&k);
+                            let h = nat.hash(&flowtable::reverse_key(&parsed.tuple));
                             let t = if parsed.kind == Kind::FinRst {
-                                Touch::Close
+                                Touch::Shorten(flowtable::CLASS_CLOSING)
                             } else {
                                 Touch::Refresh
                             };
-                            match nat.lookup(&k, h, now, t) {
+                            match nat.lookup(h, now, t) {
                                 Some(_) if cx.pool.meta(b).has_offload() => {
                                     nexts[i] = finish_offload(offload, emitter, cx, start + i, b);
                                 }
@@ -491,7 +479,7 @@ impl Node for LbNode {
             };
             // Pass 2: the flow table, batched (the primary buckets were prefetched in pass 1).
             if n > 0 {
-                flows.lookup_batch(&keys[..n], &hashes[..n], &touch[..n], now, &mut found[..n]);
+                flows.lookup_batch(&hashes[..n], &touch[..n], now, &mut found[..n]);
             }
             // Pass 3: choose, count, encapsulate. A plain chunk has its known flows done by the
             // lane, and lists the rest.
@@ -557,13 +545,14 @@ impl Node for LbNode {
                         } else {
                             let gen = tables.as_entry(slot).gen;
                             let v = AsRef { slot: slot.0, gen };
-                            match flows.insert(&keys[j], hashes[j], v, now) {
-                                flowtable::Insert::Full => {
+                            let class = flowtable::class_of(p.tuple.protocol);
+                            match flows.insert(hashes[j], v, class, now) {
+                                Insert::Full => {
                                     if let Some(c) = vc {
                                         c.table_full.add(1);
                                     }
                                 }
-                                flowtable::Insert::New | flowtable::Insert::Replaced => {}
+                                Insert::New | Insert::Replaced => {}
                             }
                             if let Some(c) = vc {
                                 c.new_flows.add(1);
@@ -602,15 +591,14 @@ impl Node for LbNode {
                         } else {
                             target_port
                         };
-                        let k = FlowKey::reverse(&reply);
-                        let h = nat.hash(&k);
+                        let h = nat.hash(&flowtable::reverse_key(&reply));
                         let v = NatReverse {
                             vip: w.vip.0,
                             addr: p.tuple.dst,
                             port: p.tuple.dst_port,
                         };
                         nat.prefetch_for_insert(h);
-                        nat_pending.push((k, h, v));
+                        nat_pending.push((h, v, flowtable::class_of(reply.protocol)));
                     }
                 }
                 match result {
@@ -681,8 +669,8 @@ impl Node for LbNode {
         if let Some((id, packets, bytes)) = vip_run {
             add_vip_traffic(counters, id, packets, bytes);
         }
-        for (k, h, v) in nat_pending.drain(..) {
-            nat.insert(&k, h, v, now);
+        for (h, v, class) in nat_pending.drain(..) {
+            nat.insert(h, v, class, now);
         }
         // Bounded upkeep: reclaim expired and flushed entries so live counts stay true.
         flows.sweep(now, SWEEP_BUDGET, |v| {

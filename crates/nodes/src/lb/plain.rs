@@ -5,7 +5,7 @@
 //! and the packets of known flows are rewritten in place by `encap::l3dsr_plain4`. Everything
 //! else (a new flow, a stale entry, any other packet in the chunk) goes the general way, with
 //! the same keys, the same flow table and the same bytes out: the lane only skips work, never
-//! decides differently (property tests in `lb` hold `plain4`, `FlowKey::plain4` and
+//! decides differently (property tests in `lb` hold `plain4`, `flowtable::plain4_key` and
 //! `l3dsr_plain4` to their general twins; `tests.rs` holds whole vectors to it). It never
 //! allocates, locks or makes a syscall.
 
@@ -13,11 +13,12 @@ use super::{count_sent, flow_serves, l3_of, v4_of, LbError, LbNext, VipRun, Work
 use graph::NodeContext;
 use lb::counters::LbWorkerCounters;
 use lb::encap;
-use lb::flowtable::{AsRef, FlowHash, FlowKey, FlowTable, Touch};
+use lb::flowtable::{self, AsRef};
 use lb::model::{AsSlot, Encap, VipId};
 use lb::parse::{self, Plain4};
 use lb::snapshot::LbTables;
 use packet::meta::FLAG_IP6;
+use session::{SessionHash, SessionTable, Touch};
 
 /// The last VIP answer of the lane (packets come in runs to one VIP): destination, protocol
 /// and port asked, and the VIP with its DSCP (`None`: not an L3DSR VIP). Lives for one
@@ -64,11 +65,10 @@ pub(super) struct Lane {
     vip: Vec<(VipId, u8)>,
 }
 
-/// Where the lane writes its keys, in the node's arrays (`sel`, `keys`, `hashes`, `touch`).
+/// Where the lane writes its keys' hashes, in the node's arrays (`sel`, `hashes`, `touch`).
 pub(super) struct Keys<'a> {
     pub(super) sel: &'a mut [u16],
-    pub(super) keys: &'a mut [FlowKey],
-    pub(super) hashes: &'a mut [FlowHash],
+    pub(super) hashes: &'a mut [SessionHash],
     pub(super) touch: &'a mut [Touch],
 }
 
@@ -91,7 +91,7 @@ impl Lane {
         frame: &[u32],
         nexts: &mut [u16],
         tables: &LbTables,
-        flows: &FlowTable<AsRef>,
+        flows: &SessionTable<AsRef>,
         probe_port: Option<u16>,
         memo: &mut Memo4,
         out: Keys<'_>,
@@ -100,11 +100,10 @@ impl Lane {
             .len()
             .min(self.plain.len())
             .min(out.sel.len())
-            .min(out.keys.len())
             .min(out.hashes.len())
             .min(out.touch.len());
         // Every array cut to `n`: the indexing below then needs no bounds checks.
-        let (frame, sel, keys) = (&frame[..n], &mut out.sel[..n], &mut out.keys[..n]);
+        let (frame, sel) = (&frame[..n], &mut out.sel[..n]);
         let (hashes, touch) = (&mut out.hashes[..n], &mut out.touch[..n]);
         let (plain, vips) = (&mut self.plain[..n], &mut self.vip[..n]);
         for (j, &b) in frame.iter().enumerate() {
@@ -115,12 +114,10 @@ impl Lane {
             }
             let p = parse::plain4(l3_of(meta, data))?;
             let (vip, dscp) = memo.vip(tables, &p)?;
-            let key = FlowKey::plain4(vip.0, &p);
-            let h = flows.hash(&key);
+            let h = flows.hash(&flowtable::plain4_key(vip.0, &p));
             flows.prefetch(h);
-            keys[j] = key;
             hashes[j] = h;
-            touch[j] = Touch::for_kind(p.kind);
+            touch[j] = flowtable::touch_for(p.kind);
             sel[j] = j as u16;
             plain[j] = p;
             vips[j] = (vip, dscp);

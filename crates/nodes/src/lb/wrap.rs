@@ -213,9 +213,10 @@ pub(super) fn wrap_fragments(
             len: split.fragment_len(k),
             ..*p
         };
-        let (cm, slot) = pool.slot_mut(c);
+        let (_, slot) = pool.slot_mut(c);
         split.write_header(&header, k, &mut slot[headroom..]);
-        *cm = m;
+        pool.copy_meta(b, c);
+        let cm = pool.meta_mut(c);
         cm.clear_offload();
         cm.data_offset = headroom as u16;
         cm.l3_offset = 0;
