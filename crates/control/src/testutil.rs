@@ -112,6 +112,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         flows: Vec::new(),
         lb: None,
         rxq: None,
+        channels: Arc::new(dataplane::channels::Channels::new(spec, &[], 2_000_000_000)),
         routing: Arc::new(std::sync::Mutex::new(
             dataplane::routing::Routing::without_workers(spec)
                 .expect("an empty routing table builds"),

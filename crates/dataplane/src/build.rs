@@ -109,6 +109,8 @@ pub struct WorkersShared {
     pub flows: Vec<Arc<FlowSwitch>>,
     /// The load balancer (None without `[lb]`), changed by the control side.
     pub lb: Option<Arc<crate::lb::LbControl>>,
+    /// The punt and inject channels to the control plane.
+    pub channels: Arc<crate::channels::Channels>,
     /// Each worker's epoch handle, taken by the worker built with that index.
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
     /// vhost-user devices by port id, opened by the first worker built that needs one.
@@ -133,6 +135,7 @@ impl WorkersShared {
         let flows = flow_switches(spec, &domain, &doorbells, tsc_hz)?;
         let lb = crate::lb::lb_control(spec, &domain);
         let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
+        let channels = Arc::new(crate::channels::Channels::new(spec, &doorbells, tsc_hz));
         Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
             handoff: Arc::new(Handoff::new(if rss { &doorbells } else { &[] })),
@@ -141,6 +144,7 @@ impl WorkersShared {
             policies: crate::view::LivePolicies::new(spec),
             flows,
             lb,
+            channels,
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
             vhost_devices: Mutex::default(),
             movable: Mutex::default(),
@@ -283,9 +287,12 @@ impl BuiltWorker {
             Some(capture),
             shared.readers(),
             &shared.policies,
-            (&shared.flows, index),
+            (&shared.flows, index, shared.channels.punt.producer(index)),
             shared.lb.as_deref(),
         )?;
+        shared
+            .channels
+            .add_worker_nodes(spec, &mut b, &shared.flows, index)?;
         if needs_rss_nodes {
             let workers = spec.workers.max(1);
             b.add_node(Box::new(RssDispatch::new(
@@ -389,7 +396,7 @@ pub fn add_protocol_nodes(
         None,
         routing.readers(),
         &policies,
-        (&flows, 0),
+        (&flows, 0, None),
         lb.as_deref(),
     )?;
     state.fib = routing.stats();
@@ -432,7 +439,7 @@ pub fn flow_switches(
 /// `add_protocol_nodes`, with what each port takes as it is (`caps`, by port id; missing
 /// ports take nothing), the packet capture of `vecplane ctl pcap` when `capture` is given,
 /// the tables of `tables`, the live settings of `policies` and the flow-mode bridges of
-/// `flows` (for worker `flows.1`), and the load balancer `lb` (its `lb` node between the IP
+/// `flows` (for worker `flows.1`, punting into `flows.2`), and the load balancer `lb` (its `lb` node between the IP
 /// inputs and lookups).
 #[allow(clippy::too_many_arguments)]
 pub fn add_protocol_nodes_with(
@@ -443,7 +450,7 @@ pub fn add_protocol_nodes_with(
     capture: Option<Arc<graph::CaptureControl>>,
     tables: RoutingReaders,
     policies: &crate::view::LivePolicies,
-    (flows, worker): (&[Arc<FlowSwitch>], usize),
+    (flows, worker, punt): (&[Arc<FlowSwitch>], usize, Option<nodes::inject::SharedPunt>),
     lb: Option<&crate::lb::LbControl>,
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
@@ -639,7 +646,10 @@ pub fn add_protocol_nodes_with(
         .add_node(Box::new(output))
         .add_node(Box::new(ErrorDrop::new()));
     if !flows.is_empty() {
-        let (node, maintenance) = flow_switch_node(spec, flows, worker, tsc_hz)?;
+        let (mut node, maintenance) = flow_switch_node(spec, flows, worker, tsc_hz)?;
+        if let Some(p) = punt {
+            node = node.with_punt(p);
+        }
         b.add_node(Box::new(node));
         b.add_input(Box::new(maintenance));
     }

@@ -37,6 +37,8 @@ pub struct RuntimeView {
     pub lb: Option<Arc<crate::lb::LbControl>>,
     /// Where the receive queues that may move run, and their moves (None: none may move).
     pub rxq: Option<Arc<crate::rebalance::Rebalancer>>,
+    /// The punt and inject channels between the workers and the control plane.
+    pub channels: Arc<crate::channels::Channels>,
 }
 
 /// The settings of a running data plane that the control plane changes live (reload): atomics

@@ -64,6 +64,7 @@ impl Dataplane {
         let policies = shared.policies.clone();
         let flows = shared.flows.clone();
         let lb = shared.lb.clone();
+        let channels = shared.channels.clone();
         let rxq =
             crate::rebalance::Rebalancer::new(shared.take_movable(), spec.workers.max(1), spec.rxq)
                 .map(Arc::new);
@@ -108,6 +109,7 @@ impl Dataplane {
             flows,
             lb,
             rxq,
+            channels,
         };
         Ok(Dataplane { workers, view })
     }
@@ -197,6 +199,10 @@ impl Dataplane {
                 Ok(h) => helpers.push(h),
                 Err(e) => eprintln!("vecplane: cannot start the receive-queue rebalancer: {e}"),
             }
+        }
+        // The punt thread: drains the workers' punt rings into the sinks until `stop`.
+        if let Some(h) = view.channels.punt.start(stop.clone()) {
+            helpers.push(h);
         }
         RunningDataplane {
             view,
