@@ -236,8 +236,7 @@ impl Bell {
         let _ = self.thread.set(std::thread::current());
         #[cfg(loom)]
         {
-            *self.thread.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(loom::thread::current());
+            *self.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(loom::thread::current());
         }
     }
 
@@ -253,8 +252,7 @@ impl Bell {
 
     #[cold]
     fn unpark(&self) {
-        self.wakes
-            .fetch_add(1, Ordering::Relaxed);
+        self.wakes.fetch_add(1, Ordering::Relaxed);
         #[cfg(not(loom))]
         if let Some(t) = self.thread.get() {
             t.unpark();
@@ -455,14 +453,20 @@ mod tests {
     fn copies_up_to_max_len_and_snap_and_keeps_the_full_length() {
         let (mut p, mut c) = channel(4, 1000, 100);
         let packet: Vec<u8> = (0..200u8).collect();
-        p.punt(10, &meta(PuntReason::Action, 65535), &packet).expect("punted");
-        p.punt(11, &meta(PuntReason::NoMatch, 20), &packet).expect("punted");
-        p.punt(12, &meta(PuntReason::Action, 0), &packet[..50]).expect("punted");
+        p.punt(10, &meta(PuntReason::Action, 65535), &packet)
+            .expect("punted");
+        p.punt(11, &meta(PuntReason::NoMatch, 20), &packet)
+            .expect("punted");
+        p.punt(12, &meta(PuntReason::Action, 0), &packet[..50])
+            .expect("punted");
         let got: Vec<(PuntMeta, Vec<u8>)> =
             std::iter::from_fn(|| c.pop(|s| (s.meta, s.bytes().to_vec()))).collect();
         assert_eq!(got.len(), 3);
         assert_eq!(got[0].1, packet[..128], "cut at the snap length");
-        assert_eq!((got[0].0.length, got[0].0.worker, got[0].0.tsc), (200, 3, 10));
+        assert_eq!(
+            (got[0].0.length, got[0].0.worker, got[0].0.tsc),
+            (200, 3, 10)
+        );
         assert_eq!(got[0].0.cookie, 0xfeed);
         assert_eq!(got[1].1, packet[..20], "cut at max_len");
         assert_eq!(got[1].0.reason, PuntReason::NoMatch);
@@ -481,7 +485,10 @@ mod tests {
         assert_eq!(p.punt(0, &m, &[3; 60]), Err(PuntDrop::RingFull));
         assert_eq!(c.pop(|s| s.bytes()[0]), Some(1));
         assert_eq!(c.pop(|s| s.bytes()[0]), Some(2));
-        assert!(p.punt(0, &m, &[4; 60]).is_ok(), "the third token of the burst");
+        assert!(
+            p.punt(0, &m, &[4; 60]).is_ok(),
+            "the third token of the burst"
+        );
         assert_eq!(p.punt(0, &m, &[5; 60]), Err(PuntDrop::RateLimited));
         assert!(p.punt(1000, &m, &[6; 60]).is_ok(), "a millisecond later");
         assert_eq!(p.stats().ring_full(), 1);
@@ -518,13 +525,20 @@ mod tests {
         });
         for i in 0..3u8 {
             std::thread::sleep(std::time::Duration::from_millis(20));
-            p.punt(u64::from(i) * 1000, &meta(PuntReason::Action, 65535), &[i; 60])
-                .expect("punted");
+            p.punt(
+                u64::from(i) * 1000,
+                &meta(PuntReason::Action, 65535),
+                &[i; 60],
+            )
+            .expect("punted");
             p.flush();
         }
         let start = std::time::Instant::now();
         assert_eq!(consumer.join().expect("consumer"), 3);
-        assert!(start.elapsed() < std::time::Duration::from_secs(20), "woken, not timed out");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "woken, not timed out"
+        );
         p.flush(); // nothing pushed since: no wake
         assert!(bell.wakes() <= 3);
     }

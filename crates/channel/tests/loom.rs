@@ -56,7 +56,11 @@ fn bell_never_loses_a_wake_up() {
         let (mut p, mut c) = punt_channel(&config, 0, 1000, bell.clone());
         bell.attach();
         let producer = loom::thread::spawn(move || {
-            p.punt(1, &PuntMeta::default(), &[7; 4]).expect("room");
+            let meta = PuntMeta {
+                max_len: u16::MAX,
+                ..PuntMeta::default()
+            };
+            p.punt(1, &meta, &[7; 4]).expect("room");
             p.flush();
         });
         // The consumer: look, then sleep unless its last look after the announcement finds

@@ -36,7 +36,10 @@ fn controller_then_output_punts_a_copy_and_forwards() {
     let x = t.translate(&key());
     assert_eq!(
         x.actions.as_slice(),
-        &[punt(PuntReason::Action, 0, 0x1234, 65535), DpAction::Output(12)]
+        &[
+            punt(PuntReason::Action, 0, 0x1234, 65535),
+            DpAction::Output(12)
+        ]
     );
     // The punt consults no field of its own: the megaflow is what the match consulted.
     let mut want = FlowKey::ZERO;
@@ -86,8 +89,13 @@ fn a_table_miss_rule_punts_with_reason_no_match() {
 #[test]
 fn output_controller_takes_the_reason_of_where_it_runs() {
     let mods = vec![
-        FlowMod::AddGroup(crate::ofctl::parse_group("group_id=5,type=all,bucket=output:CONTROLLER").expect("group")),
-        FlowMod::Add(parse_flow("priority=10,udp,actions=group:5,write_actions(controller)").expect("rule")),
+        FlowMod::AddGroup(
+            crate::ofctl::parse_group("group_id=5,type=all,bucket=output:CONTROLLER")
+                .expect("group"),
+        ),
+        FlowMod::Add(
+            parse_flow("priority=10,udp,actions=group:5,write_actions(controller)").expect("rule"),
+        ),
     ];
     let t = FlowTables::new(ports()).apply(&mods).expect("valid");
     assert_eq!(
@@ -108,7 +116,10 @@ fn a_packet_out_runs_its_actions_or_the_tables() {
     let x = t.translate_packet_out(&k, &own);
     assert_eq!(
         x.actions.as_slice(),
-        &[DpAction::Output(12), punt(PuntReason::PacketOut, 0, u64::MAX, 10)]
+        &[
+            DpAction::Output(12),
+            punt(PuntReason::PacketOut, 0, u64::MAX, 10)
+        ]
     );
     // `table`: as received on port 1, through the tables. An `output:CONTROLLER` there still
     // says `packet_out` (Open vSwitch checks `in_packet_out` first; over OpenFlow 1.3, which
@@ -118,9 +129,16 @@ fn a_packet_out_runs_its_actions_or_the_tables() {
     let x = t.translate_packet_out(&key(), &through);
     assert_eq!(
         x.actions.as_slice(),
-        &[DpAction::Output(13), punt(PuntReason::PacketOut, 0, 0x9, 65535)]
+        &[
+            DpAction::Output(13),
+            punt(PuntReason::PacketOut, 0, 0x9, 65535)
+        ]
     );
-    assert_eq!(x.rules.as_slice().len(), 1, "the rule is hit (its counters count it)");
+    assert_eq!(
+        x.rules.as_slice().len(),
+        1,
+        "the rule is hit (its counters count it)"
+    );
     let then_own = parse_packet_out_actions("table,controller:5").expect("actions");
     let x = t.translate_packet_out(&key(), &then_own);
     assert_eq!(
@@ -149,14 +167,20 @@ fn controller_spellings_parse_and_print_as_ovs_ofctl() {
         ("controller(id=0,reason=action)", "CONTROLLER:65535"),
         ("controller(reason=no_match)", "controller(reason=no_match)"),
         ("controller(id=3)", "controller(id=3)"),
-        ("controller(id=3,max_len=100)", "controller(max_len=100,id=3)"),
+        (
+            "controller(id=3,max_len=100)",
+            "controller(max_len=100,id=3)",
+        ),
         (
             "controller(max_len=100,id=3,reason=invalid_ttl)",
             "controller(reason=invalid_ttl,max_len=100,id=3)",
         ),
         ("controller,output:2", "CONTROLLER:65535,output:2"),
         ("clone(controller)", "clone(CONTROLLER:65535)"),
-        ("write_actions(controller)", "write_actions(CONTROLLER:65535)"),
+        (
+            "write_actions(controller)",
+            "write_actions(CONTROLLER:65535)",
+        ),
     ] {
         let a = parse_actions(given).unwrap_or_else(|e| panic!("{given}: {e}"));
         assert_eq!(format_actions(&a), printed, "{given}");

@@ -112,7 +112,10 @@ pub(crate) fn parse_controller(t: &Token<'_>) -> Result<Action, OfctlError> {
         let (key, value) = item.split_once('=').unwrap_or((item, ""));
         let key = key.trim();
         if seen.contains(&key) {
-            return Err(OfctlError::syntax(t.text, format!("`{key}` given twice; {ACCEPTED}")));
+            return Err(OfctlError::syntax(
+                t.text,
+                format!("`{key}` given twice; {ACCEPTED}"),
+            ));
         }
         seen.push(key);
         match key {
@@ -131,7 +134,12 @@ pub(crate) fn parse_controller(t: &Token<'_>) -> Result<Action, OfctlError> {
                     ),
                 ))
             }
-            _ => return Err(OfctlError::syntax(t.text, format!("unknown key `{key}`; {ACCEPTED}"))),
+            _ => {
+                return Err(OfctlError::syntax(
+                    t.text,
+                    format!("unknown key `{key}`; {ACCEPTED}"),
+                ))
+            }
         }
     }
     Ok(Action::Controller(c))
