@@ -252,3 +252,7 @@ fn take(
         }
     }
 }
+
+#[cfg(test)]
+#[path = "inject_tests.rs"]
+mod tests;
