@@ -106,11 +106,13 @@ fn send_from_a(t: &Topology, frame: &[u8]) {
     );
 }
 
-/// Whether B's UDP `port` receives a datagram while `act` runs (listening for up to 3 s).
-fn b_receives(t: &Topology, port: u16, act: impl FnOnce()) -> bool {
+/// Whether B's UDP `port` receives a datagram while `act` runs: once after half a second
+/// (`again` false: a packet that must not arrive), or every half second until the listener
+/// (up to 5 s) got one, since a loaded machine may start it late.
+fn b_receives(t: &Topology, port: u16, again: bool, act: impl Fn()) -> bool {
     let script = format!(
         "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); \
-         s.bind(('{}', {port})); s.settimeout(3); print('got', len(s.recv(2048)))",
+         s.bind(('{}', {port})); s.settimeout(5); print('got', len(s.recv(2048)))",
         t.b_ip4()
     );
     std::thread::scope(|s| {
@@ -118,12 +120,17 @@ fn b_receives(t: &Topology, port: u16, act: impl FnOnce()) -> bool {
             t.exec_timeout(
                 Host::B,
                 &["python3", "-c", &script],
-                Duration::from_secs(10),
+                Duration::from_secs(15),
             )
             .expect("python3 runs")
         });
-        std::thread::sleep(Duration::from_millis(500));
-        act();
+        for _ in 0..if again { 10 } else { 1 } {
+            std::thread::sleep(Duration::from_millis(500));
+            if listener.is_finished() {
+                break;
+            }
+            act();
+        }
         let o = listener.join().expect("listener");
         String::from_utf8_lossy(&o.stdout).contains("got")
     })
@@ -156,7 +163,7 @@ fn punt_and_inject_through_a_live_flow_bridge() {
     // 1. controller,output:2: B gets the packet, and the punted copy is the same bytes.
     let sent = frame(&t, 9999);
     assert!(
-        b_receives(&t, 9999, || send_from_a(&t, &sent)),
+        b_receives(&t, 9999, true, || send_from_a(&t, &sent)),
         "the punting rule still forwards\n{}",
         vp.log()
     );
@@ -181,8 +188,10 @@ fn punt_and_inject_through_a_live_flow_bridge() {
     assert_eq!(orig as usize, sent.len());
     let show: Value =
         serde_json::from_str(&ctl_ok(&vp, &["--json", "punt", "show"])).expect("punt show JSON");
-    assert_eq!(show["workers"][0]["punted"]["action"], 1, "{show}");
-    assert_eq!(show["delivered"]["action"], 1, "{show}");
+    // A may have sent more than once (the listener started late): each one punted.
+    let punted = show["workers"][0]["punted"]["action"].as_u64().unwrap_or(0);
+    assert!(punted >= 1, "{show}");
+    assert_eq!(show["delivered"]["action"], punted, "{show}");
     let text = ctl_ok(&vp, &["punt", "show"]);
     assert!(text.contains("action"), "{text}");
     let packets = control::http(
@@ -205,16 +214,14 @@ fn punt_and_inject_through_a_live_flow_bridge() {
     )
     .expect("GET /metrics");
     let m = String::from_utf8_lossy(&metrics.body).into_owned();
-    assert!(
-        m.contains("vecplane_punt_packets_total{worker=\"0\",reason=\"action\"} 1"),
-        "{m}"
-    );
+    let line = format!("vecplane_punt_packets_total{{worker=\"0\",reason=\"action\"}} {punted}");
+    assert!(m.contains(&line), "{m}");
 
     // 2. inject port: out of Rb as it is, into B.
     let to_b = frame(&t, 9998);
     let hex_b = hex(&to_b);
     assert!(
-        b_receives(&t, 9998, || {
+        b_receives(&t, 9998, true, || {
             let out = ctl_ok(&vp, &["inject", "port", "Rb", &hex_b]);
             assert!(out.contains("injected 1 packets"), "{out}");
         }),
@@ -224,7 +231,7 @@ fn punt_and_inject_through_a_live_flow_bridge() {
 
     // 3. inject bridge: through br0's tables as received on port 1.
     assert!(
-        b_receives(&t, 9998, || {
+        b_receives(&t, 9998, true, || {
             ctl_ok(&vp, &["inject", "bridge", "br0", "1", &hex_b]);
         }),
         "in_port=1 goes to port 2 by the tables\n{}",
@@ -232,7 +239,7 @@ fn punt_and_inject_through_a_live_flow_bridge() {
     );
     let dropped = hex(&frame(&t, 9997));
     assert!(
-        !b_receives(&t, 9997, || {
+        !b_receives(&t, 9997, false, || {
             ctl_ok(&vp, &["inject", "bridge", "br0", "1", &dropped]);
         }),
         "the drop rule holds for injected packets too"
@@ -245,7 +252,7 @@ fn punt_and_inject_through_a_live_flow_bridge() {
     assert!(drop_rule.contains("n_packets=1"), "{flows}");
     // The packet-out's own actions: output:2 from in_port CONTROLLER.
     assert!(
-        b_receives(&t, 9998, || {
+        b_receives(&t, 9998, true, || {
             ctl_ok(
                 &vp,
                 &["inject", "bridge", "br0", "CONTROLLER", &hex_b, "output:2"],
@@ -277,7 +284,7 @@ fn punt_and_inject_through_a_live_flow_bridge() {
     }
     let show: Value =
         serde_json::from_str(&ctl_ok(&vp, &["--json", "punt", "show"])).expect("punt show JSON");
-    assert_eq!(show["inject"]["accepted"], 4, "{show}");
+    assert!(show["inject"]["accepted"].as_u64() >= Some(4), "{show}");
     drop(vp);
     t.delete().expect("namespaces removed");
 }

@@ -110,7 +110,7 @@ pub struct InjectControl {
     doorbells: Vec<Arc<Doorbell>>,
     max_bytes: usize,
     rate: (u32, u32),
-    /// Packets accepted, and requests refused by the rate limit and for ring room.
+    /// Packets accepted.
     pub accepted: AtomicU64,
     /// Requests refused by the rate limit.
     pub refused_rate: AtomicU64,

@@ -49,7 +49,11 @@ fn lab(buffers: u32) -> Lab {
         .collect();
     let out: Captured = Arc::default();
     let mut b = GraphBuilder::new();
-    b.add_input(Box::new(InjectRx::new(c, Some(batch.clone()), stats.clone())));
+    b.add_input(Box::new(InjectRx::new(
+        c,
+        Some(batch.clone()),
+        stats.clone(),
+    )));
     b.add_node(Box::new(FlowPacketOut::new(
         vec![PacketOutBridge {
             members: (0..PORTS).collect(),
@@ -139,7 +143,11 @@ fn injected_packets_leave_on_their_port_as_they_are() {
     let got = l.run();
     assert_eq!(got, vec![(2, frame(1)), (0, frame(2))]);
     assert_eq!(l.stats.to_port.get(), 2);
-    assert_eq!(l.pool.available(), l.pool.capacity(), "every buffer came back");
+    assert_eq!(
+        l.pool.available(),
+        l.pool.capacity(),
+        "every buffer came back"
+    );
 }
 
 #[test]
@@ -159,7 +167,13 @@ fn a_packet_out_runs_its_actions_and_punts_with_its_reason() {
         &frame(3),
     );
     // Flood from port 0: the two others.
-    push(&mut l, InjectKind::PacketOut, 0, &[DpAction::Flood], &frame(4));
+    push(
+        &mut l,
+        InjectKind::PacketOut,
+        0,
+        &[DpAction::Flood],
+        &frame(4),
+    );
     let mut got = l.run();
     got.sort();
     assert_eq!(

@@ -29,19 +29,35 @@ fn number(map: &HashMap<String, String>, key: &str, max: u64) -> Result<Option<u
         .transpose()
 }
 
-/// `GET /v1/punt/packets?after=SEQ&count=N&wait_ms=MS`.
+/// `GET /v1/punt/packets?after=SEQ&count=N&wait_ms=MS`. The wait is a sleep on the runtime
+/// (a look at the log every 10 ms), not a blocked thread: long polls cannot use up the
+/// threads other requests need.
 pub(super) async fn get_packets(State(s): Shared, q: Params) -> Response {
+    let asked = (|| {
+        let map = params(q, &["after", "count", "wait_ms"])?;
+        let after = number(&map, "after", u64::MAX)?;
+        let count = number(&map, "count", MAX_PACKETS as u64)?.unwrap_or(100) as usize;
+        let wait = number(&map, "wait_ms", MAX_WAIT_MS)?.unwrap_or(0);
+        Ok::<_, ApiError>((after, count, wait))
+    })();
+    let (after, count, wait) = match asked {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
+    let log = s.view.channels.punt.log().clone();
+    // "From now": the cursor is the last packet at the request's arrival.
+    let after = after.unwrap_or_else(|| log.last());
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(wait);
+    while log.last() <= after && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     answer(
         blocking(move || {
-            let map = params(q, &["after", "count", "wait_ms"])?;
-            let after = number(&map, "after", u64::MAX)?;
-            let count = number(&map, "count", MAX_PACKETS as u64)?.unwrap_or(100) as usize;
-            let wait = number(&map, "wait_ms", MAX_WAIT_MS)?.unwrap_or(0);
             Ok(punt_api::packets(
                 &s.view,
-                after,
+                Some(after),
                 count,
-                Duration::from_millis(wait),
+                Duration::ZERO,
             ))
         })
         .await,
