@@ -26,6 +26,8 @@ python3 scripts/run_tests.py
 cargo test --workspace --doc
 echo "== concurrency: loom model of the epoch/publication protocol"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-live --release --test loom
+echo "== concurrency: loom model of the punt path's SPSC ring and bell"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-channel --release --test loom
 if cargo +nightly --version >/dev/null 2>&1; then
   echo "== concurrency: AddressSanitizer (nightly) on readers racing writers (live snapshots, IPv4/IPv6 FIBs)"
   RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan cargo +nightly test -q \

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod pages;
+mod punt;
 
 /// Arguments of `vecplane ctl`.
 #[derive(clap::Args)]
@@ -37,11 +38,25 @@ pub struct CtlArgs {
     /// `ovs-ofctl -O` (OpenFlow10 accepts what only 1.0 accepts, e.g. `ip,actions=mod_tp_dst:80`).
     #[arg(short = 'O', long = "protocols", value_name = "VERSION")]
     openflow: Option<String>,
+    /// punt capture: how many punted packets to write.
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// punt capture: the pcap file to write them to.
+    #[arg(long, value_name = "PATH")]
+    file: Option<PathBuf>,
+    /// punt capture: give up after this many seconds (default: wait for the count).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<u64>,
+    /// punt capture: begin with the punted packets the daemon still holds.
+    #[arg(long)]
+    from_start: bool,
     /// The command, e.g. `show runtime`, `trace add in0-rx 10`, `route add 198.19.0.0/16 via
     /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `policy set poll-mode
     /// busy`, `batch changes.json`, `reload`, `lb vip 198.18.1.1/32 protocol tcp port 80 encap
     /// l3dsr dscp 23`, `lb-file lb.conf`, `show lb vips verbose`, `lb which tcp 198.19.0.7
-    /// 40000 198.18.1.1 80`; `help` lists the show/clear/trace/pcap commands.
+    /// 40000 198.18.1.1 80`, `punt show`, `punt capture --count 10 --file punts.pcap`,
+    /// `inject port out0 FRAME.pcap`, `inject bridge br0 1 HEX [ACTIONS]`; `help` lists the
+    /// show/clear/trace/pcap commands.
     #[arg(required = true, value_name = "WORDS")]
     words: Vec<String>,
 }
@@ -191,6 +206,12 @@ fn print(out: &str) -> anyhow::Result<ExitCode> {
 pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
     let ep = endpoint(&args)?;
     let first = args.words.first().map(String::as_str).unwrap_or("");
+    if first == "punt" || first == "inject" {
+        return punt::main(&ep, &args);
+    }
+    if args.count.is_some() || args.file.is_some() || args.timeout.is_some() || args.from_start {
+        bail!("--count, --file, --timeout and --from-start apply only to `punt capture`");
+    }
     let lb_change = (first == "lb" && args.words.get(1).map(String::as_str) != Some("which"))
         || first == "lb-file";
     if matches!(

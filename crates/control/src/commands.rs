@@ -88,6 +88,11 @@ struct Baselines {
 /// * `pcap start ...`, `pcap stop`, `show pcap` → `{"port","direction","file","count","snaplen",
 ///   "state":"running"|"done"|"failed","written","lost","error"}` (`show pcap` before any
 ///   capture: `{"state":"none"}`)
+/// * `show punt` → `{"slots","snap_bytes","per_second","burst","workers":[{"worker",
+///   "punted":{REASON:N},"ring_full","rate_limited","injected_to_port","injected_packet_out"}],
+///   "delivered":{REASON:N},"last","wakes","inject":{"per_second","burst","accepted",
+///   "refused_rate_limited","refused_ring_full"}}` (REASON: no_match, action, invalid_ttl,
+///   action_set, group, packet_out)
 /// * `trace add NODE N` → `{"node","count","workers"}`
 /// * `show trace` → `{"workers":[{"worker","packets":[{"packet","steps":[{"node","text","next"}]}]}]}`
 /// * `clear runtime|interfaces|errors|trace` → `{"cleared":"runtime"|...}`
@@ -279,6 +284,7 @@ impl Control {
             Command::ShowBridge => Ok(self.show_bridge()),
             Command::ShowFlowCache => Ok(crate::flows_api::show_flow_cache(&self.view)),
             Command::ShowPcap => Ok(self.show_pcap()),
+            Command::ShowPunt => Ok(crate::punt_api::show_punt(&self.view)),
             Command::ShowLb(what) => {
                 let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
                 Ok(crate::lb_show::show(&lb, *what))

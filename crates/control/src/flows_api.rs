@@ -312,6 +312,15 @@ pub fn format_dp_actions(sw: &FlowSwitch, actions: &DpActions) -> String {
                 format!("set(tunnel(tun_id={tun_id:#x})),{}", port(p))
             }
             DpAction::Truncate(n) => format!("trunc({n})"),
+            DpAction::Controller {
+                max_len,
+                reason,
+                table,
+                cookie,
+            } => format!(
+                "userspace(controller(reason={},table={table},cookie={cookie:#x},max_len={max_len}))",
+                reason.name()
+            ),
             DpAction::Nop => "nop".to_string(),
         })
         .collect();

@@ -22,6 +22,7 @@ pub mod lb_api;
 mod lb_show;
 pub mod metrics;
 pub mod policies_api;
+pub mod punt_api;
 pub mod reload;
 pub mod routes_api;
 pub mod server;

@@ -15,7 +15,11 @@ use serde_json::Value;
 
 type Labels = Vec<(String, String)>;
 
-fn counter_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Counter> {
+pub(crate) fn counter_family(
+    reg: &mut Registry,
+    name: &str,
+    help: &str,
+) -> Family<Labels, Counter> {
     let f = Family::<Labels, Counter>::default();
     reg.register(name, help, f.clone());
     f
@@ -27,7 +31,7 @@ fn gauge_family(reg: &mut Registry, name: &str, help: &str) -> Family<Labels, Ga
     f
 }
 
-fn labels(pairs: &[(&str, &str)]) -> Labels {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -207,6 +211,7 @@ pub fn render_with(
     }
 
     flow_metrics(&mut reg, view);
+    crate::punt_api::metrics(&mut reg, view);
     lb_metrics(&mut reg, view);
     if let Some(h) = health {
         health_metrics(&mut reg, h);

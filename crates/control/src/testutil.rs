@@ -113,6 +113,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         lb: None,
         rxq: None,
         features: Arc::new(dataplane::features::FeatureArcs::none(2)),
+        channels: Arc::new(dataplane::channels::Channels::new(spec, &[], 2_000_000_000)),
         routing: Arc::new(std::sync::Mutex::new(
             dataplane::routing::Routing::without_workers(spec)
                 .expect("an empty routing table builds"),

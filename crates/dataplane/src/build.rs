@@ -111,6 +111,8 @@ pub struct WorkersShared {
     pub lb: Option<Arc<crate::lb::LbControl>>,
     /// The features on the arcs, and what is enabled where (changed by the control side).
     pub features: Arc<crate::features::FeatureArcs>,
+    /// The punt and inject channels to the control plane.
+    pub channels: Arc<crate::channels::Channels>,
     /// Each worker's epoch handle, taken by the worker built with that index.
     epochs: Mutex<Vec<Option<WorkerEpoch>>>,
     /// vhost-user devices by port id, opened by the first worker built that needs one.
@@ -146,6 +148,7 @@ impl WorkersShared {
         let features = crate::features::FeatureArcs::new(features, spec.ports.len(), &domain)
             .map_err(|e| BuildError::Routing(format!("feature arcs: {e}")))?;
         let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
+        let channels = Arc::new(crate::channels::Channels::new(spec, &doorbells, tsc_hz));
         Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
             handoff: Arc::new(Handoff::new(if rss { &doorbells } else { &[] })),
@@ -155,6 +158,7 @@ impl WorkersShared {
             flows,
             lb,
             features: Arc::new(features),
+            channels,
             epochs: Mutex::new(epochs.into_iter().map(Some).collect()),
             vhost_devices: Mutex::default(),
             movable: Mutex::default(),
@@ -297,10 +301,13 @@ impl BuiltWorker {
             Some(capture),
             shared.readers(),
             &shared.policies,
-            (&shared.flows, index),
+            (&shared.flows, index, shared.channels.punt.producer(index)),
             shared.lb.as_deref(),
             &shared.features,
         )?;
+        shared
+            .channels
+            .add_worker_nodes(spec, &mut b, &shared.flows, index)?;
         if needs_rss_nodes {
             let workers = spec.workers.max(1);
             b.add_node(Box::new(RssDispatch::new(
@@ -405,7 +412,7 @@ pub fn add_protocol_nodes(
         None,
         routing.readers(),
         &policies,
-        (&flows, 0),
+        (&flows, 0, None),
         lb.as_deref(),
         &features,
     )?;
@@ -449,8 +456,8 @@ pub fn flow_switches(
 /// `add_protocol_nodes`, with what each port takes as it is (`caps`, by port id; missing
 /// ports take nothing), the packet capture of `vecplane ctl pcap` when `capture` is given,
 /// the tables of `tables`, the live settings of `policies` and the flow-mode bridges of
-/// `flows` (for worker `flows.1`), and the load balancer `lb` (its `lb` node between the IP
-/// inputs and lookups), with `features`' nodes on the arcs.
+/// `flows` (for worker `flows.1`, punting into `flows.2`), and the load balancer `lb` (its
+/// `lb` node between the IP inputs and lookups), with `features`' nodes on the arcs.
 #[allow(clippy::too_many_arguments)]
 pub fn add_protocol_nodes_with(
     spec: &DataplaneSpec,
@@ -460,7 +467,7 @@ pub fn add_protocol_nodes_with(
     capture: Option<Arc<graph::CaptureControl>>,
     tables: RoutingReaders,
     policies: &crate::view::LivePolicies,
-    (flows, worker): (&[Arc<FlowSwitch>], usize),
+    (flows, worker, punt): (&[Arc<FlowSwitch>], usize, Option<nodes::inject::SharedPunt>),
     lb: Option<&crate::lb::LbControl>,
     features: &crate::features::FeatureArcs,
 ) -> Result<ProtocolState, BuildError> {
@@ -662,7 +669,10 @@ pub fn add_protocol_nodes_with(
         .add_node(Box::new(output))
         .add_node(Box::new(ErrorDrop::new()));
     if !flows.is_empty() {
-        let (node, maintenance) = flow_switch_node(spec, flows, worker, tsc_hz)?;
+        let (mut node, maintenance) = flow_switch_node(spec, flows, worker, tsc_hz)?;
+        if let Some(p) = punt {
+            node = node.with_punt(p);
+        }
         b.add_node(Box::new(node));
         b.add_input(Box::new(maintenance));
     }

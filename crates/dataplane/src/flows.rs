@@ -245,6 +245,43 @@ impl FlowSwitch {
             .map(|p| p.ofport)
     }
 
+    /// A packet-out of `frame` received on OpenFlow port `in_port` (a port of the bridge, or
+    /// `CONTROLLER`) running `actions`, translated against the current tables (the rules it
+    /// goes through count it now): the vecplane port it counts as received on (None for
+    /// `CONTROLLER`) and its datapath actions.
+    pub fn packet_out(
+        &self,
+        frame: &[u8],
+        in_port: u16,
+        actions: &[flow::Action],
+    ) -> Result<(Option<u16>, flow::DpActions), String> {
+        let rx = self
+            .ports
+            .iter()
+            .find(|p| p.ofport == in_port)
+            .map(|p| p.port as u16);
+        if rx.is_none() && in_port != crate::inject::OFPP_CONTROLLER {
+            let known: Vec<String> = self.ports.iter().map(|p| p.ofport.to_string()).collect();
+            return Err(format!(
+                "in_port {in_port} is not a port of bridge `{}`; accepted: {} or CONTROLLER",
+                self.name,
+                known.join(", ")
+            ));
+        }
+        let (key, _) = flow::extract(frame, in_port, None);
+        let now = self.now_ms();
+        let p = self.lock();
+        let t = p.current();
+        let x = t.translate_packet_out(&key, actions);
+        if let Some(e) = x.error {
+            return Err(format!("its actions cannot run: {e}"));
+        }
+        for r in x.rules.as_slice() {
+            t.counters().add(*r, 1, frame.len() as u64, now);
+        }
+        Ok((rx, crate::inject::inline_actions(x.actions)?))
+    }
+
     /// Every worker's megaflows: asks each for a dump and waits up to `DUMP_WAIT` (a worker
     /// that does not answer in time is left out).
     pub fn megaflows(&self) -> Vec<(usize, MegaflowDump)> {

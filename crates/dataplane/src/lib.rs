@@ -4,14 +4,17 @@
 #![deny(missing_docs)]
 
 pub mod build;
+pub mod channels;
 mod drivers;
 pub mod features;
 pub mod flows;
 pub mod handoff;
 pub mod idle;
+pub mod inject;
 pub mod lb;
 pub mod placement;
 pub mod probe_host;
+pub mod punt;
 pub mod rebalance;
 pub mod routing;
 pub mod spec;

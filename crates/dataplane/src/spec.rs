@@ -50,6 +50,8 @@ pub struct DataplaneSpec {
     pub poll: PollPolicy,
     /// Receive queues placed over the workers by measured load.
     pub rxq: RxqPolicy,
+    /// The punt and inject channels between the workers and the control plane.
+    pub punt: PuntPolicy,
     /// The L4 load balancer (`[lb]`); None: no load balancer (no `lb` node, no LB tables).
     pub lb: Option<LbSpec>,
 }
@@ -117,6 +119,7 @@ impl Default for DataplaneSpec {
             neighbour: NeighbourPolicy::default(),
             poll: PollPolicy::default(),
             rxq: RxqPolicy::default(),
+            punt: PuntPolicy::default(),
             lb: None,
         }
     }
@@ -162,6 +165,39 @@ impl Default for RxqPolicy {
         RxqPolicy {
             rebalance_seconds: 10,
             busy_percent: 95,
+        }
+    }
+}
+
+/// The channels between the workers and the control plane (`punt-*` and `inject-*` in
+/// `[dataplane]`): each worker's punt ring and rate, and its inject ring's rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PuntPolicy {
+    /// Packets a worker's punt ring holds (a power of two).
+    pub slots: u32,
+    /// Most bytes of a punted packet kept (its full length is recorded).
+    pub snap_bytes: u32,
+    /// Packets a worker may punt per second (0: none).
+    pub per_second: u32,
+    /// Packets a worker may punt at once after a pause.
+    pub burst: u32,
+    /// Packets the control plane may inject per second into one worker (0: none).
+    pub inject_per_second: u32,
+    /// Packets it may inject at once after a pause.
+    pub inject_burst: u32,
+}
+
+impl Default for PuntPolicy {
+    /// 1024 packets of up to 2 KiB per worker (2 MiB), 100,000 punts a second with a burst of
+    /// 1,000; 10,000 injected packets a second with a burst of 256.
+    fn default() -> Self {
+        PuntPolicy {
+            slots: 1024,
+            snap_bytes: 2048,
+            per_second: 100_000,
+            burst: 1000,
+            inject_per_second: 10_000,
+            inject_burst: 256,
         }
     }
 }

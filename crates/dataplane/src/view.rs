@@ -39,6 +39,8 @@ pub struct RuntimeView {
     pub rxq: Option<Arc<crate::rebalance::Rebalancer>>,
     /// The feature arcs: their features, and what is enabled on which port.
     pub features: Arc<crate::features::FeatureArcs>,
+    /// The punt and inject channels between the workers and the control plane.
+    pub channels: Arc<crate::channels::Channels>,
 }
 
 /// The settings of a running data plane that the control plane changes live (reload): atomics

@@ -74,6 +74,7 @@ impl Dataplane {
         let flows = shared.flows.clone();
         let lb = shared.lb.clone();
         let features = shared.features.clone();
+        let channels = shared.channels.clone();
         let rxq =
             crate::rebalance::Rebalancer::new(shared.take_movable(), spec.workers.max(1), spec.rxq)
                 .map(Arc::new);
@@ -119,6 +120,7 @@ impl Dataplane {
             lb,
             rxq,
             features,
+            channels,
         };
         Ok(Dataplane { workers, view })
     }
@@ -208,6 +210,10 @@ impl Dataplane {
                 Ok(h) => helpers.push(h),
                 Err(e) => eprintln!("vecplane: cannot start the receive-queue rebalancer: {e}"),
             }
+        }
+        // The punt thread: drains the workers' punt rings into the sinks until `stop`.
+        if let Some(h) = view.channels.punt.start(stop.clone()) {
+            helpers.push(h);
         }
         RunningDataplane {
             view,

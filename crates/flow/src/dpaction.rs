@@ -3,6 +3,7 @@
 //! lookups, no registers, no goto: those are resolved when the megaflow is made.
 
 use crate::key::Field;
+use channel::punt::PuntReason;
 use std::sync::Arc;
 
 /// Actions a `DpActions` holds in place. Eight, not sixteen: a `DpActions` is copied several
@@ -55,6 +56,17 @@ pub enum DpAction {
     /// Cut the copy the next output sends to at most this many bytes (`output(port=,max_len=)`;
     /// the packet itself stays whole for later actions).
     Truncate(u16),
+    /// Send a copy of the packet as it is now to the control plane (punt); the actions go on.
+    Controller {
+        /// Most bytes of the packet sent (65535: all; 0: only the metadata).
+        max_len: u16,
+        /// Why (already resolved: a table-miss rule's `action` is `NoMatch`).
+        reason: PuntReason,
+        /// Table of the rule whose action it is.
+        table: u8,
+        /// Cookie of that rule (`u64::MAX` for a packet-out's own actions).
+        cookie: u64,
+    },
     /// Nothing (padding of unused slots).
     #[default]
     Nop,

@@ -3,6 +3,7 @@
 //! no lookup.
 
 use crate::key::{Field, FlowKey};
+pub use channel::punt::PuntReason;
 
 /// A match: the bits of `mask` must equal those of `key` (`key` holds no bit outside `mask`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -111,6 +112,10 @@ pub enum Action {
     WriteActions(Vec<Action>),
     /// `clear_actions`: empty the action set.
     ClearActions,
+    /// `controller`, `controller:MAX_LEN`, `controller(max_len=N,reason=R,id=N)`,
+    /// `output:CONTROLLER`: send a copy of the packet as it is now to the control plane (an
+    /// OpenFlow packet-in); the actions go on (ovs-actions(7)).
+    Controller(ControllerAction),
     /// `move:SRC[A..B]->DST[C..D]`: copy `bits` bits of `src` from bit `src_ofs` into `dst`
     /// from bit `dst_ofs`.
     Move {
@@ -125,6 +130,33 @@ pub enum Action {
         /// Number of bits.
         bits: u32,
     },
+}
+
+/// What a `controller` action asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ControllerAction {
+    /// Most bytes of the packet sent (65535: all of it; 0: only the metadata).
+    pub max_len: u16,
+    /// The reason given (`reason=`; `Action` when absent).
+    pub reason: PuntReason,
+    /// The controller connection id (`id=`; 0 when absent).
+    pub id: u16,
+}
+
+impl ControllerAction {
+    /// `controller` / `output:CONTROLLER`: the whole packet, reason `action`, connection 0.
+    pub const PLAIN: ControllerAction = ControllerAction {
+        max_len: u16::MAX,
+        reason: PuntReason::Action,
+        id: 0,
+    };
+
+    /// True when it is what OpenFlow's `output:CONTROLLER` says (reason `action`, connection
+    /// 0): its reason then follows where it runs (a group bucket, an action set, a
+    /// packet-out), as in Open vSwitch, which sends such an action as an OpenFlow output.
+    pub fn is_output(&self) -> bool {
+        self.reason == PuntReason::Action && self.id == 0
+    }
 }
 
 /// An OpenFlow rule.

@@ -651,6 +651,7 @@ impl Batch<'_> {
                 | Action::Note(_)
                 | Action::SetQueue(_)
                 | Action::Exit
+                | Action::Controller(_)
                 | Action::ClearActions => {}
                 Action::Clone(inner) | Action::WriteActions(inner) => {
                     if let Some(g) = inner.iter().find_map(|a| match a {

@@ -13,7 +13,7 @@
 
 use crate::dpaction::{DpAction, DpActions};
 use crate::key::{Field, FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
-use crate::rule::{Action, Bucket, GroupKind, PortRef, RuleId};
+use crate::rule::{Action, Bucket, ControllerAction, GroupKind, PortRef, PuntReason, RuleId};
 use crate::tables::{FlowTables, FragHandling, RuleEntry};
 
 /// Deepest nesting of resubmit, goto_table and group (Open vSwitch: 64).
@@ -206,6 +206,14 @@ struct Ctx<'a, L: Lookup> {
     /// A fragment under `FragHandling::Normal`: its transport fields read as 0 (in `flow` and
     /// `base`); only a port an action sets is written to the packet.
     ports_hidden: bool,
+    /// Cookie of the rule whose actions run (`u64::MAX` before any: a packet-out's own).
+    cookie: u64,
+    /// The rule whose actions run is a table-miss rule (priority 0, matching everything): its
+    /// `controller` punts with reason `no_match` (Open vSwitch's "explicit miss").
+    miss: bool,
+    /// The reason an `output:CONTROLLER` punts with here: `action`, or `group` in a bucket,
+    /// `action_set` in an action set, `packet_out` in a packet-out's own actions.
+    punt_context: PuntReason,
 }
 
 impl FlowTables {
@@ -214,12 +222,37 @@ impl FlowTables {
     pub fn translate(&self, key: &FlowKey) -> Translation {
         translate_with(self, &ClassifierLookup, key)
     }
+
+    /// Translate a packet-out: run `actions` on the packet of `key` (`in_port` the port it
+    /// counts as received on, e.g. `CONTROLLER`) as Open vSwitch runs a packet-out's actions;
+    /// `resubmit(,0)` (what `output:TABLE` means there) runs it through the tables from table
+    /// 0. A `controller` among `actions` punts with reason `packet_out` and cookie `u64::MAX`.
+    pub fn translate_packet_out<'a>(&'a self, key: &FlowKey, actions: &'a [Action]) -> Translation {
+        start_with(self, &ClassifierLookup, key, |ctx| {
+            ctx.punt_context = PuntReason::PacketOut;
+            // One level down: a rule its `table` reaches is not the translation's rule.
+            ctx.depth += 1;
+            ctx.run(actions);
+            ctx.depth -= 1;
+        })
+    }
 }
 
 pub(crate) fn translate_with<L: Lookup>(
     tables: &FlowTables,
     lookup: &L,
     key: &FlowKey,
+) -> Translation {
+    start_with(tables, lookup, key, |ctx| ctx.table_action(None, 0))
+}
+
+/// The translation of `key` whose first step is `first` (a lookup in table 0, or a
+/// packet-out's actions); the action set runs after it.
+fn start_with<'a, L: Lookup>(
+    tables: &'a FlowTables,
+    lookup: &'a L,
+    key: &FlowKey,
+    first: impl FnOnce(&mut Ctx<'a, L>),
 ) -> Translation {
     let mut ctx = Ctx {
         tables,
@@ -240,6 +273,9 @@ pub(crate) fn translate_with<L: Lookup>(
         action_set: ActionSet::EMPTY,
         inner_tci: None,
         ports_hidden: false,
+        cookie: u64::MAX,
+        miss: false,
+        punt_context: PuntReason::Action,
     };
     let tunnelled = key.get(Field::TunDst) != 0 || key.get(Field::TunSrc) != 0;
     ctx.wc.unwildcard(Field::InPort);
@@ -266,7 +302,7 @@ pub(crate) fn translate_with<L: Lookup>(
         ctx.wc.unwildcard(Field::TunSrc);
         ctx.wc.unwildcard(Field::TunDst);
     }
-    ctx.table_action(None, 0);
+    first(&mut ctx);
     ctx.run_action_set();
     ctx.finish(key, tunnelled)
 }
@@ -349,12 +385,18 @@ impl<'a, L: Lookup> Ctx<'a, L> {
             return;
         };
         self.hits.push(rule.id);
-        let old_table = self.table;
+        let old = (self.table, self.cookie, self.miss);
         self.table = table;
+        self.cookie = rule.rule.cookie;
+        self.miss = rule.rule.priority == 0 && rule.rule.m.mask == FlowKey::ZERO;
         self.depth += 1;
         self.run(&rule.rule.actions);
         self.depth -= 1;
-        self.table = old_table;
+        // The first rule stays the translation's rule (as Open vSwitch's `ctx->rule`): its
+        // table and cookie are those of a `controller` in the action set, which runs last.
+        if self.depth > 0 {
+            (self.table, self.cookie, self.miss) = old;
+        }
     }
 
     /// Run a rule's action list, in order.
@@ -438,6 +480,7 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                 | Action::Clone(_)
                 | Action::WriteActions(_)
                 | Action::ClearActions
+                | Action::Controller(_)
                 | Action::Move { .. } => self.more_action(a),
             }
         }
@@ -644,7 +687,12 @@ impl<'a, L: Lookup> Ctx<'a, L> {
         let saved = self.flow;
         let saved_tpid = self.tpid;
         let saved_inner = self.inner_tci;
+        let saved_context = self.punt_context;
+        if saved_context != PuntReason::PacketOut {
+            self.punt_context = PuntReason::Group;
+        }
         self.run_set(&ActionSet::of(actions));
+        self.punt_context = saved_context;
         self.flow = saved;
         self.tpid = saved_tpid;
         if saved_inner.is_none() {
@@ -734,8 +782,33 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                 bits,
             } => self.move_bits(*src, *src_ofs, *dst, *dst_ofs, *bits),
             Action::OutputTrunc { port, max_len } => self.output_trunc(*port, *max_len),
+            Action::Controller(c) => self.controller(c),
             _ => {}
         }
+    }
+
+    /// `controller`: a copy of the packet as it is now goes to the control plane, with the
+    /// rule's table and cookie; the actions go on. Its reason as Open vSwitch's
+    /// `execute_controller_action` gives it: a plain one (`output:CONTROLLER`) takes the
+    /// context's (group, action set, packet-out), and `action` from a table-miss rule is
+    /// `no_match`. Consults no key bit of its own (the megaflow keeps it: every packet of
+    /// the flow punts, as Open vSwitch's `userspace` action does).
+    fn controller(&mut self, c: &ControllerAction) {
+        self.commit();
+        let mut reason = if c.is_output() {
+            self.punt_context
+        } else {
+            c.reason
+        };
+        if reason == PuntReason::Action && self.miss {
+            reason = PuntReason::NoMatch;
+        }
+        self.emit(DpAction::Controller {
+            max_len: c.max_len,
+            reason,
+            table: self.table,
+            cookie: self.cookie,
+        });
     }
 
     /// `dec_ttl(ids)`: as `dec_ttl` (there is no controller to tell). False when the TTL ran
@@ -766,7 +839,12 @@ impl<'a, L: Lookup> Ctx<'a, L> {
         if self.exited || self.error.is_some() || set.len == 0 {
             return;
         }
+        let saved_context = self.punt_context;
+        if saved_context != PuntReason::PacketOut {
+            self.punt_context = PuntReason::ActionSet;
+        }
         self.run_set(&set);
+        self.punt_context = saved_context;
     }
 
     /// Run an action set (`write_actions`, or a group bucket) in OpenFlow's order, as Open
@@ -777,7 +855,7 @@ impl<'a, L: Lookup> Ctx<'a, L> {
     fn run_set(&mut self, set: &ActionSet<'a>) {
         let Some(terminal) = set
             .last(|a| matches!(a, Action::Group(_)))
-            .or_else(|| set.last(|a| matches!(a, Action::Output(_))))
+            .or_else(|| set.last(|a| matches!(a, Action::Output(_) | Action::Controller(_))))
             .or_else(|| set.last(|a| matches!(a, Action::Resubmit { .. })))
         else {
             return;
@@ -887,3 +965,7 @@ fn mix(h: u64, w: u64) -> u64 {
 #[cfg(test)]
 #[path = "xlate_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "xlate_controller_tests.rs"]
+mod controller_tests;

@@ -1,7 +1,8 @@
 //! Protocol nodes of the vecplane graph: `ethernet-input`, `l2-xconnect`, `l2-bridge`,
 //! `ip4-input`, `ip4-lookup`, `ip4-rewrite`, `ip4-icmp-error`, their IPv6 twins, the ARP/ND nodes
 //! (`arp-input`, `ip6-nd`, `ip4-arp`, `ip6-discover`, `neighbour-tx`), the VXLAN tunnel nodes
-//! (`vxlan-input`, a VXLAN port's `<port>-tx`), `interface-output` and `error-drop`. Each node
+//! (`vxlan-input`, a VXLAN port's `<port>-tx`), `interface-output`, `error-drop`, and the
+//! control plane's way in (`inject-rx`, `flow-packet-out`). Each node
 //! owns only its read-only tables (shared through `Arc`) and per-worker scratch; none keeps
 //! global mutable state, allocates, locks or makes a syscall per packet.
 #![deny(missing_docs)]
@@ -15,6 +16,7 @@ pub mod fixed_table;
 pub mod flow_hash;
 pub mod flow_switch;
 pub mod icmp;
+pub mod inject;
 pub mod ip4;
 pub mod ip6;
 pub mod lb;

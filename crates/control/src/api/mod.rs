@@ -13,6 +13,7 @@ pub mod error;
 mod flows;
 mod lb;
 pub mod openapi;
+mod punt;
 mod resources;
 pub mod serve;
 #[cfg(test)]
@@ -95,6 +96,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
             "/v1/pcap",
             get(r::get_pcap).post(r::post_pcap).delete(r::delete_pcap),
         )
+        .route("/v1/punt", get(r::get_punt))
+        .route("/v1/punt/packets", get(punt::get_packets))
+        .route("/v1/inject", post(punt::post_inject))
         .route("/v1/clear/{what}", post(r::post_clear))
         .route("/v1/routes", get(r::get_routes).post(r::post_routes))
         .route(

@@ -140,6 +140,29 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ),
     ep("delete", "/v1/pcap", "Stop the capture", &[], None),
     ep(
+        "get",
+        "/v1/punt",
+        "Per worker and reason: packets punted to the control plane, copies lost; injections",
+        &["format"],
+        None,
+    ),
+    ep(
+        "get",
+        "/v1/punt/packets",
+        "Punted packets (hex, with reason, port, bridge, table, cookie) numbered after `after` \
+         (absent: from now), waiting up to `wait_ms` for the first",
+        &["after", "count", "wait_ms"],
+        None,
+    ),
+    ep(
+        "post",
+        "/v1/inject",
+        "Inject packets: out of a port as they are, or through a flow-mode bridge from an \
+         in_port (an OpenFlow packet-out); all or nothing",
+        &[],
+        Some("Inject"),
+    ),
+    ep(
         "post",
         "/v1/clear/{what}",
         "Restart runtime, interfaces or errors counters, or clear the trace",
@@ -595,6 +618,19 @@ fn schemas() -> Value {
                 "port": {"type": "string"}, "file": {"type": "string"},
                 "direction": {"type": "string", "enum": ["rx", "tx", "both"]},
                 "count": {"type": "integer"}, "snaplen": {"type": "integer"}
+            }
+        },
+        "Inject": {
+            "type": "object", "additionalProperties": false, "required": ["packets"],
+            "properties": {
+                "port": {"type": "string", "example": "out0"},
+                "bridge": {"type": "string", "example": "br0"},
+                "in_port": {"oneOf": [{"type": "integer", "minimum": 0, "maximum": 65535},
+                    {"type": "string", "enum": ["CONTROLLER"]}]},
+                "actions": {"type": "string", "example": "table"},
+                "packets": {"type": "array", "minItems": 1, "items": {"type": "string",
+                    "example": "02000000020202000000010108004500..."}},
+                "worker": {"type": "integer", "minimum": 0}
             }
         },
         "Error": {

@@ -218,6 +218,11 @@ show!(
     []
 );
 show!(
+    get_punt,
+    |_: &HashMap<String, String>| Ok("show punt".to_string()),
+    []
+);
+show!(
     get_pcap,
     |_: &HashMap<String, String>| Ok("show pcap".to_string()),
     []

@@ -99,6 +99,8 @@ pub enum Command {
     ShowFlowCache,
     /// `show pcap`
     ShowPcap,
+    /// `show punt`
+    ShowPunt,
     /// `show lb [vips [verbose]]`
     ShowLb(lb::model::LbShow),
     /// `show lb health`
@@ -208,6 +210,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
          pcap file FILE (an absolute path; tcpdump and wireshark read it)",
     ),
     ("pcap stop", "end the running capture and close its file"),
+    (
+        "show punt",
+        "the channels to the control plane: per worker and reason, packets punted and copies \
+         lost (ring full, rate limit); packets delivered; injected packets and refusals",
+    ),
     (
         "show pcap",
         "the running or last capture: file, packets written, lost",
@@ -404,6 +411,7 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                     "bridge",
                     "flow-cache",
                     "pcap",
+                    "punt",
                     "lb",
                     "bgp",
                     "features",
@@ -442,6 +450,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "neighbours" | "neighbors" => {
                     extra(2, "show neighbours")?;
                     Ok(Command::ShowNeighbours)
+                }
+                "punt" => {
+                    extra(2, "show punt")?;
+                    Ok(Command::ShowPunt)
                 }
                 "bridge" => {
                     extra(2, "show bridge")?;

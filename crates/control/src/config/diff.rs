@@ -156,6 +156,7 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         neighbour,
         poll,
         rxq,
+        punt,
         lb,
     } = &new.spec;
     let o = &old.spec;
@@ -190,6 +191,21 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         &o.rxq.busy_percent,
         &rxq.busy_percent,
     );
+    // The punt and inject rings and their token buckets are made with the workers.
+    for (key, a, b) in [
+        ("punt-ring-slots", o.punt.slots, punt.slots),
+        ("punt-snap-bytes", o.punt.snap_bytes, punt.snap_bytes),
+        ("punt-per-second", o.punt.per_second, punt.per_second),
+        ("punt-burst", o.punt.burst, punt.burst),
+        (
+            "inject-per-second",
+            o.punt.inject_per_second,
+            punt.inject_per_second,
+        ),
+        ("inject-burst", o.punt.inject_burst, punt.inject_burst),
+    ] {
+        refusals.value(dp, key, &a, &b);
+    }
     refusals.ports(&o.ports, ports);
     refusals.list("[[xconnect]]", "xconnect", &o.xconnects, xconnects);
     // A flow bridge's rules and groups change live; anything else about a bridge does not.

@@ -147,6 +147,17 @@ fn display_issues(issues: &[Issue]) -> String {
 /// rxq-rebalance-seconds = 10        # 0..=3600: how often movable receive queues (vhost-user
 ///                                   #   queue pairs) are placed again by measured load; 0: never
 /// rxq-rebalance-busy-percent = 95   # 1..=100: the busiest worker's load that makes it worth it
+/// punt-ring-slots = 1024           # 16..=65536, a power of two: packets each worker's punt ring
+///                                   #   holds for the control plane (more are counted as
+///                                   #   punt-ring-full)
+/// punt-snap-bytes = 2048            # 64..=65535: most bytes of a punted packet kept (its full
+///                                   #   length is recorded); a ring is slots x this
+/// punt-per-second = 100000          # 0..=4294967295 punts a second per worker (0: none; more
+///                                   #   are counted as punt-rate-limited)
+/// punt-burst = 1000                 # 1..=4294967295
+/// inject-per-second = 10000         # 0..=4294967295 packets a second the API may inject into
+///                                   #   one worker (0: none; a request past it is refused whole)
+/// inject-burst = 256                # 1..=4294967295
 ///
 /// [api]                             # optional: the HTTP API also on TCP (always on the socket)
 /// tcp = "127.0.0.1:8080"            # ADDRESS:PORT (port 1..=65535); requires token-file; a

@@ -26,6 +26,12 @@ pub(super) const DATAPLANE_KEYS: &[&str] = &[
     "poll-sleep-max-us",
     "rxq-rebalance-seconds",
     "rxq-rebalance-busy-percent",
+    "punt-ring-slots",
+    "punt-snap-bytes",
+    "punt-per-second",
+    "punt-burst",
+    "inject-per-second",
+    "inject-burst",
 ];
 
 const POLL_MODES_ACCEPTED: &str = "\"busy\", \"adaptive\"";
@@ -157,7 +163,43 @@ impl Ctx<'_> {
         if let Some(v) = self.int(&f, "rxq-rebalance-busy-percent", 1..=100).ok() {
             spec.rxq.busy_percent = v as u32;
         }
+        self.punt(&f, &mut spec.punt);
         self.poll_mode(&f, &mut spec.poll, spec.workers);
+    }
+
+    /// The punt and inject channels: ring size (a power of two), snap length, rates, bursts.
+    fn punt(&mut self, f: &Fields<'_>, punt: &mut dataplane::PuntPolicy) {
+        let max = i64::from(u32::MAX);
+        if let Field::Ok(v, span) = self.int(f, "punt-ring-slots", 16..=65536) {
+            if (v as u64).is_power_of_two() {
+                punt.slots = v as u32;
+            } else {
+                self.error(
+                    &span,
+                    "[dataplane]",
+                    Some("punt-ring-slots"),
+                    format!(
+                        "{v} is not a power of two; accepted: 16, 32, ..., 65536 (e.g. {})",
+                        (v as u64).next_power_of_two()
+                    ),
+                );
+            }
+        }
+        if let Some(v) = self.int(f, "punt-snap-bytes", 64..=65535).ok() {
+            punt.snap_bytes = v as u32;
+        }
+        if let Some(v) = self.int(f, "punt-per-second", 0..=max).ok() {
+            punt.per_second = v as u32;
+        }
+        if let Some(v) = self.int(f, "punt-burst", 1..=max).ok() {
+            punt.burst = v as u32;
+        }
+        if let Some(v) = self.int(f, "inject-per-second", 0..=max).ok() {
+            punt.inject_per_second = v as u32;
+        }
+        if let Some(v) = self.int(f, "inject-burst", 1..=max).ok() {
+            punt.inject_burst = v as u32;
+        }
     }
 
     /// `poll-mode`: one mode for every worker, or an array with one mode per worker.

@@ -5,7 +5,9 @@
 //! Never panics on any text.
 
 use super::error::OfctlError;
-use super::fields::{fmt_port, parse_port, reg, reg_index, Ctx, Prereq, PORT_LOCAL, PORT_MAX};
+use super::fields::{
+    fmt_port, parse_port, reg, reg_index, Ctx, Prereq, PORT_CONTROLLER, PORT_LOCAL, PORT_MAX,
+};
 use super::more_actions::{self as more, Stage};
 use super::parse::{tokens, MAX_TABLE};
 use super::values::{
@@ -23,7 +25,8 @@ pub(crate) const ACCEPTED_ACTIONS: &str = "output:PORT (or a bare PORT), in_port
     mod_nw_ttl, mod_vlan_vid, mod_vlan_pcp, strip_vlan, pop_vlan, push_vlan:ETHERTYPE, dec_ttl, \
     dec_ttl(ID,...), set_tunnel, set_tunnel64, resubmit:PORT, resubmit([PORT],[TABLE]), \
     goto_table:TABLE, group:ID, output(port=PORT,max_len=N), move:SRC[A..B]->DST[C..D], \
-    note:HEX, set_queue:N, exit, clone(ACTIONS), clear_actions, write_actions(ACTIONS)";
+    note:HEX, set_queue:N, exit, clone(ACTIONS), clear_actions, write_actions(ACTIONS), \
+    controller, controller:MAX_LEN, controller(max_len=N,reason=R,id=N), output:CONTROLLER";
 
 /// How a settable field's value is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -354,6 +357,7 @@ pub(crate) fn parse_actions_as(
         match key.as_str() {
             "output" if t.text.contains('(') => out.push(more::parse_output_trunc(t)?),
             "note" => out.push(more::parse_note(t)?),
+            "controller" => out.push(more::parse_controller(t)?),
             "set_queue" => out.push(more::parse_set_queue(t)?),
             "exit" if t.value.is_none() => out.push(Action::Exit),
             "clear_actions" if t.value.is_none() => out.push(Action::ClearActions),
@@ -380,12 +384,12 @@ pub(crate) fn parse_actions_as(
                 check(Prereq::IpAny, vlan)?;
                 out.push(set(Field::NwTtl, n, 0xff));
             }
-            "output" => out.push(Action::Output(output_port(need_value("a port")?, t.text)?)),
+            "output" => out.push(output_action(need_value("a port")?, t.text)?),
             "in_port" | "flood" | "all" | "normal" | "local" if t.value.is_none() => {
-                out.push(Action::Output(output_port(t.key, t.text)?))
+                out.push(output_action(t.key, t.text)?)
             }
             k if t.value.is_none() && k.bytes().all(|c| c.is_ascii_digit()) => {
-                out.push(Action::Output(output_port(t.key, t.text)?))
+                out.push(output_action(t.key, t.text)?)
             }
             "set_field" => {
                 let a = parse_set_field(need_value("VALUE->FIELD")?, t.text)?;
@@ -565,14 +569,23 @@ fn small(t: &super::parse::Token<'_>, v: &str, max: u128, what: &str) -> Result<
         .ok_or_else(|| OfctlError::value(t.key, t.text, format!("accepted: {what}")))
 }
 
+/// `output:PORT`: to a port, or to the controller (`output:CONTROLLER`, the plain
+/// `controller` action, as Open vSwitch reads it).
+fn output_action(s: &str, token: &str) -> Result<Action, OfctlError> {
+    if parse_port(s) == Some(PORT_CONTROLLER) {
+        return Ok(Action::Controller(crate::rule::ControllerAction::PLAIN));
+    }
+    Ok(Action::Output(output_port(s, token)?))
+}
+
 /// An output port: a number, or `IN_PORT`, `FLOOD`, `ALL`, `NORMAL`, `LOCAL`.
 fn output_port(s: &str, token: &str) -> Result<PortRef, OfctlError> {
     let bad = || {
         OfctlError::value(
             "output",
             token,
-            "accepted: a port 0..=65279, IN_PORT, FLOOD, ALL, NORMAL or LOCAL (port names are not \
-             known here: dump with `ovs-ofctl --no-names`)",
+            "accepted: a port 0..=65279, IN_PORT, FLOOD, ALL, NORMAL, LOCAL or CONTROLLER (port \
+             names are not known here: dump with `ovs-ofctl --no-names`)",
         )
     };
     let p = parse_port(s).ok_or_else(bad)?;

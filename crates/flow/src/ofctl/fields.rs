@@ -374,6 +374,10 @@ pub(crate) const PORT_NAMES: [(&str, u16); 8] = [
 
 /// OpenFlow's `LOCAL` port number.
 pub(crate) const PORT_LOCAL: u16 = 0xfffe;
+/// OpenFlow's `CONTROLLER` port number.
+pub(crate) const PORT_CONTROLLER: u16 = 0xfffd;
+/// OpenFlow's `TABLE` port number (a packet-out's "run it through the tables").
+pub(crate) const PORT_TABLE: u16 = 0xfff9;
 /// Highest ordinary port number (`OFPP_MAX`).
 pub(crate) const PORT_MAX: u16 = 0xff00;
 

@@ -192,6 +192,41 @@ pub fn parse_actions(text: &str) -> Result<Vec<Action>, OfctlError> {
     actions::parse_actions_in(text, None, None)
 }
 
+/// The actions of a packet-out (`ovs-ofctl packet-out`'s ACTIONS): an action list in which
+/// `table` (`output:TABLE`) runs the packet through the tables from table 0 as received on
+/// its `in_port` — read as `resubmit(,0)`, which is what Open vSwitch does with it. The
+/// instructions (`goto_table`, `write_actions`, `clear_actions`) are refused: a packet-out
+/// carries actions only.
+pub fn parse_packet_out_actions(text: &str) -> Result<Vec<Action>, OfctlError> {
+    let toks = parse::tokens(text)?;
+    let mut items: Vec<&str> = Vec::with_capacity(toks.len());
+    for t in &toks {
+        let table = match (t.key.to_ascii_lowercase().as_str(), t.value) {
+            ("output", Some(v)) => fields::parse_port(v.trim()) == Some(fields::PORT_TABLE),
+            (k, None) => fields::parse_port(k) == Some(fields::PORT_TABLE),
+            _ => false,
+        };
+        items.push(if table { "resubmit(,0)" } else { t.text });
+    }
+    let actions = actions::parse_actions_in(&items.join(","), None, None)?;
+    let instruction = actions.iter().find_map(|a| match a {
+        Action::GotoTable(_) => Some("goto_table"),
+        Action::WriteActions(_) => Some("write_actions"),
+        Action::ClearActions => Some("clear_actions"),
+        _ => None,
+    });
+    if let Some(i) = instruction {
+        return Err(OfctlError::syntax(
+            text.trim(),
+            format!(
+                "`{i}` is an instruction; a packet-out takes actions only (`table` runs the \
+                 packet through the tables)"
+            ),
+        ));
+    }
+    Ok(actions)
+}
+
 /// A group in `add-group` syntax.
 pub fn parse_group(text: &str) -> Result<Group, OfctlError> {
     group::parse_group(text)

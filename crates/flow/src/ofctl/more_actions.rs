@@ -1,5 +1,5 @@
 //! The `ovs-ofctl` actions that are not header writes or plain outputs: `output(port=,max_len=)`,
-//! `note:`, `set_queue:`, `dec_ttl(ids)`, `move:`, and the checks on where the instructions
+//! `note:`, `set_queue:`, `dec_ttl(ids)`, `move:`, `controller`, and the checks on where the instructions
 //! (`clear_actions`, `write_actions(...)`, `goto_table`) and nested lists (`clone(...)`) may
 //! stand, with their printing as `ovs-ofctl -O OpenFlow13 dump-flows` prints them.
 //! Never panics on any text; knows nothing of tables or packets.
@@ -9,7 +9,7 @@ use super::fields::{fmt_port, parse_port, Prereq, PORT_LOCAL, PORT_MAX};
 use super::parse::Token;
 use super::values::parse_uint;
 use crate::key::Field;
-use crate::rule::{Action, PortRef};
+use crate::rule::{Action, ControllerAction, PortRef, PuntReason};
 
 /// Shortest `max_len` Open vSwitch accepts (an Ethernet header).
 const MIN_MAX_LEN: u128 = 14;
@@ -85,6 +85,84 @@ pub(crate) fn parse_note(t: &Token<'_>) -> Result<Action, OfctlError> {
     let padded = (bytes.len() + 10).div_ceil(8) * 8 - 10;
     bytes.resize(padded.max(6), 0);
     Ok(Action::Note(bytes))
+}
+
+/// `controller`, `controller:MAX_LEN`, `controller(max_len=N,reason=R,id=N)` (keys in any
+/// order, each at most once). Open vSwitch's `userdata`, `pause` and `meter_id` need its own
+/// controller channel extensions: refused, naming what is accepted.
+pub(crate) fn parse_controller(t: &Token<'_>) -> Result<Action, OfctlError> {
+    const ACCEPTED: &str = "accepted: controller, controller:MAX_LEN, controller(max_len=N,\
+        reason=R,id=N) with MAX_LEN and N 0..=65535, R one of no_match, action, invalid_ttl, \
+        action_set, group, packet_out";
+    let mut c = ControllerAction::PLAIN;
+    let Some(v) = t.value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(Action::Controller(c));
+    };
+    let number = |s: &str, what: &str| {
+        parse_uint(s.trim())
+            .and_then(|n| u16::try_from(n).ok())
+            .ok_or_else(|| OfctlError::value(what, t.text, ACCEPTED))
+    };
+    if !t.text.contains('(') {
+        c.max_len = number(v, "controller")?;
+        return Ok(Action::Controller(c));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for item in v.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (key, value) = item.split_once('=').unwrap_or((item, ""));
+        let key = key.trim();
+        if seen.contains(&key) {
+            return Err(OfctlError::syntax(
+                t.text,
+                format!("`{key}` given twice; {ACCEPTED}"),
+            ));
+        }
+        seen.push(key);
+        match key {
+            "max_len" => c.max_len = number(value, "max_len")?,
+            "id" => c.id = number(value, "id")?,
+            "reason" => {
+                c.reason = PuntReason::from_name(value.trim())
+                    .ok_or_else(|| OfctlError::value("reason", t.text, ACCEPTED))?
+            }
+            "userdata" | "pause" | "meter_id" => {
+                return Err(OfctlError::syntax(
+                    t.text,
+                    format!(
+                        "controller({key}) needs Open vSwitch's own controller extensions, \
+                         which vecplane does not have; {ACCEPTED}"
+                    ),
+                ))
+            }
+            _ => {
+                return Err(OfctlError::syntax(
+                    t.text,
+                    format!("unknown key `{key}`; {ACCEPTED}"),
+                ))
+            }
+        }
+    }
+    Ok(Action::Controller(c))
+}
+
+/// A `controller` action as `ovs-ofctl` prints it: `CONTROLLER:MAX_LEN` when it is a plain
+/// output to the controller, else `controller(reason=R,max_len=N,id=N)` with the keys that
+/// differ from the defaults.
+fn fmt_controller(c: &ControllerAction) -> String {
+    if c.is_output() {
+        return format!("CONTROLLER:{}", c.max_len);
+    }
+    let mut keys = Vec::new();
+    if c.reason != PuntReason::Action {
+        keys.push(format!("reason={}", c.reason.name()));
+    }
+    if c.max_len != u16::MAX {
+        keys.push(format!("max_len={}", c.max_len));
+    }
+    if c.id != 0 {
+        keys.push(format!("id={}", c.id));
+    }
+    format!("controller({})", keys.join(","))
 }
 
 /// `set_queue:N`.
@@ -260,6 +338,7 @@ pub(crate) fn check_nested(outer: &str, actions: &[Action], token: &str) -> Resu
                 | Action::DecTtl
                 | Action::DecTtlIds(_)
                 | Action::SetQueue(_)
+                | Action::Controller(_)
         ),
         _ => matches!(
             a,
@@ -314,6 +393,7 @@ pub(crate) fn fmt_more(a: &Action, nested: impl Fn(&[Action]) -> String) -> Opti
         Action::ClearActions => "clear_actions".into(),
         Action::Clone(inner) => format!("clone({})", nested(inner)),
         Action::WriteActions(inner) => format!("write_actions({})", nested(inner)),
+        Action::Controller(c) => fmt_controller(c),
         _ => return None,
     })
 }

@@ -244,6 +244,9 @@ pub fn format_dp_actions(
                 out.push(format!("tnl(tun_id={tun_id:#x},{})", port(p)));
             }
             DpAction::Truncate(n) => out.push(format!("trunc({n})")),
+            // OVS commits the changes so far and sends `userspace(...controller(...))`, which
+            // the canonical form below drops.
+            DpAction::Controller { .. } => commit(&mut base, &cur, wc, tpid, &mut out),
             DpAction::Nop => {}
         }
     }

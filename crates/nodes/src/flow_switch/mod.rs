@@ -3,16 +3,20 @@
 //! megaflow caches, translates the misses through the bridge's OpenFlow tables in this worker
 //! (grouped: a miss that a megaflow made earlier in the same vector covers is not translated
 //! again), installs the megaflows, and runs each packet's datapath actions (header edits,
-//! outputs with copies, flood, `normal` to `l2-bridge`). `flow-maintenance`, an input that never
+//! outputs with copies, flood, `normal` to `l2-bridge`, punts to the control plane: the
+//! `controller` action). `flow-packet-out` runs the actions of a packet the control plane
+//! injected (an OpenFlow packet-out). `flow-maintenance`, an input that never
 //! receives, ages and revalidates the caches and publishes their counters between vectors.
 //! Owns one worker's caches; it never locks on the fast path and never changes the tables
 //! (the control plane publishes new ones, see `dataplane::flows`).
 
 mod actions;
+mod packet_out;
 mod shared;
 #[cfg(test)]
 mod tests;
 
+pub use packet_out::{FlowPacketOut, PacketOutBridge, PACKET_OUT};
 pub use shared::FlowWorkerShared;
 
 use crate::names;
@@ -80,6 +84,10 @@ graph::node_indices! {
         NoBufferForCopy = "no-buffer-for-copy",
         /// Too many copies in one vector.
         CopyQueueFull = "copy-queue-full",
+        /// A `controller` action's copy was lost: the worker's punt ring was full.
+        PuntRingFull = "punt-ring-full",
+        /// A `controller` action's copy was lost: the worker's punt rate limit was reached.
+        PuntRateLimited = "punt-rate-limited",
     }
 }
 
@@ -274,7 +282,8 @@ pub struct FlowSwitch {
     group_index: Vec<u16>,
     scratch: Vec<DpActions>,
     recent: RecentMisses,
-    emitter: Emitter,
+    /// Runs the actions: the copies' emitter, the punt ring.
+    exec: actions::Executor,
     ms_per_tick: f64,
 }
 
@@ -304,6 +313,7 @@ pub fn flow_switch_nodes(
             dump_served: 0,
         });
     }
+    let exec = actions::Executor::new(Emitter::new(VECTOR_SIZE * 4), &ports);
     let inner = Arc::new(WorkerCell::new(Inner {
         ports,
         switches: states,
@@ -331,7 +341,7 @@ pub fn flow_switch_nodes(
             group_index: Vec::with_capacity(VECTOR_SIZE),
             scratch: Vec::with_capacity(VECTOR_SIZE),
             recent: RecentMisses::new(),
-            emitter: Emitter::new(VECTOR_SIZE * 4),
+            exec,
             ms_per_tick,
         },
         FlowMaintenance {
@@ -375,7 +385,7 @@ impl Node for FlowSwitch {
     }
 
     fn emitter(&mut self) -> Option<&mut Emitter> {
-        Some(&mut self.emitter)
+        Some(&mut self.exec.emitter)
     }
 
     /// The last counters, for `--stats-json` and `show flow-cache` after a run ends.
@@ -584,6 +594,7 @@ impl Node for FlowSwitch {
             }
             all_out
         });
+        self.exec.flush();
         if all_out {
             Dispatch::AllTo(FlowNext::Output.id())
         } else {
@@ -627,6 +638,33 @@ impl Node for FlowSwitch {
 }
 
 impl FlowSwitch {
+    /// Punt `controller` actions' copies into `punt` (this worker's punt ring); without it
+    /// they are counted as `punt-ring-full`.
+    pub fn with_punt(mut self, punt: crate::inject::SharedPunt) -> FlowSwitch {
+        self.exec.set_punt(punt);
+        self
+    }
+
+    /// Run `actions` on packet `i` (buffer `b`) of bridge `members`/`shared`: its next index.
+    #[inline]
+    fn run(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        i: usize,
+        b: u32,
+        actions: &DpActions,
+        members: &[u16],
+        shared: &FlowWorkerShared,
+    ) -> u16 {
+        let bridge = actions::Bridge {
+            members,
+            shared,
+            origin: None,
+        };
+        self.exec
+            .run(cx, (i, b), &mut self.parsed[i], actions, &bridge)
+    }
+
     /// Write packet `i`'s whole key if extraction left it in `ip4` only.
     #[inline]
     fn whole_key(&mut self, i: usize) {

@@ -67,6 +67,16 @@ fn switch_with(
     port_cache: [(bool, bool); PORTS as usize],
     cache: CacheConfig,
 ) -> Switch {
+    switch_full(rules, port_cache, cache, None)
+}
+
+/// A switch whose `controller` actions punt into `punt`.
+fn switch_full(
+    rules: Vec<Rule>,
+    port_cache: [(bool, bool); PORTS as usize],
+    cache: CacheConfig,
+    punt: Option<crate::inject::SharedPunt>,
+) -> Switch {
     let tables = FlowTables::new(ports())
         .apply(&rules.into_iter().map(FlowMod::Add).collect::<Vec<_>>())
         .expect("rules");
@@ -92,6 +102,10 @@ fn switch_with(
         hz(),
     )
     .expect("node");
+    let node = match punt {
+        Some(p) => node.with_punt(p),
+        None => node,
+    };
     let queue: Queue = Arc::default();
     let captured: Captured = Arc::default();
     let mut b = GraphBuilder::new();
@@ -537,3 +551,6 @@ fn a_rewrite_the_packet_has_no_header_for_is_skipped_and_the_rest_runs() {
         1
     );
 }
+
+#[path = "punt_tests.rs"]
+mod punt;
