@@ -24,6 +24,13 @@ fn mix(a: u64, b: u64) -> u64 {
     (m as u64) ^ ((m >> 64) as u64)
 }
 
+/// The last round of every hash: spreads what one multiply left uneven (a key whose words
+/// mostly agree, as a sweep of addresses does) over all 64 bits.
+#[inline(always)]
+fn finish(h: u64, seed: u64) -> u64 {
+    mix(h ^ seed, 0x9e37_79b9_7f4a_7c15)
+}
+
 /// Pack (ports, protocol, receiving port) into one word.
 #[inline(always)]
 fn rest(src_port: u16, dst_port: u16, protocol: u8, in_port: u16) -> u64 {
@@ -69,7 +76,7 @@ impl Key4 {
 impl FlowKey for Key4 {
     #[inline(always)]
     fn hash(&self, seed: &[u64; 2]) -> u64 {
-        mix(self.addrs ^ seed[0], self.rest ^ seed[1])
+        finish(mix(self.addrs ^ seed[0], self.rest ^ seed[1]), seed[1])
     }
 
     fn fields(&self) -> (IpAddr, IpAddr, u16, u16, u8, u16) {
@@ -116,7 +123,7 @@ impl FlowKey for Key6 {
     fn hash(&self, seed: &[u64; 2]) -> u64 {
         let a = mix(self.src as u64 ^ seed[0], (self.src >> 64) as u64 ^ seed[1]);
         let b = mix(self.dst as u64 ^ a, (self.dst >> 64) as u64 ^ seed[0]);
-        mix(b ^ self.rest, a ^ seed[1])
+        finish(mix(b ^ self.rest, a ^ seed[1]), seed[0])
     }
 
     fn fields(&self) -> (IpAddr, IpAddr, u16, u16, u8, u16) {

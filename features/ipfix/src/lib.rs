@@ -276,20 +276,22 @@ impl IpfixHandle {
             .all(|w| w.flushed.load(Ordering::Acquire) >= generation)
     }
 
-    /// Stop the exporter once it sent what the rings hold, and wait for it.
-    pub fn stop(mut self) {
+    /// Stop the exporter once it sent what the rings hold, wait for it, and return the final
+    /// counters.
+    pub fn stop(mut self) -> IpfixStats {
         self.stop_thread();
+        self.stats()
     }
 
     /// Flush every worker's flows (waiting up to `wait` for running workers to report them),
-    /// send them, and stop.
-    pub fn shutdown(self, wait: Duration) {
+    /// send them, and stop; the final counters.
+    pub fn shutdown(self, wait: Duration) -> IpfixStats {
         let g = self.flush();
         let until = Instant::now() + wait;
         while !self.is_flushed(g) && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(2));
         }
-        self.stop();
+        self.stop()
     }
 
     fn stop_thread(&mut self) {

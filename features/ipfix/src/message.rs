@@ -6,7 +6,7 @@
 
 use crate::record::FlowRecord;
 use crate::template::{
-    self, Variant, OPTIONS_TEMPLATE_SET_ID, SAMPLING_OPTIONS_RECORD_LEN,
+    self, Variant, OPTIONS_TEMPLATE_SET_ID, SAMPLING_OPTIONS_COMPAT_TEMPLATE_ID,
     SAMPLING_OPTIONS_TEMPLATE_ID, TEMPLATE_SET_ID,
 };
 use std::collections::BTreeSet;
@@ -74,6 +74,11 @@ impl Writer {
         true
     }
 
+    /// End the open set: the next record opens a new one even with the same set id.
+    fn break_set(&mut self) {
+        self.close_set();
+    }
+
     fn close_set(&mut self) {
         if let Some((_, at)) = self.set.take() {
             let len = (self.buf.len() - at) as u16;
@@ -90,8 +95,8 @@ impl Writer {
     }
 }
 
-/// One observation domain's exporting state: its sequence number, the templates and sampling
-/// selectors announced so far, and the message size limit.
+/// One observation domain's exporting state: its sequence number, the templates announced so
+/// far, the sampling rate announced, and the message size limit.
 #[derive(Debug)]
 pub struct Encoder {
     domain: u32,
@@ -99,7 +104,8 @@ pub struct Encoder {
     pen: u32,
     sequence: u32,
     announced: BTreeSet<Variant>,
-    selectors: BTreeSet<u32>,
+    /// The one-in-N rate the collectors were told (None: never told, so unsampled).
+    sampling: Option<u32>,
 }
 
 impl Encoder {
@@ -112,7 +118,7 @@ impl Encoder {
             pen,
             sequence: 0,
             announced: BTreeSet::new(),
-            selectors: BTreeSet::new(),
+            sampling: None,
         }
     }
 
@@ -128,21 +134,20 @@ impl Encoder {
         if pen != self.pen {
             self.pen = pen;
             self.announced.clear();
-            self.selectors.clear();
         }
     }
 
-    /// Messages announcing every template and selector announced so far (the refresh of RFC
-    /// 7011 section 8.4); nothing when none was.
+    /// Messages announcing every template announced so far and the sampling rate (the
+    /// refresh of RFC 7011 section 8.4); nothing when nothing was.
     pub fn refresh(&mut self, export_time: u32) -> Vec<Vec<u8>> {
         let variants: Vec<Variant> = self.announced.iter().copied().collect();
-        let selectors: Vec<u32> = self.selectors.iter().copied().collect();
-        self.announce(&variants, &selectors, export_time)
+        self.announce(&variants, self.sampling, export_time)
     }
 
-    /// Messages carrying `records`, preceded by messages announcing the templates and
-    /// sampling selectors they need that were not announced yet. Records are grouped by
-    /// template (so a message holds few sets) and packed up to the limit.
+    /// Messages carrying `records`, preceded by messages announcing the templates they need
+    /// that were not announced yet, and the sampling rate when it differs from the one
+    /// announced (the last record's rate counts). Records are grouped by template (so a
+    /// message holds few sets) and packed up to the limit.
     pub fn encode(&mut self, records: &[FlowRecord], export_time: u32) -> Vec<Vec<u8>> {
         let mut by_template: Vec<(Variant, &FlowRecord)> =
             records.iter().map(|r| (Variant::of(r), r)).collect();
@@ -152,16 +157,18 @@ impl Encoder {
             .map(|(v, _)| *v)
             .filter(|v| !self.announced.contains(v))
             .collect();
-        let new_selectors: BTreeSet<u32> = records
-            .iter()
-            .filter(|r| r.sampling > 1 && !self.selectors.contains(&r.sampling))
-            .map(|r| r.sampling)
-            .collect();
+        let rate = records.last().map(|r| r.sampling.max(1));
+        let new_rate = match (rate, self.sampling) {
+            (Some(n), Some(told)) if n != told => Some(n),
+            (Some(n), None) if n > 1 => Some(n),
+            _ => None,
+        };
         let new_variants: Vec<Variant> = new_variants.into_iter().collect();
-        let new_selectors: Vec<u32> = new_selectors.into_iter().collect();
-        let mut out = self.announce(&new_variants, &new_selectors, export_time);
+        let mut out = self.announce(&new_variants, new_rate, export_time);
         self.announced.extend(new_variants);
-        self.selectors.extend(new_selectors);
+        if new_rate.is_some() {
+            self.sampling = new_rate;
+        }
 
         let mut w = Writer::new(self.limit);
         w.begin(export_time, self.sequence, self.domain);
@@ -196,11 +203,11 @@ impl Encoder {
         out
     }
 
-    /// Messages holding the template records of `variants`, then (when `selectors` is not
-    /// empty) the sampling options template and one options data record per selector.
-    fn announce(&mut self, variants: &[Variant], selectors: &[u32], t: u32) -> Vec<Vec<u8>> {
+    /// Messages holding the template records of `variants`, then (with `sampling`) the two
+    /// sampling options templates and their data records.
+    fn announce(&mut self, variants: &[Variant], sampling: Option<u32>, t: u32) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        if variants.is_empty() && selectors.is_empty() {
+        if variants.is_empty() && sampling.is_none() {
             return out;
         }
         let (pen, domain) = (self.pen, self.domain);
@@ -219,15 +226,22 @@ impl Encoder {
             template::template_record(*v, pen, &mut scratch);
             put(&mut w, &mut out, TEMPLATE_SET_ID, &scratch);
         }
-        if !selectors.is_empty() {
-            scratch.clear();
-            template::sampling_options_template(&mut scratch);
-            put(&mut w, &mut out, OPTIONS_TEMPLATE_SET_ID, &scratch);
-            for &n in selectors {
+        if let Some(n) = sampling {
+            let ids = [
+                SAMPLING_OPTIONS_TEMPLATE_ID,
+                SAMPLING_OPTIONS_COMPAT_TEMPLATE_ID,
+            ];
+            for id in ids {
                 scratch.clear();
-                template::sampling_options_record(n, &mut scratch);
-                debug_assert_eq!(scratch.len(), SAMPLING_OPTIONS_RECORD_LEN);
-                put(&mut w, &mut out, SAMPLING_OPTIONS_TEMPLATE_ID, &scratch);
+                template::sampling_options_template(id, &mut scratch);
+                // One options template per set: nfdump up to 1.7.1 reads only a set's first.
+                w.break_set();
+                put(&mut w, &mut out, OPTIONS_TEMPLATE_SET_ID, &scratch);
+            }
+            for id in ids {
+                scratch.clear();
+                template::sampling_options_record(id, domain, n, &mut scratch);
+                put(&mut w, &mut out, id, &scratch);
             }
         }
         if !w.is_empty() {
@@ -337,7 +351,7 @@ mod tests {
     }
 
     #[test]
-    fn sampled_records_announce_their_selector_and_options_count_as_data() {
+    fn a_sampling_rate_is_announced_once_and_its_options_count_as_data() {
         let mut e = Encoder::new(1, 1400, 32473);
         let mut r = flow(1);
         r.sampling = 1000;
@@ -349,17 +363,26 @@ mod tests {
             [
                 TEMPLATE_SET_ID,
                 OPTIONS_TEMPLATE_SET_ID,
-                SAMPLING_OPTIONS_TEMPLATE_ID
+                OPTIONS_TEMPLATE_SET_ID,
+                SAMPLING_OPTIONS_TEMPLATE_ID,
+                SAMPLING_OPTIONS_COMPAT_TEMPLATE_ID
             ]
         );
-        // The options data record counts: the flow's message starts at 1.
-        assert_eq!(be32(&msgs[1], 8), 1);
-        assert_eq!(e.sequence(), 2);
-        // A refresh repeats the template, the options template and the selector.
+        // The two options data records count: the flow's message starts at 2.
+        assert_eq!(be32(&msgs[1], 8), 2);
+        assert_eq!(e.sequence(), 3);
+        assert_eq!(e.encode(&[r], 6).len(), 1, "known rate, known template");
+        // A refresh repeats the template, the options templates and the rate.
         let again = e.refresh(9);
         assert_eq!(again.len(), 1);
-        assert_eq!(sets(&again[0]).len(), 3);
-        assert_eq!(e.sequence(), 3);
+        assert_eq!(sets(&again[0]).len(), 5);
+        assert_eq!(e.sequence(), 6);
+        // Back to every packet: the collectors are told (space 0).
+        r.sampling = 1;
+        let msgs = e.encode(&[r], 10);
+        assert_eq!(msgs.len(), 2);
+        let last = &msgs[0][msgs[0].len() - 4..];
+        assert_eq!(last, [0, 0, 0, 0]);
     }
 
     #[test]
@@ -394,7 +417,6 @@ mod tests {
                     }
                 });
                 r.annotation.cookie = v.cookie.then_some(7);
-                r.sampling = if v.sampled { 10 } else { 1 };
                 r
             })
             .collect();
@@ -406,13 +428,13 @@ mod tests {
             for (id, len) in sets(m) {
                 match id {
                     TEMPLATE_SET_ID => templates += 1,
-                    id if id >= 256 && id < 280 => data += len,
+                    id if (256..268).contains(&id) => data += len,
                     _ => {}
                 }
             }
         }
-        assert!(templates >= 2, "the 24 templates need several messages");
+        assert!(templates >= 2, "the 12 templates need several messages");
         assert!(data > 0);
-        assert_eq!(e.sequence(), 24 + 1, "24 flows and one selector record");
+        assert_eq!(e.sequence(), 12);
     }
 }

@@ -54,26 +54,22 @@ fn rig(node: &str, sampling: u32, place: Place) -> Rig {
     let queue: Queue = Default::default();
     let (end, other): (Seen, Seen) = Default::default();
     let mut g = GraphBuilder::new();
-    g.add_input(Box::new(Inject {
-        next: node.into(),
-        queue: queue.clone(),
-        tx_port: 1,
-    }))
-    .add_input(w.timer())
-    .add_node(match node {
-        IPFIX_IP4 => w.ip4_node(binding),
-        IPFIX_IP6 => w.ip6_node(binding),
-        _ => w.output_node(binding).expect("memory"),
-    })
-    .add_node(Box::new(Sink {
-        name: "end".into(),
-        seen: end.clone(),
-    }))
-    .add_node(Box::new(Sink {
-        name: "other-node".into(),
-        seen: other.clone(),
-    }))
-    .add_node(Box::new(nodes::drop::ErrorDrop::new()));
+    g.add_input(Box::new(Inject::new(node, queue.clone(), 1)))
+        .add_input(w.timer())
+        .add_node(match node {
+            IPFIX_IP4 => w.ip4_node(binding),
+            IPFIX_IP6 => w.ip6_node(binding),
+            _ => w.output_node(binding).expect("memory"),
+        })
+        .add_node(Box::new(Sink {
+            name: "end".into(),
+            seen: end.clone(),
+        }))
+        .add_node(Box::new(Sink {
+            name: "other-node".into(),
+            seen: other.clone(),
+        }))
+        .add_node(Box::new(nodes::drop::ErrorDrop::new()));
     let pool = BufferPool::new(PoolConfig {
         buffers: 4096,
         try_hugepages: false,

@@ -1,12 +1,19 @@
 //! Templates and record encoding per RFC 7011/7012: the information elements vecplane exports
 //! (IANA numbers, lengths), the data templates (one per record shape: family, server address,
-//! cookie, sampling), the sampling options template, and the bytes of each record. It owns the
-//! wire layout of records only; messages and sequence numbers are `message`'s, and it never
-//! does I/O.
+//! cookie), the sampling options templates, and the bytes of each record. It owns the wire
+//! layout of records only; messages and sequence numbers are `message`'s, and it never does I/O.
 //!
 //! Record shapes are fixed per template id, so a collector never sees a template id change
-//! meaning: ids 256..=279 are `256 + v6 + 2 x server (none, v4, v6) + 6 x cookie + 12 x
-//! sampled`, and 280 is the sampling options template.
+//! meaning: ids 256..=267 are `256 + v6 + 2 x server (none, v4, v6) + 6 x cookie`.
+//!
+//! Sampling (one packet in N, systematic count-based) is described by an options record whose
+//! scope is the observation domain — sampling is configured for the whole feature — carrying
+//! `samplingPacketInterval` = 1 and `samplingPacketSpace` = N - 1 (IANA 305/306, RFC 5477).
+//! It is sent in two options templates: 268 adds `selectorAlgorithm` (304) = 1 (systematic
+//! count-based), the complete description newer collectors read; 269 has the two parameters
+//! only, the form nfdump up to 1.7.1 (Debian 12) recognises (its check refused 304 next to 306
+//! until upstream fixed it in 2023, nfdump issue #410). Counts in data records are what was
+//! metered; the collector scales them.
 
 use crate::record::{EndReason, FlowRecord};
 use std::net::IpAddr;
@@ -48,8 +55,8 @@ pub mod ie {
     pub const POST_NAT_DESTINATION_IPV4_ADDRESS: u16 = 226;
     /// `postNATDestinationIPv6Address`.
     pub const POST_NAT_DESTINATION_IPV6_ADDRESS: u16 = 282;
-    /// `selectorId` (unsigned64): which selector (sampling configuration) chose the packets.
-    pub const SELECTOR_ID: u16 = 302;
+    /// `observationDomainId` (unsigned32): the scope of the sampling options.
+    pub const OBSERVATION_DOMAIN_ID: u16 = 149;
     /// `selectorAlgorithm` (unsigned16).
     pub const SELECTOR_ALGORITHM: u16 = 304;
     /// `samplingPacketInterval` (unsigned32): packets taken in a row.
@@ -67,10 +74,10 @@ pub mod ie {
 pub const TEMPLATE_SET_ID: u16 = 2;
 /// Set id of options template sets.
 pub const OPTIONS_TEMPLATE_SET_ID: u16 = 3;
-/// Template id of the sampling options template.
-pub const SAMPLING_OPTIONS_TEMPLATE_ID: u16 = 280;
-/// Bytes of a sampling options data record.
-pub const SAMPLING_OPTIONS_RECORD_LEN: usize = 18;
+/// Template id of the sampling options template with `selectorAlgorithm`.
+pub const SAMPLING_OPTIONS_TEMPLATE_ID: u16 = 268;
+/// Template id of the sampling options template with the parameters only (nfdump <= 1.7.1).
+pub const SAMPLING_OPTIONS_COMPAT_TEMPLATE_ID: u16 = 269;
 
 /// One field specifier of a template.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,8 +107,6 @@ pub struct Variant {
     pub server: Option<bool>,
     /// Carries the rule's cookie.
     pub cookie: bool,
-    /// Carries a `selectorId` (the flow was sampled).
-    pub sampled: bool,
 }
 
 impl Variant {
@@ -111,21 +116,17 @@ impl Variant {
             v6: r.src.is_ipv6(),
             server: r.annotation.server.map(|s| s.is_ipv6()),
             cookie: r.annotation.cookie.is_some(),
-            sampled: r.sampling > 1,
         }
     }
 
-    /// Its template id (256..=279).
+    /// Its template id (256..=267).
     pub fn template_id(self) -> u16 {
         let server = match self.server {
             None => 0,
             Some(false) => 1,
             Some(true) => 2,
         };
-        256 + u16::from(self.v6)
-            + 2 * server
-            + 6 * u16::from(self.cookie)
-            + 12 * u16::from(self.sampled)
+        256 + u16::from(self.v6) + 2 * server + 6 * u16::from(self.cookie)
     }
 
     /// The template's fields, in record order; `pen` owns `openflowCookie`.
@@ -172,9 +173,6 @@ impl Variant {
                 enterprise: Some(pen),
             });
         }
-        if self.sampled {
-            f.push(iana(ie::SELECTOR_ID, 8));
-        }
         f
     }
 
@@ -208,29 +206,31 @@ pub fn template_record(v: Variant, pen: u32, out: &mut Vec<u8>) {
     put_fields(out, &fields);
 }
 
-/// Append the sampling options template record (RFC 7011 section 3.4.2.2): scope
-/// `selectorId`, then `selectorAlgorithm`, `samplingPacketInterval`, `samplingPacketSpace`.
-pub fn sampling_options_template(out: &mut Vec<u8>) {
-    let fields = [
-        iana(ie::SELECTOR_ID, 8),
-        iana(ie::SELECTOR_ALGORITHM, 2),
-        iana(ie::SAMPLING_PACKET_INTERVAL, 4),
-        iana(ie::SAMPLING_PACKET_SPACE, 4),
-    ];
-    out.extend_from_slice(&SAMPLING_OPTIONS_TEMPLATE_ID.to_be_bytes());
+/// Append the sampling options template record `id` (RFC 7011 section 3.4.2.2): scope
+/// `observationDomainId`, then (`SAMPLING_OPTIONS_TEMPLATE_ID` only) `selectorAlgorithm`, then
+/// `samplingPacketInterval` and `samplingPacketSpace`.
+pub fn sampling_options_template(id: u16, out: &mut Vec<u8>) {
+    let mut fields = vec![iana(ie::OBSERVATION_DOMAIN_ID, 4)];
+    if id == SAMPLING_OPTIONS_TEMPLATE_ID {
+        fields.push(iana(ie::SELECTOR_ALGORITHM, 2));
+    }
+    fields.push(iana(ie::SAMPLING_PACKET_INTERVAL, 4));
+    fields.push(iana(ie::SAMPLING_PACKET_SPACE, 4));
+    out.extend_from_slice(&id.to_be_bytes());
     out.extend_from_slice(&(fields.len() as u16).to_be_bytes());
     out.extend_from_slice(&1u16.to_be_bytes()); // scope field count
     put_fields(out, &fields);
 }
 
-/// Append the options data record describing one-in-`n` systematic count-based sampling: the
-/// selector id is `n` itself, so records of flows sampled before and after a change of `n`
-/// each name the configuration they were metered under.
-pub fn sampling_options_record(n: u32, out: &mut Vec<u8>) {
-    out.extend_from_slice(&u64::from(n).to_be_bytes());
-    out.extend_from_slice(&ie::SYSTEMATIC_COUNT_BASED.to_be_bytes());
+/// Append the options data record of template `id` saying that domain `domain` meters one
+/// packet in `n` (systematic count-based: 1 taken, `n - 1` passed over).
+pub fn sampling_options_record(id: u16, domain: u32, n: u32, out: &mut Vec<u8>) {
+    out.extend_from_slice(&domain.to_be_bytes());
+    if id == SAMPLING_OPTIONS_TEMPLATE_ID {
+        out.extend_from_slice(&ie::SYSTEMATIC_COUNT_BASED.to_be_bytes());
+    }
     out.extend_from_slice(&1u32.to_be_bytes());
-    out.extend_from_slice(&n.saturating_sub(1).to_be_bytes());
+    out.extend_from_slice(&n.max(1).saturating_sub(1).to_be_bytes());
 }
 
 fn put_addr(out: &mut Vec<u8>, a: IpAddr, v6: bool) {
@@ -265,22 +265,18 @@ pub fn data_record(r: &FlowRecord, out: &mut Vec<u8>) {
     if let Some(c) = r.annotation.cookie {
         out.extend_from_slice(&c.to_be_bytes());
     }
-    if v.sampled {
-        out.extend_from_slice(&u64::from(r.sampling).to_be_bytes());
-    }
 }
 
 /// Every record shape, for tests and for announcing them all.
 pub fn all_variants() -> impl Iterator<Item = Variant> {
-    (0..24u16).map(|i| Variant {
+    (0..12u16).map(|i| Variant {
         v6: i & 1 == 1,
         server: match (i / 2) % 3 {
             0 => None,
             1 => Some(false),
             _ => Some(true),
         },
-        cookie: (i / 6) % 2 == 1,
-        sampled: i / 12 == 1,
+        cookie: i / 6 == 1,
     })
 }
 
@@ -306,7 +302,7 @@ mod tests {
         let mut ids: Vec<u16> = all_variants().map(Variant::template_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids, (256..280).collect::<Vec<_>>());
+        assert_eq!(ids, (256..268).collect::<Vec<_>>());
         for v in all_variants() {
             let mut r = Vec::new();
             template_record(v, 32473, &mut r);
@@ -322,7 +318,6 @@ mod tests {
             v6: false,
             server: None,
             cookie: false,
-            sampled: false,
         };
         let mut out = Vec::new();
         template_record(v, 32473, &mut out);
@@ -351,23 +346,21 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_template_with_server_cookie_and_selector_golden_tail() {
+    fn ipv6_template_with_server_and_cookie_golden_tail() {
         let v = Variant {
             v6: true,
             server: Some(true),
             cookie: true,
-            sampled: true,
         };
-        assert_eq!(v.template_id(), 256 + 1 + 4 + 6 + 12);
+        assert_eq!(v.template_id(), 256 + 1 + 4 + 6);
         let mut out = Vec::new();
         template_record(v, 32473, &mut out);
-        assert_eq!(&out[..4], [0x01, 0x17, 0x00, 0x10]); // template 279, 16 fields
+        assert_eq!(&out[..4], [0x01, 0x0b, 0x00, 0x0f]); // template 267, 15 fields
         assert_eq!(&out[4..8], [0x00, 0x1b, 0x00, 0x10]); // sourceIPv6Address, 16
         #[rustfmt::skip]
         let tail = [
             0x01, 0x1a, 0x00, 0x10, // postNATDestinationIPv6Address (282), 16
             0x80, 0x01, 0x00, 0x08, 0x00, 0x00, 0x7e, 0xd9, // enterprise element 1, PEN 32473
-            0x01, 0x2e, 0x00, 0x08, // selectorId (302)
         ];
         assert_eq!(&out[out.len() - tail.len()..], tail);
     }
@@ -375,23 +368,30 @@ mod tests {
     #[test]
     fn sampling_options_golden_bytes() {
         let mut out = Vec::new();
-        sampling_options_template(&mut out);
+        sampling_options_template(SAMPLING_OPTIONS_TEMPLATE_ID, &mut out);
         #[rustfmt::skip]
         let golden = [
-            0x01, 0x18, 0x00, 0x04, 0x00, 0x01, // template 280, 4 fields, 1 scope field
-            0x01, 0x2e, 0x00, 0x08, // selectorId
+            0x01, 0x0c, 0x00, 0x04, 0x00, 0x01, // template 268, 4 fields, 1 scope field
+            0x00, 0x95, 0x00, 0x04, // observationDomainId (149), the scope
             0x01, 0x30, 0x00, 0x02, // selectorAlgorithm (304)
             0x01, 0x31, 0x00, 0x04, // samplingPacketInterval (305)
             0x01, 0x32, 0x00, 0x04, // samplingPacketSpace (306)
         ];
         assert_eq!(out, golden);
         out.clear();
-        sampling_options_record(1000, &mut out);
+        sampling_options_template(SAMPLING_OPTIONS_COMPAT_TEMPLATE_ID, &mut out);
+        assert_eq!(&out[..6], [0x01, 0x0d, 0x00, 0x03, 0x00, 0x01]);
+        assert_eq!(out.len(), 6 + 3 * 4);
+        out.clear();
+        sampling_options_record(SAMPLING_OPTIONS_TEMPLATE_ID, 7, 1000, &mut out);
+        assert_eq!(out, [0, 0, 0, 7, 0, 1, 0, 0, 0, 1, 0, 0, 0x03, 0xe7]);
+        out.clear();
+        sampling_options_record(SAMPLING_OPTIONS_COMPAT_TEMPLATE_ID, 7, 1, &mut out);
         assert_eq!(
             out,
-            [0, 0, 0, 0, 0, 0, 0x03, 0xe8, 0, 1, 0, 0, 0, 1, 0, 0, 0x03, 0xe7]
+            [0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 0],
+            "unsampled: no space"
         );
-        assert_eq!(out.len(), SAMPLING_OPTIONS_RECORD_LEN);
     }
 
     #[test]
@@ -432,7 +432,7 @@ mod tests {
     }
 
     #[test]
-    fn annotated_sampled_ipv6_record_ends_with_server_cookie_selector() {
+    fn annotated_ipv6_record_ends_with_server_and_cookie() {
         let r = FlowRecord {
             src: "2001:db8::1".parse().expect("ip"),
             dst: "2001:db8::2".parse().expect("ip"),
@@ -449,12 +449,8 @@ mod tests {
         let mut out = Vec::new();
         data_record(&r, &mut out);
         assert_eq!(out.len(), v.record_len());
-        assert_eq!(&out[out.len() - 20..out.len() - 16], [198, 18, 2, 1]);
-        assert_eq!(
-            &out[out.len() - 16..out.len() - 8],
-            0xdead_beefu64.to_be_bytes()
-        );
-        assert_eq!(&out[out.len() - 8..], 100u64.to_be_bytes());
-        assert_eq!(out[out.len() - 21], 2, "flowEndReason activeTimeout");
+        assert_eq!(&out[out.len() - 12..out.len() - 8], [198, 18, 2, 1]);
+        assert_eq!(&out[out.len() - 8..], 0xdead_beefu64.to_be_bytes());
+        assert_eq!(out[out.len() - 13], 2, "flowEndReason activeTimeout");
     }
 }

@@ -15,16 +15,28 @@ pub type Queue = Arc<Mutex<VecDeque<(u16, Vec<u8>)>>>;
 /// What a sink saw: (receive port, bytes).
 pub type Seen = Arc<Mutex<Vec<(u16, Vec<u8>)>>>;
 
-/// An input sending queued frames to `next`, with `tx_port` set to `tx_port`.
+/// An input (`inject-<next>`) sending queued frames to `next`, with `tx_port` set.
 pub struct Inject {
-    pub next: String,
-    pub queue: Queue,
-    pub tx_port: u16,
+    name: String,
+    next: String,
+    queue: Queue,
+    tx_port: u16,
+}
+
+impl Inject {
+    pub fn new(next: &str, queue: Queue, tx_port: u16) -> Inject {
+        Inject {
+            name: format!("inject-{next}"),
+            next: next.into(),
+            queue,
+            tx_port,
+        }
+    }
 }
 
 impl InputNode for Inject {
     fn name(&self) -> &str {
-        "inject"
+        &self.name
     }
 
     fn next_nodes(&self) -> Vec<String> {
