@@ -99,6 +99,7 @@ pub struct IpfixFeature;
 impl IpfixFeature {
     /// Validate `config` and start the exporter thread: the control handle, and the factory
     /// of per-worker nodes.
+    #[allow(clippy::new_ret_no_self)] // A feature is its two halves: control and data path.
     pub fn new(config: IpfixConfig) -> Result<(IpfixHandle, IpfixWorkers), IpfixError> {
         config.validate()?;
         let settings = Arc::new(LiveSettings::new(

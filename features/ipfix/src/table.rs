@@ -84,7 +84,7 @@ fn random_seed() -> [u64; 2] {
     use std::hash::{BuildHasher, Hasher};
     let s = std::collections::hash_map::RandomState::new();
     let mut a = s.build_hasher();
-    a.write_u64(0x6970_6669_78);
+    a.write_u64(0x0069_7066_6978);
     let mut b = s.build_hasher();
     b.write_u64(0x7665_6370_6c61_6e65);
     [a.finish(), b.finish()]
