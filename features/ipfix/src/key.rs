@@ -148,46 +148,57 @@ pub struct Observation {
     pub tcp_flags: u8,
 }
 
-/// Ports and flags of the transport header `l4` of `protocol`: (source port, destination
-/// port, TCP flags); zeros when the header is absent or too short.
-#[inline(always)]
-fn transport(protocol: u8, l4: Option<&[u8]>) -> (u16, u16, u8) {
-    let Some(l4) = l4 else {
-        return (0, 0, 0);
-    };
-    match protocol {
-        proto::TCP if l4.len() > tcp::FLAGS => (be16(l4, 0), be16(l4, 2), l4[tcp::FLAGS]),
-        proto::UDP | SCTP | UDPLITE if l4.len() >= 4 => (be16(l4, 0), be16(l4, 2), 0),
-        proto::ICMP | proto::ICMP6 if l4.len() >= 2 => (0, u16::from_be_bytes([l4[0], l4[1]]), 0),
-        _ => (0, 0, 0),
-    }
-}
-
 /// SCTP's protocol number.
 const SCTP: u8 = 132;
 /// UDP-Lite's protocol number.
 const UDPLITE: u8 = 136;
 
+/// The ports (source << 16 | destination) and TCP flags of the transport header at `data[at..]`
+/// of `protocol`; zeros when it is absent or too short. ICMP's destination "port" is type x 256
+/// + code, as NetFlow collectors expect.
+#[inline(always)]
+fn transport(protocol: u8, data: &[u8], at: usize) -> (u32, u8) {
+    let word = |n: usize| data.get(at..at + n);
+    match protocol {
+        proto::TCP => match word(tcp::FLAGS + 1) {
+            Some(t) => (u32::from_be_bytes([t[0], t[1], t[2], t[3]]), t[tcp::FLAGS]),
+            None => (0, 0),
+        },
+        proto::UDP | SCTP | UDPLITE => match word(4) {
+            Some(t) => (u32::from_be_bytes([t[0], t[1], t[2], t[3]]), 0),
+            None => (0, 0),
+        },
+        proto::ICMP | proto::ICMP6 => match word(2) {
+            Some(t) => (u32::from(u16::from_be_bytes([t[0], t[1]])), 0),
+            None => (0, 0),
+        },
+        _ => (0, 0),
+    }
+}
+
 /// The key and observation of the IPv4 packet whose header starts at `data[l3..]`, received on
 /// `in_port`. Later fragments have no ports.
 #[inline(always)]
 pub fn parse_ip4(data: &[u8], l3: usize, in_port: u16) -> Option<(Key4, Observation)> {
-    let h = data.get(l3..)?;
-    let fixed = h.get(..ip4::MIN_HEADER_LEN)?;
-    if fixed[0] >> 4 != 4 {
+    let h: &[u8; ip4::MIN_HEADER_LEN] = data.get(l3..l3 + ip4::MIN_HEADER_LEN)?.try_into().ok()?;
+    if h[0] >> 4 != 4 {
         return None;
     }
-    let ihl = usize::from(fixed[0] & 0x0f) * 4;
-    let protocol = fixed[ip4::PROTOCOL];
-    let first = be16(fixed, ip4::FRAG) & ip4::OFFSET_MASK == 0;
-    let l4 = if first { h.get(ihl..) } else { None };
-    let (sp, dp, flags) = transport(protocol, l4);
-    let src = u32::from_be_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]);
-    let dst = u32::from_be_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]);
+    let protocol = h[ip4::PROTOCOL];
+    let later_fragment = u16::from_be_bytes([h[6], h[7]]) & ip4::OFFSET_MASK != 0;
+    let (ports, flags) = if later_fragment {
+        (0, 0)
+    } else {
+        transport(protocol, data, l3 + usize::from(h[0] & 0x0f) * 4)
+    };
+    let addrs = u64::from_be_bytes([h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]]);
     Some((
-        Key4::new(src, dst, sp, dp, protocol, in_port),
+        Key4 {
+            addrs,
+            rest: (u64::from(ports) << 32) | (u64::from(protocol) << 16) | u64::from(in_port),
+        },
         Observation {
-            octets: be16(fixed, ip4::TOTAL_LEN),
+            octets: u16::from_be_bytes([h[2], h[3]]),
             tcp_flags: flags,
         },
     ))
@@ -232,17 +243,26 @@ fn ip6_transport(h: &[u8]) -> (u8, Option<usize>) {
 #[inline(always)]
 pub fn parse_ip6(data: &[u8], l3: usize, in_port: u16) -> Option<(Key6, Observation)> {
     let h = data.get(l3..)?;
-    let fixed = h.get(..ip6::HEADER_LEN)?;
+    let fixed: &[u8; ip6::HEADER_LEN] = h.get(..ip6::HEADER_LEN)?.try_into().ok()?;
     if fixed[0] >> 4 != 6 {
         return None;
     }
     let (protocol, l4_at) = ip6_transport(h);
-    let (sp, dp, flags) = transport(protocol, l4_at.and_then(|a| h.get(a..)));
-    let src = u128::from_be_bytes(fixed[ip6::SRC..ip6::SRC + 16].try_into().ok()?);
-    let dst = u128::from_be_bytes(fixed[ip6::DST..ip6::DST + 16].try_into().ok()?);
+    let (ports, flags) = match l4_at {
+        Some(at) => transport(protocol, h, at),
+        None => (0, 0),
+    };
+    let mut src = [0u8; 16];
+    src.copy_from_slice(&fixed[ip6::SRC..ip6::SRC + 16]);
+    let mut dst = [0u8; 16];
+    dst.copy_from_slice(&fixed[ip6::DST..ip6::DST + 16]);
     let octets = be16(fixed, ip6::PAYLOAD_LEN).saturating_add(ip6::HEADER_LEN as u16);
     Some((
-        Key6::new(src, dst, sp, dp, protocol, in_port),
+        Key6 {
+            src: u128::from_be_bytes(src),
+            dst: u128::from_be_bytes(dst),
+            rest: (u64::from(ports) << 32) | (u64::from(protocol) << 16) | u64::from(in_port),
+        },
         Observation {
             octets,
             tcp_flags: flags,

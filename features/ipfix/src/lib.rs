@@ -41,6 +41,7 @@ pub mod record;
 pub mod ring;
 pub mod table;
 pub mod template;
+mod vector;
 pub mod worker;
 
 #[cfg(test)]

@@ -104,23 +104,34 @@ fn record<K: FlowKey>(e: &Entry<K>, a: Annotation, reason: EndReason) -> FlowRec
     }
 }
 
-/// Count one packet into `t` (`egress`: sending port + 1 or 0); a flow evicted for it is
-/// reported (or its record dropped and counted when the ring is full).
+/// One packet staged for counting: its flow's key and hash (its bucket already prefetched),
+/// what it adds, and its sending port + 1 (0: unknown).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Staged<K> {
+    /// The flow.
+    pub key: K,
+    /// Its hash in the table it goes to.
+    pub hash: u64,
+    /// What the packet adds.
+    pub obs: Observation,
+    /// Sending port + 1, or 0.
+    pub egress: u32,
+}
+
+/// Count one staged packet into `t`; a flow evicted for it is reported (or its record dropped
+/// and counted when the ring is full).
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn account<K: FlowKey>(
+pub(crate) fn account<K: FlowKey>(
     t: &mut FlowTable<K>,
     c: &MeterCounters,
     out: &mut Producer<FlowRecord>,
-    key: &K,
-    o: Observation,
-    egress: u32,
+    p: &Staged<K>,
     sampling: u32,
     now: u64,
     annotation: Option<Annotation>,
 ) {
-    let h = t.hash(key);
-    let i = match t.place(key, h, now) {
+    let (key, o, egress) = (&p.key, p.obs, p.egress);
+    let i = match t.place(key, p.hash, now) {
         Placed::Found(i) => i,
         Placed::New(i) => {
             c.flows.add(1);
@@ -257,58 +268,58 @@ impl Meter {
         })
     }
 
-    /// Count an IPv4 packet.
+    /// Stage an IPv4 packet: hash its key and start loading its bucket.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
+    pub fn stage4(&self, key: Key4, obs: Observation, egress: u32) -> Staged<Key4> {
+        let hash = self.v4.hash(&key);
+        self.v4.prefetch(hash);
+        Staged {
+            key,
+            hash,
+            obs,
+            egress,
+        }
+    }
+
+    /// Stage an IPv6 packet.
+    #[inline(always)]
+    pub fn stage6(&self, key: Key6, obs: Observation, egress: u32) -> Staged<Key6> {
+        let hash = self.v6.hash(&key);
+        self.v6.prefetch(hash);
+        Staged {
+            key,
+            hash,
+            obs,
+            egress,
+        }
+    }
+
+    /// Count a staged IPv4 packet (metered under one-in-`sampling`, at wall ms `now`).
+    #[inline(always)]
     pub fn account4(
         &mut self,
         c: &MeterCounters,
         out: &mut Producer<FlowRecord>,
-        key: &Key4,
-        o: Observation,
-        egress: u32,
+        p: &Staged<Key4>,
         sampling: u32,
         now: u64,
         annotation: Option<Annotation>,
     ) {
-        account(
-            &mut self.v4,
-            c,
-            out,
-            key,
-            o,
-            egress,
-            sampling,
-            now,
-            annotation,
-        );
+        account(&mut self.v4, c, out, p, sampling, now, annotation);
     }
 
-    /// Count an IPv6 packet.
+    /// Count a staged IPv6 packet.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     pub fn account6(
         &mut self,
         c: &MeterCounters,
         out: &mut Producer<FlowRecord>,
-        key: &Key6,
-        o: Observation,
-        egress: u32,
+        p: &Staged<Key6>,
         sampling: u32,
         now: u64,
         annotation: Option<Annotation>,
     ) {
-        account(
-            &mut self.v6,
-            c,
-            out,
-            key,
-            o,
-            egress,
-            sampling,
-            now,
-            annotation,
-        );
+        account(&mut self.v6, c, out, p, sampling, now, annotation);
     }
 
     /// Report what is due at `now`: each table is swept at a pace that visits every bucket

@@ -34,8 +34,8 @@ impl Rig {
             octets: len,
             tcp_flags: 0,
         };
-        self.m
-            .account4(&self.c, &mut self.out, &k, o, 0, 1, now, None);
+        let p = self.m.stage4(k, o, 0);
+        self.m.account4(&self.c, &mut self.out, &p, 1, now, None);
     }
 
     fn tcp6(&mut self, flags: u8, now: u64) {
@@ -51,8 +51,8 @@ impl Rig {
             octets: 80,
             tcp_flags: flags,
         };
-        self.m
-            .account6(&self.c, &mut self.out, &k, o, 7, 1, now, None);
+        let p = self.m.stage6(k, o, 7);
+        self.m.account6(&self.c, &mut self.out, &p, 1, now, None);
     }
 
     fn sweep(&mut self, now: u64) -> bool {

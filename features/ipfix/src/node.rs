@@ -8,15 +8,15 @@
 //!
 //! Sampling is a deterministic countdown (systematic count-based, RFC 5475): the packets
 //! passed over cost a subtraction per vector, and when every place on the arc has the same
-//! next feature (the common case) the node does not even read their metadata.
+//! next feature (the common case) the node does not even read their metadata. The counting
+//! loops are `vector`'s.
 
-use crate::key::{parse_ip4, parse_ip6};
 use crate::record::Annotation;
+use crate::vector::{meter_input, meter_output, Ctx, Pick, Scratch, V4, V6};
 use crate::worker::{WorkerState, MAINTAIN_EVERY_MS};
 use graph::arc::{ArcConfig, ArcCursor};
 use graph::{Dispatch, InputNode, Node, NodeContext};
 use nodes::neighbour::WorkerCell;
-use packet::headers::{be16, eth};
 use packet::BufferPool;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -93,6 +93,7 @@ pub struct IpfixNode<A: Annotate = NoAnnotation> {
     /// Packets still to pass over before the next sampled one.
     skip: u32,
     annotate: A,
+    scratch: Scratch,
 }
 
 impl<A: Annotate> IpfixNode<A> {
@@ -108,6 +109,7 @@ impl<A: Annotate> IpfixNode<A> {
             state,
             skip: 0,
             annotate,
+            scratch: Scratch::new(A::ACTIVE),
         }
     }
 }
@@ -123,69 +125,11 @@ fn uniform_next(cursor: &ArcCursor, masks: &[u32]) -> Option<u16> {
     (masks.len() <= 64 && masks.iter().all(|&m| cursor.next_for(m) == first)).then_some(first)
 }
 
-/// The L3 offset and whether it is IPv6, for an Ethernet frame (up to two VLAN tags).
-#[inline(always)]
-fn ethernet_l3(d: &[u8]) -> Option<(usize, bool)> {
-    let mut at = eth::TYPE;
-    for _ in 0..3 {
-        let t = be16(d.get(at..at + 2)?, 0);
-        match t {
-            eth::TYPE_IPV4 => return Some((at + 2, false)),
-            eth::TYPE_IPV6 => return Some((at + 2, true)),
-            eth::TYPE_VLAN | eth::TYPE_QINQ => at += eth::TAG_LEN,
-            _ => return None,
-        }
-    }
-    None
-}
-
-/// Count buffer `b` into `st`'s meter for `kind`; false when it could not be read.
-#[inline(always)]
-fn meter_one<A: Annotate>(
-    st: &mut WorkerState,
-    kind: Kind,
-    pool: &BufferPool,
-    b: u32,
-    annotate: &A,
-    sampling: u32,
-    now: u64,
-) -> bool {
-    let (m, d) = pool.packet(b);
-    let ann = if A::ACTIVE {
-        Some(annotate.annotate(pool, b))
-    } else {
-        None
-    };
-    let (l3, v6, egress) = match kind {
-        Kind::Ip4 => (usize::from(m.l3_offset), false, 0),
-        Kind::Ip6 => (usize::from(m.l3_offset), true, 0),
-        Kind::Output => match ethernet_l3(d) {
-            Some((l3, v6)) => (l3, v6, u32::from(m.tx_port) + 1),
-            None => return false,
-        },
-    };
-    let (meter, ring, c) = st.parts(kind == Kind::Output);
-    let Some(meter) = meter else {
-        return false;
-    };
-    if v6 {
-        match parse_ip6(d, l3, m.rx_port) {
-            Some((k, o)) => meter.account6(c, ring, &k, o, egress, sampling, now, ann),
-            None => return false,
-        }
-    } else {
-        match parse_ip4(d, l3, m.rx_port) {
-            Some((k, o)) => meter.account4(c, ring, &k, o, egress, sampling, now, ann),
-            None => return false,
-        }
-    }
-    true
-}
-
-/// Meter `frame` (every packet, or one in `sampling` continuing the countdown `skip`).
+/// Meter `frame` on `st` (every packet, or one in N continuing the countdown `skip`).
 #[allow(clippy::too_many_arguments)]
-fn meter_frame<A: Annotate>(
+fn meter_vector<A: Annotate>(
     st: &mut WorkerState,
+    sc: &mut Scratch,
     kind: Kind,
     pool: &BufferPool,
     frame: &[u32],
@@ -196,35 +140,30 @@ fn meter_frame<A: Annotate>(
 ) {
     let sampling = st.sampling();
     let now = st.clock.now_ms(now_tsc, tsc_hz);
-    let (mut counted, mut unreadable) = (0u64, 0u64);
-    let mut visit = |st: &mut WorkerState, b: u32| {
-        if meter_one(st, kind, pool, b, annotate, sampling, now) {
-            counted += 1;
-        } else {
-            unreadable += 1;
-        }
+    let (pick, left) = Pick::new(sampling, *skip, frame.len());
+    *skip = left;
+    let (meter, ring, c) = st.parts(kind == Kind::Output);
+    let Some(meter) = meter else {
+        return;
     };
-    if sampling <= 1 {
-        for &b in frame {
-            visit(st, b);
-        }
-    } else {
-        let n = frame.len();
-        let mut i = *skip as usize;
-        while let Some(&b) = frame.get(i) {
-            visit(st, b);
-            i += sampling as usize;
-        }
-        *skip = i.saturating_sub(n) as u32;
-        st.shared
-            .counters
-            .skipped
-            .add((n as u64).saturating_sub(counted + unreadable));
+    let cx = Ctx {
+        pool,
+        annotate,
+        sampling,
+        now,
+    };
+    let (counted, unreadable) = match kind {
+        Kind::Ip4 => meter_input::<V4, A>(&cx, meter, ring, c, sc, frame, pick),
+        Kind::Ip6 => meter_input::<V6, A>(&cx, meter, ring, c, sc, frame, pick),
+        Kind::Output => meter_output(&cx, meter, ring, c, sc, frame, pick),
+    };
+    c.packets.add(counted as u64);
+    if sampling > 1 {
+        c.skipped
+            .add((frame.len() - pick.count(frame.len())) as u64);
     }
-    let c = &st.shared.counters;
-    c.packets.add(counted);
     if unreadable != 0 {
-        c.unreadable.add(unreadable);
+        c.unreadable.add(unreadable as u64);
     }
 }
 
@@ -243,10 +182,11 @@ impl<A: Annotate> Node for IpfixNode<A> {
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let (kind, annotate, skip) = (self.kind, &self.annotate, &mut self.skip);
+        let sc = &mut self.scratch;
         let pool: &BufferPool = cx.pool;
         let (now_tsc, tsc_hz) = (cx.now_tsc, cx.tsc_hz);
         self.state
-            .with(|st| meter_frame(st, kind, pool, frame, annotate, skip, now_tsc, tsc_hz));
+            .with(|st| meter_vector(st, sc, kind, pool, frame, annotate, skip, now_tsc, tsc_hz));
         let cursor = self.arc.cursor;
         let config = self.arc.config.get();
         let masks = config.masks(cursor.arc());
@@ -326,21 +266,5 @@ impl InputNode for IpfixTimer {
                 || st.is_flushing()
         });
         busy.then_some(self.next_tsc)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ethernet_l3_skips_vlan_tags_and_refuses_others() {
-        let mut f = vec![0u8; 12];
-        f.extend_from_slice(&[0x81, 0x00, 0, 5, 0x86, 0xdd]);
-        assert_eq!(ethernet_l3(&f), Some((18, true)));
-        let mut f = vec![0u8; 12];
-        f.extend_from_slice(&[0x08, 0x06]);
-        assert_eq!(ethernet_l3(&f), None, "ARP");
-        assert_eq!(ethernet_l3(&[0u8; 13]), None, "short");
     }
 }

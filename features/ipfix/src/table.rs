@@ -143,9 +143,25 @@ impl<K: FlowKey> FlowTable<K> {
     }
 
     /// The entry of `key` (hash `hash`), created at `now_ms` when missing — evicting the
-    /// oldest flow of its two buckets when both are full.
+    /// oldest flow of its two buckets when both are full. A hit in the first bucket is the
+    /// inlined fast path; the rest is out of line.
     #[inline(always)]
     pub fn place(&mut self, key: &K, hash: u64, now_ms: u64) -> Placed<K> {
+        let first = ((hash as usize) & self.bucket_mask) * WAYS;
+        if let Some(bucket) = self.entries.get(first..first + WAYS) {
+            for (w, e) in bucket.iter().enumerate() {
+                if e.key == *key && e.is_live() {
+                    return Placed::Found(first + w);
+                }
+            }
+        }
+        self.place_slow(key, hash, now_ms)
+    }
+
+    /// `place` past the first bucket: a hit in the second, else a free entry in either, else
+    /// room made by a move, else the oldest of both evicted.
+    #[inline(never)]
+    fn place_slow(&mut self, key: &K, hash: u64, now_ms: u64) -> Placed<K> {
         let first = ((hash as usize) & self.bucket_mask) * WAYS;
         let second = (((hash >> 32) as usize) & self.bucket_mask) * WAYS;
         let mut free = None;
@@ -156,7 +172,7 @@ impl<K: FlowKey> FlowTable<K> {
                     break;
                 };
                 if e.is_live() {
-                    if e.key == *key {
+                    if base == second && e.key == *key {
                         return Placed::Found(i);
                     }
                     if e.last_ms < oldest.0 {
