@@ -223,11 +223,21 @@ impl<A: Annotate> Node for IpfixNode<A> {
 pub struct IpfixTimer {
     state: Arc<WorkerCell<WorkerState>>,
     next_tsc: u64,
+    /// TSC ticks between wake-ups of a sleeping worker with flows to age.
+    idle_wake: u64,
 }
+
+/// How often a sleeping worker with flows is woken to age them, in ms (the sweep visits
+/// every bucket within a second anyway).
+pub const IDLE_WAKE_MS: u64 = 100;
 
 impl IpfixTimer {
     pub(crate) fn new(state: Arc<WorkerCell<WorkerState>>) -> IpfixTimer {
-        IpfixTimer { state, next_tsc: 0 }
+        IpfixTimer {
+            state,
+            next_tsc: 0,
+            idle_wake: 0,
+        }
     }
 }
 
@@ -248,6 +258,7 @@ impl InputNode for IpfixTimer {
     ) -> (usize, Dispatch) {
         if cx.now_tsc >= self.next_tsc {
             self.next_tsc = cx.now_tsc + cx.tsc_hz / 1000 * MAINTAIN_EVERY_MS;
+            self.idle_wake = cx.tsc_hz / 1000 * IDLE_WAKE_MS;
             let (tsc, hz) = (cx.now_tsc, cx.tsc_hz);
             self.state.with(|st| st.maintain(tsc, hz));
         }
@@ -260,11 +271,14 @@ impl InputNode for IpfixTimer {
     }
 
     fn next_timer(&self) -> Option<u64> {
-        let busy = self.state.with(|st| {
-            st.live() != 0
-                || st.settings.flush_generation.load(Ordering::Acquire) != st.flush_seen()
-                || st.is_flushing()
+        let (flows, flush) = self.state.with(|st| {
+            let asked = st.settings.flush_generation.load(Ordering::Acquire) != st.flush_seen();
+            (st.live() != 0, asked || st.is_flushing())
         });
-        busy.then_some(self.next_tsc)
+        if flush {
+            Some(self.next_tsc)
+        } else {
+            flows.then_some(self.next_tsc.saturating_add(self.idle_wake))
+        }
     }
 }

@@ -239,3 +239,24 @@ fn idle_flows_leave_through_the_timer_without_traffic() {
     assert_eq!(out[0].reason, EndReason::Idle);
     assert!(out[0].end_ms >= out[0].start_ms && out[0].start_ms > 1_600_000_000_000);
 }
+
+#[test]
+fn a_dropped_graph_reports_its_flows_and_leaves_flushes() {
+    let mut r = rig(IPFIX_IP4, 1, Place::RxPort);
+    r.send((0..10).map(|i| (0, kit::udp4(v4(i), v4(200), 1, 2, 0))));
+    let Rig {
+        graph,
+        shared,
+        mut records,
+        ..
+    } = r;
+    drop(graph);
+    let mut out = Vec::new();
+    records.drain_into(&mut out, usize::MAX);
+    assert_eq!(out.len(), 10);
+    assert!(out
+        .iter()
+        .all(|f| f.reason == EndReason::Forced && f.packets == 1));
+    assert_eq!(shared.flushed.load(Ordering::Acquire), u64::MAX);
+    assert!(records.is_finished());
+}

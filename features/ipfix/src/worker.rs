@@ -150,6 +150,23 @@ impl WorkerState {
     }
 }
 
+impl Drop for WorkerState {
+    /// The worker's graph is going away (feature disabled, graph rebuilt): report every flow
+    /// (`forcedEnd`) as far as the ring has room, and stop counting this worker in flushes.
+    fn drop(&mut self) {
+        let now = crate::clock::system_ms().max(self.clock.now_ms(0, 1));
+        let t = self.settings.timeouts();
+        self.input.flush();
+        let c = &self.shared.counters;
+        self.input.sweep(c, &mut self.ring, now, t, usize::MAX);
+        if let Some(o) = self.output.as_mut() {
+            o.flush();
+            o.sweep(c, &mut self.ring, now, t, usize::MAX);
+        }
+        self.shared.flushed.store(u64::MAX, Ordering::Release);
+    }
+}
+
 /// Builds one worker's IPFIX nodes; they share the worker's state (a `WorkerCell`: every
 /// node and the timer must go into the same worker's graph).
 pub struct IpfixWorker {
