@@ -29,6 +29,21 @@ struct Rig {
 
 /// inject -> `node` (feature "ipfix" on arc "a", then feature "other") -> end or other-node.
 /// ipfix is enabled on places 0 and 1, "other" on place 1 only.
+/// An annotation source standing in for the LB and the flow switch: the server is the
+/// destination + 1, the cookie the destination's last byte.
+struct Lb;
+
+impl crate::node::Annotate for Lb {
+    fn annotate(&self, pool: &BufferPool, b: u32) -> crate::record::Annotation {
+        let d = pool.data(b);
+        let dst = Ipv4Addr::new(d[30], d[31], d[32], d[33].wrapping_add(1));
+        crate::record::Annotation {
+            server: Some(dst.into()),
+            cookie: Some(u64::from(d[33])),
+        }
+    }
+}
+
 fn rig(node: &str, sampling: u32, place: Place) -> Rig {
     let mut b = ArcsBuilder::new();
     b.arc("a", "end");
@@ -54,10 +69,12 @@ fn rig(node: &str, sampling: u32, place: Place) -> Rig {
     let queue: Queue = Default::default();
     let (end, other): (Seen, Seen) = Default::default();
     let mut g = GraphBuilder::new();
-    g.add_input(Box::new(Inject::new(node, queue.clone(), 1)))
+    let inject_to = if node == "annotated" { IPFIX_IP4 } else { node };
+    g.add_input(Box::new(Inject::new(inject_to, queue.clone(), 1)))
         .add_input(w.timer())
         .add_node(match node {
             IPFIX_IP4 => w.ip4_node(binding),
+            "annotated" => w.ip4_node_annotated(binding, Lb),
             IPFIX_IP6 => w.ip6_node(binding),
             _ => w.output_node(binding).expect("memory"),
         })
@@ -259,4 +276,18 @@ fn a_dropped_graph_reports_its_flows_and_leaves_flushes() {
         .all(|f| f.reason == EndReason::Forced && f.packets == 1));
     assert_eq!(shared.flushed.load(Ordering::Acquire), u64::MAX);
     assert!(records.is_finished());
+}
+
+#[test]
+fn annotations_from_the_lb_and_flow_switch_reach_the_records() {
+    let mut r = rig("annotated", 1, Place::RxPort);
+    r.send((0..4).map(|i| (0, kit::udp4(v4(1), v4(10 + i % 2), 1, 2, 0))));
+    let mut recs = r.flush();
+    recs.sort_by_key(|f| f.dst);
+    assert_eq!(recs.len(), 2);
+    for (f, last) in recs.iter().zip([10u8, 11]) {
+        assert_eq!(f.packets, 2);
+        assert_eq!(f.annotation.server, Some(v4(last + 1).into()));
+        assert_eq!(f.annotation.cookie, Some(u64::from(last)));
+    }
 }
