@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for pkg in python3-scapy bird2 tcpdump dpdk-dev iproute2 iputils-ping ethtool iperf3 curl prometheus nftables openvswitch-switch openvswitch-switch-dpdk nginx-light wrk qemu-system-x86 busybox-static linux-image-amd64 xz-utils cpio file; do
+for pkg in python3-scapy bird2 tcpdump dpdk-dev iproute2 iputils-ping ethtool iperf3 curl prometheus nftables openvswitch-switch openvswitch-switch-dpdk nginx-light wrk qemu-system-x86 busybox-static linux-image-amd64 xz-utils cpio file tshark nfdump; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -24,10 +24,10 @@ cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test: every test binary, two at a time (scripts/run_tests.py), then the doc tests"
 python3 scripts/run_tests.py
 cargo test --workspace --doc
-echo "== concurrency: loom model of the epoch/publication protocol"
+echo "== concurrency: loom models of the epoch/publication protocol, the punt path's ring and bell, the IPFIX ring"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-live --release --test loom
-echo "== concurrency: loom model of the punt path's SPSC ring and bell"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-channel --release --test loom
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-ipfix --release --test loom
 if cargo +nightly --version >/dev/null 2>&1; then
   echo "== concurrency: AddressSanitizer (nightly) on readers racing writers (live snapshots, IPv4/IPv6 FIBs)"
   RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan cargo +nightly test -q \

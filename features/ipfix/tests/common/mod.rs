@@ -1,0 +1,3 @@
+//! Shared parts of the integration tests.
+pub mod kit;
+pub mod tools;
