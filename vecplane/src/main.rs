@@ -5,6 +5,7 @@ mod ctl;
 mod demo;
 mod demo_fleet;
 mod demo_vms;
+mod features;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +39,7 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    features::install();
     let (name, result) = match cli.command {
         Cmd::Run(args) => ("run", run::main(args)),
         Cmd::Ctl(args) => ("ctl", ctl::main(args)),

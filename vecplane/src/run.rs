@@ -163,6 +163,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let api_config = config.api.clone();
+    let config_features = config.features.clone();
     let bgp = config.bgp.clone();
     let reload_base = config.clone();
     let mut config = config;
@@ -231,8 +232,30 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     // Bind first: a socket in use must not cost a data plane start.
     let socket = ControlSocket::bind(&args.socket)?;
-    let dp = Dataplane::new(&spec)
-        .with_context(|| format!("cannot build the data plane described by {shown}"))?;
+    // Registered features ([NAME] tables): started before the workers that carry their nodes.
+    let features = match control::registry::start_all(
+        &config_features,
+        &control::registry::StartContext {
+            ports: spec.ports.iter().map(|p| p.name.clone()).collect(),
+            workers: spec.workers.max(1),
+        },
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("vecplane run: {e}");
+            eprintln!("vecplane run: nothing was started");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let dp = Dataplane::new_with_features(&spec, features.iter().map(|f| f.worker()).collect())
+        .with_context(|| format!("cannot build the data plane described by {shown}"));
+    let dp = match dp {
+        Ok(dp) => dp,
+        Err(e) => {
+            control::registry::stop_all(&features);
+            return Err(e);
+        }
+    };
     let view = dp.view().clone();
     if let (Some(h), Some(host)) = (&health, &probe_host) {
         host.configure(&h.sources)
@@ -250,7 +273,9 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     let running = dp.start();
-    let mut control = Control::new(running.view().clone(), spec.clone()).protect(&args.config);
+    let mut control = Control::new(running.view().clone(), spec.clone())
+        .protect(&args.config)
+        .with_features(features.clone());
     let reporter = match (health, probe_host, &running.view().lb) {
         (Some(h), Some(host), Some(lb)) => {
             let keys = h.checks.iter().map(|c| c.vip).collect();
@@ -308,7 +333,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             running.view().policies(),
         )
         .with_flows(running.view().flows.clone())
-        .with_lb(running.view().lb.clone()),
+        .with_lb(running.view().lb.clone())
+        .with_features(features.clone()),
     );
     let mut state = ApiState::new(control);
     let r = reloader.clone();
@@ -379,6 +405,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     running.stop();
     server.shutdown();
+    control::registry::stop_all(&features);
 
     let stats = final_stats_json(&view, &spec);
     let sum = |key: &str| -> u64 {

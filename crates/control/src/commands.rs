@@ -108,6 +108,8 @@ pub struct Control {
     health: Option<crate::health_host::HealthReporter>,
     /// The BGP announcer, if any.
     announcer: Option<Arc<crate::announcer::Announcer>>,
+    /// The registered features that run (`crate::registry`).
+    running: Vec<Arc<dyn crate::registry::RunningFeature>>,
 }
 
 impl Control {
@@ -137,6 +139,20 @@ impl Control {
     /// The BGP announcer, if any.
     pub fn announcer(&self) -> Option<&Arc<crate::announcer::Announcer>> {
         self.announcer.as_ref()
+    }
+
+    /// Serve the registered features that run (`show NAME`, the metrics).
+    pub fn with_features(
+        mut self,
+        running: Vec<Arc<dyn crate::registry::RunningFeature>>,
+    ) -> Control {
+        self.running = running;
+        self
+    }
+
+    /// The registered features that run.
+    pub fn running_features(&self) -> &[Arc<dyn crate::registry::RunningFeature>] {
+        &self.running
     }
 
     fn on_announcer(
@@ -176,6 +192,7 @@ impl Control {
             protected,
             health: None,
             announcer: None,
+            running: Vec::new(),
         }
     }
 
@@ -259,6 +276,16 @@ impl Control {
             Command::Help => Ok(self.help()),
             Command::ShowRuntime { all } => Ok(self.show_runtime(*all)),
             Command::ShowFeatures => Ok(features::show(&self.view)),
+            Command::ShowFeature(name) => self
+                .running
+                .iter()
+                .find(|r| r.name() == name)
+                .map(|r| r.show())
+                .ok_or_else(|| {
+                    CommandError(format!(
+                        "feature `{name}` is not running: add a [{name}] table to the config"
+                    ))
+                }),
             Command::SetFeature(change) => {
                 features::apply(&self.view, std::slice::from_ref(change))
             }

@@ -23,6 +23,7 @@ mod lb_show;
 pub mod metrics;
 pub mod policies_api;
 pub mod punt_api;
+pub mod registry;
 pub mod reload;
 pub mod routes_api;
 pub mod server;

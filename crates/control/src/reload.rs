@@ -55,6 +55,8 @@ pub struct Reloader {
     policies: LivePolicies,
     flows: Vec<Arc<dataplane::flows::FlowSwitch>>,
     lb: Option<Arc<dataplane::lb::LbControl>>,
+    /// The registered features that run (`crate::registry`).
+    features: Vec<Arc<dyn crate::registry::RunningFeature>>,
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -118,6 +120,7 @@ impl Reloader {
             policies,
             flows: Vec::new(),
             lb: None,
+            features: Vec::new(),
         }
     }
 
@@ -133,6 +136,67 @@ impl Reloader {
         self
     }
 
+    /// Hand changed tables of registered features to the features that run.
+    pub fn with_features(
+        mut self,
+        features: Vec<Arc<dyn crate::registry::RunningFeature>>,
+    ) -> Reloader {
+        self.features = features;
+        self
+    }
+
+    /// The registered features' tables that changed, each checked by its running feature
+    /// (nothing is applied here; a refusal refuses the whole reload). A table added or removed
+    /// needs a restart. Returns the features to hand their new tables to.
+    #[allow(clippy::type_complexity)]
+    fn plan_features(
+        &self,
+        file: &str,
+        running: &Config,
+        config: &Config,
+    ) -> Result<Vec<(Arc<dyn crate::registry::RunningFeature>, toml::Value)>, ReloadError> {
+        let table = |c: &Config, name: &str| {
+            c.features
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone())
+        };
+        let mut names: Vec<&str> = running
+            .features
+            .iter()
+            .chain(&config.features)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut changed = Vec::new();
+        for name in names {
+            match (table(running, name), table(config, name)) {
+                (Some(a), Some(b)) if a == b => {}
+                (Some(_), Some(b)) => {
+                    let Some(r) = self.features.iter().find(|r| r.name() == name) else {
+                        continue;
+                    };
+                    r.check_reload(&b).map_err(|e| ReloadError::Refused {
+                        file: file.to_string(),
+                        message: format!("[{name}]: {e}"),
+                    })?;
+                    changed.push((r.clone(), b));
+                }
+                (None, Some(_)) | (Some(_), None) => {
+                    return Err(ReloadError::NotLive {
+                        what: format!(
+                            "{file}: [{name}] was added or removed (a feature starts and stops \
+                             with the daemon)"
+                        ),
+                    })
+                }
+                (None, None) => {}
+            }
+        }
+        Ok(changed)
+    }
+
     /// Re-read the file and apply the difference as one version, or nothing.
     pub fn reload(&self) -> Result<Value, ReloadError> {
         let file = self.path.display().to_string();
@@ -144,6 +208,7 @@ impl Reloader {
             crate::config::live_diff(&running, &config).map_err(|n| ReloadError::NotLive {
                 what: n.to_string(),
             })?;
+        let features = self.plan_features(&file, &running, &config)?;
         // The LB part is checked first against the running LB (the API may have changed it):
         // a refusal there applies nothing at all. A change of the health checks (`[lb]` probe
         // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
@@ -253,6 +318,13 @@ impl Reloader {
         }
         if !diff.flows.is_empty() {
             policies.push("flows");
+        }
+        // Registered features (checked above).
+        for (r, table) in &features {
+            match r.reload(table) {
+                Ok(_) => policies.push(r.name()),
+                Err(e) => eprintln!("vecplane: reload: [{}]: {e}", r.name()),
+            }
         }
         // The LB: its difference as one change (checked above).
         let mut lb_version = None;

@@ -47,8 +47,16 @@ pub fn pin_current_thread(cpu: usize) -> bool {
 impl Dataplane {
     /// Build the pool, graph and ports of `spec`.
     pub fn new(spec: &DataplaneSpec) -> Result<Dataplane, BuildError> {
+        Dataplane::new_with_features(spec, Vec::new())
+    }
+
+    /// Build the pool, graph and ports of `spec`, with `features` on the arcs.
+    pub fn new_with_features(
+        spec: &DataplaneSpec,
+        features: Vec<Arc<dyn crate::features::WorkerFeature>>,
+    ) -> Result<Dataplane, BuildError> {
         let tsc_hz = graph::measure_tsc_hz(100);
-        Dataplane::with_tsc_hz(spec, tsc_hz)
+        Dataplane::with_features(spec, tsc_hz, features)
     }
 
     /// Build with a known TSC frequency (benchmarks measure it once for many runs).

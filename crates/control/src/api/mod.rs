@@ -77,6 +77,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/runtime", get(r::get_runtime))
         .route("/v1/rxq", get(r::get_rxq))
         .route("/v1/features", get(r::get_features).post(r::post_features))
+        .route("/v1/features/{name}", get(r::get_feature))
         .route("/v1/interfaces", get(r::get_interfaces))
         .route(
             "/v1/interfaces/{name}",

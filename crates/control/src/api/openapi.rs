@@ -67,6 +67,13 @@ pub const ENDPOINTS: &[Endpoint] = &[
         None,
     ),
     ep(
+        "get",
+        "/v1/features/{name}",
+        "A registered feature's state and counters (`show NAME`)",
+        &["format"],
+        None,
+    ),
+    ep(
         "post",
         "/v1/features",
         "Enable and disable features of the arcs on ports, all or none",

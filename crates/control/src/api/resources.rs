@@ -192,6 +192,33 @@ show!(
     |_: &HashMap<String, String>| Ok("show features".to_string()),
     []
 );
+/// `GET /v1/features/{name}`: `show NAME` of a registered feature.
+pub(crate) async fn get_feature(
+    State(s): Shared,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    q: Params,
+) -> Response {
+    let run = || -> Result<(String, bool), ApiError> {
+        let map = params(q, &["format"])?;
+        let text = wants_text(&map)?;
+        if crate::registry::find(&name).is_none() {
+            return Err(ApiError::not_found(format!(
+                "no feature `{name}`; registered: {}",
+                crate::registry::installed()
+                    .iter()
+                    .map(|f| f.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        Ok((format!("show {name}"), text))
+    };
+    match run() {
+        Ok((line, text)) => command(s, line, text).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 show!(
     get_interfaces,
     |_: &HashMap<String, String>| Ok("show interfaces".to_string()),
@@ -686,8 +713,19 @@ pub(crate) async fn get_metrics(State(s): Shared, headers: axum::http::HeaderMap
     let text = blocking(move || {
         let health = s.control.health().map(|h| h.status());
         let bgp = s.control.announcer().map(|a| a.show().1);
-        let t =
+        let mut t =
             crate::metrics::render_with(&s.view, health.as_ref(), bgp.as_ref(), Some(&s.counters));
+        // The registered features' families, before the exposition's end marker.
+        let features: String = s
+            .control
+            .running_features()
+            .iter()
+            .map(|r| r.metrics())
+            .collect();
+        if !features.is_empty() {
+            let body = t.strip_suffix("# EOF\n").unwrap_or(&t).to_string();
+            t = format!("{body}{features}# EOF\n");
+        }
         Ok(if open {
             t
         } else {

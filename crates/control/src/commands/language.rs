@@ -62,6 +62,8 @@ pub enum Command {
     ShowRxq,
     /// `show features`
     ShowFeatures,
+    /// `show NAME` of a registered feature (`crate::registry`)
+    ShowFeature(String),
     /// `set interface feature PORT FEATURE arc ARC [disable]`
     SetFeature(super::features::FeatureChange),
     /// `rxq move PORT PAIR WORKER`
@@ -396,29 +398,27 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
             let Some(w) = words.get(1) else {
                 return Err(bad("`show` needs what to show".into()));
             };
-            match pick(
-                w,
-                &[
-                    "runtime",
-                    "rxq",
-                    "interfaces",
-                    "errors",
-                    "ip",
-                    "ip6",
-                    "trace",
-                    "neighbours",
-                    "neighbors",
-                    "bridge",
-                    "flow-cache",
-                    "pcap",
-                    "punt",
-                    "lb",
-                    "bgp",
-                    "features",
-                ],
-            )
-            .map_err(bad)?
-            {
+            // The core's `show` words, then one per registered feature (`show NAME`).
+            let mut shows = vec![
+                "runtime",
+                "rxq",
+                "interfaces",
+                "errors",
+                "ip",
+                "ip6",
+                "trace",
+                "neighbours",
+                "neighbors",
+                "bridge",
+                "flow-cache",
+                "pcap",
+                "punt",
+                "lb",
+                "bgp",
+                "features",
+            ];
+            shows.extend(crate::registry::installed().iter().map(|f| f.name()));
+            match pick(w, &shows).map_err(bad)? {
                 "runtime" => match words.get(2) {
                     None => Ok(Command::ShowRuntime { all: false }),
                     Some(a) => {
@@ -470,6 +470,10 @@ pub fn parse_command(line: &str) -> Result<Command, CommandError> {
                 "bgp" => {
                     extra(2, "show bgp")?;
                     Ok(Command::ShowBgp)
+                }
+                name if crate::registry::find(name).is_some() => {
+                    extra(2, &format!("show {name}"))?;
+                    Ok(Command::ShowFeature(name.to_string()))
                 }
                 "lb" => {
                     if words.get(2).is_some_and(|w| pick(w, &["health"]).is_ok()) {

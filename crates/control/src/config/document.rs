@@ -21,6 +21,7 @@ pub(super) struct Parsed {
     pub(super) files: Vec<FileRef>,
     pub(super) api: ApiConfig,
     pub(super) bgp: Option<crate::bgp::BgpConfig>,
+    pub(super) features: Vec<(String, toml::Value)>,
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
@@ -41,12 +42,16 @@ impl Ctx<'_> {
         let mut spec = DataplaneSpec::default();
         let mut files = Vec::new();
         let mut api = ApiConfig::default();
-        let Some(top) = self.fields(String::new(), None, root, TOP_KEYS) else {
+        let registered = crate::registry::installed();
+        let mut top_keys = TOP_KEYS.to_vec();
+        top_keys.extend(registered.iter().map(|f| f.name()));
+        let Some(top) = self.fields(String::new(), None, root, &top_keys) else {
             return Parsed {
                 spec,
                 files,
                 api,
                 bgp: None,
+                features: Vec::new(),
             };
         };
 
@@ -160,6 +165,20 @@ impl Ctx<'_> {
             .get("bgp")
             .and_then(|n| self.bgp(n, base_dir, top.get("lb").is_some(), &mut files));
 
+        // Registered features check their own tables, knowing the ports.
+        let start = crate::registry::StartContext {
+            ports: port_names.iter().flatten().cloned().collect(),
+            workers: spec.workers.max(1),
+        };
+        let features = registered
+            .iter()
+            .filter_map(|f| {
+                let node = top.get(f.name())?;
+                let table = self.feature_table(f.name(), node, &start)?;
+                Some((f.name().to_string(), table))
+            })
+            .collect();
+
         spec.ports = port_specs.into_iter().flatten().collect();
         spec.neighbours = neigh.into_iter().flatten().collect();
         Parsed {
@@ -167,6 +186,7 @@ impl Ctx<'_> {
             files,
             api,
             bgp,
+            features,
         }
     }
 

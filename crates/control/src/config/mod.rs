@@ -16,6 +16,7 @@ mod ctx;
 mod diff;
 mod document;
 mod drivers;
+mod features;
 mod flow_bridge;
 mod lb;
 mod policies;
@@ -376,6 +377,9 @@ pub struct Config {
     pub api: crate::api_config::ApiConfig,
     /// How the VIPs are announced over BGP (`[bgp]`); None: not announced.
     pub bgp: Option<crate::bgp::BgpConfig>,
+    /// The tables of registered features (`crate::registry`), checked by each feature: (name,
+    /// table), in the registry's order.
+    pub features: Vec<(String, toml::Value)>,
     files: Vec<FileRef>,
     /// Lines of sections and keys ("[[port]] #2", "[[port]] #2.driver"), for reload messages.
     lines: HashMap<String, usize>,
@@ -453,6 +457,7 @@ impl Config {
                 label: file_label.to_string(),
                 api: parsed.api,
                 bgp: parsed.bgp,
+                features: parsed.features,
                 files: parsed.files,
                 lines: ctx.lines,
             })
