@@ -4,5 +4,5 @@
 
 /// Install the registered features (once, at start).
 pub fn install() {
-    control::registry::install(vec![]);
+    control::registry::install(vec![&ipfix::registration::IPFIX]);
 }

@@ -17,7 +17,7 @@ pub const DOCUMENTATION_PEN: u32 = 32473;
 
 /// The feature's configuration (the `[ipfix]` section; every key has a default).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[serde(deny_unknown_fields, default, rename_all = "kebab-case")]
 pub struct IpfixConfig {
     /// Where messages go, e.g. `"198.18.0.10:4739"`, `"[2001:db8::10]:4739"`: every message
     /// to each collector (one UDP transport session each).

@@ -38,6 +38,7 @@ pub mod message;
 pub mod meter;
 pub mod node;
 pub mod record;
+pub mod registration;
 pub mod ring;
 pub mod table;
 pub mod template;
