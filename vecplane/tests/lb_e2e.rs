@@ -393,10 +393,11 @@ fn vecplane_balances_every_encapsulation_by_weight() {
             let got: Vec<&str> = w.collect();
             assert_eq!(got, [a.to_string(), p.to_string()], "{what}: {body}");
         }
-        // vecplane counted one new flow per distinct 5-tuple (a new connection, unless the
-        // client's kernel gave it the source port of an earlier one: the same flow, kept on
-        // its server), each at the server that answered it, and every packet it balanced was
-        // sent on `down`.
+        // vecplane counted a new flow for every distinct 5-tuple, at the server that answered
+        // it, and at most one per request: a request on the source port of an earlier one is
+        // the same flow while that flow lives, a new one (on the same server, Maglev being
+        // stable) once the earlier one closed and its short closing timeout passed, which a
+        // loaded machine makes likelier; and every packet it balanced was sent on `down`.
         let flows = r.flow_counts(&servers);
         let distinct: u64 = flows.iter().sum();
         println!("{what}: {distinct} distinct 5-tuples for {n} requests");
@@ -405,20 +406,22 @@ fn vecplane_balances_every_encapsulation_by_weight() {
             "{what}: curl reported {distinct} distinct source ports for {n} requests"
         );
         if let (Some(c0), Some(c)) = (c0, c) {
-            assert_eq!(
-                c.new_flows - c0.new_flows,
-                distinct,
+            let new_flows = c.new_flows - c0.new_flows;
+            assert!(
+                (distinct..=u64::from(n)).contains(&new_flows),
                 "{what}: {c:?} ({n} requests over {distinct} distinct 5-tuples)"
             );
             for s in &servers {
                 let a = server_addr(&vip, s);
                 let now = c.servers.get(&a).copied().unwrap_or_default();
                 let was = c0.servers.get(&a).copied().unwrap_or_default();
-                assert_eq!(
-                    now.1 - was.1,
-                    flows[s.index],
-                    "{what}: new flows of {} ({a}) in {c:?}",
-                    s.name
+                let requests = logs.get(s.index).copied().unwrap_or(0);
+                assert!(
+                    (flows[s.index]..=requests).contains(&(now.1 - was.1)),
+                    "{what}: new flows of {} ({a}) in {c:?}: {} distinct 5-tuples, {requests} \
+                     requests",
+                    s.name,
+                    flows[s.index]
                 );
             }
             let balanced = c.packets - c0.packets;

@@ -4,7 +4,7 @@
 //! process's namespace) with its control socket. It owns the daemon's lifetime (stopped on drop);
 //! it never edits the config format and never talks to a daemon it did not start.
 
-use crate::cmd::{describe_status, Spawned, STOP_GRACE};
+use crate::cmd::{describe_status, Spawned};
 use crate::names::Names;
 use crate::topology::{addr, Addressing, Host, Topology};
 use anyhow::{bail, Context, Result};
@@ -14,6 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long a clean stop may take before the daemon is killed (and the stop fails): unhooking
+/// XDP programs and closing AF_XDP sockets takes seconds on a loaded machine (3 s was short
+/// under `stress-ng --cpu 2` beside two test lanes).
+const CLEAN_STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// vecplane's port driver on Ra and Rb.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -451,7 +456,7 @@ impl Vecplane {
 
     /// Stop it (SIGTERM, SIGKILL after a grace period); an error if it did not exit cleanly.
     pub fn stop(mut self) -> Result<ExitStatus> {
-        let s = self.child.stop(STOP_GRACE)?;
+        let s = self.child.stop(CLEAN_STOP_GRACE)?;
         if !s.success() {
             bail!(
                 "vecplane run ended with {}; its output:\n{}",
