@@ -20,7 +20,7 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
 static SERIAL: Mutex<()> = Mutex::new(());
-const TOOLS: &[&str] = &["ip", "ping"];
+const TOOLS: &[&str] = &["ip", "ping", "python3"];
 
 fn config(t: &Topology, collector: u16, ipfix_extra: &str) -> String {
     let n = t.names();
