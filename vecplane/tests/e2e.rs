@@ -93,11 +93,25 @@ fn iperf3(t: &Topology, target: &str, args: &[&str]) -> Value {
         "3000",
     ];
     cmd.extend_from_slice(args);
-    let out = t
-        .exec_timeout(Host::A, &cmd, Duration::from_secs(30))
-        .expect("iperf3 runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("iperf3 JSON ({e}): {text}"))
+    // A loaded machine may start the server later than half a second: a refused connection
+    // (nothing listening yet, which leaves the one-off server unused) is tried again, for up
+    // to 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = t
+            .exec_timeout(Host::A, &cmd, Duration::from_secs(30))
+            .expect("iperf3 runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Value =
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("iperf3 JSON ({e}): {text}"));
+        let refused = v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Connection refused"));
+        if !refused || std::time::Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 fn data(vp: &netlab::Vecplane, cmd: &str) -> Value {
