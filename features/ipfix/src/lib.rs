@@ -38,6 +38,7 @@ pub mod message;
 pub mod meter;
 pub mod node;
 pub mod record;
+#[cfg(not(loom))]
 pub mod registration;
 pub mod ring;
 pub mod table;
