@@ -318,14 +318,38 @@ fn the_routes_file_is_held_against_other_outputs_and_other_writers() {
     drop(file);
 
     // Another process's lock (flock is per open file, as another process's would be).
+    // A lock lives as long as its open file: a child another test of this process forks keeps
+    // a just-closed file (and its lock) open until it execs, so taking a lock may wait a moment.
     let other = std::fs::File::open(&routes).expect("open");
     // SAFETY: flock on a descriptor we own.
-    let locked = unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    assert_eq!(locked, 0);
+    let lock = || unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    assert!(eventually(lock), "the file stayed locked after its writer closed it");
     let e = write_atomically(&routes, "three\n").expect_err("locked by another");
     assert!(e.to_string().contains("another process"), "{e}");
     let e = check_destination(&routes).expect_err("locked by another");
     assert!(e.contains("another process"), "{e}");
     drop(other);
-    write_atomically(&routes, "three\n").expect("free again");
+    let mut last = None;
+    let free = || match write_atomically(&routes, "three\n") {
+        Ok(()) => true,
+        Err(e) => {
+            last = Some(e);
+            false
+        }
+    };
+    assert!(eventually(free), "not free again: {last:?}");
+}
+
+/// Whether `f` holds within 5 s of trying (see the forked-child note above).
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() > until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
