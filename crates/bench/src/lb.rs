@@ -124,10 +124,13 @@ pub fn idle_vips(n: u32) -> Result<LbSpec> {
     let text: Vec<String> = (0..n)
         .map(|i| {
             let (hi, lo) = (i / 250, i % 250 + 1);
-            format!("lb vip 198.19.{hi}.{lo}/32 protocol udp port 80 encap l3dsr dscp 23 new_len 1024")
+            format!(
+                "lb vip 198.19.{hi}.{lo}/32 protocol udp port 80 encap l3dsr dscp 23 new_len 1024"
+            )
         })
         .collect();
-    let cmds = lb::cli::parse_lines(&text.join("\n")).map_err(|e| anyhow::anyhow!("lb lines: {e}"))?;
+    let cmds =
+        lb::cli::parse_lines(&text.join("\n")).map_err(|e| anyhow::anyhow!("lb lines: {e}"))?;
     let state = lb::model::LbState::new()
         .apply(&cmds)
         .map_err(|e| anyhow::anyhow!("lb lines: {e}"))?;
