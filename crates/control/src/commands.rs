@@ -274,7 +274,7 @@ impl Control {
             Command::ShowFlowCache => Ok(crate::flows_api::show_flow_cache(&self.view)),
             Command::ShowPcap => Ok(self.show_pcap()),
             Command::ShowLb(what) => {
-                let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
+                let lb = crate::lb_api::find(&self.view);
                 Ok(crate::lb_show::show(&lb, *what))
             }
             Command::ShowLbHealth => match &self.health {
@@ -287,7 +287,7 @@ impl Control {
             Command::Drain => self.on_announcer(|a| a.drain()),
             Command::DrainCancel => self.on_announcer(|a| a.undrain()),
             Command::LbWhich(t) => {
-                let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
+                let lb = crate::lb_api::find(&self.view);
                 Ok(crate::lb_show::which(&lb, t))
             }
             Command::PcapStart(r) => self.pcap_start(r),

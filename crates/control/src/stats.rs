@@ -272,7 +272,7 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
         "workers": view.workers.len(),
         "tsc_hz": view.tsc_hz,
         "flows": flow_bridges(view),
-        "lb": view.lb.as_deref().map(crate::lb_api::overview),
+        "lb": view.lb.in_use().then(|| crate::lb_api::overview(&view.lb)),
     })
 }
 

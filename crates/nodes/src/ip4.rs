@@ -2,6 +2,7 @@
 //! the IPv4 instances of the generic nodes in `lookup` and `rewrite`. It reads shared tables
 //! only; it never allocates or keeps per-packet state.
 
+use crate::steer::PortSteer;
 use crate::{icmp_request, names};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
@@ -79,7 +80,8 @@ fn bad_source(a: u32) -> bool {
 /// The `ip4-input` node.
 pub struct Ip4Input {
     options: Arc<Ip4OptionsSetting>,
-    lb: bool,
+    /// A node the ports of a `PortSteer` hand their checked packets to instead of the lookup.
+    steer: Option<(&'static str, Arc<PortSteer>)>,
 }
 
 impl Ip4Input {
@@ -90,13 +92,16 @@ impl Ip4Input {
 
     /// A node whose options policy is `options` (shared, changed live).
     pub fn shared(options: Arc<Ip4OptionsSetting>) -> Ip4Input {
-        Ip4Input { options, lb: false }
+        Ip4Input {
+            options,
+            steer: None,
+        }
     }
 
-    /// Hand checked packets to the load balancer (`lb`, which passes what is not for a VIP on
-    /// to `ip4-lookup`) instead of `ip4-lookup`.
-    pub fn with_lb(mut self) -> Ip4Input {
-        self.lb = true;
+    /// Hand the checked packets of the ports `ports` steers to node `node` instead of
+    /// `ip4-lookup` (with `next_scratch` 0), e.g. the NAT inside ports' replies to `lb`.
+    pub fn with_steer(mut self, node: &'static str, ports: Arc<PortSteer>) -> Ip4Input {
+        self.steer = Some((node, ports));
         self
     }
 }
@@ -112,6 +117,9 @@ graph::node_indices! {
         Icmp = names::IP4_ICMP_ERROR,
     }
 }
+
+/// Next index of the steering node (only with `with_steer`).
+const NEXT_STEER: u16 = Ip4InputNext::Icmp.id() + 1;
 
 graph::node_indices! {
     /// `ip4-input` drop reasons.
@@ -147,8 +155,8 @@ impl Node for Ip4Input {
 
     fn next_nodes(&self) -> Vec<String> {
         let mut v = Ip4InputNext::names();
-        if self.lb {
-            v[Ip4InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
+        if let Some((node, _)) = &self.steer {
+            v.push(node.to_string());
         }
         v
     }
@@ -160,6 +168,12 @@ impl Node for Ip4Input {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
         let drop_options = self.options.get() == Ip4Options::Drop;
+        // Read once per vector: whether any port steers, and which.
+        let steer = self
+            .steer
+            .as_ref()
+            .map(|(_, s)| &**s)
+            .filter(|s| s.any(false));
         let mut all_lookup = true;
         for (i, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet_mut(b);
@@ -210,6 +224,9 @@ impl Node for Ip4Input {
                 if h[ip4::TTL] <= 1 {
                     meta.next_scratch = icmp_request(ICMP_TIME_EXCEEDED, 0, 0);
                     Ip4InputNext::Icmp.id()
+                } else if steer.is_some_and(|s| s.steers(meta.rx_port, false)) {
+                    meta.next_scratch = 0;
+                    NEXT_STEER
                 } else {
                     Ip4InputNext::Lookup.id()
                 }

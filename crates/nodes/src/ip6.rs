@@ -2,12 +2,14 @@
 //! the IPv6 instances of the generic nodes in `lookup` and `rewrite`. It reads shared tables
 //! only; it never allocates or keeps per-packet state.
 
+use crate::steer::PortSteer;
 use crate::{icmp_request, names};
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be128, be16, ip6};
 use packet::meta::FLAG_L2_MULTICAST;
 use packet::BufferPool;
 use std::net::Ipv6Addr;
+use std::sync::Arc;
 
 /// ICMPv6 "packet too big".
 pub const ICMP6_PACKET_TOO_BIG: u8 = 2;
@@ -69,7 +71,8 @@ fn address_error(src: u128, dst: u128) -> Option<Ip6InputError> {
 #[derive(Default)]
 pub struct Ip6Input {
     nd: bool,
-    lb: bool,
+    /// A node the ports of a `PortSteer` hand their checked packets to instead of the lookup.
+    steer: Option<(&'static str, Arc<PortSteer>)>,
 }
 
 impl Ip6Input {
@@ -86,10 +89,10 @@ impl Ip6Input {
         self
     }
 
-    /// Hand checked packets to the load balancer (`lb`, which passes what is not for a VIP on
-    /// to `ip6-lookup`) instead of `ip6-lookup`.
-    pub fn with_lb(mut self) -> Ip6Input {
-        self.lb = true;
+    /// Hand the checked packets of the ports `ports` steers to node `node` instead of
+    /// `ip6-lookup` (with `next_scratch` 0), e.g. the NAT inside ports' replies to `lb`.
+    pub fn with_steer(mut self, node: &'static str, ports: Arc<PortSteer>) -> Ip6Input {
+        self.steer = Some((node, ports));
         self
     }
 }
@@ -156,8 +159,8 @@ impl Node for Ip6Input {
         if !self.nd {
             v.truncate(Ip6InputNext::Nd.id() as usize);
         }
-        if self.lb {
-            v[Ip6InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
+        if let Some((node, _)) = &self.steer {
+            v.push(node.to_string());
         }
         v
     }
@@ -168,6 +171,14 @@ impl Node for Ip6Input {
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
+        // The steering node follows `Nd` when there is one (see `next_nodes`).
+        let steer_next = Ip6InputNext::Nd.id() + u16::from(self.nd);
+        // Read once per vector: whether any port steers, and which.
+        let steer = self
+            .steer
+            .as_ref()
+            .map(|(_, s)| &**s)
+            .filter(|s| s.any(true));
         let mut all_lookup = true;
         for (i, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet_mut(b);
@@ -214,6 +225,9 @@ impl Node for Ip6Input {
                 if h[ip6::HOP_LIMIT] <= 1 {
                     meta.next_scratch = icmp_request(ICMP6_TIME_EXCEEDED, 0, 0);
                     Ip6InputNext::Icmp.id()
+                } else if steer.is_some_and(|s| s.steers(meta.rx_port, true)) {
+                    meta.next_scratch = 0;
+                    steer_next
                 } else {
                     Ip6InputNext::Lookup.id()
                 }

@@ -278,7 +278,7 @@ fn reload_replaces_the_lb_state_and_a_refusal_applies_nothing() {
         1,
     ));
     let (reloader, routing) = start(&p);
-    let reloader = reloader.with_lb(Some(control.clone()));
+    let reloader = reloader.with_lb(control.clone());
     // A server added through the API meanwhile is removed by the reload (the file rules).
     control
         .apply(

@@ -62,6 +62,7 @@ impl Lab {
         let mut node = LbNode::new(LbConfig {
             tables: publisher.reader(),
             counters: counters.clone(),
+            slot: None,
             flow_entries: 4096,
             mtu: 1500,
             nat_inside: nat_inside.clone(),

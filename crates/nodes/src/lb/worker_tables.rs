@@ -1,0 +1,91 @@
+//! The `lb` node's per-worker flow tables (forward flows and NAT reverse entries) and how a
+//! worker comes to hold them. The `lb` node is in every graph, but its tables (tens of MiB at
+//! the default size) cost nothing until the load balancer is used: the control side allocates
+//! them when the first VIP arrives (`WorkerTables::new`, on its own thread) and leaves them in
+//! each worker's `TableSlot` before it publishes the tables version with that VIP; the worker
+//! takes them at the start of the first vector that sees a VIP. Until then (or should the slot
+//! be empty) the node holds a one-bucket placeholder, which behaves as a full table: flows are
+//! hashed by Maglev, never dropped. Nothing here runs per packet.
+
+use lb::flowtable::{self, AsRef, FlowTable, FlowTableError, NatReverse, Timeouts};
+use lb::model::{MAX_AS_SLOTS, MAX_VIPS};
+use std::sync::{Mutex, TryLockError};
+
+/// One worker's flow tables.
+pub struct WorkerTables {
+    pub(super) flows: FlowTable<AsRef>,
+    pub(super) nat: FlowTable<NatReverse>,
+}
+
+impl std::fmt::Debug for WorkerTables {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerTables")
+            .field("entries", &self.flows.capacity())
+            .finish()
+    }
+}
+
+impl WorkerTables {
+    /// Tables for at least `entries` flows (3 a bucket, a power of two of buckets, at most
+    /// `flowtable::MAX_BUCKETS`), with the NAT reverse table a quarter of that
+    /// (`flowtable::worker_tables_bytes` is what they take).
+    pub fn new(entries: usize) -> Result<WorkerTables, FlowTableError> {
+        let buckets = flowtable::buckets_for(entries);
+        let timeouts = Timeouts::default();
+        Ok(WorkerTables {
+            flows: FlowTable::new(buckets, timeouts, MAX_VIPS, MAX_AS_SLOTS)?,
+            nat: FlowTable::new(flowtable::nat_buckets_for(buckets), timeouts, MAX_VIPS, 1)?,
+        })
+    }
+
+    /// The stand-in a node holds before its tables come: one bucket each, counting nothing.
+    pub(super) fn placeholder() -> Result<WorkerTables, FlowTableError> {
+        let timeouts = Timeouts::default();
+        Ok(WorkerTables {
+            flows: FlowTable::new(1, timeouts, 0, 0)?,
+            nat: FlowTable::new(1, timeouts, 0, 0)?,
+        })
+    }
+
+    /// Flows the forward table holds.
+    pub fn capacity(&self) -> usize {
+        self.flows.capacity()
+    }
+}
+
+/// Where the control side leaves one worker's tables for it to take.
+#[derive(Debug, Default)]
+pub struct TableSlot(Mutex<Option<WorkerTables>>);
+
+/// What `TableSlot::take` found.
+pub(super) enum Taken {
+    /// The tables.
+    Tables(WorkerTables),
+    /// Nothing was left.
+    Empty,
+    /// The control side holds the slot right now: try at the next vector.
+    Busy,
+}
+
+impl TableSlot {
+    /// An empty slot.
+    pub fn new() -> TableSlot {
+        TableSlot::default()
+    }
+
+    /// Leave `tables` for the worker (replacing tables it has not taken).
+    pub fn put(&self, tables: WorkerTables) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(tables);
+    }
+
+    /// Take what was left, never waiting (the worker's side, once, at a vector boundary).
+    pub(super) fn take(&self) -> Taken {
+        match self.0.try_lock() {
+            Ok(mut g) => g.take().map_or(Taken::Empty, Taken::Tables),
+            Err(TryLockError::Poisoned(p)) => {
+                p.into_inner().take().map_or(Taken::Empty, Taken::Tables)
+            }
+            Err(TryLockError::WouldBlock) => Taken::Busy,
+        }
+    }
+}
