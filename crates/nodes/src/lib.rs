@@ -19,6 +19,8 @@ pub mod ip6;
 pub mod lb;
 pub mod lookup;
 pub mod neighbour;
+#[cfg(test)]
+mod node_route_tests;
 pub mod offload;
 #[cfg(test)]
 mod offload_tests;
