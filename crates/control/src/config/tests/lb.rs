@@ -160,6 +160,13 @@ fn reload_changes_the_lb_live_and_it_may_come_and_go() {
     );
     let removed = live_diff(&old, &cfg(BASE)).expect("[lb] removed live");
     assert_eq!(removed.lb, Some(LbChange::Remove));
+    // Health checks and probe sources start with vecplane: [lb] with them waits for a restart.
+    let e = live_diff(&cfg(BASE), &cfg(&health(""))).expect_err("probe sources");
+    assert!(
+        e.to_string()
+            .contains("the health checks or probe sources changed"),
+        "{e}"
+    );
 }
 
 /// `[lb]` with probe sources and three VIPs (L3DSR tcp/80, GRE4 all ports, NAT6 udp/53); 12
