@@ -137,7 +137,10 @@ fn lb_vips_by_ctl_on_a_daemon_started_without_lb_balance_real_traffic() {
         routed_to_lb(&b, &vip);
     }
     let text = ctl(&b, "show lb").expect("show lb");
-    assert!(text.contains("flow table per worker: 1572864 entries"), "{text}");
+    assert!(
+        text.contains("flow table per worker: 1572864 entries"),
+        "{text}"
+    );
     balanced(&b, "VIPs by ctl");
     finish(b);
 }
@@ -149,7 +152,10 @@ fn lb_added_by_a_reload_balances_and_its_removal_waits_for_its_vips() {
     let mut with_lb = b.base.clone();
     with_lb.push_str("\n[lb]\nlines = [\n");
     for l in lines(&b.lab) {
-        with_lb.push_str(&format!("  {},\n", serde_json::to_string(&l).expect("a string")));
+        with_lb.push_str(&format!(
+            "  {},\n",
+            serde_json::to_string(&l).expect("a string")
+        ));
     }
     with_lb.push_str("]\n");
     std::fs::write(&b.config, &with_lb).expect("write config");

@@ -101,7 +101,7 @@ impl LbControl {
             let g = self.lock();
             let (_, added) = route_changes(&LbState::new(), &g.state);
             let mut r = lock(&routing);
-            r.apply(&added).map_err(|e| LbApplyError::Route {
+            r.load(&added).map_err(|e| LbApplyError::Route {
                 index: 0,
                 message: e.message,
             })?;

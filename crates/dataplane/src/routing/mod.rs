@@ -352,6 +352,19 @@ impl Routing {
         Ok(r)
     }
 
+    /// Apply `changes` that belong to the tables' initial state (a feature's routes when the
+    /// data plane is built) like a batch, but not counted as a version: the version stays the
+    /// number of batches applied since start.
+    pub(crate) fn load(&mut self, changes: &[Change]) -> Result<(), BatchError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let version = self.version;
+        self.apply(changes)?;
+        self.version = version;
+        Ok(())
+    }
+
     /// Tables of `spec` that no worker epoch guards: for tables nobody changes while they are
     /// read (tools, tests, a single graph run inline).
     pub fn without_workers(spec: &DataplaneSpec) -> Result<Routing, RoutingError> {
