@@ -93,7 +93,7 @@ pub struct LiveDiff {
 pub enum LbChange {
     /// `[lb]` was added or changed: the running load balancer is made equal to this
     /// configuration as one change (VIPs the API added and the file lacks go).
-    Set(lb::model::LbState),
+    Set(Box<lb::model::LbState>),
     /// `[lb]` was removed: refused while VIPs exist (they are not deleted behind the
     /// operator's back), else the load balancer's configuration is emptied.
     Remove,
@@ -296,8 +296,10 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
             })
             .collect(),
         lb: match (&o.lb, lb) {
-            (Some(a), Some(b)) if a.state != b.state => Some(LbChange::Set(b.state.clone())),
-            (None, Some(b)) => Some(LbChange::Set(b.state.clone())),
+            (Some(a), Some(b)) if a.state != b.state => {
+                Some(LbChange::Set(Box::new(b.state.clone())))
+            }
+            (None, Some(b)) => Some(LbChange::Set(Box::new(b.state.clone()))),
             (Some(_), None) => Some(LbChange::Remove),
             _ => None,
         },

@@ -107,6 +107,11 @@ struct NeighbourPlan {
     spec: Option<NeighbourSpec>,
 }
 
+/// One family's route plans, by prefix.
+type RoutePlans = HashMap<(u128, u8), RoutePlan>;
+/// One family's node route plans, by prefix.
+type NodePlanMap = HashMap<(u128, u8), NodePlan>;
+
 /// The batch's final state, keyed as the tables are.
 #[derive(Default)]
 struct Plan {
@@ -518,10 +523,7 @@ impl Routing {
     fn check_family<S: FibStore>(
         &self,
         fam: &Family<S>,
-        (routes, nodes): (
-            &HashMap<(u128, u8), RoutePlan>,
-            &HashMap<(u128, u8), NodePlan>,
-        ),
+        (routes, nodes): (&RoutePlans, &NodePlanMap),
         neighbours: &BTreeMap<IpAddr, NeighbourPlan>,
     ) -> Result<(), BatchError> {
         let v6 = fam.net.v6();

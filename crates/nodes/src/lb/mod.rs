@@ -303,7 +303,7 @@ fn take_tables(
 ) {
     let taken = match source.slot.as_ref().map(|s| s.take()) {
         Some(Taken::Busy) => return,
-        Some(Taken::Tables(t)) => Ok(t),
+        Some(Taken::Tables(t)) => Ok(*t),
         Some(Taken::Empty) | None => WorkerTables::new(source.entries),
     };
     source.taken = true;

@@ -55,12 +55,12 @@ impl WorkerTables {
 
 /// Where the control side leaves one worker's tables for it to take.
 #[derive(Debug, Default)]
-pub struct TableSlot(Mutex<Option<WorkerTables>>);
+pub struct TableSlot(Mutex<Option<Box<WorkerTables>>>);
 
 /// What `TableSlot::take` found.
 pub(super) enum Taken {
-    /// The tables.
-    Tables(WorkerTables),
+    /// The tables (boxed: the enum stays small; this happens once per worker).
+    Tables(Box<WorkerTables>),
     /// Nothing was left.
     Empty,
     /// The control side holds the slot right now: try at the next vector.
@@ -75,7 +75,7 @@ impl TableSlot {
 
     /// Leave `tables` for the worker (replacing tables it has not taken).
     pub fn put(&self, tables: WorkerTables) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(tables);
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(tables));
     }
 
     /// Take what was left, never waiting (the worker's side, once, at a vector boundary).
