@@ -338,8 +338,10 @@ graph::node_indices! {
 /// Drop reasons of both lookup nodes, by index.
 pub const ERRORS: &[&str] = LookupError::NAMES;
 
-/// Where the next-hop ids `ids` of `frame` send each packet (`nexts`); true when all go to
-/// rewrite. `neighbours` resolves connected prefixes (None: they are dropped).
+/// Where the next-hop ids `ids` of `frame` send each packet (`nexts`); the next node of every
+/// packet when they all go to one (rewrite, or a route's target node: a VIP's packets to
+/// `lb`), so the vector moves in one copy. `neighbours` resolves connected prefixes (None:
+/// they are dropped).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn classify<F: LookupFamily>(
@@ -352,9 +354,8 @@ fn classify<F: LookupFamily>(
     cx: &mut NodeContext<'_>,
     frame: &[u32],
     nexts: &mut [u16],
-) -> bool {
+) -> Option<u16> {
     let now = cx.now_tsc;
-    let mut all_ok = true;
     for (i, &b) in frame.iter().enumerate() {
         let (meta, data) = cx.pool.packet_mut(b);
         let l3 = meta.l3_offset as usize;
@@ -393,7 +394,6 @@ fn classify<F: LookupFamily>(
                     meta.next_scratch = member;
                     Next::Rewrite.id()
                 };
-            all_ok &= next == Next::Rewrite.id();
             nexts[i] = next;
             continue;
         }
@@ -447,10 +447,12 @@ fn classify<F: LookupFamily>(
                 Next::Drop.id()
             }
         };
-        all_ok &= next == Next::Rewrite.id();
         nexts[i] = next;
     }
-    all_ok
+    // One pass over 2-byte ids (vectorized): whether every packet goes to the first's next.
+    let nexts = &nexts[..frame.len()];
+    let first = nexts.first().copied()?;
+    nexts.iter().all(|&n| n == first).then_some(first)
 }
 
 impl<F: LookupFamily> Node for IpLookup<F> {
@@ -487,17 +489,16 @@ impl<F: LookupFamily> Node for IpLookup<F> {
         let local = (self.local_next(), self.targets_next());
         let hops = self.next_hops.get();
         let (gw, ids, addrs) = (&mut self.gateways, &self.ids[..n], &self.addrs[..n]);
-        let all_ok = match &self.neighbours {
+        let uniform = match &self.neighbours {
             Some(h) => h.with(|nb| {
                 gw.sweep::<F>(hops, nb);
                 classify::<F>(hops, gw, ids, addrs, Some(nb), local, cx, frame, nexts)
             }),
             None => classify::<F>(hops, gw, ids, addrs, None, local, cx, frame, nexts),
         };
-        if all_ok {
-            Dispatch::AllTo(Next::Rewrite.id())
-        } else {
-            Dispatch::PerPacket
+        match uniform {
+            Some(next) => Dispatch::AllTo(next),
+            None => Dispatch::PerPacket,
         }
     }
 
