@@ -224,15 +224,16 @@ impl Node for Ip4Input {
                 if h[ip4::TTL] <= 1 {
                     meta.next_scratch = icmp_request(ICMP_TIME_EXCEEDED, 0, 0);
                     Ip4InputNext::Icmp.id()
-                } else if steer.is_some_and(|s| s.steers(meta.rx_port, false)) {
-                    meta.next_scratch = 0;
-                    NEXT_STEER
                 } else {
                     Ip4InputNext::Lookup.id()
                 }
             };
             all_lookup &= next == Ip4InputNext::Lookup.id();
             nexts[i] = next;
+        }
+        if let Some(s) = steer {
+            let to = (Ip4InputNext::Lookup.id(), NEXT_STEER);
+            all_lookup &= s.apply(cx.pool, frame, nexts, to, false) == 0;
         }
         if all_lookup {
             Dispatch::AllTo(Ip4InputNext::Lookup.id())

@@ -225,15 +225,16 @@ impl Node for Ip6Input {
                 if h[ip6::HOP_LIMIT] <= 1 {
                     meta.next_scratch = icmp_request(ICMP6_TIME_EXCEEDED, 0, 0);
                     Ip6InputNext::Icmp.id()
-                } else if steer.is_some_and(|s| s.steers(meta.rx_port, true)) {
-                    meta.next_scratch = 0;
-                    steer_next
                 } else {
                     Ip6InputNext::Lookup.id()
                 }
             };
             all_lookup &= next == Ip6InputNext::Lookup.id();
             nexts[i] = next;
+        }
+        if let Some(s) = steer {
+            let to = (Ip6InputNext::Lookup.id(), steer_next);
+            all_lookup &= s.apply(cx.pool, frame, nexts, to, true) == 0;
         }
         if all_lookup {
             Dispatch::AllTo(Ip6InputNext::Lookup.id())

@@ -3,7 +3,8 @@
 //! as VPP enables an interface feature on the `ip4-unicast` arc: the load balancer's NAT
 //! replies, which are addressed to clients, not to a VIP, so no route brings them). Written by
 //! the control side, read by the input nodes: one relaxed load per vector while no port is
-//! steered, one more per packet while one is. It never locks and never allocates after `new`.
+//! steered (the packet loop is not touched), a second pass over the vector while one is. It
+//! never locks and never allocates after `new`.
 //!
 //! Changing it never leaves a moment in which a port that is steered before and after is not:
 //! `set` turns the new ports on before it turns the old ones off.
@@ -52,6 +53,33 @@ impl PortSteer {
         self.ports
             .get(usize::from(port))
             .is_some_and(|f| f.load(Relaxed) & bit(ip6) != 0)
+    }
+
+    /// Send the packets of `frame` bound for `lookup` (their `nexts`) that arrived on a steered
+    /// port to `to` instead, with `next_scratch` 0; returns how many. The input nodes call it
+    /// only when `any` says some port of the family is steered.
+    #[inline]
+    pub fn apply(
+        &self,
+        pool: &mut packet::BufferPool,
+        frame: &[u32],
+        nexts: &mut [u16],
+        (lookup, to): (u16, u16),
+        ip6: bool,
+    ) -> usize {
+        let mut n = 0;
+        for (&b, next) in frame.iter().zip(nexts.iter_mut()) {
+            if *next != lookup {
+                continue;
+            }
+            let meta = pool.meta_mut(b);
+            if self.steers(meta.rx_port, ip6) {
+                meta.next_scratch = 0;
+                *next = to;
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Steer exactly the ports of `v4` (IPv4) and `v6` (IPv6), by port id (ids beyond the
