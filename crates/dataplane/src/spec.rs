@@ -50,7 +50,8 @@ pub struct DataplaneSpec {
     pub poll: PollPolicy,
     /// Receive queues placed over the workers by measured load.
     pub rxq: RxqPolicy,
-    /// The L4 load balancer (`[lb]`); None: no load balancer (no `lb` node, no LB tables).
+    /// The L4 load balancer (`[lb]`); None: an empty one (the `lb` node is in every graph, and
+    /// VIPs may come at run time; no flow tables until the first).
     pub lb: Option<LbSpec>,
 }
 
