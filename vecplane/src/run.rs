@@ -277,7 +277,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .protect(&args.config)
         .with_features(features.clone());
     let reporter = match (health, probe_host, &running.view().lb) {
-        (Some(h), Some(host), Some(lb)) => {
+        (Some(h), Some(host), lb) => {
             let keys = h.checks.iter().map(|c| c.vip).collect();
             say(format!(
                 "vecplane: health checks: {} from {}",
@@ -300,7 +300,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // BGP: announce the VIPs through BIRD once the data plane forwards.
     let announcer = match (bgp, &running.view().lb) {
-        (Some(cfg), Some(lb)) => {
+        (Some(cfg), lb) => {
             let workers = running
                 .view()
                 .workers
@@ -386,9 +386,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             sw.tick();
         }
         // LB: retired snapshots freed; removed servers whose flows are over freed.
-        if let Some(lb) = &running.view().lb {
-            lb.tick(lb.now_secs());
-        }
+        let lb = &running.view().lb;
+        lb.tick(lb.now_secs());
         if let Some(a) = &announcer {
             a.tick();
         }

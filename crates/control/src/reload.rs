@@ -2,9 +2,9 @@
 //! compare it with the running one, and apply what may change live — ports' own addresses
 //! (in a reload of their own), routes and static neighbours as one routing batch, then ports'
 //! MTUs, the live policies (poll modes, ICMP error rate, IPv4 options, neighbour timers,
-//! bridge aging), flow rules and the load balancer's `[lb]` — or nothing: anything else that
-//! differs is refused with the key it is under and its line. It never restarts a port or a
-//! worker.
+//! bridge aging), flow rules and the load balancer's `[lb]` (added, changed, or removed while
+//! no VIP exists) — or nothing: anything else that differs is refused with the key it is under
+//! and its line. It never restarts a port or a worker.
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
@@ -124,9 +124,10 @@ impl Reloader {
         }
     }
 
-    /// Also make the load balancer's configuration equal the file's `[lb]` when it changes.
-    pub fn with_lb(mut self, lb: Option<Arc<dataplane::lb::LbControl>>) -> Reloader {
-        self.lb = lb;
+    /// Also make the load balancer's configuration equal the file's `[lb]` when it changes,
+    /// comes or goes.
+    pub fn with_lb(mut self, lb: Arc<dataplane::lb::LbControl>) -> Reloader {
+        self.lb = Some(lb);
         self
     }
 
@@ -214,8 +215,8 @@ impl Reloader {
         // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
         // take effect at a restart.
         let lb_plan = match (&diff.lb, &self.lb) {
-            (Some(target), Some(lb)) => {
-                Some(lb.plan_replace(target).map_err(|e| ReloadError::Refused {
+            (Some(change), Some(lb)) => {
+                Some(plan_lb(lb, change).map_err(|e| ReloadError::Refused {
                     file: file.clone(),
                     message: format!("[lb]: {}", e.reason()),
                 })?)
@@ -328,11 +329,12 @@ impl Reloader {
         }
         // The LB: its difference as one change (checked above).
         let mut lb_version = None;
-        if let (Some(cmds), Some(lb)) = (&lb_plan, &self.lb) {
+        if let (Some((cmds, configured)), Some(lb)) = (&lb_plan, &self.lb) {
             match lb.apply(cmds) {
                 Ok(v) => lb_version = Some(v),
                 Err(e) => eprintln!("vecplane: reload: [lb]: {e}"),
             }
+            lb.set_configured(*configured);
             policies.push("lb");
         }
         if let Some(p) = &diff.poll {
@@ -375,11 +377,27 @@ impl Reloader {
             "neighbours_set": counts(|c| matches!(c, Change::ReplaceNeighbour(_))),
             "neighbours_deleted": counts(|c| matches!(c, Change::DeleteNeighbour(_))),
             "policies_changed": policies,
-            "lb_commands": lb_plan.as_ref().map_or(0, Vec::len),
+            "lb_commands": lb_plan.as_ref().map_or(0, |p| p.0.len()),
             "lb_version": lb_version,
         });
         *running = config;
         Ok(answer)
+    }
+}
+
+/// The commands that make `lb` what `change` says, and whether `[lb]` is configured after
+/// them; checked against the running load balancer (the API may have changed it), nothing
+/// applied.
+fn plan_lb(
+    lb: &dataplane::lb::LbControl,
+    change: &crate::config::LbChange,
+) -> Result<(Vec<lb::model::LbCommand>, bool), dataplane::lb::LbApplyError> {
+    match change {
+        crate::config::LbChange::Set(target) => Ok((lb.plan_replace(target)?, true)),
+        crate::config::LbChange::Remove => {
+            let target = lb.removal_target()?;
+            Ok((lb.plan_replace(&target)?, false))
+        }
     }
 }
 

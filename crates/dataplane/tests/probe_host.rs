@@ -114,7 +114,7 @@ fn a_probe_reaches_its_leased_server_wrapped_and_the_reply_reaches_the_socket() 
     })
     .expect("configure the probe namespace");
     // Lease the band port to the last server: Maglev would spread, the lease must not.
-    let lb = dp.view().lb.clone().expect("lb");
+    let lb = dp.view().lb.clone();
     let slot = lb.with_tables(|t| {
         t.vips()
             .flat_map(|v| v.slots.clone())

@@ -323,7 +323,10 @@ fn the_routes_file_is_held_against_other_outputs_and_other_writers() {
     let other = std::fs::File::open(&routes).expect("open");
     // SAFETY: flock on a descriptor we own.
     let lock = || unsafe { libc::flock(other.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-    assert!(eventually(lock), "the file stayed locked after its writer closed it");
+    assert!(
+        eventually(lock),
+        "the file stayed locked after its writer closed it"
+    );
     let e = write_atomically(&routes, "three\n").expect_err("locked by another");
     assert!(e.to_string().contains("another process"), "{e}");
     let e = check_destination(&routes).expect_err("locked by another");

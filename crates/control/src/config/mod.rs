@@ -39,7 +39,7 @@ use toml::Spanned;
 use value::Val;
 
 use ctx::{MAC_ACCEPTED, NAME_ACCEPTED};
-pub use diff::{live_diff, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
+pub use diff::{live_diff, LbChange, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
 pub use ports::{DEFAULT_FLOWS, DEFAULT_FRAME_SIZE, DEFAULT_SRC_MAC};
 pub use read::{CONFIG_MAX_BYTES, ROUTE_FILE_MAX_BYTES};
 pub(crate) use util::{contains, mask, parse_prefix};
