@@ -42,7 +42,7 @@ impl ArcStart {
 
     /// How many next nodes the arc adds.
     #[inline(always)]
-    pub fn len(&self) -> u16 {
+    pub fn node_count(&self) -> u16 {
         self.nodes.len() as u16
     }
 

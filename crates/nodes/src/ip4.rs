@@ -257,7 +257,7 @@ impl Node for Ip4Input {
         if let Some(s) = steer {
             // The steering node follows the arc's nodes (see `next_nodes`); a steered port's
             // packets go to it before any feature of the arc.
-            let to = Ip4InputNext::COUNT + self.arc.as_ref().map_or(0, |a| a.len());
+            let to = Ip4InputNext::COUNT + self.arc.as_ref().map_or(0, |a| a.node_count());
             let kept = [Ip4InputNext::Drop.id(), Ip4InputNext::Icmp.id()];
             all_lookup &= s.apply(cx.pool, frame, nexts, (&kept, to), false) == 0;
         }

@@ -201,8 +201,9 @@ impl Node for Ip6Input {
         let arc = self.arc.as_ref().map(|a| (a.cursor(), a.masks()));
         // The steering node follows `Nd` when there is one and the arc's nodes (see
         // `next_nodes`).
-        let steer_next =
-            Ip6InputNext::Nd.id() + u16::from(self.nd) + self.arc.as_ref().map_or(0, |a| a.len());
+        let steer_next = Ip6InputNext::Nd.id()
+            + u16::from(self.nd)
+            + self.arc.as_ref().map_or(0, |a| a.node_count());
         // Read once per vector: whether any port steers, and which.
         let steer = self
             .steer
