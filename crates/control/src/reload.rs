@@ -57,6 +57,8 @@ pub struct Reloader {
     lb: Option<Arc<dataplane::lb::LbControl>>,
     /// The registered features that run (`crate::registry`).
     features: Vec<Arc<dyn crate::registry::RunningFeature>>,
+    /// Where the ports' `features` are enabled, and the ports' names by id.
+    arcs: Option<(Arc<dataplane::features::FeatureArcs>, Vec<String>)>,
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -121,6 +123,7 @@ impl Reloader {
             flows: Vec::new(),
             lb: None,
             features: Vec::new(),
+            arcs: None,
         }
     }
 
@@ -144,6 +147,61 @@ impl Reloader {
     ) -> Reloader {
         self.features = features;
         self
+    }
+
+    /// Also enable and disable what the ports' `features` keys add and remove, on `arcs`,
+    /// whose ports are `ports` (names by id).
+    pub fn with_port_features(
+        mut self,
+        arcs: Arc<dataplane::features::FeatureArcs>,
+        ports: Vec<String>,
+    ) -> Reloader {
+        self.arcs = Some((arcs, ports));
+        self
+    }
+
+    /// What the ports' `features` add and remove, as changes of the arcs, checked against
+    /// what is enabled now (a feature the API enabled meanwhile is no refusal; nothing is
+    /// applied). Empty when nothing differs.
+    fn plan_port_features(
+        &self,
+        file: &str,
+        running: &Config,
+        config: &Config,
+    ) -> Result<Vec<dataplane::features::ArcChange>, ReloadError> {
+        let Some((arcs, ports)) = &self.arcs else {
+            return Ok(Vec::new());
+        };
+        let refused = |message: String| ReloadError::Refused {
+            file: file.to_string(),
+            message,
+        };
+        let removed = running
+            .port_features
+            .iter()
+            .filter(|f| !config.port_features.contains(f))
+            .map(|f| (f, false));
+        let added = config
+            .port_features
+            .iter()
+            .filter(|f| !running.port_features.contains(f))
+            .map(|f| (f, true));
+        let mut changes = Vec::new();
+        for (f, enable) in removed.chain(added) {
+            let port = ports
+                .iter()
+                .position(|p| *p == f.port)
+                .ok_or_else(|| refused(format!("[[port]] features: no port `{}`", f.port)))?;
+            changes.push(dataplane::features::ArcChange {
+                arc: f.arc.clone(),
+                feature: f.feature.clone(),
+                port,
+                enable,
+            });
+        }
+        arcs.check(&changes)
+            .map_err(|e| refused(format!("[[port]] features: {e}")))?;
+        Ok(changes)
     }
 
     /// The registered features' tables that changed, each checked by its running feature
@@ -210,6 +268,7 @@ impl Reloader {
                 what: n.to_string(),
             })?;
         let features = self.plan_features(&file, &running, &config)?;
+        let port_features = self.plan_port_features(&file, &running, &config)?;
         // The LB part is checked first against the running LB (the API may have changed it):
         // a refusal there applies nothing at all. A change of the health checks (`[lb]` probe
         // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
@@ -325,6 +384,13 @@ impl Reloader {
             match r.reload(table) {
                 Ok(_) => policies.push(r.name()),
                 Err(e) => eprintln!("vecplane: reload: [{}]: {e}", r.name()),
+            }
+        }
+        // The ports' features (checked above), published as one version of the arcs.
+        if let (Some((arcs, _)), false) = (&self.arcs, port_features.is_empty()) {
+            match arcs.apply(&port_features) {
+                Ok(_) => policies.push("port-features"),
+                Err(e) => eprintln!("vecplane: reload: [[port]] features: {e}"),
             }
         }
         // The LB: its difference as one change (checked above).
