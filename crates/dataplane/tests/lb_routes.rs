@@ -7,8 +7,11 @@
 
 use dataplane::routing::Routing;
 use dataplane::*;
+
+mod support;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::AtomicBool;
+use support::memory_port;
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
@@ -25,27 +28,14 @@ fn ip(s: &str) -> IpAddr {
 /// Port `a` sends `PACKETS` UDP packets to `destinations` (round robin over its flows); port
 /// `b` (198.18.2.1/24) reaches the router 198.18.2.2 and the server 198.18.2.10.
 fn spec(destinations: Vec<IpAddr>, lb_lines: Option<&str>) -> DataplaneSpec {
-    let port = |name: &str, mac, generate: bool, destinations: Vec<IpAddr>| PortSpec {
-        name: name.into(),
-        mac,
-        mtu: 1500,
-        ip4: vec![],
-        ip6: vec![],
-        driver: PortDriver::Memory(MemoryPortSpec {
-            frame_size: 64,
-            flows: 64,
-            dst_mac: mac,
-            src_mac: [2, 0, 0, 0, 0, 0xaa],
-            vlan: None,
-            src_ip: ip("198.18.0.5"),
-            destinations,
-            limit: generate.then_some(PACKETS),
-            generate,
-        }),
-    };
-    let mut a = port("a", MAC_A, true, destinations);
+    let mut a = memory_port(
+        "a",
+        MAC_A,
+        64,
+        Some((ip("198.18.0.5"), destinations, PACKETS)),
+    );
     a.ip4 = vec![(Ipv4Addr::new(198, 18, 0, 1), 24)];
-    let mut b = port("b", MAC_B, false, vec![ip("198.18.0.5")]);
+    let mut b = memory_port("b", MAC_B, 64, None);
     b.ip4 = vec![(Ipv4Addr::new(198, 18, 2, 1), 24)];
     let lb = lb_lines.map(|text| {
         let cmds = ::lb::cli::parse_lines(text).expect("lb lines parse");

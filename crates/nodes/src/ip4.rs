@@ -8,7 +8,7 @@ use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
 use packet::headers::{be16, be32, ip4};
 use packet::meta::FLAG_L2_MULTICAST;
-use packet::transport_checks::{self, TransportProblem};
+use packet::transport_checks;
 use packet::BufferPool;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -160,21 +160,12 @@ graph::node_indices! {
         MulticastDestination = "multicast-destination",
         /// Counted as `l2-multicast`.
         L2Multicast = "l2-multicast",
-        /// Counted as `bad-udp-length` (see `packet::transport_checks`).
+        /// Counted as `bad-udp-length` (these are `packet::transport_checks`'s names).
         BadUdpLength = "bad-udp-length",
         /// Counted as `icmp-too-short`.
         IcmpTooShort = "icmp-too-short",
         /// Counted as `fragment-too-long`.
         FragmentTooLong = "fragment-too-long",
-    }
-}
-
-/// The `ip4-input` reason of a transport problem (IPv4 has no extension headers).
-fn transport_reason(p: TransportProblem) -> Ip4InputError {
-    match p {
-        TransportProblem::BadUdpLength => Ip4InputError::BadUdpLength,
-        TransportProblem::IcmpTooShort => Ip4InputError::IcmpTooShort,
-        _ => Ip4InputError::FragmentTooLong,
     }
 }
 
@@ -255,7 +246,9 @@ impl Node for Ip4Input {
                     break 'check fail(Ip4InputError::L2Multicast.id());
                 }
                 if let Some(p) = transport_checks::ip4(h, ihl, total) {
-                    break 'check fail(transport_reason(p).id());
+                    break 'check fail(
+                        p.index_in(Ip4InputError::NAMES, Ip4InputError::BadLength.id()),
+                    );
                 }
                 meta.l4_offset = (l3 + ihl) as u16;
                 // Bytes after the total length (link-layer padding or a trailer) are not part of

@@ -7,7 +7,7 @@ use crate::{icmp_request, names};
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be128, be16, ip6};
 use packet::meta::FLAG_L2_MULTICAST;
-use packet::transport_checks::{self, TransportProblem};
+use packet::transport_checks;
 use packet::BufferPool;
 use std::net::Ipv6Addr;
 use std::sync::Arc;
@@ -168,7 +168,7 @@ graph::node_indices! {
         ReservedMulticastScope = "reserved-multicast-scope",
         /// Counted as `interface-local-multicast`.
         InterfaceLocalMulticast = "interface-local-multicast",
-        /// Counted as `bad-udp-length` (see `packet::transport_checks`).
+        /// Counted as `bad-udp-length` (these are `packet::transport_checks`'s names).
         BadUdpLength = "bad-udp-length",
         /// Counted as `icmp-too-short`.
         IcmpTooShort = "icmp-too-short",
@@ -180,18 +180,6 @@ graph::node_indices! {
         HopByHopNotFirst = "hop-by-hop-not-first",
         /// Counted as `zero-payload-length`.
         ZeroPayloadLength = "zero-payload-length",
-    }
-}
-
-/// The `ip6-input` reason of a transport problem.
-fn transport_reason(p: TransportProblem) -> Ip6InputError {
-    match p {
-        TransportProblem::BadUdpLength => Ip6InputError::BadUdpLength,
-        TransportProblem::IcmpTooShort => Ip6InputError::IcmpTooShort,
-        TransportProblem::FragmentTooLong => Ip6InputError::FragmentTooLong,
-        TransportProblem::BadExtensionHeaders => Ip6InputError::BadExtensionHeaders,
-        TransportProblem::HopByHopNotFirst => Ip6InputError::HopByHopNotFirst,
-        TransportProblem::ZeroPayloadLength => Ip6InputError::ZeroPayloadLength,
     }
 }
 
@@ -276,7 +264,9 @@ impl Node for Ip6Input {
                     break 'check fail(Ip6InputError::L2Multicast.id());
                 }
                 if let Some(p) = transport_checks::ip6(h, total) {
-                    break 'check fail(transport_reason(p).id());
+                    break 'check fail(
+                        p.index_in(Ip6InputError::NAMES, Ip6InputError::BadLength.id()),
+                    );
                 }
                 meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
                 // Bytes after the payload length are not part of the packet (see ip4-input).

@@ -44,6 +44,30 @@ pub enum TransportProblem {
     ZeroPayloadLength,
 }
 
+impl TransportProblem {
+    /// The drop counter's name (the input nodes count each by it).
+    pub fn name(self) -> &'static str {
+        match self {
+            TransportProblem::BadUdpLength => "bad-udp-length",
+            TransportProblem::IcmpTooShort => "icmp-too-short",
+            TransportProblem::FragmentTooLong => "fragment-too-long",
+            TransportProblem::BadExtensionHeaders => "bad-extension-headers",
+            TransportProblem::HopByHopNotFirst => "hop-by-hop-not-first",
+            TransportProblem::ZeroPayloadLength => "zero-payload-length",
+        }
+    }
+
+    /// Its index in a node's drop reasons `names` (`fallback` when they lack it). Cold: only
+    /// refused packets ask.
+    #[cold]
+    pub fn index_in(self, names: &[&str], fallback: u16) -> u16 {
+        names
+            .iter()
+            .position(|n| *n == self.name())
+            .map_or(fallback, |i| i as u16)
+    }
+}
+
 /// Where the transport header of a packet is, as far as the checks found it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Upper {
