@@ -824,6 +824,10 @@ class Model:
                 r = drop("ip4-input", "multicast-destination")
             elif frame[0] & 1:
                 r = drop("ip4-input", "l2-multicast")
+            else:
+                why = transport_problem4(h, ihl, total)
+                if why:
+                    r = drop("ip4-input", why)
         if r is not None:
             rec.fate = [r]
             return
@@ -1005,6 +1009,10 @@ class Model:
                 r = drop("ip6-input", "link-local")
             elif frame[0] & 1:
                 r = drop("ip6-input", "l2-multicast")
+            else:
+                why = transport_problem6(h, total)
+                if why:
+                    r = drop("ip6-input", why)
         if r is not None:
             rec.fate = [r]
             return
@@ -1013,6 +1021,71 @@ class Model:
             errors.append((p, 3, 0, 0))
         else:
             lookup.append(p)
+
+
+# --- transport checks (ip4-input / ip6-input, after the IP header's own) -----------------------
+# RFC 768 (a UDP length counts header and data: not below 8, not beyond the datagram; shorter is
+# padding), RFC 792/4443 (an ICMP header is 8 bytes), RFC 791 + RFC 1858 era "ping of death"
+# (no fragment may end past 65,535), RFC 8200 4.1 (hop-by-hop only first; headers within the
+# payload), RFC 2675 (payload length 0 means a jumbogram, not carried). At most 8 extension
+# headers are walked. A first fragment's UDP length counts the reassembled datagram.
+
+IP6_EXTENSIONS = (0, 43, 44, 51, 60)
+
+
+def upper_problem(h, total, proto, at, first):
+    payload = total - at
+    if proto == 17:
+        if payload < 8:
+            return "bad-udp-length"
+        ulen = be16(h, at + 4)
+        if ulen < 8 or (not first and ulen > payload):
+            return "bad-udp-length"
+    elif proto in (1, 58) and payload < 8:
+        return "icmp-too-short"
+    return None
+
+
+def transport_problem4(h, ihl, total):
+    word = be16(h, 6)
+    offset = (word & 0x1FFF) * 8
+    if offset + total - ihl > 65535:
+        return "fragment-too-long"
+    if offset:
+        return None
+    return upper_problem(h, total, h[9], ihl, bool(word & 0x2000))
+
+
+def transport_problem6(h, total):
+    nh = h[6]
+    if total == 40 and nh != 59:
+        return "zero-payload-length"
+    at, first, seen = 40, False, 0
+    while nh in IP6_EXTENSIONS:
+        if seen == 8:
+            return "bad-extension-headers"
+        if nh == 0 and seen:
+            return "hop-by-hop-not-first"
+        if at + 2 > total:
+            return "bad-extension-headers"
+        if nh == 44:
+            if at + 8 > total:
+                return "bad-extension-headers"
+            word = be16(h, at + 2)
+            if (word >> 3) * 8 + total - (at + 8) > 65535:
+                return "fragment-too-long"
+            if word >> 3:
+                return None
+            first = first or bool(word & 1)
+            size = 8
+        elif nh == 51:
+            size = (h[at + 1] + 2) * 4
+        else:
+            size = (h[at + 1] + 1) * 8
+        if at + size > total:
+            return "bad-extension-headers"
+        nh, at, seen = h[at], at + size, seen + 1
+    return upper_problem(h, total, nh, at, first)
 
 # ------------------------------------------------------------------------------------------------
 # frame builders (scapy): what a correct router emits

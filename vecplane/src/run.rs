@@ -164,6 +164,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let api_config = config.api.clone();
     let config_features = config.features.clone();
+    let port_features = config.port_features.clone();
     let bgp = config.bgp.clone();
     let reload_base = config.clone();
     let mut config = config;
@@ -257,6 +258,14 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let view = dp.view().clone();
+    // The ports' `features`, enabled before the first packet (checked with the config).
+    let enabled: Vec<_> = port_features.iter().map(|f| f.enable(true)).collect();
+    if let Err(e) = control::commands::apply_features(&view, &enabled) {
+        eprintln!("vecplane run: {shown}: [[port]] features: {e}");
+        eprintln!("vecplane run: nothing was started");
+        control::registry::stop_all(&features);
+        return Ok(ExitCode::from(2));
+    }
     if let (Some(h), Some(host)) = (&health, &probe_host) {
         host.configure(&h.sources)
             .map_err(|e| anyhow::anyhow!("cannot set up the health checks of {shown}: {e}"))?;
@@ -277,7 +286,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .protect(&args.config)
         .with_features(features.clone());
     let reporter = match (health, probe_host, &running.view().lb) {
-        (Some(h), Some(host), Some(lb)) => {
+        (Some(h), Some(host), lb) => {
             let keys = h.checks.iter().map(|c| c.vip).collect();
             say(format!(
                 "vecplane: health checks: {} from {}",
@@ -300,7 +309,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // BGP: announce the VIPs through BIRD once the data plane forwards.
     let announcer = match (bgp, &running.view().lb) {
-        (Some(cfg), Some(lb)) => {
+        (Some(cfg), lb) => {
             let workers = running
                 .view()
                 .workers
@@ -334,7 +343,16 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         )
         .with_flows(running.view().flows.clone())
         .with_lb(running.view().lb.clone())
-        .with_features(features.clone()),
+        .with_features(features.clone())
+        .with_port_features(
+            running.view().features.clone(),
+            running
+                .view()
+                .ports
+                .iter()
+                .map(|p| p.name.clone())
+                .collect(),
+        ),
     );
     let mut state = ApiState::new(control);
     let r = reloader.clone();
@@ -386,9 +404,8 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             sw.tick();
         }
         // LB: retired snapshots freed; removed servers whose flows are over freed.
-        if let Some(lb) = &running.view().lb {
-            lb.tick(lb.now_secs());
-        }
+        let lb = &running.view().lb;
+        lb.tick(lb.now_secs());
         if let Some(a) = &announcer {
             a.tick();
         }

@@ -114,6 +114,32 @@ pub fn lb_lines(encap: EncapArg, servers: u32, buckets: u32, timeout: u32) -> Ve
     lines
 }
 
+/// The `[lb]` of `vecplane bench --scenario ip4 --vips N`: `n` VIPs (UDP port 80, L3DSR, a
+/// small Maglev table, no servers) at 198.19.x.y/32, where the ip4 scenario sends nothing (its
+/// destinations avoid 198.18.0.0/15), so every packet measures what VIPs cost the rest.
+pub fn idle_vips(n: u32) -> Result<LbSpec> {
+    if n == 0 || n as usize > lb::model::MAX_VIPS {
+        bail!("--vips {n}: accepted 1..={}", lb::model::MAX_VIPS);
+    }
+    let text: Vec<String> = (0..n)
+        .map(|i| {
+            let (hi, lo) = (i / 250, i % 250 + 1);
+            format!(
+                "lb vip 198.19.{hi}.{lo}/32 protocol udp port 80 encap l3dsr dscp 23 new_len 1024"
+            )
+        })
+        .collect();
+    let cmds =
+        lb::cli::parse_lines(&text.join("\n")).map_err(|e| anyhow::anyhow!("lb lines: {e}"))?;
+    let state = lb::model::LbState::new()
+        .apply(&cmds)
+        .map_err(|e| anyhow::anyhow!("lb lines: {e}"))?;
+    Ok(LbSpec {
+        state,
+        health: Default::default(),
+    })
+}
+
 /// The data plane of the scenario.
 pub fn spec(
     encap: EncapArg,
@@ -361,5 +387,20 @@ mod tests {
             assert_eq!(lb.state.vips().count(), 1, "{e:?}");
         }
         assert!(spec(EncapArg::L3dsr, 10, 0, false, 0).is_err());
+    }
+
+    #[test]
+    fn idle_vips_are_where_the_ip4_scenario_sends_nothing() {
+        let lb = idle_vips(1000).expect("1000 VIPs");
+        assert_eq!(lb.state.vips().count(), 1000);
+        let ip4 = ScenarioSpec::build(Scenario::Ip4, 1000, 4096, 0, 1).expect("ip4");
+        let Some(PortDriver::Memory(m)) = ip4.spec.ports.first().map(|p| &p.driver) else {
+            panic!("rx0 is a memory port");
+        };
+        for v in lb.state.vips() {
+            let p = v.spec.key.prefix;
+            assert!(m.destinations.iter().all(|d| !p.contains(*d)), "{p:?}");
+        }
+        assert!(idle_vips(0).is_err() && idle_vips(5000).is_err());
     }
 }

@@ -149,6 +149,11 @@ pub struct BenchArgs {
     /// [default: 1000].
     #[arg(long)]
     pub servers: Option<u32>,
+    /// ip4: also configure N load-balancer VIPs (UDP port 80, L3DSR, no servers) at addresses
+    /// no generated packet goes to (198.19.0.0/16): what a packet to any other address pays
+    /// for VIPs being there (at most 4096).
+    #[arg(long, value_name = "N")]
+    pub vips: Option<u32>,
     /// vm-tcp, vm-chain: vecplane's worker polls busily during its own runs (by default it
     /// polls adaptively, as vecplane's default config does: it sleeps when idle and a guest's
     /// kick wakes it, leaving the CPU to the guests).
@@ -239,7 +244,16 @@ pub fn run_with(args: &BenchArgs, on_summary: &mut dyn FnMut(&Summary)) -> Resul
             args.seed
         );
     }
-    let base = ScenarioSpec::build(scenario, routes, flows, cpu, args.seed)?;
+    let mut base = ScenarioSpec::build(scenario, routes, flows, cpu, args.seed)?;
+    if let Some(n) = args.vips {
+        if scenario != Scenario::Ip4 {
+            bail!("--vips is for --scenario ip4");
+        }
+        base.spec.lb = Some(lb::idle_vips(n)?);
+        notes.push(format!(
+            "{n} VIPs configured at addresses no generated packet goes to"
+        ));
+    }
     let mut summaries = Vec::new();
     for (requested, frame_size, note) in sizes {
         let spec = base.with_frame_size(frame_size)?;

@@ -313,7 +313,7 @@ impl Control {
             Command::ShowPcap => Ok(self.show_pcap()),
             Command::ShowPunt => Ok(crate::punt_api::show_punt(&self.view)),
             Command::ShowLb(what) => {
-                let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
+                let lb = crate::lb_api::find(&self.view);
                 Ok(crate::lb_show::show(&lb, *what))
             }
             Command::ShowLbHealth => match &self.health {
@@ -326,7 +326,7 @@ impl Control {
             Command::Drain => self.on_announcer(|a| a.drain()),
             Command::DrainCancel => self.on_announcer(|a| a.undrain()),
             Command::LbWhich(t) => {
-                let lb = crate::lb_api::find(&self.view).map_err(|e| CommandError(e.message))?;
+                let lb = crate::lb_api::find(&self.view);
                 Ok(crate::lb_show::which(&lb, t))
             }
             Command::PcapStart(r) => self.pcap_start(r),

@@ -1,12 +1,14 @@
 //! The routing table as `show ip fib` / `show ip6 fib` present it: the live routes (from
-//! `Routing`, under its lock), their static neighbours, and the ports' connected prefixes. Every
+//! `Routing`, under its lock), their static neighbours, the ports' connected prefixes, and the
+//! routes features own (a VIP prefix's route to `lb`: type `node`, source `lb`; a configured
+//! route of the same prefix is listed too, marked as shadowed by it). Every
 //! answer is one bounded page (at most `MAX_PAGE` entries, in prefix order, after a given
 //! prefix), so listing a million-route table never holds more than a page in the daemon; a
 //! lookup is at most one hash probe per prefix length. It never touches packets or workers.
 
 use crate::config::{contains, mask};
 use crate::table::{render, Align};
-use dataplane::routing::{Route, Routing};
+use dataplane::routing::{NodeRoute, Route, Routing};
 use dataplane::{DataplaneSpec, NeighbourSpec, RouteTarget};
 use packet::headers::format_mac;
 use serde_json::{json, Value};
@@ -36,9 +38,22 @@ pub enum FibQuery {
 
 #[derive(Clone, Debug)]
 enum Kind {
+    /// A feature's route to a graph node (the node is also its source).
+    Node(&'static str),
     Via(Vec<IpAddr>),
     Drop,
     Connected(usize),
+}
+
+impl Kind {
+    /// Order of entries of one prefix: the one in effect first.
+    fn rank(&self) -> u8 {
+        match self {
+            Kind::Node(_) => 0,
+            Kind::Via(_) | Kind::Drop => 1,
+            Kind::Connected(_) => 2,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -46,17 +61,29 @@ struct Entry {
     net: IpAddr,
     len: u8,
     kind: Kind,
+    /// A configured route a node route of the same prefix overrides: that route's source.
+    shadowed_by: Option<&'static str>,
 }
 
 impl Entry {
-    fn of_route(r: Route) -> Entry {
+    fn of_route(r: Route, routing: &Routing) -> Entry {
         Entry {
             net: r.prefix,
             len: r.len,
+            shadowed_by: routing.node_route(r.prefix, r.len).map(|n| n.node),
             kind: match r.target {
                 RouteTarget::Via(h) => Kind::Via(h),
                 RouteTarget::Drop => Kind::Drop,
             },
+        }
+    }
+
+    fn of_node(r: NodeRoute) -> Entry {
+        Entry {
+            net: r.prefix,
+            len: r.len,
+            kind: Kind::Node(r.node),
+            shadowed_by: None,
         }
     }
 }
@@ -89,6 +116,7 @@ impl<'a> FibView<'a> {
                     net: mask(a, l),
                     len: l,
                     kind: Kind::Connected(i),
+                    shadowed_by: None,
                 });
             }
         }
@@ -152,7 +180,9 @@ impl<'a> FibView<'a> {
         let start = after.map(|a| self.prefix_arg(a, "after")).transpose()?;
         let (r4, r6) = self.routing.route_counts();
         let routes = if self.v6 { r6 } else { r4 };
-        let total = routes + self.connected.len();
+        let (n4, n6) = self.routing.node_route_counts();
+        let node_routes = if self.v6 { n6 } else { n4 };
+        let total = routes + node_routes + self.connected.len();
         // Text shows one screenful from the start (or `after`); JSON one page. One entry more
         // than shown tells whether more follow.
         let want = if want_json {
@@ -160,14 +190,27 @@ impl<'a> FibView<'a> {
         } else {
             limit.min(MAX_TEXT_LINES)
         };
-        let mut entries = self.merged(start, want + 1);
+        // A prefix has up to three entries (node route, route, connected): enough beyond the
+        // page to see whether it ends inside one, and one more to tell whether more follow.
+        let mut entries = self.merged(start, want + 3);
         let more = entries.len() > want;
-        entries.truncate(want);
+        // A page ends after the last entry of a prefix (the next starts after the prefix).
+        let key = |e: &Entry| (e.net, e.len);
+        let mut end = want.min(entries.len());
+        while end > 1 && end < entries.len() && key(&entries[end]) == key(&entries[end - 1]) {
+            end -= 1;
+        }
+        entries.truncate(end);
         let neighbours = self.neighbours();
         let mut text = String::new();
         if start.is_none() {
+            let features = if node_routes > 0 {
+                format!(", {node_routes} of features (VIPs: lb)")
+            } else {
+                String::new()
+            };
             text = format!(
-                "{family} FIB: {} ({}, {} connected)\n",
+                "{family} FIB: {} ({}, {} connected{features})\n",
                 plural(total, "entry", "entries"),
                 plural(routes, "route", "routes"),
                 self.connected.len()
@@ -208,29 +251,27 @@ impl<'a> FibView<'a> {
         Ok((text, data))
     }
 
-    /// Up to `limit` entries after `start`: routes and connected prefixes merged in order.
+    /// Up to `limit` entries after `start`: routes, node routes and connected prefixes merged
+    /// in prefix order (of one prefix, the entry in effect first).
     fn merged(&self, start: Option<(IpAddr, u8)>, limit: usize) -> Vec<Entry> {
         let routes = self.routing.routes(self.v6, start, limit);
+        let nodes = self.routing.node_routes(self.v6, start, limit);
         let connected = self
             .connected
             .iter()
-            .filter(|e| start.is_none_or(|s| (e.net, e.len) > s));
-        let mut out: Vec<Entry> = Vec::with_capacity(limit.min(routes.len() + 8));
-        let mut routes = routes.into_iter().map(Entry::of_route).peekable();
-        let mut connected = connected.peekable();
-        while out.len() < limit {
-            let take_route = match (routes.peek(), connected.peek()) {
-                (Some(r), Some(c)) => (r.net, r.len) <= (c.net, c.len),
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            if take_route {
-                out.extend(routes.next());
-            } else {
-                out.extend(connected.next().cloned());
-            }
-        }
+            .filter(|e| start.is_none_or(|s| (e.net, e.len) > s))
+            .take(limit)
+            .cloned();
+        // Each source is sorted and gave at most `limit`: the first `limit` of the sorted
+        // union are the page.
+        let mut out: Vec<Entry> = routes
+            .into_iter()
+            .map(|r| Entry::of_route(r, self.routing))
+            .chain(nodes.into_iter().map(Entry::of_node))
+            .chain(connected)
+            .collect();
+        out.sort_by_key(|e| (e.net, e.len, e.kind.rank()));
+        out.truncate(limit);
         out
     }
 
@@ -280,21 +321,26 @@ impl<'a> FibView<'a> {
                 if ip.is_ipv6() { "IPv6" } else { "IPv4" }
             ));
         }
-        // The longest route: one probe per length, from `len` down.
+        // The longest route: one probe per length, from `len` down; of one length, a node
+        // route, then a configured route, then a connected prefix (what the FIB does).
         let route = (0..=len)
             .rev()
             .find_map(|l| self.routing.route(mask(ip, l), l))
-            .map(Entry::of_route);
+            .map(|r| Entry::of_route(r, self.routing));
+        let node = (0..=len)
+            .rev()
+            .find_map(|l| self.routing.node_route(mask(ip, l), l))
+            .map(Entry::of_node);
         let connected = self
             .connected
             .iter()
             .filter(|e| e.len <= len && contains(e.net, e.len, ip))
-            .max_by_key(|e| e.len);
-        let best = match (route, connected) {
-            (Some(r), Some(c)) if c.len > r.len => Some(c.clone()),
-            (Some(r), _) => Some(r),
-            (None, c) => c.cloned(),
-        };
+            .max_by_key(|e| e.len)
+            .cloned();
+        let best = [node, route, connected]
+            .into_iter()
+            .flatten()
+            .min_by_key(|e| (std::cmp::Reverse(e.len), e.kind.rank()));
         match best {
             None => Ok((
                 format!("no route matches {arg}\n"),
@@ -345,7 +391,14 @@ impl<'a> FibView<'a> {
 
     fn entry_json(&self, neighbours: &HashMap<IpAddr, NeighbourSpec>, e: &Entry) -> Value {
         let prefix = format!("{}/{}", e.net, e.len);
-        match &e.kind {
+        let mut v = match &e.kind {
+            Kind::Node(node) => json!({
+                "prefix": prefix,
+                "type": "node",
+                "node": node,
+                "source": node,
+                "next_hops": [],
+            }),
             Kind::Via(hops) => json!({
                 "prefix": prefix,
                 "type": "via",
@@ -361,7 +414,11 @@ impl<'a> FibView<'a> {
                 "port": self.port_name(*p),
                 "next_hops": [],
             }),
+        };
+        if let (Some(by), Some(m)) = (e.shadowed_by, v.as_object_mut()) {
+            m.insert("shadowed_by".into(), json!(by));
         }
+        v
     }
 
     /// The table of `entries`, capped at `MAX_TEXT_LINES` rows; returns it and the entries shown.
@@ -375,7 +432,17 @@ impl<'a> FibView<'a> {
         for e in entries {
             let prefix = format!("{}/{}", e.net, e.len);
             let mut new_rows = Vec::new();
+            let shadowed = e
+                .shadowed_by
+                .map(|by| format!(" (shadowed by {by})"))
+                .unwrap_or_default();
             match &e.kind {
+                Kind::Node(node) => new_rows.push(vec![
+                    prefix,
+                    format!("to {node} (source {node})"),
+                    String::new(),
+                    String::new(),
+                ]),
                 Kind::Via(hops) => {
                     for (i, h) in hops.iter().enumerate() {
                         let h = self.hop(neighbours, *h);
@@ -385,15 +452,18 @@ impl<'a> FibView<'a> {
                             } else {
                                 String::new()
                             },
-                            format!("via {}", h.ip),
+                            format!("via {}{shadowed}", h.ip),
                             h.port,
                             h.mac,
                         ]);
                     }
                 }
-                Kind::Drop => {
-                    new_rows.push(vec![prefix, "drop".into(), String::new(), String::new()])
-                }
+                Kind::Drop => new_rows.push(vec![
+                    prefix,
+                    format!("drop{shadowed}"),
+                    String::new(),
+                    String::new(),
+                ]),
                 Kind::Connected(p) => new_rows.push(vec![
                     prefix,
                     "connected".into(),
@@ -423,3 +493,7 @@ impl<'a> FibView<'a> {
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
+
+#[cfg(test)]
+#[path = "fibview_tests.rs"]
+mod tests;

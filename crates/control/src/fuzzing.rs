@@ -152,11 +152,11 @@ pub fn api_body(which: usize, body: &[u8]) {
         .replace("{id}", "0")
         .replace("{address}", "198.18.12.11");
     let mut v = view(1);
-    v.lb = Some(Arc::new(LbControl::without_workers(
+    v.lb = Arc::new(LbControl::without_workers(
         lb::model::LbState::new(),
         vec!["in0".into(), "out0".into()],
         1,
-    )));
+    ));
     let control = Arc::new(Control::new(v, Arc::new(spec())));
     let r = router(Arc::new(ApiState::new(control)));
     let req = axum::http::Request::builder()

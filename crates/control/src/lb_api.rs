@@ -19,14 +19,9 @@ use serde_json::{json, Map, Value};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-/// The load balancer of `view`, or 404 saying how to get one.
-pub fn find(view: &RuntimeView) -> Result<Arc<LbControl>, ApiError> {
-    view.lb.clone().ok_or_else(|| {
-        ApiError::not_found(
-            "this data plane has no load balancer; accepted: add an [lb] table to the config \
-             (and restart)",
-        )
-    })
+/// The load balancer of `view`: every data plane has one, taking VIPs with or without `[lb]`.
+pub fn find(view: &RuntimeView) -> Arc<LbControl> {
+    view.lb.clone()
 }
 
 /// A state name as shown.
@@ -244,6 +239,15 @@ fn refused(e: LbApplyError) -> ApiError {
             field: Some("new_len".into()),
             ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.reason())
         },
+        LbApplyError::FlowTables { .. } => ApiError {
+            field: Some("buckets".into()),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.reason())
+        },
+        LbApplyError::Route { .. } => ApiError {
+            field: Some("prefix".into()),
+            ..ApiError::new(StatusCode::CONFLICT, e.reason())
+        },
+        LbApplyError::InUse { .. } => ApiError::new(StatusCode::CONFLICT, e.reason()),
     }
 }
 

@@ -32,12 +32,20 @@ pub fn show(lb: &LbControl, what: LbShow) -> (String, Value) {
             n["gre_fragmented"],
             n["gre_fragments"]
         );
-        let _ = writeln!(
-            o,
-            "flow table per worker: {} entries (lb conf buckets takes effect when vecplane \
-             starts)",
-            data["flow_table_entries_per_worker"]
-        );
+        let entries = data["flow_table_entries_per_worker"].as_u64().unwrap_or(0);
+        if entries == 0 {
+            let _ = writeln!(
+                o,
+                "flow table per worker: none yet (allocated with the first VIP, as lb conf \
+                 buckets says then)"
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "flow table per worker: {entries} entries (lb conf buckets took effect when \
+                 the first VIP came)"
+            );
+        }
         let m = &data["memory"];
         let bytes = |k: &str| lb::model::show_bytes(m[k].as_u64().unwrap_or(0));
         let _ = writeln!(

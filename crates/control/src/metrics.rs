@@ -322,7 +322,10 @@ fn flow_metrics(reg: &mut Registry, view: &RuntimeView) {
 /// The load balancer: counters per VIP and per server (gauges for live flows and weights),
 /// the node's own counters and the tables' version.
 fn lb_metrics(reg: &mut Registry, view: &RuntimeView) {
-    let Some(lb) = &view.lb else { return };
+    let lb = &view.lb;
+    if !lb.in_use() {
+        return;
+    }
     let version = gauge_family(reg, "lb_version", "Changes applied to the load balancer");
     version
         .get_or_create(&Vec::new())

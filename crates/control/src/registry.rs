@@ -52,6 +52,9 @@ pub trait Feature: Send + Sync {
     fn name(&self) -> &'static str;
     /// One line saying what it does (for `show features` and help).
     fn summary(&self) -> &'static str;
+    /// The places its nodes take on the arcs (what its worker half declares), so that a
+    /// port's `features` can be checked before anything starts.
+    fn arcs(&self) -> Vec<graph::arc::FeatureDecl>;
     /// Check its config table (`[NAME]` as TOML), reporting every problem.
     fn check(&self, table: &toml::Value, cx: &StartContext) -> Result<(), Vec<FeatureIssue>>;
     /// Start it with a checked table (threads, sockets): its running half.

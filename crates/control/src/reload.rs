@@ -2,9 +2,9 @@
 //! compare it with the running one, and apply what may change live — ports' own addresses
 //! (in a reload of their own), routes and static neighbours as one routing batch, then ports'
 //! MTUs, the live policies (poll modes, ICMP error rate, IPv4 options, neighbour timers,
-//! bridge aging), flow rules and the load balancer's `[lb]` — or nothing: anything else that
-//! differs is refused with the key it is under and its line. It never restarts a port or a
-//! worker.
+//! bridge aging), flow rules and the load balancer's `[lb]` (added, changed, or removed while
+//! no VIP exists) — or nothing: anything else that differs is refused with the key it is under
+//! and its line. It never restarts a port or a worker.
 
 use crate::config::Config;
 use dataplane::routing::{Change, Route, Routing};
@@ -57,6 +57,8 @@ pub struct Reloader {
     lb: Option<Arc<dataplane::lb::LbControl>>,
     /// The registered features that run (`crate::registry`).
     features: Vec<Arc<dyn crate::registry::RunningFeature>>,
+    /// Where the ports' `features` are enabled, and the ports' names by id.
+    arcs: Option<(Arc<dataplane::features::FeatureArcs>, Vec<String>)>,
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -121,12 +123,14 @@ impl Reloader {
             flows: Vec::new(),
             lb: None,
             features: Vec::new(),
+            arcs: None,
         }
     }
 
-    /// Also make the load balancer's configuration equal the file's `[lb]` when it changes.
-    pub fn with_lb(mut self, lb: Option<Arc<dataplane::lb::LbControl>>) -> Reloader {
-        self.lb = lb;
+    /// Also make the load balancer's configuration equal the file's `[lb]` when it changes,
+    /// comes or goes.
+    pub fn with_lb(mut self, lb: Arc<dataplane::lb::LbControl>) -> Reloader {
+        self.lb = Some(lb);
         self
     }
 
@@ -143,6 +147,61 @@ impl Reloader {
     ) -> Reloader {
         self.features = features;
         self
+    }
+
+    /// Also enable and disable what the ports' `features` keys add and remove, on `arcs`,
+    /// whose ports are `ports` (names by id).
+    pub fn with_port_features(
+        mut self,
+        arcs: Arc<dataplane::features::FeatureArcs>,
+        ports: Vec<String>,
+    ) -> Reloader {
+        self.arcs = Some((arcs, ports));
+        self
+    }
+
+    /// What the ports' `features` add and remove, as changes of the arcs, checked against
+    /// what is enabled now (a feature the API enabled meanwhile is no refusal; nothing is
+    /// applied). Empty when nothing differs.
+    fn plan_port_features(
+        &self,
+        file: &str,
+        running: &Config,
+        config: &Config,
+    ) -> Result<Vec<dataplane::features::ArcChange>, ReloadError> {
+        let Some((arcs, ports)) = &self.arcs else {
+            return Ok(Vec::new());
+        };
+        let refused = |message: String| ReloadError::Refused {
+            file: file.to_string(),
+            message,
+        };
+        let removed = running
+            .port_features
+            .iter()
+            .filter(|f| !config.port_features.contains(f))
+            .map(|f| (f, false));
+        let added = config
+            .port_features
+            .iter()
+            .filter(|f| !running.port_features.contains(f))
+            .map(|f| (f, true));
+        let mut changes = Vec::new();
+        for (f, enable) in removed.chain(added) {
+            let port = ports
+                .iter()
+                .position(|p| *p == f.port)
+                .ok_or_else(|| refused(format!("[[port]] features: no port `{}`", f.port)))?;
+            changes.push(dataplane::features::ArcChange {
+                arc: f.arc.clone(),
+                feature: f.feature.clone(),
+                port,
+                enable,
+            });
+        }
+        arcs.check(&changes)
+            .map_err(|e| refused(format!("[[port]] features: {e}")))?;
+        Ok(changes)
     }
 
     /// The registered features' tables that changed, each checked by its running feature
@@ -209,13 +268,14 @@ impl Reloader {
                 what: n.to_string(),
             })?;
         let features = self.plan_features(&file, &running, &config)?;
+        let port_features = self.plan_port_features(&file, &running, &config)?;
         // The LB part is checked first against the running LB (the API may have changed it):
         // a refusal there applies nothing at all. A change of the health checks (`[lb]` probe
         // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
         // take effect at a restart.
         let lb_plan = match (&diff.lb, &self.lb) {
-            (Some(target), Some(lb)) => {
-                Some(lb.plan_replace(target).map_err(|e| ReloadError::Refused {
+            (Some(change), Some(lb)) => {
+                Some(plan_lb(lb, change).map_err(|e| ReloadError::Refused {
                     file: file.clone(),
                     message: format!("[lb]: {}", e.reason()),
                 })?)
@@ -326,13 +386,21 @@ impl Reloader {
                 Err(e) => eprintln!("vecplane: reload: [{}]: {e}", r.name()),
             }
         }
+        // The ports' features (checked above), published as one version of the arcs.
+        if let (Some((arcs, _)), false) = (&self.arcs, port_features.is_empty()) {
+            match arcs.apply(&port_features) {
+                Ok(_) => policies.push("port-features"),
+                Err(e) => eprintln!("vecplane: reload: [[port]] features: {e}"),
+            }
+        }
         // The LB: its difference as one change (checked above).
         let mut lb_version = None;
-        if let (Some(cmds), Some(lb)) = (&lb_plan, &self.lb) {
+        if let (Some((cmds, configured)), Some(lb)) = (&lb_plan, &self.lb) {
             match lb.apply(cmds) {
                 Ok(v) => lb_version = Some(v),
                 Err(e) => eprintln!("vecplane: reload: [lb]: {e}"),
             }
+            lb.set_configured(*configured);
             policies.push("lb");
         }
         if let Some(p) = &diff.poll {
@@ -375,11 +443,27 @@ impl Reloader {
             "neighbours_set": counts(|c| matches!(c, Change::ReplaceNeighbour(_))),
             "neighbours_deleted": counts(|c| matches!(c, Change::DeleteNeighbour(_))),
             "policies_changed": policies,
-            "lb_commands": lb_plan.as_ref().map_or(0, Vec::len),
+            "lb_commands": lb_plan.as_ref().map_or(0, |p| p.0.len()),
             "lb_version": lb_version,
         });
         *running = config;
         Ok(answer)
+    }
+}
+
+/// The commands that make `lb` what `change` says, and whether `[lb]` is configured after
+/// them; checked against the running load balancer (the API may have changed it), nothing
+/// applied.
+fn plan_lb(
+    lb: &dataplane::lb::LbControl,
+    change: &crate::config::LbChange,
+) -> Result<(Vec<lb::model::LbCommand>, bool), dataplane::lb::LbApplyError> {
+    match change {
+        crate::config::LbChange::Set(target) => Ok((lb.plan_replace(target)?, true)),
+        crate::config::LbChange::Remove => {
+            let target = lb.removal_target()?;
+            Ok((lb.plan_replace(&target)?, false))
+        }
     }
 }
 

@@ -110,7 +110,15 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         bridge_names: Vec::new(),
         capture: Arc::new(graph::CaptureControl::new(workers)),
         flows: Vec::new(),
-        lb: None,
+        lb: {
+            let lb = dataplane::lb::LbControl::without_workers(
+                lb::model::LbState::new(),
+                vec!["in0".into(), "out0".into()],
+                workers,
+            );
+            lb.set_configured(false);
+            Arc::new(lb)
+        },
         rxq: None,
         features: Arc::new(dataplane::features::FeatureArcs::none(2)),
         channels: Arc::new(dataplane::channels::Channels::new(spec, &[], 2_000_000_000)),

@@ -6,7 +6,7 @@
 use crate::flows::FlowSwitch;
 use crate::handoff::{Handoff, HandoffRx, RssDispatch, SharedOutbox};
 use crate::idle::Doorbell;
-use crate::routing::{Routing, RoutingReaders};
+use crate::routing::{Routing, RoutingReaders, ROUTE_NODES};
 use crate::spec::{DataplaneSpec, OptionsPolicy};
 use crate::view::PortView;
 use afxdp::Umem;
@@ -21,6 +21,7 @@ use nodes::flow_switch::{
 use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
 use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
 use nodes::ip6::{Ip6Input, Ip6Lookup, Ip6Rewrite};
+use nodes::lb::{LbConfig, LbNode, LbProbe, LB};
 use nodes::neighbour::{NeighbourConfig, NeighbourHandle, NeighbourPort};
 use nodes::offload::PortCaps;
 use nodes::output::InterfaceOutput;
@@ -107,8 +108,8 @@ pub struct WorkersShared {
     pub policies: crate::view::LivePolicies,
     /// The flow-mode bridges' tables (in bridge order), changed by the control side.
     pub flows: Vec<Arc<FlowSwitch>>,
-    /// The load balancer (None without `[lb]`), changed by the control side.
-    pub lb: Option<Arc<crate::lb::LbControl>>,
+    /// The load balancer (empty without `[lb]`), changed by the control side.
+    pub lb: Arc<crate::lb::LbControl>,
     /// The features on the arcs, and what is enabled where (changed by the control side).
     pub features: Arc<crate::features::FeatureArcs>,
     /// The punt and inject channels to the control plane.
@@ -144,16 +145,19 @@ impl WorkersShared {
         let doorbells: Vec<Arc<Doorbell>> =
             (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
         let flows = flow_switches(spec, &domain, &doorbells, tsc_hz)?;
-        let lb = crate::lb::lb_control(spec, &domain);
         let features = crate::features::FeatureArcs::new(features, spec.ports.len(), &domain)
             .map_err(|e| BuildError::Routing(format!("feature arcs: {e}")))?;
-        let routing = Routing::new(spec, domain).map_err(|e| BuildError::Routing(e.0))?;
+        let routing = Arc::new(Mutex::new(
+            Routing::new(spec, domain.clone()).map_err(|e| BuildError::Routing(e.0))?,
+        ));
+        let lb = crate::lb::lb_control(spec, &domain, Some(routing.clone()))
+            .map_err(|e| BuildError::Routing(format!("load balancer: {e}")))?;
         let channels = Arc::new(crate::channels::Channels::new(spec, &doorbells, tsc_hz));
         Ok(WorkersShared {
             capture: Arc::new(graph::CaptureControl::new(workers)),
             handoff: Arc::new(Handoff::new(if rss { &doorbells } else { &[] })),
             doorbells,
-            routing: Arc::new(Mutex::new(routing)),
+            routing,
             policies: crate::view::LivePolicies::new(spec),
             flows,
             lb,
@@ -302,7 +306,7 @@ impl BuiltWorker {
             shared.readers(),
             &shared.policies,
             (&shared.flows, index, shared.channels.punt.producer(index)),
-            shared.lb.as_deref(),
+            &shared.lb,
             &shared.features,
         )?;
         shared
@@ -399,24 +403,28 @@ pub fn add_protocol_nodes(
     tsc_hz: u64,
 ) -> Result<ProtocolState, BuildError> {
     // Tables nobody changes: no worker epochs to wait for.
-    let routing = Routing::without_workers(spec).map_err(|e| BuildError::Routing(e.0))?;
+    let routing = Arc::new(Mutex::new(
+        Routing::without_workers(spec).map_err(|e| BuildError::Routing(e.0))?,
+    ));
     let policies = crate::view::LivePolicies::new(spec);
     let flows = flow_switches(spec, &Domain::new(0).0, &[], tsc_hz)?;
-    let lb = crate::lb::lb_control(spec, &Domain::new(0).0);
+    let lb = crate::lb::lb_control(spec, &Domain::new(0).0, Some(routing.clone()))
+        .map_err(|e| BuildError::Routing(format!("load balancer: {e}")))?;
     let features = crate::features::FeatureArcs::none(spec.ports.len());
+    let readers = lock(&routing).readers();
     let mut state = add_protocol_nodes_with(
         spec,
         b,
         (tx_nodes, &[]),
         tsc_hz,
         None,
-        routing.readers(),
+        readers,
         &policies,
         (&flows, 0, None),
-        lb.as_deref(),
+        &lb,
         &features,
     )?;
-    state.fib = routing.stats();
+    state.fib = lock(&routing).stats();
     Ok(state)
 }
 
@@ -457,7 +465,8 @@ pub fn flow_switches(
 /// ports take nothing), the packet capture of `vecplane ctl pcap` when `capture` is given,
 /// the tables of `tables`, the live settings of `policies` and the flow-mode bridges of
 /// `flows` (for worker `flows.1`, punting into `flows.2`), and the load balancer `lb` (its
-/// `lb` node between the IP inputs and lookups), with `features`' nodes on the arcs.
+/// `lb` node, which the lookups hand VIP prefixes' packets to and the IP inputs the NAT inside
+/// ports' packets), with `features`' nodes on the arcs.
 #[allow(clippy::too_many_arguments)]
 pub fn add_protocol_nodes_with(
     spec: &DataplaneSpec,
@@ -468,7 +477,7 @@ pub fn add_protocol_nodes_with(
     tables: RoutingReaders,
     policies: &crate::view::LivePolicies,
     (flows, worker, punt): (&[Arc<FlowSwitch>], usize, Option<nodes::inject::SharedPunt>),
-    lb: Option<&crate::lb::LbControl>,
+    lb: &crate::lb::LbControl,
     features: &crate::features::FeatureArcs,
 ) -> Result<ProtocolState, BuildError> {
     let neighbours = NeighbourHandle::new(
@@ -582,45 +591,23 @@ pub fn add_protocol_nodes_with(
             has_vxlan,
         )));
     }
-    let (mut ip4_input, mut ip6_input) = (
-        Ip4Input::shared(policies.ip4_options.clone()),
-        Ip6Input::new().with_nd(),
-    );
-    if let Some(lb) = lb {
-        let node = nodes::lb::LbNode::new(nodes::lb::LbConfig {
-            tables: lb.reader(worker),
-            counters: lb.counters(worker).unwrap_or_default(),
-            flow_entries: lb.with_tables(|t| t.conf().buckets) as usize,
-            mtu: spec.ports.iter().map(|p| p.mtu).min().unwrap_or(1500),
-            nat_inside: lb.nat_inside(),
-            probe: probe_host.map(|(port, h)| nodes::lb::LbProbe {
-                port: port as u16,
-                leases: h.leases.clone(),
-                sources: spec
-                    .lb
-                    .as_ref()
-                    .map(|l| {
-                        let s = l.health.sources;
-                        let v4 = s.ip4.map(|a| a.to_ipv6_mapped().octets());
-                        v4.into_iter().chain(s.ip6.map(|a| a.octets())).collect()
-                    })
-                    .unwrap_or_default(),
-            }),
-        })
-        .map_err(|e| BuildError::Routing(format!("load balancer: {e}")))?;
-        b.add_node(Box::new(node));
-        ip4_input = ip4_input.with_lb();
-        ip6_input = ip6_input.with_lb();
-    }
+    b.add_node(Box::new(lb_node(spec, lb, worker, probe_host)?));
     let arcs = features.layout();
-    ip4_input = ip4_input.with_arc(arcs, features.reader());
-    ip6_input = ip6_input.with_arc(arcs, features.reader());
+    let ip4_input = Ip4Input::shared(policies.ip4_options.clone())
+        .with_arc(arcs, features.reader())
+        .with_steer(LB, lb.steer());
+    let ip6_input = Ip6Input::new()
+        .with_nd()
+        .with_arc(arcs, features.reader())
+        .with_steer(LB, lb.steer());
     features.add_nodes(worker, b, interface_tx, tsc_hz)?;
     b.add_node(Box::new(ethernet))
         .add_node(Box::new(L2Xconnect::new(peers)))
         .add_node(Box::new(ip4_input))
         .add_node(Box::new({
-            let lookup = Ip4Lookup::new(fib4, lookup4).with_neighbours(neighbours.clone());
+            let lookup = Ip4Lookup::new(fib4, lookup4)
+                .with_neighbours(neighbours.clone())
+                .with_targets(ROUTE_NODES);
             // The probe host receives its probes' replies (and hands the rest to VXLAN);
             // VXLAN ports (their driver added `vxlan-input`) receive what is sent to us.
             if probe_host.is_some() {
@@ -646,7 +633,9 @@ pub fn add_protocol_nodes_with(
         ))
         .add_node(Box::new(ip6_input))
         .add_node(Box::new({
-            let lookup = Ip6Lookup::new(fib6, lookup6).with_neighbours(neighbours.clone());
+            let lookup = Ip6Lookup::new(fib6, lookup6)
+                .with_neighbours(neighbours.clone())
+                .with_targets(ROUTE_NODES);
             if probe_host.is_some() {
                 lookup.with_local(nodes::probe_reply::PROBE_REPLY)
             } else {
@@ -686,6 +675,39 @@ pub fn add_protocol_nodes_with(
         neighbours,
         bridge,
     })
+}
+
+/// Worker `worker`'s `lb` node: in every graph (only VIP prefixes' routes and NAT inside ports
+/// bring it packets); its flow tables come with the first VIP.
+fn lb_node(
+    spec: &DataplaneSpec,
+    lb: &crate::lb::LbControl,
+    worker: usize,
+    probe_host: Option<(usize, &crate::probe_host::ProbeHostPort)>,
+) -> Result<LbNode, BuildError> {
+    let failed = |e: String| BuildError::Routing(format!("load balancer: {e}"));
+    LbNode::new(LbConfig {
+        tables: lb.reader(worker),
+        counters: lb.counters(worker).unwrap_or_default(),
+        slot: lb.table_slot(worker).map_err(|e| failed(e.to_string()))?,
+        flow_entries: lb.with_tables(|t| t.conf().buckets) as usize,
+        mtu: spec.ports.iter().map(|p| p.mtu).min().unwrap_or(1500),
+        nat_inside: lb.nat_inside(),
+        probe: probe_host.map(|(port, h)| LbProbe {
+            port: port as u16,
+            leases: h.leases.clone(),
+            sources: spec
+                .lb
+                .as_ref()
+                .map(|l| {
+                    let s = l.health.sources;
+                    let v4 = s.ip4.map(|a| a.to_ipv6_mapped().octets());
+                    v4.into_iter().chain(s.ip6.map(|a| a.octets())).collect()
+                })
+                .unwrap_or_default(),
+        }),
+    })
+    .map_err(|e| failed(e.to_string()))
 }
 
 /// Worker `worker`'s `flow-switch` node and its maintenance input over `flows`.

@@ -137,7 +137,26 @@ impl FeatureArcs {
     /// refused. Returns how many changed something.
     pub fn apply(&self, changes: &[ArcChange]) -> Result<usize, ArcError> {
         let mut publisher = self.lock();
-        let mut next = publisher.current().clone();
+        let (next, changed) = self.changed(publisher.current(), changes)?;
+        if changed > 0 {
+            publisher.publish(next);
+        }
+        Ok(changed)
+    }
+
+    /// Whether `apply(changes)` would be accepted now (nothing is published).
+    pub fn check(&self, changes: &[ArcChange]) -> Result<(), ArcError> {
+        let publisher = self.lock();
+        self.changed(publisher.current(), changes).map(|_| ())
+    }
+
+    /// `current` with `changes`, and how many changed something.
+    fn changed(
+        &self,
+        current: &ArcConfig,
+        changes: &[ArcChange],
+    ) -> Result<(ArcConfig, usize), ArcError> {
+        let mut next = current.clone();
         let mut changed = 0;
         for c in changes {
             let was = next.is_enabled(&self.layout, &c.arc, &c.feature, c.port);
@@ -148,10 +167,7 @@ impl FeatureArcs {
             }
             changed += usize::from(was != c.enable);
         }
-        if changed > 0 {
-            publisher.publish(next);
-        }
-        Ok(changed)
+        Ok((next, changed))
     }
 
     /// Add every feature's nodes to worker `worker`'s graph, and `interface-tx` when the

@@ -1,8 +1,11 @@
 //! The load balancer on the control side: the running `LbState`, the `LbTables` snapshot the
 //! workers' `lb` nodes read (`live::Publisher`, one new snapshot per accepted batch: all or
 //! nothing), each worker's counters summed with a baseline per reused id, the NAT inside-port
-//! flags, and the periodic collection of removed servers. Never touches packets and never
-//! formats text for people; building a snapshot happens here, never on a worker.
+//! flags, and the periodic collection of removed servers. Every data plane has one, with or
+//! without `[lb]`: VIPs may come at any time, and `lb_install.rs` makes them reach the workers
+//! (their prefixes' routes to `lb`, the workers' flow tables, the NAT inside ports' steering).
+//! Never touches packets and never formats text for people; building a snapshot happens here,
+//! never on a worker.
 
 use ::lb::counters::LbWorkerCounters;
 use ::lb::model::{
@@ -11,11 +14,17 @@ use ::lb::model::{
 use ::lb::nat_inside::NatInside;
 use ::lb::snapshot::LbTables;
 use live::{Domain, Publisher, Reader};
+use nodes::lb::TableSlot;
+use nodes::steer::PortSteer;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use thiserror::Error;
+
+#[path = "lb_install.rs"]
+mod install;
 
 /// Seconds between two `LbState::collect` runs in `tick`.
 pub const COLLECT_EVERY_SECS: u64 = 1;
@@ -44,6 +53,36 @@ pub enum LbApplyError {
         /// Which table.
         source: ::lb::maglev::MaglevAllocError,
     },
+    /// The workers' flow tables could not be allocated for the first VIP (nothing was
+    /// applied).
+    #[error("command {index}: the workers' flow tables ({entries} entries each, lb conf buckets): {reason}")]
+    FlowTables {
+        /// Index of the command that added the first VIP.
+        index: usize,
+        /// Entries asked for.
+        entries: u32,
+        /// Why not.
+        reason: String,
+    },
+    /// A VIP's prefix cannot be routed to the load balancer (nothing was applied).
+    #[error("command {index}: {message}")]
+    Route {
+        /// Index of the command that added the VIP.
+        index: usize,
+        /// Why (from the routing tables).
+        message: String,
+    },
+    /// `[lb]` cannot go while VIPs exist (a reload that removes it).
+    #[error(
+        "[lb] is removed but the load balancer has {vips} VIP(s) ({first}); accepted: delete \
+         them first (`vecplane ctl lb vip <prefix> ... del`), or keep [lb]"
+    )]
+    InUse {
+        /// VIPs there are.
+        vips: usize,
+        /// The first of them.
+        first: String,
+    },
 }
 
 impl LbApplyError {
@@ -51,7 +90,11 @@ impl LbApplyError {
     pub fn index(&self) -> usize {
         match self {
             LbApplyError::Model(e) => e.index,
-            LbApplyError::UnknownPort { index, .. } | LbApplyError::Alloc { index, .. } => *index,
+            LbApplyError::UnknownPort { index, .. }
+            | LbApplyError::Alloc { index, .. }
+            | LbApplyError::FlowTables { index, .. }
+            | LbApplyError::Route { index, .. } => *index,
+            LbApplyError::InUse { .. } => 0,
         }
     }
 
@@ -63,6 +106,13 @@ impl LbApplyError {
                 format!("no port is named `{name}`; accepted: {accepted}")
             }
             LbApplyError::Alloc { source, .. } => source.to_string(),
+            LbApplyError::FlowTables {
+                entries, reason, ..
+            } => format!(
+                "the workers' flow tables ({entries} entries each, lb conf buckets): {reason}"
+            ),
+            LbApplyError::Route { message, .. } => message.clone(),
+            e @ LbApplyError::InUse { .. } => e.to_string(),
         }
     }
 }
@@ -224,6 +274,10 @@ struct Inner {
     publisher: Publisher<LbTables>,
     state: LbState,
     next_collect: u64,
+    /// Per worker: its `lb` node was built with a table slot (`table_slot`), and the slot was
+    /// given its flow tables (with the first VIP).
+    claimed: Vec<bool>,
+    provided: Vec<bool>,
 }
 
 /// Counter values at the time an id was freed (its next owner counts from there).
@@ -240,8 +294,17 @@ pub struct LbControl {
     /// read inside `with_tables`.
     bases: Mutex<Bases>,
     counters: Vec<Arc<LbWorkerCounters>>,
+    /// Each worker's flow tables, left here when the first VIP comes.
+    slots: Vec<Arc<TableSlot>>,
     ports: Vec<String>,
     nat_inside: Arc<NatInside>,
+    /// The ports whose replies `ip4-input` / `ip6-input` hand to `lb` (NAT inside ports).
+    steer: Arc<PortSteer>,
+    /// The routing tables VIP prefixes are routed to `lb` in (None: tests and tools without
+    /// a graph reading them).
+    routing: Option<Arc<Mutex<crate::routing::Routing>>>,
+    /// The config has `[lb]` (a reload adds or removes it).
+    configured: AtomicBool,
     started: Instant,
 }
 
@@ -253,13 +316,30 @@ impl std::fmt::Debug for LbControl {
     }
 }
 
-/// The load balancer of `spec` (None without `[lb]`), its tables published in `domain` (one
-/// reader and one set of counters per worker of the domain). The build calls this once and
-/// gives each worker's `lb` node `reader(w)`, `counters(w)` and `nat_inside()`.
-pub fn lb_control(spec: &crate::DataplaneSpec, domain: &Domain) -> Option<Arc<LbControl>> {
-    let lb = spec.lb.as_ref()?;
+/// The load balancer of `spec` (its `[lb]`, or an empty one without), its tables published in
+/// `domain` (one reader and one set of counters per worker of the domain) and its VIP
+/// prefixes routed in `routing`. The build calls this once and gives each worker's `lb` node
+/// `reader(w)`, `counters(w)`, `table_slot(w)` and `nat_inside()`, and its IP inputs `steer()`.
+pub fn lb_control(
+    spec: &crate::DataplaneSpec,
+    domain: &Domain,
+    routing: Option<Arc<Mutex<crate::routing::Routing>>>,
+) -> Result<Arc<LbControl>, LbApplyError> {
     let ports: Vec<String> = spec.ports.iter().map(|p| p.name.clone()).collect();
-    Some(Arc::new(LbControl::new(lb.state.clone(), ports, domain)))
+    let state = match &spec.lb {
+        Some(lb) => lb.state.clone(),
+        None => LbState::new().with_memory_budget(::lb::model::MemoryBudget {
+            limit: ::lb::model::DEFAULT_MEMORY_LIMIT,
+            workers: domain.workers().clamp(1, u32::MAX as usize) as u32,
+        }),
+    };
+    let c = LbControl::new(state, ports, domain);
+    c.configured.store(spec.lb.is_some(), Ordering::Relaxed);
+    let c = match routing {
+        Some(r) => c.with_routing(r)?,
+        None => c,
+    };
+    Ok(Arc::new(c))
 }
 
 impl LbControl {
@@ -269,18 +349,26 @@ impl LbControl {
         let workers = domain.workers().max(1);
         let nat_inside = Arc::new(NatInside::new(ports.len()));
         nat_inside.set_from(&state, &ports);
+        let steer = Arc::new(PortSteer::new(ports.len()));
+        install::set_steer(&steer, &state, &ports);
         LbControl {
             inner: Mutex::new(Inner {
                 publisher: Publisher::new(LbTables::build(&state, None), domain),
                 state,
                 next_collect: 0,
+                claimed: vec![false; workers],
+                provided: vec![false; workers],
             }),
             bases: Mutex::new(Bases::default()),
             counters: (0..workers)
                 .map(|_| Arc::new(LbWorkerCounters::new()))
                 .collect(),
+            slots: (0..workers).map(|_| Arc::new(TableSlot::new())).collect(),
             ports,
             nat_inside,
+            steer,
+            routing: None,
+            configured: AtomicBool::new(true),
             started: Instant::now(),
         }
     }
@@ -321,6 +409,22 @@ impl LbControl {
     /// The NAT inside-port flags the workers read.
     pub fn nat_inside(&self) -> Arc<NatInside> {
         self.nat_inside.clone()
+    }
+
+    /// The ports `ip4-input` / `ip6-input` steer to `lb` (NAT inside ports, while NAT VIPs
+    /// of their family exist).
+    pub fn steer(&self) -> Arc<PortSteer> {
+        self.steer.clone()
+    }
+
+    /// Whether the config has `[lb]`.
+    pub fn configured(&self) -> bool {
+        self.configured.load(Ordering::Relaxed)
+    }
+
+    /// Whether there is anything to show: `[lb]` is configured or VIPs exist.
+    pub fn in_use(&self) -> bool {
+        self.configured() || self.lock().state.vips().next().is_some()
     }
 
     /// The data plane's port names, in port-id order.
@@ -366,7 +470,7 @@ impl LbControl {
                 source,
             }
         })?;
-        Ok(self.install(&mut g, next, tables))
+        self.commit(&mut g, next, tables, cmds)
     }
 
     /// Make the configuration equal `target` (a reload): the difference as commands, applied
@@ -387,7 +491,9 @@ impl LbControl {
     pub fn plan_replace(&self, target: &LbState) -> Result<Vec<LbCommand>, LbApplyError> {
         let cmds = diff_commands(&self.lock().state, target);
         self.check_ports(&cmds)?;
-        self.lock().state.apply(&cmds)?;
+        let current = self.state();
+        let next = current.apply(&cmds)?;
+        self.check_routes(&current, &next, &cmds)?;
         Ok(cmds)
     }
 
@@ -440,6 +546,7 @@ impl LbControl {
         drop(bases);
         g.publisher.publish(tables);
         self.nat_inside.set_from(&next, &self.ports);
+        install::set_steer(&self.steer, &next, &self.ports);
         let version = next.version();
         g.state = next;
         version

@@ -281,3 +281,139 @@ fn a_reload_brings_the_new_memory_limit_first() {
     assert_eq!(c.state().vips().count(), 2);
     assert_eq!(c.state().memory_budget().limit, 1 << 30);
 }
+
+/// A control routing its VIP prefixes in tables with one port, in0 = 198.18.0.1/24.
+fn routed() -> (LbControl, Arc<Mutex<crate::routing::Routing>>) {
+    let spec = crate::DataplaneSpec {
+        ports: vec![crate::spec::PortSpec {
+            name: "in0".into(),
+            mac: [2, 0, 0, 0, 0, 1],
+            mtu: 1500,
+            ip4: vec![("198.18.0.1".parse().unwrap(), 24)],
+            ip6: vec![],
+            driver: crate::spec::PortDriver::Pcap { rx: None, tx: None },
+        }],
+        ..crate::DataplaneSpec::default()
+    };
+    let routing = Arc::new(Mutex::new(
+        crate::routing::Routing::without_workers(&spec).expect("routing"),
+    ));
+    let c = LbControl::new(LbState::new(), vec!["in0".into()], &Domain::new(1).0)
+        .with_routing(routing.clone())
+        .expect("routed");
+    (c, routing)
+}
+
+#[test]
+fn vip_prefixes_are_routed_to_lb_as_vips_come_and_go() {
+    let (c, routing) = routed();
+    let has = |p: &str| {
+        crate::build::lock(&routing)
+            .node_route(p.parse().unwrap(), 32)
+            .is_some()
+    };
+    c.apply(&cmds(WEB)).expect("applied");
+    assert!(has("198.18.1.1"));
+    // A second VIP on the same address: one route; it stays while either VIP does.
+    c.apply(&cmds(
+        "lb vip 198.18.1.1/32 protocol udp port 53 encap l3dsr dscp 24\n",
+    ))
+    .expect("second");
+    assert_eq!(crate::build::lock(&routing).node_route_counts(), (1, 0));
+    c.apply(&cmds("lb vip 198.18.1.1/32 protocol udp port 53 del\n"))
+        .expect("deleted");
+    assert!(has("198.18.1.1"));
+    // A VIP on an own address is refused, naming its command; nothing is applied.
+    let version = c.version();
+    let e = c
+        .apply(&cmds(
+            "lb vip 198.18.7.7/32 encap l3dsr dscp 2\nlb vip 198.18.0.1/32 encap l3dsr dscp 1\n",
+        ))
+        .expect_err("own address");
+    assert!(matches!(e, LbApplyError::Route { index: 1, .. }), "{e}");
+    assert!(e.reason().contains("address of vecplane itself"), "{e}");
+    assert_eq!(c.version(), version);
+    assert!(!has("198.18.7.7"));
+    // The last VIP of the prefix goes: so does its route.
+    c.apply(&cmds(
+        "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 del flush\n\
+         lb vip 198.18.1.1/32 protocol tcp port 80 del\n",
+    ))
+    .expect("deleted");
+    assert!(!has("198.18.1.1"));
+}
+
+#[test]
+fn flow_tables_come_with_the_first_vip_and_only_for_built_workers() {
+    let (c, _routing) = routed();
+    assert_eq!(c.flow_table_entries(), 0);
+    c.apply(&cmds(WEB)).expect("applied");
+    assert_eq!(
+        c.flow_table_entries(),
+        0,
+        "no worker was built: nothing allocated"
+    );
+    let (c, _routing) = routed();
+    c.apply(&cmds("lb conf buckets 4096\n")).expect("conf");
+    let slot = c.table_slot(0).expect("slot").expect("worker 0");
+    assert_eq!(c.flow_table_entries(), 0, "no VIP yet: nothing allocated");
+    assert!(format!("{slot:?}").contains("None"), "{slot:?}");
+    c.apply(&cmds(WEB)).expect("applied");
+    assert_eq!(
+        c.flow_table_entries(),
+        6144,
+        "4096 entries: 2048 buckets x 3"
+    );
+    assert!(format!("{slot:?}").contains("entries: 6144"), "{slot:?}");
+    assert!(c.table_slot(9).expect("no such worker").is_none());
+}
+
+#[test]
+fn nat_vips_steer_their_inside_ports_and_only_their_family() {
+    let c = control(1);
+    let s = c.steer();
+    assert!(!s.any(false) && !s.any(true));
+    c.apply(&cmds(
+        "lb vip 198.18.1.4/32 protocol tcp port 80 encap nat4 type clusterip target_port 8080\n",
+    ))
+    .expect("nat4 VIP");
+    assert!(
+        s.steers(0, false) && s.steers(1, false),
+        "no inside port: every port"
+    );
+    assert!(!s.any(true), "no NAT6 VIP");
+    c.apply(&cmds("lb set interface nat4 in out0\n"))
+        .expect("inside port");
+    assert!(s.steers(1, false) && !s.steers(0, false));
+    c.apply(&cmds("lb vip 198.18.1.4/32 protocol tcp port 80 del\n"))
+        .expect("deleted");
+    assert!(!s.any(false), "no NAT VIP: nothing steered");
+}
+
+#[test]
+fn lb_removal_is_refused_while_vips_exist() {
+    let c = control(2);
+    c.apply(&cmds(WEB)).expect("applied");
+    let e = c.removal_target().expect_err("a VIP exists");
+    assert!(
+        e.to_string()
+            .contains("1 VIP(s) (198.18.1.1/32 protocol tcp port 80)"),
+        "{e}"
+    );
+    c.apply(&cmds(
+        "lb as 198.18.1.1/32 protocol tcp port 80 198.18.2.1 198.18.2.2 del flush\n\
+         lb vip 198.18.1.1/32 protocol tcp port 80 del\nlb conf timeout 10\n",
+    ))
+    .expect("emptied");
+    let target = c.removal_target().expect("no VIP");
+    assert_eq!(target.vips().count(), 0);
+    assert_eq!(
+        target.memory_budget().workers,
+        c.state().memory_budget().workers
+    );
+    c.replace(&target).expect("replaced");
+    assert_eq!(
+        c.state().conf().timeouts.tcp,
+        LbState::new().conf().timeouts.tcp
+    );
+}

@@ -52,7 +52,8 @@ pub struct DataplaneSpec {
     pub rxq: RxqPolicy,
     /// The punt and inject channels between the workers and the control plane.
     pub punt: PuntPolicy,
-    /// The L4 load balancer (`[lb]`); None: no load balancer (no `lb` node, no LB tables).
+    /// The L4 load balancer (`[lb]`); None: an empty one (the `lb` node is in every graph, and
+    /// VIPs may come at run time; no flow tables until the first).
     pub lb: Option<LbSpec>,
 }
 

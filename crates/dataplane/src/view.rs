@@ -33,8 +33,9 @@ pub struct RuntimeView {
     pub policies: LivePolicies,
     /// The flow-mode bridges (rules, groups, caches).
     pub flows: Vec<Arc<crate::flows::FlowSwitch>>,
-    /// The load balancer (None without `[lb]`): its tables, counters and NAT inside ports.
-    pub lb: Option<Arc<crate::lb::LbControl>>,
+    /// The load balancer (empty until `[lb]` or the first VIP): its tables, counters and NAT
+    /// inside ports.
+    pub lb: Arc<crate::lb::LbControl>,
     /// Where the receive queues that may move run, and their moves (None: none may move).
     pub rxq: Option<Arc<crate::rebalance::Rebalancer>>,
     /// The feature arcs: their features, and what is enabled on which port.

@@ -2,6 +2,8 @@
 //! features enabled for its port, in the arc's order, and enabling and disabling them while
 //! packets flow loses none.
 
+mod support;
+
 use dataplane::features::{ArcChange, FeatureBuild, WorkerFeature};
 use dataplane::*;
 use graph::arc::{ArcConfig, ArcCursor, FeatureDecl};
@@ -89,25 +91,13 @@ impl WorkerFeature for Counters {
     }
 }
 
+/// A memory port sending `limit` frames to 198.19.1.1 (None: only receiving).
 fn memory_port(name: &str, mac: [u8; 6], limit: Option<u64>) -> PortSpec {
-    PortSpec {
-        name: name.into(),
-        mac,
-        mtu: 1500,
-        ip4: vec![],
-        ip6: vec![],
-        driver: PortDriver::Memory(MemoryPortSpec {
-            frame_size: 64,
-            flows: 1024,
-            dst_mac: mac,
-            src_mac: [2, 0, 0, 0, 0, 0xaa],
-            vlan: None,
-            src_ip: "198.18.0.5".parse().expect("ip"),
-            destinations: vec!["198.19.1.1".parse::<IpAddr>().expect("ip")],
-            limit,
-            generate: limit.is_some(),
-        }),
-    }
+    let to = |n| {
+        let src = "198.18.0.5".parse().expect("ip");
+        (src, vec!["198.19.1.1".parse::<IpAddr>().expect("ip")], n)
+    };
+    support::memory_port(name, mac, 1024, limit.map(to))
 }
 
 /// Ports a and c send `packets` each to 198.19.1.1, routed out of port b.

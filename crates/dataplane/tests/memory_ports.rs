@@ -1,6 +1,8 @@
 //! End-to-end through the real graph on memory ports: cross-connect and IPv4/IPv6 routing,
 //! counting that everything received is sent or dropped with a reason.
 
+mod support;
+
 use dataplane::*;
 use std::net::IpAddr;
 use std::sync::atomic::AtomicBool;
@@ -10,33 +12,7 @@ const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const PEER_B: [u8; 6] = [2, 0, 0, 0, 2, 2];
 
 fn memory_port(name: &str, mac: [u8; 6], gen: Option<(IpAddr, Vec<IpAddr>, u64)>) -> PortSpec {
-    let (src_ip, destinations, limit, generate) = match gen {
-        Some((s, d, l)) => (s, d, Some(l), true),
-        None => (
-            "198.18.0.1".parse().expect("ip"),
-            vec!["198.18.0.2".parse().expect("ip")],
-            None,
-            false,
-        ),
-    };
-    PortSpec {
-        name: name.into(),
-        mac,
-        mtu: 1500,
-        ip4: vec![],
-        ip6: vec![],
-        driver: PortDriver::Memory(MemoryPortSpec {
-            frame_size: 64,
-            flows: 1024,
-            dst_mac: mac,
-            src_mac: [2, 0, 0, 0, 0, 0xaa],
-            vlan: None,
-            src_ip,
-            destinations,
-            limit,
-            generate,
-        }),
-    }
+    support::memory_port(name, mac, 1024, gen)
 }
 
 fn totals(dp: &Dataplane) -> (u64, u64, u64) {

@@ -114,7 +114,7 @@ fn a_probe_reaches_its_leased_server_wrapped_and_the_reply_reaches_the_socket() 
     })
     .expect("configure the probe namespace");
     // Lease the band port to the last server: Maglev would spread, the lease must not.
-    let lb = dp.view().lb.clone().expect("lb");
+    let lb = dp.view().lb.clone();
     let slot = lb.with_tables(|t| {
         t.vips()
             .flat_map(|v| v.slots.clone())
@@ -129,11 +129,15 @@ fn a_probe_reaches_its_leased_server_wrapped_and_the_reply_reaches_the_socket() 
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
+    let stats = dp.view().ports[0].stats.clone();
     let running = dp.start();
     let mut got = None;
-    let deadline = Instant::now() + Duration::from_secs(5);
+    // The reply is replayed from its pcap whatever is sent: wait for it and for a probe to
+    // have left on the server port (a loaded machine may poll the TAP after the reply came).
+    let sent = || -> u64 { stats.iter().map(|s| s.tx_packets.get()).sum() };
+    let deadline = Instant::now() + Duration::from_secs(20);
     let mut buf = [0u8; 64];
-    while got.is_none() && Instant::now() < deadline {
+    while (got.is_none() || sent() == 0) && Instant::now() < deadline {
         socket
             .send_to(b"ping", (Ipv4Addr::from(VIP), 53))
             .expect("send the probe");

@@ -1,6 +1,7 @@
 //! Adjacencies (how to reach a neighbour: port, MACs, MTU), gateways (a next hop named by port
 //! and address, resolved in each worker's own neighbour table) and next-hop entries (one
-//! adjacency or gateway, an ECMP group, a drop or a local delivery) that FIB results index.
+//! adjacency or gateway, an ECMP group, a drop, a local delivery, or a graph node that takes
+//! the packet, as a VPP DPO does) that FIB results index.
 //! Built by the control side and published as an immutable snapshot (`live`); lookup and rewrite
 //! nodes only read it. An id is never reused for something else until every worker moved past
 //! the snapshot that stopped using it.
@@ -83,6 +84,15 @@ pub enum NextHop {
         /// bits are all ones or all zeros (prefixes up to /30) is the subnet's broadcast or
         /// network address, dropped, never resolved.
         host_bits: u8,
+    },
+    /// Hand the packet to a graph node: target `slot` of the lookup node's list of target
+    /// nodes (`IpLookup::with_targets`), with `tag` in `next_scratch` (what the node makes of
+    /// it is its own: the load balancer's VIP prefixes use it to tell routed packets apart).
+    Node {
+        /// Index in the lookup node's target list.
+        slot: u16,
+        /// Written to the packet's `next_scratch`.
+        tag: u32,
     },
 }
 

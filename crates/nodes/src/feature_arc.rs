@@ -40,6 +40,12 @@ impl ArcStart {
         &self.nodes
     }
 
+    /// How many next nodes the arc adds.
+    #[inline(always)]
+    pub fn node_count(&self) -> u16 {
+        self.nodes.len() as u16
+    }
+
     /// The cursor from the start.
     #[inline(always)]
     pub fn cursor(&self) -> ArcCursor {

@@ -2,11 +2,13 @@
 //! the IPv4 instances of the generic nodes in `lookup` and `rewrite`. It reads shared tables
 //! only; it never allocates or keeps per-packet state.
 
+use crate::steer::PortSteer;
 use crate::{icmp_request, names};
 use graph::{Dispatch, Node, NodeContext};
 use packet::checksum;
 use packet::headers::{be16, be32, ip4};
 use packet::meta::FLAG_L2_MULTICAST;
+use packet::transport_checks;
 use packet::BufferPool;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,9 +81,10 @@ fn bad_source(a: u32) -> bool {
 /// The `ip4-input` node.
 pub struct Ip4Input {
     options: Arc<Ip4OptionsSetting>,
-    lb: bool,
     /// The `ip4-unicast` arc, when it has features.
     arc: Option<crate::feature_arc::ArcStart>,
+    /// A node the ports of a `PortSteer` hand their checked packets to instead of the lookup.
+    steer: Option<(&'static str, Arc<PortSteer>)>,
 }
 
 impl Ip4Input {
@@ -94,8 +97,8 @@ impl Ip4Input {
     pub fn shared(options: Arc<Ip4OptionsSetting>) -> Ip4Input {
         Ip4Input {
             options,
-            lb: false,
             arc: None,
+            steer: None,
         }
     }
 
@@ -116,10 +119,10 @@ impl Ip4Input {
         self
     }
 
-    /// Hand checked packets to the load balancer (`lb`, which passes what is not for a VIP on
-    /// to `ip4-lookup`) instead of `ip4-lookup`.
-    pub fn with_lb(mut self) -> Ip4Input {
-        self.lb = true;
+    /// Hand the checked packets of the ports `ports` steers to node `node` instead of
+    /// `ip4-lookup` (with `next_scratch` 0), e.g. the NAT inside ports' replies to `lb`.
+    pub fn with_steer(mut self, node: &'static str, ports: Arc<PortSteer>) -> Ip4Input {
+        self.steer = Some((node, ports));
         self
     }
 }
@@ -157,6 +160,12 @@ graph::node_indices! {
         MulticastDestination = "multicast-destination",
         /// Counted as `l2-multicast`.
         L2Multicast = "l2-multicast",
+        /// Counted as `bad-udp-length` (these are `packet::transport_checks`'s names).
+        BadUdpLength = "bad-udp-length",
+        /// Counted as `icmp-too-short`.
+        IcmpTooShort = "icmp-too-short",
+        /// Counted as `fragment-too-long`.
+        FragmentTooLong = "fragment-too-long",
     }
 }
 
@@ -170,11 +179,11 @@ impl Node for Ip4Input {
 
     fn next_nodes(&self) -> Vec<String> {
         let mut v = Ip4InputNext::names();
-        if self.lb {
-            v[Ip4InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
-        }
         if let Some(a) = &self.arc {
             v.extend_from_slice(a.next_nodes());
+        }
+        if let Some((node, _)) = &self.steer {
+            v.push(node.to_string());
         }
         v
     }
@@ -187,6 +196,12 @@ impl Node for Ip4Input {
         let base = cx.error_base;
         let drop_options = self.options.get() == Ip4Options::Drop;
         let arc = self.arc.as_ref().map(|a| (a.cursor(), a.masks()));
+        // Read once per vector: whether any port steers, and which.
+        let steer = self
+            .steer
+            .as_ref()
+            .map(|(_, s)| &**s)
+            .filter(|s| s.any(false));
         let mut all_lookup = true;
         for (i, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet_mut(b);
@@ -230,6 +245,11 @@ impl Node for Ip4Input {
                 if meta.flags & FLAG_L2_MULTICAST != 0 {
                     break 'check fail(Ip4InputError::L2Multicast.id());
                 }
+                if let Some(p) = transport_checks::ip4(h, ihl, total) {
+                    break 'check fail(
+                        p.index_in(Ip4InputError::NAMES, Ip4InputError::BadLength.id()),
+                    );
+                }
                 meta.l4_offset = (l3 + ihl) as u16;
                 // Bytes after the total length (link-layer padding or a trailer) are not part of
                 // the packet: cut them so they are never forwarded past the MTU (as Linux does).
@@ -245,6 +265,13 @@ impl Node for Ip4Input {
             };
             all_lookup &= next == Ip4InputNext::Lookup.id();
             nexts[i] = next;
+        }
+        if let Some(s) = steer {
+            // The steering node follows the arc's nodes (see `next_nodes`); a steered port's
+            // packets go to it before any feature of the arc.
+            let to = Ip4InputNext::COUNT + self.arc.as_ref().map_or(0, |a| a.node_count());
+            let kept = [Ip4InputNext::Drop.id(), Ip4InputNext::Icmp.id()];
+            all_lookup &= s.apply(cx.pool, frame, nexts, (&kept, to), false) == 0;
         }
         if all_lookup {
             Dispatch::AllTo(Ip4InputNext::Lookup.id())

@@ -2,12 +2,15 @@
 //! the IPv6 instances of the generic nodes in `lookup` and `rewrite`. It reads shared tables
 //! only; it never allocates or keeps per-packet state.
 
+use crate::steer::PortSteer;
 use crate::{icmp_request, names};
 use graph::{Dispatch, Node, NodeContext};
 use packet::headers::{be128, be16, ip6};
 use packet::meta::FLAG_L2_MULTICAST;
+use packet::transport_checks;
 use packet::BufferPool;
 use std::net::Ipv6Addr;
+use std::sync::Arc;
 
 /// ICMPv6 "packet too big".
 pub const ICMP6_PACKET_TOO_BIG: u8 = 2;
@@ -69,9 +72,10 @@ fn address_error(src: u128, dst: u128) -> Option<Ip6InputError> {
 #[derive(Default)]
 pub struct Ip6Input {
     nd: bool,
-    lb: bool,
     /// The `ip6-unicast` arc, when it has features.
     arc: Option<crate::feature_arc::ArcStart>,
+    /// A node the ports of a `PortSteer` hand their checked packets to instead of the lookup.
+    steer: Option<(&'static str, Arc<PortSteer>)>,
 }
 
 impl Ip6Input {
@@ -88,10 +92,10 @@ impl Ip6Input {
         self
     }
 
-    /// Hand checked packets to the load balancer (`lb`, which passes what is not for a VIP on
-    /// to `ip6-lookup`) instead of `ip6-lookup`.
-    pub fn with_lb(mut self) -> Ip6Input {
-        self.lb = true;
+    /// Hand the checked packets of the ports `ports` steers to node `node` instead of
+    /// `ip6-lookup` (with `next_scratch` 0), e.g. the NAT inside ports' replies to `lb`.
+    pub fn with_steer(mut self, node: &'static str, ports: Arc<PortSteer>) -> Ip6Input {
+        self.steer = Some((node, ports));
         self
     }
 
@@ -164,6 +168,18 @@ graph::node_indices! {
         ReservedMulticastScope = "reserved-multicast-scope",
         /// Counted as `interface-local-multicast`.
         InterfaceLocalMulticast = "interface-local-multicast",
+        /// Counted as `bad-udp-length` (these are `packet::transport_checks`'s names).
+        BadUdpLength = "bad-udp-length",
+        /// Counted as `icmp-too-short`.
+        IcmpTooShort = "icmp-too-short",
+        /// Counted as `fragment-too-long`.
+        FragmentTooLong = "fragment-too-long",
+        /// Counted as `bad-extension-headers`.
+        BadExtensionHeaders = "bad-extension-headers",
+        /// Counted as `hop-by-hop-not-first`.
+        HopByHopNotFirst = "hop-by-hop-not-first",
+        /// Counted as `zero-payload-length`.
+        ZeroPayloadLength = "zero-payload-length",
     }
 }
 
@@ -180,11 +196,11 @@ impl Node for Ip6Input {
         if !self.nd {
             v.truncate(Ip6InputNext::Nd.id() as usize);
         }
-        if self.lb {
-            v[Ip6InputNext::Lookup.id() as usize] = crate::lb::LB.to_string();
-        }
         if let Some(a) = &self.arc {
             v.extend_from_slice(a.next_nodes());
+        }
+        if let Some((node, _)) = &self.steer {
+            v.push(node.to_string());
         }
         v
     }
@@ -196,6 +212,17 @@ impl Node for Ip6Input {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
         let arc = self.arc.as_ref().map(|a| (a.cursor(), a.masks()));
+        // The steering node follows `Nd` when there is one and the arc's nodes (see
+        // `next_nodes`).
+        let steer_next = Ip6InputNext::Nd.id()
+            + u16::from(self.nd)
+            + self.arc.as_ref().map_or(0, |a| a.node_count());
+        // Read once per vector: whether any port steers, and which.
+        let steer = self
+            .steer
+            .as_ref()
+            .map(|(_, s)| &**s)
+            .filter(|s| s.any(true));
         let mut all_lookup = true;
         for (i, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet_mut(b);
@@ -236,6 +263,11 @@ impl Node for Ip6Input {
                 if meta.flags & FLAG_L2_MULTICAST != 0 {
                     break 'check fail(Ip6InputError::L2Multicast.id());
                 }
+                if let Some(p) = transport_checks::ip6(h, total) {
+                    break 'check fail(
+                        p.index_in(Ip6InputError::NAMES, Ip6InputError::BadLength.id()),
+                    );
+                }
                 meta.l4_offset = (l3 + ip6::HEADER_LEN) as u16;
                 // Bytes after the payload length are not part of the packet (see ip4-input).
                 meta.length = (l3 + total) as u16;
@@ -250,6 +282,17 @@ impl Node for Ip6Input {
             };
             all_lookup &= next == Ip6InputNext::Lookup.id();
             nexts[i] = next;
+        }
+        if let Some(s) = steer {
+            // A steered port's packets go to it before any feature of the arc (without `Nd`,
+            // its index is the arc's first node).
+            let nd = if self.nd {
+                Ip6InputNext::Nd.id()
+            } else {
+                Ip6InputNext::Drop.id()
+            };
+            let kept = [Ip6InputNext::Drop.id(), Ip6InputNext::Icmp.id(), nd];
+            all_lookup &= s.apply(cx.pool, frame, nexts, (&kept, steer_next), true) == 0;
         }
         if all_lookup {
             Dispatch::AllTo(Ip6InputNext::Lookup.id())

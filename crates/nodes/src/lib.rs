@@ -22,12 +22,15 @@ pub mod ip6;
 pub mod lb;
 pub mod lookup;
 pub mod neighbour;
+#[cfg(test)]
+mod node_route_tests;
 pub mod offload;
 #[cfg(test)]
 mod offload_tests;
 pub mod output;
 pub mod probe_reply;
 pub mod rewrite;
+pub mod steer;
 pub mod vxlan;
 pub mod xconnect;
 
@@ -76,6 +79,11 @@ pub mod names {
 /// Metadata flag: the packet was originated by vecplane (an ICMP error), so rewrite does not
 /// decrement its TTL.
 pub const FLAG_LOCAL_ORIGIN: u16 = 1 << 8;
+
+/// Metadata flag: the `lb` node handed the packet to a lookup (encapsulated for its server,
+/// rewritten back from a NAT server, or passed on); should the lookup bring it back to `lb`
+/// (a server inside a VIP's prefix), it is dropped instead of going round forever.
+pub const FLAG_LB_DONE: u16 = 1 << 9;
 
 /// `next_scratch` encoding for packets sent to an ICMP error node: type, code and an MTU.
 #[inline(always)]

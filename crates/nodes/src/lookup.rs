@@ -3,7 +3,9 @@
 //! next-hop entry into an adjacency (ECMP by flow hash) or a counted drop. A connected prefix
 //! (`NextHop::Glean`) is resolved in the worker's neighbour table; a miss goes to `ip4-arp` /
 //! `ip6-discover`; so is a gateway (`NextHop::Gateway`, or an ECMP member marked
-//! `GATEWAY_MEMBER`), through a per-worker cache of pinned neighbour entries. It reads the live
+//! `GATEWAY_MEMBER`), through a per-worker cache of pinned neighbour entries. A prefix whose
+//! entry names a graph node (`NextHop::Node`, e.g. a VIP's, for `lb`) hands its packets to
+//! that node, one of the small list of targets the node was built with. It reads the live
 //! FIB and next-hop table (see `live`) and never writes packet bytes.
 
 use crate::adjacency::{NextHop, NextHopTable, GATEWAY_MEMBER, MAX_GATEWAYS};
@@ -157,6 +159,8 @@ pub struct IpLookup<F: LookupFamily> {
     neighbours: Option<NeighbourHandle>,
     /// The node packets to vecplane's own addresses go to (None: dropped as `to-us`).
     local: Option<&'static str>,
+    /// The nodes `NextHop::Node` entries name, by slot (after the other next nodes).
+    targets: Vec<&'static str>,
     gateways: GatewayCache,
     addrs: Box<[F::Addr; VECTOR_SIZE]>,
     ids: Box<[u32; VECTOR_SIZE]>,
@@ -247,6 +251,7 @@ impl<F: LookupFamily> IpLookup<F> {
             next_hops,
             neighbours: None,
             local: None,
+            targets: Vec::new(),
             gateways: GatewayCache::new(),
             addrs: Box::new([F::Addr::default(); VECTOR_SIZE]),
             ids: Box::new([0; VECTOR_SIZE]),
@@ -267,10 +272,32 @@ impl<F: LookupFamily> IpLookup<F> {
         self
     }
 
+    /// The nodes `NextHop::Node { slot, .. }` entries hand packets to, by slot (e.g. `lb`
+    /// for VIP prefixes); a slot beyond them is dropped as `no-target`.
+    pub fn with_targets(mut self, targets: &[&'static str]) -> IpLookup<F> {
+        self.targets = targets.to_vec();
+        self
+    }
+
     /// `local`'s next index.
     fn local_next(&self) -> Option<u16> {
         self.local.map(|_| 2 + u16::from(self.neighbours.is_some()))
     }
+
+    /// Where the targets' next indices start, and how many there are.
+    fn targets_next(&self) -> Targets {
+        Targets {
+            first: 2 + u16::from(self.neighbours.is_some()) + u16::from(self.local.is_some()),
+            count: self.targets.len() as u16,
+        }
+    }
+}
+
+/// The next indices of a lookup node's target nodes: `first..first + count`.
+#[derive(Clone, Copy)]
+struct Targets {
+    first: u16,
+    count: u16,
 }
 
 /// Next nodes of both lookup nodes, in `next_nodes` order (names by family; `Resolve` only
@@ -303,14 +330,18 @@ graph::node_indices! {
         NeighbourUnresolved = "neighbour-unresolved",
         /// A directed broadcast (RFC 1812 5.3.5.2).
         DirectedBroadcast = "directed-broadcast",
+        /// A route to a graph node this lookup node was not given.
+        NoTarget = "no-target",
     }
 }
 
 /// Drop reasons of both lookup nodes, by index.
 pub const ERRORS: &[&str] = LookupError::NAMES;
 
-/// Where the next-hop ids `ids` of `frame` send each packet (`nexts`); true when all go to
-/// rewrite. `neighbours` resolves connected prefixes (None: they are dropped).
+/// Where the next-hop ids `ids` of `frame` send each packet (`nexts`); the next node of every
+/// packet when they all go to one (rewrite, or a route's target node: a VIP's packets to
+/// `lb`), so the vector moves in one copy. `neighbours` resolves connected prefixes (None:
+/// they are dropped).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn classify<F: LookupFamily>(
@@ -319,13 +350,12 @@ fn classify<F: LookupFamily>(
     ids: &[u32],
     addrs: &[F::Addr],
     mut neighbours: Option<&mut Neighbours>,
-    local: Option<u16>,
+    (local, targets): (Option<u16>, Targets),
     cx: &mut NodeContext<'_>,
     frame: &[u32],
     nexts: &mut [u16],
-) -> bool {
+) -> Option<u16> {
     let now = cx.now_tsc;
-    let mut all_ok = true;
     for (i, &b) in frame.iter().enumerate() {
         let (meta, data) = cx.pool.packet_mut(b);
         let l3 = meta.l3_offset as usize;
@@ -364,7 +394,6 @@ fn classify<F: LookupFamily>(
                     meta.next_scratch = member;
                     Next::Rewrite.id()
                 };
-            all_ok &= next == Next::Rewrite.id();
             nexts[i] = next;
             continue;
         }
@@ -409,11 +438,22 @@ fn classify<F: LookupFamily>(
                     Next::Drop.id()
                 }
             },
+            NextHop::Node { slot, tag } if slot < targets.count => {
+                meta.next_scratch = tag;
+                targets.first + slot
+            }
+            NextHop::Node { .. } => {
+                meta.error = cx.error_base + LookupError::NoTarget.id();
+                Next::Drop.id()
+            }
         };
-        all_ok &= next == Next::Rewrite.id();
         nexts[i] = next;
     }
-    all_ok
+    // One pass over 2-byte ids without an early exit, so that it vectorizes: whether every
+    // packet goes to the first's next.
+    let nexts = &nexts[..frame.len()];
+    let first = nexts.first().copied()?;
+    (nexts.iter().fold(0, |d, &n| d | (n ^ first)) == 0).then_some(first)
 }
 
 impl<F: LookupFamily> Node for IpLookup<F> {
@@ -429,6 +469,7 @@ impl<F: LookupFamily> Node for IpLookup<F> {
         if let Some(local) = self.local {
             v.push(local.into());
         }
+        v.extend(self.targets.iter().map(|t| t.to_string()));
         v
     }
 
@@ -446,20 +487,19 @@ impl<F: LookupFamily> Node for IpLookup<F> {
         F::lookup_batch(F::fib(&self.fib), &self.addrs[..n], &mut self.ids[..n]);
         // Loaded after the FIB: every id the lookups returned is in this table (the control
         // side publishes a next-hop entry before storing its id in the FIB).
-        let local = self.local_next();
+        let local = (self.local_next(), self.targets_next());
         let hops = self.next_hops.get();
         let (gw, ids, addrs) = (&mut self.gateways, &self.ids[..n], &self.addrs[..n]);
-        let all_ok = match &self.neighbours {
+        let uniform = match &self.neighbours {
             Some(h) => h.with(|nb| {
                 gw.sweep::<F>(hops, nb);
                 classify::<F>(hops, gw, ids, addrs, Some(nb), local, cx, frame, nexts)
             }),
             None => classify::<F>(hops, gw, ids, addrs, None, local, cx, frame, nexts),
         };
-        if all_ok {
-            Dispatch::AllTo(Next::Rewrite.id())
-        } else {
-            Dispatch::PerPacket
+        match uniform {
+            Some(next) => Dispatch::AllTo(next),
+            None => Dispatch::PerPacket,
         }
     }
 

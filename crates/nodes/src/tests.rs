@@ -788,3 +788,28 @@ fn icmp_rate_changes_reach_running_limiters() {
     rate.set(0, 2);
     assert!(!l.take(3_000_000, hz));
 }
+
+#[test]
+fn the_input_nodes_count_every_transport_problem_by_its_own_name() {
+    use packet::transport_checks::TransportProblem::*;
+    for p in [BadUdpLength, IcmpTooShort, FragmentTooLong] {
+        assert!(
+            crate::ip4::INPUT_ERRORS.contains(&p.name()),
+            "ip4-input lacks {p:?}"
+        );
+    }
+    let ip6 = [
+        BadUdpLength,
+        IcmpTooShort,
+        FragmentTooLong,
+        BadExtensionHeaders,
+        HopByHopNotFirst,
+        ZeroPayloadLength,
+    ];
+    for p in ip6 {
+        assert!(
+            crate::ip6::Ip6InputError::NAMES.contains(&p.name()),
+            "ip6-input lacks {p:?}"
+        );
+    }
+}

@@ -54,6 +54,7 @@ pub mod headers;
 pub mod huge;
 pub mod meta;
 pub mod pool;
+pub mod transport_checks;
 pub mod vnet;
 
 pub use meta::BufferMeta;

@@ -42,6 +42,10 @@ impl Feature for Ipfix {
          output arcs, records over UDP to collectors"
     }
 
+    fn arcs(&self) -> Vec<FeatureDecl> {
+        feature_decls()
+    }
+
     fn check(&self, table: &toml::Value, _: &StartContext) -> Result<(), Vec<FeatureIssue>> {
         let config = config_of(table).map_err(|e| vec![e])?;
         config.validate().map_err(|e| {

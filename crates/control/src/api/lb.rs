@@ -29,7 +29,7 @@ async fn on_lb(
     answer(
         blocking(move || {
             let map = params(q, allowed)?;
-            f(&*lb_api::find(&s.view)?, map)
+            f(&lb_api::find(&s.view), map)
         })
         .await,
     )

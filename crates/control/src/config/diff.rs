@@ -84,9 +84,19 @@ pub struct LiveDiff {
     /// Flow-mode bridges whose rules or groups changed: (bridge name, all new groups, all new
     /// rules), each replacing the bridge's tables as one change.
     pub flows: Vec<(String, Vec<flow::Group>, Vec<flow::Rule>)>,
-    /// The load balancer's new configuration when `[lb]` changed (the running one is made
-    /// equal to it as one change).
-    pub lb: Option<lb::model::LbState>,
+    /// What happens to the load balancer when `[lb]` changed, was added or was removed.
+    pub lb: Option<LbChange>,
+}
+
+/// What a reload does to the load balancer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LbChange {
+    /// `[lb]` was added or changed: the running load balancer is made equal to this
+    /// configuration as one change (VIPs the API added and the file lacks go).
+    Set(Box<lb::model::LbState>),
+    /// `[lb]` was removed: refused while VIPs exist (they are not deleted behind the
+    /// operator's back), else the load balancer's configuration is emptied.
+    Remove,
 }
 
 impl LiveDiff {
@@ -129,7 +139,7 @@ impl std::error::Error for NotLive {}
 const LIVE: &str = "changes that need a restart of vecplane; live: routes (and the route file), \
                     [[neighbour]], icmp-errors-per-second, icmp-errors-burst, \
                     neighbour-reachable-seconds, neighbour-gc-seconds, bridge-age-seconds, \
-                    poll-mode, poll-sleep-max-us, the contents of [lb] but its health checks \
+                    poll-mode, poll-sleep-max-us, [lb] and its contents but its health checks \
                     and probe sources";
 
 /// Compare two validated configs: what a reload from `old` to `new` changes, or why it cannot
@@ -227,29 +237,17 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         &without_rules(&o.bridges),
         &without_rules(bridges),
     );
-    // The LB's VIPs, servers and settings change live; adding or removing `[lb]` (the `lb`
-    // node in the graph) does not.
-    if o.lb.is_some() != lb.is_some() {
+    // The LB's VIPs, servers and settings change live, and `[lb]` may come or go (the `lb`
+    // node is in every graph). Health checks run in a thread started with vecplane (with
+    // their probe host port), and the BGP announcer owns its liveness device: both change at
+    // a restart; an absent `[lb]` has none.
+    let health = |l: &Option<dataplane::LbSpec>| l.as_ref().map(|l| l.health.clone());
+    if health(&o.lb).unwrap_or_default() != health(lb).unwrap_or_default() {
         refusals.refuse(
             "[lb]",
-            None,
-            if lb.is_some() {
-                "[lb] is added".to_string()
-            } else {
-                "[lb] is removed".to_string()
-            },
+            Some("health-check"),
+            "the health checks or probe sources changed".to_string(),
         );
-    }
-    // Health checks run in a thread started with vecplane, and the BGP announcer owns its
-    // liveness device: both change at a restart.
-    if let (Some(a), Some(b)) = (&o.lb, lb) {
-        if a.health != b.health {
-            refusals.refuse(
-                "[lb]",
-                Some("health-check"),
-                "the health checks or probe sources changed".to_string(),
-            );
-        }
     }
     if old.bgp != new.bgp {
         let what = match (&old.bgp, &new.bgp) {
@@ -314,7 +312,11 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
             })
             .collect(),
         lb: match (&o.lb, lb) {
-            (Some(a), Some(b)) if a.state != b.state => Some(b.state.clone()),
+            (Some(a), Some(b)) if a.state != b.state => {
+                Some(LbChange::Set(Box::new(b.state.clone())))
+            }
+            (None, Some(b)) => Some(LbChange::Set(Box::new(b.state.clone()))),
+            (Some(_), None) => Some(LbChange::Remove),
             _ => None,
         },
         mtus: o

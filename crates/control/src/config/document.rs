@@ -22,6 +22,7 @@ pub(super) struct Parsed {
     pub(super) api: ApiConfig,
     pub(super) bgp: Option<crate::bgp::BgpConfig>,
     pub(super) features: Vec<(String, toml::Value)>,
+    pub(super) port_features: Vec<super::PortFeature>,
 }
 
 pub(super) const TOP_KEYS: &[&str] = &[
@@ -52,6 +53,7 @@ impl Ctx<'_> {
                 api,
                 bgp: None,
                 features: Vec::new(),
+                port_features: Vec::new(),
             };
         };
 
@@ -75,6 +77,7 @@ impl Ctx<'_> {
         let mut seen_ips = SeenAddrs::default();
         let mut seen_tx: HashMap<PathBuf, (usize, String)> = HashMap::new();
         let mut seen_kernel = SeenKernel::default();
+        let mut listed_features = Vec::new();
         for (i, node) in ports.iter().enumerate() {
             let section = format!("[[port]] #{}", i + 1);
             let Some(f) = self.fields(section.clone(), None, node, PORT_KEYS) else {
@@ -94,6 +97,7 @@ impl Ctx<'_> {
                 &mut seen_tx,
                 &mut seen_kernel,
             );
+            listed_features.extend(self.port_features(&f, name.as_deref()));
             port_names.push(name);
             port_specs.push(port);
             files.extend(refs);
@@ -170,7 +174,7 @@ impl Ctx<'_> {
             ports: port_names.iter().flatten().cloned().collect(),
             workers: spec.workers.max(1),
         };
-        let features = registered
+        let features: Vec<(String, toml::Value)> = registered
             .iter()
             .filter_map(|f| {
                 let node = top.get(f.name())?;
@@ -178,6 +182,17 @@ impl Ctx<'_> {
                 Some((f.name().to_string(), table))
             })
             .collect();
+        // The ports' `features` name running features, on arcs they have a place on.
+        let mut running: Vec<(String, Vec<String>)> = Vec::new();
+        for f in registered.iter().filter(|f| top.get(f.name()).is_some()) {
+            for d in f.arcs() {
+                match running.iter_mut().find(|(n, _)| *n == d.name) {
+                    Some((_, arcs)) => arcs.push(d.arc),
+                    None => running.push((d.name, vec![d.arc])),
+                }
+            }
+        }
+        let port_features = self.check_port_features(listed_features, &running);
 
         spec.ports = port_specs.into_iter().flatten().collect();
         spec.neighbours = neigh.into_iter().flatten().collect();
@@ -187,6 +202,7 @@ impl Ctx<'_> {
             api,
             bgp,
             features,
+            port_features,
         }
     }
 

@@ -17,6 +17,8 @@ mod diff;
 mod document;
 mod drivers;
 mod features;
+mod port_features;
+pub use port_features::{PortFeature, PORT_ARCS};
 mod flow_bridge;
 mod lb;
 mod policies;
@@ -39,7 +41,7 @@ use toml::Spanned;
 use value::Val;
 
 use ctx::{MAC_ACCEPTED, NAME_ACCEPTED};
-pub use diff::{live_diff, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
+pub use diff::{live_diff, LbChange, LiveDiff, NeighbourChanges, NotLive, RouteChanges};
 pub use ports::{DEFAULT_FLOWS, DEFAULT_FRAME_SIZE, DEFAULT_SRC_MAC};
 pub use read::{CONFIG_MAX_BYTES, ROUTE_FILE_MAX_BYTES};
 pub(crate) use util::{contains, mask, parse_prefix};
@@ -380,6 +382,8 @@ pub struct Config {
     /// The tables of registered features (`crate::registry`), checked by each feature: (name,
     /// table), in the registry's order.
     pub features: Vec<(String, toml::Value)>,
+    /// What the ports' `features` keys enable, in config order.
+    pub port_features: Vec<PortFeature>,
     files: Vec<FileRef>,
     /// Lines of sections and keys ("[[port]] #2", "[[port]] #2.driver"), for reload messages.
     lines: HashMap<String, usize>,
@@ -458,6 +462,7 @@ impl Config {
                 api: parsed.api,
                 bgp: parsed.bgp,
                 features: parsed.features,
+                port_features: parsed.port_features,
                 files: parsed.files,
                 lines: ctx.lines,
             })

@@ -62,6 +62,7 @@ pub(super) const PORT_KEYS: &[&str] = &[
     "socket-mode",
     "socket-permissions",
     "socket-group",
+    "features",
 ];
 pub(super) const IFNAME_ACCEPTED: &str =
     "a kernel interface name of 1 to 15 bytes without '/', ':' or \

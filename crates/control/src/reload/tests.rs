@@ -278,7 +278,7 @@ fn reload_replaces_the_lb_state_and_a_refusal_applies_nothing() {
         1,
     ));
     let (reloader, routing) = start(&p);
-    let reloader = reloader.with_lb(Some(control.clone()));
+    let reloader = reloader.with_lb(control.clone());
     // A server added through the API meanwhile is removed by the reload (the file rules).
     control
         .apply(
@@ -326,4 +326,54 @@ fn reload_replaces_the_lb_state_and_a_refusal_applies_nothing() {
     reloader.reload().expect_err("bad route");
     assert_eq!(control.version(), version);
     assert_eq!(control.state(), st);
+}
+
+/// `[lb]` added by a reload takes over the load balancer (a VIP the API added and the file
+/// lacks goes; the file's VIP is routed to `lb`); removing `[lb]` is refused while a VIP
+/// exists, applying nothing, and accepted once none does.
+#[test]
+fn lb_is_added_by_a_reload_and_removed_once_it_has_no_vip() {
+    let dir = TempDir::new();
+    let p = write(&dir, "", "");
+    let (reloader, routing) = start(&p);
+    let spec = Config::load(&p).expect("valid").spec;
+    let domain = dataplane::build::lock(&routing).domain().clone();
+    let lb = dataplane::lb::lb_control(&spec, &domain, Some(routing.clone())).expect("an empty LB");
+    let reloader = reloader.with_lb(lb.clone());
+    assert!(!lb.configured() && !lb.in_use());
+    let line = |l: &str| lb::cli::parse_lines(l).expect("line");
+    lb.apply(&line("lb vip 198.18.9.2/32 encap l3dsr dscp 2"))
+        .expect("a VIP without [lb]");
+    let routed = |p: &str| {
+        dataplane::build::lock(&routing)
+            .node_route(p.parse().expect("ip"), 32)
+            .is_some()
+    };
+    assert!(routed("198.18.9.2"));
+    // [lb] comes.
+    let with_lb = format!(
+        "{BASE}\n[lb]\nlines = [\"lb vip 198.18.9.1/32 protocol tcp port 80 encap l3dsr dscp 23\"]\n"
+    );
+    std::fs::write(&p, &with_lb).expect("write");
+    let a = reloader.reload().expect("[lb] added live");
+    assert!(a["policies_changed"].to_string().contains("lb"), "{a}");
+    assert!(lb.configured());
+    let keys: Vec<String> = lb.state().vips().map(|v| v.spec.key.to_string()).collect();
+    assert_eq!(keys, ["198.18.9.1/32 protocol tcp port 80"]);
+    assert!(routed("198.18.9.1") && !routed("198.18.9.2"));
+    // [lb] goes while its VIP exists: refused, nothing applied.
+    std::fs::write(&p, BASE).expect("write");
+    let e = reloader.reload().expect_err("a VIP exists");
+    assert!(
+        e.to_string()
+            .contains("[lb] is removed but the load balancer has 1 VIP(s)"),
+        "{e}"
+    );
+    assert!(lb.configured() && routed("198.18.9.1"));
+    // Once the VIP is gone (the API), the same reload is accepted.
+    lb.apply(&line("lb vip 198.18.9.1/32 protocol tcp port 80 del"))
+        .expect("deleted");
+    reloader.reload().expect("[lb] removed live");
+    assert!(!lb.configured() && !lb.in_use());
+    assert!(!routed("198.18.9.1"));
 }

@@ -3,6 +3,7 @@
 //! It never leaves a batch half-applied: every check that can fail runs before the first change.
 
 use super::nexthops::HopKey;
+use super::node_routes::{stage_nodes, NodePlan, NodePlans, NodeRoute};
 use super::{mask, to_ip, to_u128, Family, Route, Routing, StaticNeighbour};
 use crate::routing::fibstore::FibStore;
 use crate::spec::{NeighbourSpec, RouteTarget};
@@ -33,6 +34,16 @@ pub enum Change {
     ReplaceNeighbour(NeighbourSpec),
     /// Delete a static neighbour; fails when there is none, or when routes still need it.
     DeleteNeighbour(IpAddr),
+    /// Add a feature's node route or change the one the prefix has (see `NodeRoute`); fails
+    /// on an own address.
+    SetNodeRoute(NodeRoute),
+    /// Delete a node route; fails when there is none.
+    DeleteNodeRoute {
+        /// Its prefix.
+        prefix: IpAddr,
+        /// Its length.
+        len: u8,
+    },
 }
 
 /// What kind of failure a batch met (an API maps these to status codes).
@@ -96,26 +107,44 @@ struct NeighbourPlan {
     spec: Option<NeighbourSpec>,
 }
 
+/// One family's route plans, by prefix.
+type RoutePlans = HashMap<(u128, u8), RoutePlan>;
+/// One family's node route plans, by prefix.
+type NodePlanMap = HashMap<(u128, u8), NodePlan>;
+
 /// The batch's final state, keyed as the tables are.
 #[derive(Default)]
 struct Plan {
     routes4: HashMap<(u128, u8), RoutePlan>,
     routes6: HashMap<(u128, u8), RoutePlan>,
     neighbours: BTreeMap<IpAddr, NeighbourPlan>,
+    nodes: NodePlans,
 }
 
 use BatchErrorKind::{Conflict, Exists, Invalid, NoRoom, NotFound};
 
 impl Routing {
-    /// Apply `changes` as one version, or none of them (see the module header of `routing`).
-    pub fn apply(&mut self, changes: &[Change]) -> Result<Applied, BatchError> {
+    /// Whether `apply(changes)` would be accepted now; changes nothing (but frees what every
+    /// worker has moved past).
+    pub fn check(&mut self, changes: &[Change]) -> Result<(), BatchError> {
+        self.plan(changes).map(|_| ())
+    }
+
+    /// Every change of a batch staged and the state it leads to checked.
+    fn plan(&mut self, changes: &[Change]) -> Result<Plan, BatchError> {
         self.reclaim();
         let mut plan = Plan::default();
         for (item, change) in changes.iter().enumerate() {
             self.stage(item, change, &mut plan)?;
         }
-        self.check_family(&self.v4, &plan.routes4, &plan.neighbours)?;
-        self.check_family(&self.v6, &plan.routes6, &plan.neighbours)?;
+        self.check_family(&self.v4, (&plan.routes4, &plan.nodes.v4), &plan.neighbours)?;
+        self.check_family(&self.v6, (&plan.routes6, &plan.nodes.v6), &plan.neighbours)?;
+        Ok(plan)
+    }
+
+    /// Apply `changes` as one version, or none of them (see the module header of `routing`).
+    pub fn apply(&mut self, changes: &[Change]) -> Result<Applied, BatchError> {
+        let plan = self.plan(changes)?;
 
         // Nothing below fails: every condition was checked above.
         let mut released: Vec<(bool, u32)> = Vec::new();
@@ -190,6 +219,20 @@ impl Routing {
             neighbours,
             plan.routes6,
             &host_adds,
+            true,
+            &mut touched6,
+            &mut released,
+        );
+        stage_nodes(
+            &mut self.v4,
+            plan.nodes.v4,
+            false,
+            &mut touched4,
+            &mut released,
+        );
+        stage_nodes(
+            &mut self.v6,
+            plan.nodes.v6,
             true,
             &mut touched6,
             &mut released,
@@ -323,6 +366,12 @@ impl Routing {
                 plan.neighbours
                     .insert(*ip, NeighbourPlan { item, spec: None });
             }
+            Change::SetNodeRoute(r) => {
+                self.stage_node(item, r.prefix, r.len, Some(r), &mut plan.nodes)?;
+            }
+            Change::DeleteNodeRoute { prefix, len } => {
+                self.stage_node(item, *prefix, *len, None, &mut plan.nodes)?;
+            }
         }
         Ok(())
     }
@@ -336,7 +385,7 @@ impl Routing {
     }
 
     /// The table key of `prefix/len`, refusing bad lengths and host bits.
-    fn route_key(
+    pub(super) fn route_key(
         &self,
         item: usize,
         prefix: IpAddr,
@@ -474,7 +523,7 @@ impl Routing {
     fn check_family<S: FibStore>(
         &self,
         fam: &Family<S>,
-        routes: &HashMap<(u128, u8), RoutePlan>,
+        (routes, nodes): (&RoutePlans, &NodePlanMap),
         neighbours: &BTreeMap<IpAddr, NeighbourPlan>,
     ) -> Result<(), BatchError> {
         let v6 = fam.net.v6();
@@ -559,6 +608,12 @@ impl Routing {
             .map(|(_, a)| HopKey::Hops(Box::new([a])))
             .collect();
         new_keys.extend(host_keys.iter().filter(|k| !fam.book.has(k)));
+        new_keys.extend(
+            nodes
+                .values()
+                .filter_map(|p| p.target.as_ref().map(|t| &t.0))
+                .filter(|k| !fam.book.has(k)),
+        );
         let family = if v6 { "IPv6" } else { "IPv4" };
         if new_keys.len() > fam.book.entries_available() {
             return Err(BatchError {
@@ -598,6 +653,12 @@ impl Routing {
             .iter()
             .filter(|(_, p)| p.key.is_some())
             .map(|(k, _)| *k)
+            .chain(
+                nodes
+                    .iter()
+                    .filter(|(_, p)| p.target.is_some())
+                    .map(|(k, _)| *k),
+            )
             .chain(
                 host_keys
                     .iter()

@@ -19,6 +19,13 @@
 //!   neighbours' adjacencies and gateways, next-hop ids for the new targets, the next-hop
 //!   tables published, the FIB entries written (additions first, shortest prefix first), the
 //!   IPv6 regions re-encoded, and only then the ids no route uses any more released.
+//! * **Node routes.** A feature of the data plane may own routes whose prefix hands packets to
+//!   a graph node (`NodeRoute`, `NextHop::Node`: the load balancer's VIP prefixes go to `lb`,
+//!   as VPP steers a VIP with a DPO on its prefix). They are kept apart from configured routes
+//!   and never listed as such. Precedence for one prefix: an own address, then a node route,
+//!   then a configured route, a connected prefix, a static neighbour's host route (VPP: the
+//!   interface source, then `lb`, then the API and CLI sources). A node route on an own
+//!   address is refused; a configured route shadowed by one comes back when it goes.
 //! * **Versions.** Each applied batch gets the next version number and the epoch it was
 //!   completed at: once `domain().is_safe(epoch)` every worker forwards by it. Within a batch
 //!   each route flips atomically (a packet sees its old or its new next hop, never a mix), as in
@@ -41,7 +48,10 @@ mod ports;
 #[cfg(test)]
 mod tests;
 
+mod node_routes;
+
 pub use apply::{Applied, BatchError, BatchErrorKind, Change, MAX_ECMP};
+pub use node_routes::{NodeRoute, ROUTE_NODES};
 
 use crate::build::FibStats;
 use crate::spec::{DataplaneSpec, NeighbourSpec, RouteTarget};
@@ -142,6 +152,8 @@ struct Family<S> {
     fib: S,
     /// Configured routes: (prefix, length) -> next-hop id.
     user: BTreeMap<(u128, u8), u32>,
+    /// Node routes: (prefix, length) -> (next-hop id, node name).
+    node: BTreeMap<(u128, u8), (u32, &'static str)>,
     system: HashMap<(u128, u8), System>,
     /// The id of "drop".
     drop: u32,
@@ -228,16 +240,18 @@ impl<S: FibStore> Family<S> {
             book,
             fib,
             user: BTreeMap::new(),
+            node: BTreeMap::new(),
             system: HashMap::new(),
             drop,
         })
     }
 
-    /// What `prefix/len` leads to now: own address, configured route, connected prefix, then a
-    /// static neighbour's host route.
+    /// What `prefix/len` leads to now: own address, node route, configured route, connected
+    /// prefix, then a static neighbour's host route.
     fn effective(&self, key: (u128, u8)) -> Option<u32> {
         let s = self.system.get(&key).copied().unwrap_or_default();
         s.local
+            .or_else(|| self.node.get(&key).map(|r| r.0))
             .or_else(|| self.user.get(&key).copied())
             .or(s.connected)
             .or(s.neighbour)
@@ -336,6 +350,19 @@ impl Routing {
         r.load_seconds = t.elapsed().as_secs_f64();
         r.version = 0;
         Ok(r)
+    }
+
+    /// Apply `changes` that belong to the tables' initial state (a feature's routes when the
+    /// data plane is built) like a batch, but not counted as a version: the version stays the
+    /// number of batches applied since start.
+    pub(crate) fn load(&mut self, changes: &[Change]) -> Result<(), BatchError> {
+        if changes.is_empty() {
+            return Ok(());
+        }
+        let version = self.version;
+        self.apply(changes)?;
+        self.version = version;
+        Ok(())
     }
 
     /// Tables of `spec` that no worker epoch guards: for tables nobody changes while they are

@@ -22,6 +22,8 @@ pub(crate) enum HopKey {
     Glean(u16, u8),
     /// Next-hop addresses (one, or several for ECMP, in route order).
     Hops(Box<[u128]>),
+    /// A graph node: the lookup's target `.0`, with tag `.1` (a feature's route).
+    Node(u16, u32),
 }
 
 /// Items unlinked at an epoch, waiting until every worker passed it.
@@ -289,6 +291,10 @@ impl NextHopBook {
                 port: *port,
                 host_bits: *host_bits,
             },
+            HopKey::Node(slot, tag) => NextHop::Node {
+                slot: *slot,
+                tag: *tag,
+            },
             HopKey::Hops(addrs) => {
                 let mut members = Vec::with_capacity(addrs.len());
                 for a in addrs.iter() {
@@ -359,7 +365,7 @@ impl NextHopBook {
             }
         }
         let unused = e.routes == 0;
-        // Drop, local and glean entries are few and fixed: kept for good.
+        // Drop, local, glean and node entries are few and fixed: kept for good.
         if !unused || !matches!(key, HopKey::Hops(_)) {
             return;
         }

@@ -56,6 +56,7 @@ enum Seen {
     Local,
     Glean(u16),
     Via(Vec<u128>),
+    Node(u16, u32),
 }
 
 fn seen(table: &NextHopTable, id: u32) -> Seen {
@@ -83,6 +84,7 @@ fn seen(table: &NextHopTable, id: u32) -> Seen {
             Seen::Via(v)
         }
         NextHop::Adjacency(_) => Seen::Via(vec![u128::MAX]),
+        NextHop::Node { slot, tag } => Seen::Node(slot, tag),
     }
 }
 
@@ -513,4 +515,156 @@ fn port_addresses_change_live_and_keep_next_hops_reachable() {
         .expect_err("own next hop");
     assert!(e.0.contains("own address"), "{}", e.0);
     assert!(r.set_port_addresses(&[(7, Vec::new())]).is_err());
+}
+
+fn node_route(prefix: IpAddr, len: u8) -> Change {
+    Change::SetNodeRoute(NodeRoute {
+        prefix,
+        len,
+        node: nodes::lb::LB,
+        tag: nodes::lb::VIP_ROUTE,
+    })
+}
+
+const LB_NODE: Seen = Seen::Node(0, nodes::lb::VIP_ROUTE);
+
+/// The `lb` source wins over a configured route of the same prefix and gives it back when it
+/// goes; it also wins over a connected prefix and a static neighbour's host route; longer
+/// prefixes still win by length; own addresses win over it (refused).
+#[test]
+fn node_routes_take_precedence_over_configured_ones_and_give_them_back() {
+    let mut r = Routing::without_workers(&spec()).expect("routing");
+    let rd = r.readers();
+    let a = |r: &mut Routing, c: &[Change]| r.apply(c).expect("applied");
+    a(
+        &mut r,
+        &[Change::AddRoute(route(
+            v4("198.19.0.0"),
+            16,
+            &[v4("198.18.1.2")],
+        ))],
+    );
+    a(
+        &mut r,
+        &[Change::AddRoute(route(
+            v4("198.19.1.1"),
+            32,
+            &[v4("198.18.1.3")],
+        ))],
+    );
+    assert_eq!(seen4(&rd, "198.19.1.1"), Seen::Via(vec![ip4("198.18.1.3")]));
+    // The VIP's route over the configured one of the same prefix.
+    a(&mut r, &[node_route(v4("198.19.1.1"), 32)]);
+    assert_eq!(seen4(&rd, "198.19.1.1"), LB_NODE);
+    assert_eq!(seen4(&rd, "198.19.1.2"), Seen::Via(vec![ip4("198.18.1.2")]));
+    assert!(
+        r.route(v4("198.19.1.1"), 32).is_some(),
+        "the configured route is kept"
+    );
+    assert_eq!(
+        r.routes(false, None, 10).len(),
+        2,
+        "node routes are not configured routes"
+    );
+    assert_eq!(r.node_route_counts(), (1, 0));
+    let nr = r.node_route(v4("198.19.1.1"), 32).expect("listed");
+    assert_eq!((nr.node, nr.tag), (nodes::lb::LB, nodes::lb::VIP_ROUTE));
+    // The configured route changes underneath: still shadowed, then back when the VIP goes.
+    a(
+        &mut r,
+        &[Change::ReplaceRoute(route(
+            v4("198.19.1.1"),
+            32,
+            &[v4("198.18.1.4")],
+        ))],
+    );
+    assert_eq!(seen4(&rd, "198.19.1.1"), LB_NODE);
+    a(
+        &mut r,
+        &[Change::DeleteNodeRoute {
+            prefix: v4("198.19.1.1"),
+            len: 32,
+        }],
+    );
+    assert_eq!(seen4(&rd, "198.19.1.1"), Seen::Via(vec![ip4("198.18.1.4")]));
+    // A VIP prefix inside a configured one, with no route of its own: gone, the covering one.
+    a(&mut r, &[node_route(v4("198.19.2.0"), 24)]);
+    assert_eq!(seen4(&rd, "198.19.2.77"), LB_NODE);
+    a(
+        &mut r,
+        &[Change::DeleteNodeRoute {
+            prefix: v4("198.19.2.0"),
+            len: 24,
+        }],
+    );
+    assert_eq!(
+        seen4(&rd, "198.19.2.77"),
+        Seen::Via(vec![ip4("198.18.1.2")])
+    );
+    // Over a connected prefix (its own and broadcast addresses stay the port's).
+    a(&mut r, &[node_route(v4("198.18.1.0"), 24)]);
+    assert_eq!(seen4(&rd, "198.18.1.9"), LB_NODE);
+    assert_eq!(seen4(&rd, "198.18.1.1"), Seen::Local);
+    a(
+        &mut r,
+        &[Change::DeleteNodeRoute {
+            prefix: v4("198.18.1.0"),
+            len: 24,
+        }],
+    );
+    assert_eq!(seen4(&rd, "198.18.1.9"), Seen::Glean(1));
+    // IPv6 alike.
+    a(&mut r, &[node_route(v6("2001:db8:9::10"), 128)]);
+    assert_eq!(seen6(&rd, "2001:db8:9::10"), LB_NODE);
+    assert_eq!(r.node_route_counts(), (0, 1));
+}
+
+#[test]
+fn node_routes_are_refused_on_own_addresses_unknown_nodes_and_missing_prefixes() {
+    let mut r = Routing::without_workers(&spec()).expect("routing");
+    let rd = r.readers();
+    let version = r.version();
+    let e = r
+        .apply(&[
+            node_route(v4("198.19.1.1"), 32),
+            node_route(v4("198.18.0.1"), 32),
+        ])
+        .expect_err("own address");
+    assert_eq!(
+        (e.item, e.field, e.kind),
+        (Some(1), Some("prefix"), BatchErrorKind::Conflict)
+    );
+    assert!(e.message.contains("address of vecplane itself"), "{e}");
+    assert_eq!(r.version(), version, "nothing applied");
+    assert_eq!(seen4(&rd, "198.19.1.1"), Seen::NoRoute);
+    let e = r
+        .apply(&[Change::SetNodeRoute(NodeRoute {
+            prefix: v4("198.19.1.1"),
+            len: 32,
+            node: "ip4-rewrite",
+            tag: 0,
+        })])
+        .expect_err("not a route node");
+    assert_eq!(e.field, Some("node"));
+    assert!(e.message.contains("accepted: lb"), "{e}");
+    let e = r
+        .apply(&[Change::DeleteNodeRoute {
+            prefix: v4("198.19.1.1"),
+            len: 32,
+        }])
+        .expect_err("none");
+    assert_eq!(e.kind, BatchErrorKind::NotFound);
+    // `check` says what `apply` would, and changes nothing.
+    assert!(r.check(&[node_route(v4("198.18.0.1"), 32)]).is_err());
+    r.check(&[node_route(v4("198.19.1.1"), 32)])
+        .expect("would apply");
+    assert_eq!(r.version(), version);
+    assert_eq!(seen4(&rd, "198.19.1.1"), Seen::NoRoute);
+    // Many VIP prefixes share one next-hop entry.
+    let before = r.next_hop_usage().0;
+    let many: Vec<Change> = (1..=200u8)
+        .map(|i| node_route(IpAddr::V4(Ipv4Addr::new(198, 19, 3, i)), 32))
+        .collect();
+    r.apply(&many).expect("applied");
+    assert_eq!(r.next_hop_usage().0, before + 1);
 }

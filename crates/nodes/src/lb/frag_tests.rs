@@ -67,6 +67,7 @@ impl FragLab {
         let node = LbNode::new(LbConfig {
             tables: publisher.reader(),
             counters: counters.clone(),
+            slot: None,
             flow_entries: 4096,
             mtu,
             nat_inside: Arc::new(NatInside::new(1)),

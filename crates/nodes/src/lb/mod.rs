@@ -1,24 +1,32 @@
-//! `lb`: the L4 load balancer node, between `ip4-input`/`ip6-input` and the lookups when load
-//! balancing is configured. A packet to a VIP is given a server (its flow-table entry, else
-//! Maglev), encapsulated (L3DSR, GRE4, GRE6, NAT4, NAT6) and handed to the lookup of the
-//! outer family toward that server; a NAT server's reply is rewritten back to the VIP; a
-//! health probe from the probe host's port is wrapped for the server its source port is leased
-//! to (`wrap.rs`); every other packet passes to the lookup untouched. A VIP packet (or NAT
+//! `lb`: the L4 load balancer node. Packets reach it two ways: the route of a VIP's prefix
+//! (`NextHop::Node`, installed by the control side as VIPs come and go: a packet to any other
+//! address never comes here) hands it the packets to VIP addresses, with `VIP_ROUTE` in
+//! `next_scratch`; and `ip4-input` / `ip6-input` steer the packets of NAT inside ports here
+//! (a NAT server's reply is addressed to the client). A packet to a VIP is given a server (its
+//! flow-table entry, else Maglev), encapsulated (L3DSR, GRE4, GRE6, NAT4, NAT6) and handed to
+//! the lookup of the outer family toward that server; a NAT server's reply is rewritten back
+//! to the VIP; a health probe from the probe host's port is wrapped for the server its source
+//! port is leased to (`wrap.rs`). A routed packet no VIP takes (another protocol or port of a
+//! VIP's address) is dropped and counted as `no-vip-for-port`, as VPP's `lb` sends it to its
+//! default VIP, whose only server drops; a steered packet that is neither for a VIP nor a NAT
+//! reply passes to the lookup untouched. A packet the lookup would bring back here (a server
+//! inside a VIP's prefix) is dropped as `vip-loop` (`FLAG_LB_DONE`). A VIP packet (or NAT
 //! reply) whose sender left offloads undone (a local guest's TSO super-packet or partial
 //! checksum) has them finished in software first: the segments re-enter this node as ordinary
 //! packets, since no encapsulation here can carry a super-packet. A chunk of plain IPv4 TCP/UDP
 //! packets to L3DSR VIPs (a loaded L3DSR balancer's whole traffic) takes a fast lane
 //! (`plain.rs`) that skips work and never decides differently. It owns this worker's flow
-//! tables; it reads the published `LbTables` snapshot and writes only this worker's counters.
-//! It never allocates, locks or makes a syscall per packet.
+//! tables (taken when the first VIP comes, `worker_tables.rs`); it reads the published
+//! `LbTables` snapshot and writes only this worker's counters. It never allocates, locks or
+//! makes a syscall per packet.
 
 use crate::offload::{Fate, OffloadDrop, PortCaps, Replace, SoftwareOffload};
-use crate::{icmp_request, names, FLAG_LOCAL_ORIGIN};
+use crate::{icmp_request, names, FLAG_LB_DONE, FLAG_LOCAL_ORIGIN};
 use graph::{Dispatch, Emitter, Node, NodeContext, NEXT_CONSUMED};
 use lb::counters::LbWorkerCounters;
 use lb::encap::{self, EncapError};
 use lb::flowtable::{self, AsRef, NatReverse};
-use lb::model::{AsSlot, Encap, VipId, VipProtocol, MAX_AS_SLOTS, MAX_VIPS};
+use lb::model::{AsSlot, Encap, VipId};
 use lb::nat_inside::NatInside;
 use lb::parse::{self, Kind, Parsed};
 use lb::snapshot::LbTables;
@@ -34,12 +42,20 @@ mod frag_tests;
 mod plain;
 #[cfg(test)]
 mod tests;
+mod vector;
+mod worker_tables;
 mod wrap;
 
+use vector::{fragment_vip, mark_sent, pass_all, uniform, VipMemo};
+use worker_tables::Taken;
+pub use worker_tables::{TableSlot, WorkerTables};
 pub use wrap::LbProbe;
 
 /// The node's name.
 pub const LB: &str = "lb";
+/// The `next_scratch` a VIP prefix's route (`NextHop::Node`) gives the packets it hands to
+/// this node: they were routed here because their destination is a VIP's.
+pub const VIP_ROUTE: u32 = 0x6c62_0001;
 /// Flow-table buckets swept per vector (and per idle call): the default table (512k buckets)
 /// is swept in 32k vectors, under a second at 10 Mpps and far less when idle. A larger budget
 /// reads more cold lines per packet: 64 cost 7-13 cycles per packet at 1M flows.
@@ -106,6 +122,9 @@ graph::node_indices! {
         NoFragmentBuffer = "no-buffer-for-fragment",
         /// Too many fragments in one call.
         FragmentQueueFull = "fragment-queue-full",
+        /// Routed here by a VIP's prefix after this node had handed it to a lookup already (a
+        /// server address inside a VIP's prefix would loop).
+        Loop = "vip-loop",
     }
 }
 
@@ -115,8 +134,11 @@ pub struct LbConfig {
     pub tables: Reader<LbTables>,
     /// This worker's counters (read by the control plane).
     pub counters: Arc<LbWorkerCounters>,
-    /// Flow-table entries: the table holds at least this many (3 a bucket, a power of two of
-    /// buckets, at most `session::MAX_BUCKETS` buckets).
+    /// Where the control side leaves this worker's flow tables when the first VIP comes (None,
+    /// or nothing left there: the node allocates them itself, `flow_entries` big).
+    pub slot: Option<Arc<TableSlot>>,
+    /// Flow-table entries of tables the node allocates itself: at least this many (3 a bucket,
+    /// a power of two of buckets, at most `flowtable::MAX_BUCKETS` buckets).
     pub flow_entries: usize,
     /// The MTU of the path toward servers (the smallest port MTU), for GRE.
     pub mtu: u16,
@@ -138,8 +160,11 @@ struct Work {
 pub struct LbNode {
     tables: Reader<LbTables>,
     counters: Arc<LbWorkerCounters>,
+    /// The flow tables (placeholders until the first VIP: see `worker_tables.rs`).
     flows: SessionTable<AsRef>,
     nat: SessionTable<NatReverse>,
+    /// Where the real ones come from, and whether they came.
+    source: TableSource,
     nat_inside: Arc<NatInside>,
     probe: Option<LbProbe>,
     mtu: u16,
@@ -168,17 +193,19 @@ pub struct LbNode {
 }
 
 impl LbNode {
-    /// A node reading `cfg.tables`.
+    /// A node reading `cfg.tables`, holding placeholder flow tables until the first VIP.
     pub fn new(cfg: LbConfig) -> Result<LbNode, flowtable::FlowTableError> {
-        // NAT reverse entries: one per NAT flow; a quarter of the forward table (the sizes the
-        // LB memory budget counts, `flowtable::worker_tables_bytes`).
-        let (flows, nat) = flowtable::worker_tables(cfg.flow_entries, MAX_VIPS, MAX_AS_SLOTS)?;
-        cfg.counters.flow_table_entries.set(flows.capacity() as u64);
+        let WorkerTables { flows, nat } = WorkerTables::placeholder()?;
         Ok(LbNode {
             tables: cfg.tables,
             counters: cfg.counters,
             flows,
             nat,
+            source: TableSource {
+                slot: cfg.slot,
+                entries: cfg.flow_entries,
+                taken: false,
+            },
             nat_inside: cfg.nat_inside,
             probe: cfg.probe,
             mtu: cfg.mtu,
@@ -210,6 +237,15 @@ impl LbNode {
     }
 }
 
+/// Where a node's real flow tables come from.
+struct TableSource {
+    slot: Option<Arc<TableSlot>>,
+    /// Entries of tables the node allocates itself.
+    entries: usize,
+    /// They came (or the node gave up on them: it then keeps hashing without a table).
+    taken: bool,
+}
+
 /// What the node keeps of the tables version it last saw.
 #[derive(Clone, Copy)]
 struct Observed {
@@ -218,30 +254,64 @@ struct Observed {
     has_nat: bool,
 }
 
-/// Adopt a new tables version: timeouts, and whether any VIP / NAT VIP exists.
+/// The flow tables' timeouts of `t`'s `lb conf`.
+fn timeouts_of(t: &LbTables) -> flowtable::Timeouts {
+    let c = t.conf().timeouts;
+    flowtable::Timeouts {
+        tcp: c.tcp,
+        udp: c.udp,
+        other: c.other,
+        closing: flowtable::Timeouts::default().closing.min(c.tcp),
+    }
+}
+
+/// Adopt a new tables version: timeouts, whether any VIP / NAT VIP exists, and with the first
+/// VIP this worker's real flow tables.
 fn observe(
     t: &LbTables,
     seen: &mut Observed,
     flows: &mut SessionTable<AsRef>,
     nat: &mut SessionTable<NatReverse>,
+    (source, counters): (&mut TableSource, &LbWorkerCounters),
 ) {
-    if t.version() == seen.version {
+    if t.version() == seen.version && (source.taken || !seen.active) {
         return;
     }
     seen.version = t.version();
-    let c = t.conf().timeouts;
-    let ft = flowtable::Timeouts {
-        tcp: c.tcp,
-        udp: c.udp,
-        other: c.other,
-        closing: flowtable::Timeouts::default().closing.min(c.tcp),
-    };
-    flows.set_timeouts(ft.classes());
-    nat.set_timeouts(ft.classes());
     seen.active = t.vips().next().is_some();
     seen.has_nat = t
         .vips()
         .any(|v| matches!(v.encap, Encap::Nat4 { .. } | Encap::Nat6 { .. }));
+    if seen.active && !source.taken {
+        take_tables(source, flows, nat, counters);
+    }
+    let ft = timeouts_of(t).classes();
+    flows.set_timeouts(ft);
+    nat.set_timeouts(ft);
+}
+
+/// Swap the placeholders for this worker's flow tables: those the control side left in the
+/// slot, else tables allocated here (a node without a slot: tests, tools). Once, at a vector
+/// boundary; a busy slot is tried again at the next vector.
+#[cold]
+fn take_tables(
+    source: &mut TableSource,
+    flows: &mut SessionTable<AsRef>,
+    nat: &mut SessionTable<NatReverse>,
+    counters: &LbWorkerCounters,
+) {
+    let taken = match source.slot.as_ref().map(|s| s.take()) {
+        Some(Taken::Busy) => return,
+        Some(Taken::Tables(t)) => Ok(*t),
+        Some(Taken::Empty) | None => WorkerTables::new(source.entries),
+    };
+    source.taken = true;
+    // Allocation refused: the placeholders stay, a full table (flows are hashed, not dropped).
+    if let Ok(t) = taken {
+        counters.flow_table_entries.set(t.capacity() as u64);
+        *flows = t.flows;
+        *nat = t.nat;
+    }
 }
 
 /// Copy the flow table's live counts into the counters of the VIPs and slots that exist.
@@ -317,6 +387,7 @@ impl Node for LbNode {
             counters,
             flows,
             nat,
+            source,
             nat_inside,
             probe,
             mtu,
@@ -335,9 +406,9 @@ impl Node for LbNode {
             emitter,
         } = self;
         let tables = tables.get();
-        observe(tables, seen, flows, nat);
+        observe(tables, seen, flows, nat, (source, counters));
         if !seen.active {
-            return pass_all(cx.pool, frame, nexts);
+            return pass_all(cx, counters, frame, nexts);
         }
         let now = now_s(cx);
         let counters = &**counters;
@@ -373,12 +444,20 @@ impl Node for LbNode {
                 // reads them once they have reached the cache.
                 let count = frame.len().min(work.len());
                 for (i, &b) in frame.iter().enumerate().take(count) {
-                    let ip6 = cx.pool.meta(b).flags & FLAG_IP6 != 0;
-                    nexts[i] = lookup_next(ip6);
+                    let meta = cx.pool.meta(b);
+                    let ip6 = meta.flags & FLAG_IP6 != 0;
+                    let routed = meta.next_scratch == VIP_ROUTE;
                     let slot = &mut work[i];
-                    let l3 = l3_of(cx.pool.meta(b), cx.pool.data(b));
+                    if meta.flags & FLAG_LB_DONE != 0 {
+                        slot.parsed_ok = false;
+                        cx.pool.meta_mut(b).error = cx.error_base + LbError::Loop.id();
+                        nexts[i] = LbNext::Drop.id();
+                        continue;
+                    }
+                    nexts[i] = lookup_next(ip6);
+                    let l3 = l3_of(meta, cx.pool.data(b));
                     slot.parsed_ok = parse::parse_into(l3, ip6, &mut slot.parsed).is_ok();
-                    if !slot.parsed_ok && tables.is_vip_address(&dst_only(l3, ip6)) {
+                    if !slot.parsed_ok && (routed || tables.is_vip_address(&dst_only(l3, ip6))) {
                         counters.malformed.add(1);
                         cx.pool.meta_mut(b).error = cx.error_base + LbError::Malformed.id();
                         nexts[i] = LbNext::Drop.id();
@@ -441,7 +520,11 @@ impl Node for LbNode {
                             slot.vip = vip;
                             n += 1;
                         }
-                        None if tables.is_vip_address(&parsed.tuple) => {
+                        // To a VIP's address (routed by its prefix, or steered), but no VIP
+                        // has its protocol and port.
+                        None if cx.pool.meta(b).next_scratch == VIP_ROUTE
+                            || tables.is_vip_address(&parsed.tuple) =>
+                        {
                             counters.no_vip_for_port.add(1);
                             cx.pool.meta_mut(b).error = cx.error_base + LbError::NoVipForPort.id();
                             nexts[i] = LbNext::Drop.id();
@@ -681,6 +764,7 @@ impl Node for LbNode {
             *last_publish_s = now;
             publish_live(flows, counters, tables);
         }
+        mark_sent(cx.pool, whole_frame, whole_nexts);
         uniform(whole_nexts)
     }
 
@@ -773,98 +857,5 @@ fn finish_offload(
             cx.pool.meta_mut(b).error = cx.error_base + reason.id();
             LbNext::Drop.id()
         }
-    }
-}
-
-/// The last `vip_for` answer of a vector: packets to a VIP come in runs to the same address,
-/// protocol and port, and one compare is far cheaper than the prefix search. Lives for one
-/// `process` call (the tables it answered from do not change within it).
-struct VipMemo {
-    dst: [u8; 16],
-    protocol: u8,
-    dst_port: u16,
-    ip6: bool,
-    valid: bool,
-    vip: Option<VipId>,
-}
-
-impl VipMemo {
-    const EMPTY: VipMemo = VipMemo {
-        dst: [0; 16],
-        protocol: 0,
-        dst_port: 0,
-        ip6: false,
-        valid: false,
-        vip: None,
-    };
-
-    /// `tables.vip_for(t)`, from the memo when `t` asks what the last packet asked.
-    #[inline(always)]
-    fn vip_for(&mut self, tables: &LbTables, t: &FiveTuple) -> Option<VipId> {
-        if self.valid
-            && self.dst == t.dst
-            && self.dst_port == t.dst_port
-            && self.protocol == t.protocol
-            && self.ip6 == t.ip6
-        {
-            return self.vip;
-        }
-        let vip = tables.vip_for(t);
-        *self = VipMemo {
-            dst: t.dst,
-            protocol: t.protocol,
-            dst_port: t.dst_port,
-            ip6: t.ip6,
-            valid: true,
-            vip,
-        };
-        vip
-    }
-}
-
-/// The VIP of a later fragment (no ports): the first VIP, by id, whose prefix holds the
-/// destination and whose protocol is the fragment's or any. A per-port VIP thus takes the
-/// later fragments of every port on its address; documented as the fragment policy. Walks the
-/// VIPs (no allocation): paid by later fragments only.
-fn fragment_vip(tables: &LbTables, t: &FiveTuple) -> Option<VipId> {
-    let dst = t.dst_addr();
-    tables
-        .vips()
-        .find(|v| {
-            v.ip6 == t.ip6
-                && v.key.prefix.contains(dst)
-                && match v.key.protocol {
-                    VipProtocol::Any => true,
-                    VipProtocol::Tcp => t.protocol == packet::headers::proto::TCP,
-                    VipProtocol::Udp => t.protocol == packet::headers::proto::UDP,
-                }
-        })
-        .map(|v| v.id)
-}
-
-/// `AllTo` when every packet of the vector goes to the same next node: the graph then moves
-/// the frame in one copy instead of scattering it packet by packet (its cost is charged to this
-/// node; the check is one pass over 2-byte ids).
-fn uniform(nexts: &[u16]) -> Dispatch {
-    match nexts.first() {
-        Some(&first) if first != NEXT_CONSUMED && nexts.iter().all(|&n| n == first) => {
-            Dispatch::AllTo(first)
-        }
-        _ => Dispatch::PerPacket,
-    }
-}
-
-/// No VIP configured: every packet to its family's lookup.
-fn pass_all(pool: &BufferPool, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
-    let mut all4 = true;
-    for (i, &b) in frame.iter().enumerate() {
-        let ip6 = pool.meta(b).flags & FLAG_IP6 != 0;
-        all4 &= !ip6;
-        nexts[i] = lookup_next(ip6);
-    }
-    if all4 {
-        Dispatch::AllTo(LbNext::Ip4Lookup.id())
-    } else {
-        Dispatch::PerPacket
     }
 }

@@ -10,6 +10,7 @@
 //! allocates, locks or makes a syscall.
 
 use super::{count_sent, flow_serves, l3_of, v4_of, LbError, LbNext, VipRun, Work};
+use crate::FLAG_LB_DONE;
 use graph::NodeContext;
 use lb::counters::LbWorkerCounters;
 use lb::encap;
@@ -108,7 +109,9 @@ impl Lane {
         let (plain, vips) = (&mut self.plain[..n], &mut self.vip[..n]);
         for (j, &b) in frame.iter().enumerate() {
             let (meta, data) = cx.pool.packet(b);
-            if meta.flags & FLAG_IP6 != 0 || meta.has_offload() || Some(meta.rx_port) == probe_port
+            if meta.flags & (FLAG_IP6 | FLAG_LB_DONE) != 0
+                || meta.has_offload()
+                || Some(meta.rx_port) == probe_port
             {
                 return None;
             }

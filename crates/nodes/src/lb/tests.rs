@@ -52,6 +52,16 @@ impl Lab {
 
     /// A lab whose node tries its fast lane (`plain.rs`) or not.
     fn build(lines: &str, setup: fn(&mut BufferMeta, &[u8]), use_lane: bool) -> Lab {
+        Lab::build_with(lines, setup, use_lane, None)
+    }
+
+    /// `build`, the node taking its flow tables from `slot`.
+    fn build_with(
+        lines: &str,
+        setup: fn(&mut BufferMeta, &[u8]),
+        use_lane: bool,
+        slot: Option<Arc<TableSlot>>,
+    ) -> Lab {
         let state = apply(&LbState::new(), lines);
         let tables = LbTables::build(&state, None);
         let publisher = Publisher::new(tables, &Domain::new(0).0);
@@ -62,6 +72,7 @@ impl Lab {
         let mut node = LbNode::new(LbConfig {
             tables: publisher.reader(),
             counters: counters.clone(),
+            slot,
             flow_entries: 4096,
             mtu: 1500,
             nat_inside: nat_inside.clone(),
@@ -914,3 +925,6 @@ fn weight_0_flush_moves_a_servers_flows_at_once() {
         .collect();
     assert!(servers_by_port(&lab.run(fresh)).values().any(|s| *s == S1));
 }
+
+#[path = "route_tests.rs"]
+mod route;

@@ -7,7 +7,7 @@
 //! never the heap's. Never reads a table other than the snapshot and the leases.
 
 use super::{lookup_next, v4_of, LbError, LbNext, GRE_TTL};
-use crate::{icmp_request, FLAG_LOCAL_ORIGIN};
+use crate::{icmp_request, FLAG_LB_DONE, FLAG_LOCAL_ORIGIN};
 use graph::Emitter;
 use lb::counters::LbWorkerCounters;
 use lb::encap::{self, EncapError};
@@ -227,7 +227,8 @@ pub(super) fn wrap_fragments(
             pool.free_batch(&made[1..count]);
             return Err(LbError::EncapFailed);
         }
-        cm.flags |= FLAG_LOCAL_ORIGIN;
+        // Emitted straight to the lookup: marked as `mark_sent` marks the frame's packets.
+        cm.flags |= FLAG_LOCAL_ORIGIN | FLAG_LB_DONE;
     }
     // The first fragment in place: its header rewritten, the rest of the packet left behind.
     let first = Parsed {

@@ -140,20 +140,33 @@ fn file_lines_are_reported_at_file_and_line() {
 }
 
 #[test]
-fn reload_changes_the_lb_live_but_not_its_presence() {
+fn reload_changes_the_lb_live_and_it_may_come_and_go() {
+    use crate::config::LbChange;
     let cfg = |t: &str| Config::parse(t, FILE, Path::new("/base")).expect("valid");
     let old = cfg(&with(WEB));
     let new = cfg(&with(&WEB.replace("weight 3", "weight 5")));
     let d = live_diff(&old, &new).expect("live");
-    let st = d.lb.expect("lb changed");
+    let Some(LbChange::Set(st)) = d.lb else {
+        panic!("lb changed: {:?}", d.lb);
+    };
     let v = st.vips().next().expect("VIP");
     let slot = v.servers[&"198.18.2.2".parse().unwrap()];
     assert_eq!(st.slot(slot).weight, 5);
     assert!(live_diff(&old, &old).expect("same").is_empty());
-    let e = live_diff(&cfg(BASE), &new).expect_err("added");
-    assert!(e.to_string().contains("[lb] is added"), "{e}");
-    let e = live_diff(&old, &cfg(BASE)).expect_err("removed");
-    assert!(e.to_string().contains("[lb] is removed"), "{e}");
+    let added = live_diff(&cfg(BASE), &new).expect("[lb] added live");
+    assert!(
+        matches!(&added.lb, Some(LbChange::Set(s)) if s.vips().count() == 1),
+        "{added:?}"
+    );
+    let removed = live_diff(&old, &cfg(BASE)).expect("[lb] removed live");
+    assert_eq!(removed.lb, Some(LbChange::Remove));
+    // Health checks and probe sources start with vecplane: [lb] with them waits for a restart.
+    let e = live_diff(&cfg(BASE), &cfg(&health(""))).expect_err("probe sources");
+    assert!(
+        e.to_string()
+            .contains("the health checks or probe sources changed"),
+        "{e}"
+    );
 }
 
 /// `[lb]` with probe sources and three VIPs (L3DSR tcp/80, GRE4 all ports, NAT6 udp/53); 12
