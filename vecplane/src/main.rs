@@ -6,6 +6,7 @@ mod demo;
 mod demo_fleet;
 mod demo_vms;
 mod features;
+mod logging;
 mod run;
 
 use clap::{Parser, Subcommand};

@@ -35,6 +35,13 @@ pub struct RunArgs {
     /// Stop after N seconds (fractions allowed), if nothing stopped the run before.
     #[arg(long, value_name = "N", value_parser = parse_seconds, allow_hyphen_values = true)]
     seconds: Option<f64>,
+    /// How the daemon's events (health, BGP, reloads, workers, VM ports) are written on
+    /// standard error: a readable line each, or JSON for journald and log collectors.
+    #[arg(long, value_enum, default_value = "text", env = "VECPLANE_LOG_FORMAT")]
+    log_format: crate::logging::LogFormat,
+    /// The least severe events written.
+    #[arg(long, value_enum, default_value = "info", env = "VECPLANE_LOG_LEVEL")]
+    log_level: crate::logging::LogLevel,
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -147,6 +154,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
 /// Run the daemon; `Ok(2)` when the config is invalid.
 pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::init(args.log_format, args.log_level);
     let shown = args.config.display().to_string();
     let config = match Config::load(&args.config).and_then(|c| c.check_files().map(|()| c)) {
         Ok(c) => c,
@@ -280,6 +288,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         socket.path().display()
     ));
 
+    tracing::info!(config = %shown, socket = %socket.path().display(), "running");
     let started = Instant::now();
     let running = dp.start();
     let mut control = Control::new(running.view().clone(), spec.clone())
@@ -441,6 +450,12 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         sum("rx_drops"),
         sum("tx_drops")
     ));
+    tracing::info!(
+        reason = %reason,
+        seconds = started.elapsed().as_secs_f64(),
+        drops = stats["drops_total"].as_u64().unwrap_or(0),
+        "stopped"
+    );
     // A port that stopped early (a pcap record that ends the replay, a full disk under a pcap
     // tx file) fails the run.
     let failures: Vec<String> = view
@@ -449,7 +464,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         .filter_map(|p| p.failure().map(|f| format!("port `{}`: {f}", p.name)))
         .collect();
     for f in &failures {
-        eprintln!("vecplane: {f}");
+        tracing::error!("{f}");
     }
     if let (Some(path), Some(mut file)) = (&args.stats_json, stats_file) {
         let mut text = serde_json::to_string_pretty(&stats)?;

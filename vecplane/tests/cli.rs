@@ -334,6 +334,66 @@ fn seconds_limit_ends_the_run() {
     assert_eq!(s["pool"]["buffers"], 4096);
 }
 
+/// The JSON events of a daemon's log (its other lines are not JSON).
+fn json_events(logs: &str) -> Vec<Value> {
+    logs.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(Value::is_object)
+        .collect()
+}
+
+#[test]
+fn the_log_is_json_for_collectors_and_keeps_to_its_level() {
+    let d = TempDir::new();
+    let cfg = d.write("mem.toml", MEMORY);
+    let mut dm = Daemon::start(&d, &cfg, &["--seconds", "1", "--log-format", "json"]);
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+    let events = json_events(&dm.logs());
+    let running = events
+        .iter()
+        .find(|e| e["fields"]["message"] == "running")
+        .unwrap_or_else(|| panic!("a `running` event: {}", dm.logs()));
+    assert_eq!(running["level"], "INFO", "{running}");
+    assert!(running["timestamp"].is_string(), "{running}");
+    assert_eq!(running["fields"]["config"], cfg.display().to_string());
+    assert!(
+        events
+            .iter()
+            .any(|e| e["fields"]["message"] == "stopped" && e["fields"]["reason"] == "time limit"),
+        "{}",
+        dm.logs()
+    );
+    // At `warn`, no `info` event is written.
+    let mut dm = Daemon::start(
+        &d,
+        &cfg,
+        &[
+            "--seconds",
+            "1",
+            "--log-format",
+            "json",
+            "--log-level",
+            "warn",
+        ],
+    );
+    assert_eq!(dm.wait_exit(Duration::from_secs(30)), 0, "{}", dm.logs());
+    assert!(
+        json_events(&dm.logs()).iter().all(|e| e["level"] != "INFO"),
+        "{}",
+        dm.logs()
+    );
+    // A format it does not know is refused, naming those it does.
+    let o = run(&[
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--log-format",
+        "xml",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("text, json"), "{}", stderr(&o));
+}
+
 const IN0: &str = "02:00:00:00:01:01";
 const OUT0: &str = "02:00:00:00:02:01";
 const HOST: &str = "02:00:00:00:01:02";

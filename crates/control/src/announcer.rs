@@ -164,15 +164,15 @@ impl Announcer {
                     st.link_up = up;
                     if stalled {
                         st.stalls += 1;
-                        eprintln!(
-                            "vecplane: bgp: a worker made no progress for {} ms: liveness \
+                        tracing::warn!(
+                            "bgp: a worker made no progress for {} ms: liveness \
                              device {} down, every VIP withdrawn",
                             self.cfg.stall.as_millis(),
                             self.cfg.interface
                         );
                     } else {
-                        eprintln!(
-                            "vecplane: bgp: workers move again: liveness device {} up",
+                        tracing::info!(
+                            "bgp: workers move again: liveness device {} up",
                             self.cfg.interface
                         );
                     }
@@ -214,7 +214,7 @@ impl Announcer {
         };
         st.phase = match why {
             Some(why) => {
-                eprintln!("vecplane: bgp: drained ({why}): ready to stop");
+                tracing::info!("bgp: drained ({why}): ready to stop");
                 Phase::Ready { why }
             }
             None => Phase::Draining {
@@ -269,8 +269,8 @@ impl Announcer {
                 st.announcements += added;
                 st.withdrawals += removed;
                 if added + removed > 0 {
-                    eprintln!(
-                        "vecplane: bgp: announcing {} VIP prefix{} ({added} added, {removed} \
+                    tracing::info!(
+                        "bgp: announcing {} VIP prefix{} ({added} added, {removed} \
                          withdrawn)",
                         desired.len(),
                         if desired.len() == 1 { "" } else { "es" }
@@ -282,7 +282,7 @@ impl Announcer {
             }
             Err(e) => {
                 if st.last_error.as_deref() != Some(e.as_str()) {
-                    eprintln!("vecplane: bgp: {e} (retrying every second)");
+                    tracing::warn!("bgp: {e} (retrying every second)");
                 }
                 st.errors += 1;
                 st.failed_at = Some(Instant::now());
@@ -302,7 +302,7 @@ impl Announcer {
                     last_packets: self.vip_packets(),
                     last_change: now,
                 };
-                eprintln!("vecplane: bgp: draining: every VIP withdrawn");
+                tracing::info!("bgp: draining: every VIP withdrawn");
                 self.push(&mut st, BTreeSet::new());
             }
         }
@@ -316,7 +316,7 @@ impl Announcer {
             if matches!(st.phase, Phase::Draining { .. } | Phase::Ready { .. }) {
                 st.phase = Phase::Serving;
                 st.failed_at = None;
-                eprintln!("vecplane: bgp: drain cancelled: announcing again");
+                tracing::info!("bgp: drain cancelled: announcing again");
             }
         }
         self.tick();

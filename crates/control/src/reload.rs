@@ -345,7 +345,7 @@ impl Reloader {
         for &(port, mtu) in &diff.mtus {
             match routing.set_port_mtu(port, mtu) {
                 Ok(a) => version = a.version,
-                Err(e) => eprintln!("vecplane: reload: mtu of port {port}: {}", e.0),
+                Err(e) => tracing::warn!("reload: mtu of port {port}: {}", e.0),
             }
             self.policies.port_mtus.set(port, mtu);
         }
@@ -373,7 +373,7 @@ impl Reloader {
             .chain(rules.iter().cloned().map(flow::rule::FlowMod::Add))
             .collect();
             if let Err(e) = sw.apply(&mods) {
-                eprintln!("vecplane: reload: bridge `{name}`: {e}");
+                tracing::warn!("reload: bridge `{name}`: {e}");
             }
         }
         if !diff.flows.is_empty() {
@@ -383,14 +383,14 @@ impl Reloader {
         for (r, table) in &features {
             match r.reload(table) {
                 Ok(_) => policies.push(r.name()),
-                Err(e) => eprintln!("vecplane: reload: [{}]: {e}", r.name()),
+                Err(e) => tracing::warn!("reload: [{}]: {e}", r.name()),
             }
         }
         // The ports' features (checked above), published as one version of the arcs.
         if let (Some((arcs, _)), false) = (&self.arcs, port_features.is_empty()) {
             match arcs.apply(&port_features) {
                 Ok(_) => policies.push("port-features"),
-                Err(e) => eprintln!("vecplane: reload: [[port]] features: {e}"),
+                Err(e) => tracing::warn!("reload: [[port]] features: {e}"),
             }
         }
         // The LB: its difference as one change (checked above).
@@ -398,7 +398,7 @@ impl Reloader {
         if let (Some((cmds, configured)), Some(lb)) = (&lb_plan, &self.lb) {
             match lb.apply(cmds) {
                 Ok(v) => lb_version = Some(v),
-                Err(e) => eprintln!("vecplane: reload: [lb]: {e}"),
+                Err(e) => tracing::warn!("reload: [lb]: {e}"),
             }
             lb.set_configured(*configured);
             policies.push("lb");

@@ -190,8 +190,8 @@ impl ControlSocket {
                     if !api.allow_remote {
                         return Err(ApiStartError::Remote { addr: remote }.into());
                     }
-                    eprintln!(
-                        "vecplane: warning: the API listens on {remote}, which other hosts can \
+                    tracing::warn!(
+                        "the API listens on {remote}, which other hosts can \
                          reach ([api] allow-remote = true); anyone there with the token \
                          controls this daemon"
                     );

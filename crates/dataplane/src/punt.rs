@@ -248,7 +248,7 @@ impl PuntHub {
         std::thread::Builder::new()
             .name("vecplane-punt".into())
             .spawn(move || hub.run(consumers, &stop))
-            .map_err(|e| eprintln!("vecplane: cannot start the punt thread: {e}"))
+            .map_err(|e| tracing::error!("cannot start the punt thread: {e}"))
             .ok()
     }
 

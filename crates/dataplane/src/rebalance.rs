@@ -213,20 +213,22 @@ impl Rebalancer {
                     from,
                     to,
                 }),
-                Err(e) => eprintln!(
-                    "vecplane: {} queue pair {pair} stays on worker {from}: {e}",
-                    p.name
-                ),
+                Err(e) => {
+                    tracing::warn!("{} queue pair {pair} stays on worker {from}: {e}", p.name)
+                }
             }
         }
         if !done.is_empty() {
             let pct = |t: u64| 100.0 * t as f64 / interval_ticks.max(1) as f64;
             let (b, a) = (pct(plan.busiest_before), pct(plan.busiest_after));
             for m in &done {
-                eprintln!(
-                    "vecplane: {} queue pair {} moves from worker {} to worker {} (busiest \
+                tracing::info!(
+                    "{} queue pair {} moves from worker {} to worker {} (busiest \
                      worker {b:.0}% -> {a:.0}% of its time, as measured)",
-                    m.port, m.pair, m.from, m.to
+                    m.port,
+                    m.pair,
+                    m.from,
+                    m.to
                 );
             }
             self.moves.fetch_add(done.len() as u64, Ordering::Relaxed);

@@ -165,7 +165,7 @@ impl Dataplane {
             for h in others {
                 match h {
                     Ok(h) => received += h.join().unwrap_or(0),
-                    Err(e) => eprintln!("vecplane: cannot start a worker thread: {e}"),
+                    Err(e) => tracing::error!("cannot start a worker thread: {e}"),
                 }
             }
             received
@@ -198,7 +198,7 @@ impl Dataplane {
             match handle {
                 Ok(h) => handles.push(h),
                 Err(e) => {
-                    eprintln!("vecplane: cannot start worker {index}: {e}");
+                    tracing::error!("cannot start worker {index}: {e}");
                     running.fetch_sub(1, Ordering::AcqRel);
                 }
             }
@@ -216,7 +216,7 @@ impl Dataplane {
                 .spawn(move || rb.run(&graphs, tsc_hz, &s))
             {
                 Ok(h) => helpers.push(h),
-                Err(e) => eprintln!("vecplane: cannot start the receive-queue rebalancer: {e}"),
+                Err(e) => tracing::error!("cannot start the receive-queue rebalancer: {e}"),
             }
         }
         // The punt thread: drains the workers' punt rings into the sinks until `stop`.

@@ -175,7 +175,7 @@ impl Device {
                     })
                 }
                 Err(why) => {
-                    eprintln!("{}: queue {q} stopped: {why}", self.label);
+                    tracing::warn!("{}: queue {q} stopped: {why}", self.label);
                     st.running = None;
                 }
             }
@@ -195,7 +195,7 @@ impl Device {
         };
         let g = self.shared.publish(snap);
         if !self.shared.wait_acknowledged(g, ACK_TIMEOUT) {
-            eprintln!(
+            tracing::warn!(
                 "{}: the worker did not take the new configuration within {ACK_TIMEOUT:?} \
                  (stopped or stalled); it will when it next polls",
                 self.label
@@ -340,7 +340,7 @@ impl VhostUserBackendReqHandlerMut for Device {
             })
             .collect();
         let memory = GuestMemory::map(&specs, files).map_err(|e| {
-            eprintln!("{}: memory table refused: {e}", self.label);
+            tracing::warn!("{}: memory table refused: {e}", self.label);
             VuError::InvalidParam
         })?;
         // Running queues move to the new table (same start, same progress); the old table is
@@ -394,7 +394,7 @@ impl VhostUserBackendReqHandlerMut for Device {
             // before it reports a base, so it starts the used side where the avail side is.
             let (avail, used) = (base as u16, (base >> 16) as u16);
             if used != 0 && used != avail {
-                eprintln!(
+                tracing::warn!(
                     "{label}: queue {index}: packed ring base: used {used:#x} behind avail \
                      {avail:#x}; buffers in flight from before are not returned"
                 );
@@ -767,7 +767,7 @@ fn serve(
 ) {
     while !stop.load(Ordering::Acquire) {
         if shared.take_broken() {
-            eprintln!(
+            tracing::warn!(
                 "{label}: malformed ring ({}); resetting the connection",
                 shared.last_error()
             );
@@ -780,7 +780,7 @@ fn serve(
             .shrunk_region();
         if let Some(gpa) = shrunk {
             // The reset that follows counts it.
-            eprintln!(
+            tracing::warn!(
                 "{label}: the frontend shrank the file of guest memory at {gpa:#x} under its \
                  mapping (now zeroes); resetting the connection"
             );
@@ -793,7 +793,7 @@ fn serve(
             Early::NotOne => {}
             Early::Handled => continue,
             Early::Failed(e) => {
-                eprintln!("{label}: early SET_VRING_ENABLE: {e}; closing the connection");
+                tracing::warn!("{label}: early SET_VRING_ENABLE: {e}; closing the connection");
                 return;
             }
         }
@@ -801,7 +801,7 @@ fn serve(
             Ok(()) => {}
             Err(VuError::Disconnected) | Err(VuError::PartialMessage) => return,
             Err(e) => {
-                eprintln!("{label}: request failed: {e}; closing the connection");
+                tracing::warn!("{label}: request failed: {e}; closing the connection");
                 return;
             }
         }

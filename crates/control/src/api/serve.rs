@@ -574,8 +574,8 @@ impl AcceptBackoff {
             bump(&self.counters.accept_fd_exhausted);
             if !self.said {
                 self.said = true;
-                eprintln!(
-                    "vecplane: API: cannot accept on the {listener}: {e}; pausing up to {} ms \
+                tracing::warn!(
+                    "API: cannot accept on the {listener}: {e}; pausing up to {} ms \
                      between tries (counted in vecplane_api_accept_fd_exhausted_total); raise \
                      the limit (ulimit -n) if this goes on",
                     Self::MOST.as_millis()

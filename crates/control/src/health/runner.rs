@@ -178,7 +178,7 @@ impl HealthHandle {
         self.stop.notify.notify_one();
         if let Some(t) = self.thread.take() {
             if t.join().is_err() {
-                eprintln!("vecplane: health: the health-check thread panicked");
+                tracing::error!("health: the health-check thread panicked");
             }
         }
     }
@@ -285,7 +285,7 @@ fn lock(book: &Mutex<Book>) -> MutexGuard<'_, Book> {
 fn thread_main(ctx: Shared, prober: Prober, stop: Arc<Stop>) {
     if let Err(e) = ctx.host.enter() {
         let message = format!("cannot enter the probe namespace: {e}");
-        eprintln!("vecplane: health: {message}");
+        tracing::warn!("health: {message}");
         lock(&ctx.book).error = Some(message);
         return;
     }
@@ -296,7 +296,7 @@ fn thread_main(ctx: Shared, prober: Prober, stop: Arc<Stop>) {
         Ok(rt) => rt,
         Err(e) => {
             let message = format!("cannot start the health-check runtime: {e}");
-            eprintln!("vecplane: health: {message}");
+            tracing::warn!("health: {message}");
             lock(&ctx.book).error = Some(message);
             return;
         }
@@ -513,12 +513,12 @@ fn refresh(ctx: &Shared, now: Instant, first: bool) {
     for ((_, vip, server), down, flush) in reapply {
         let state = if down { "down" } else { "up" };
         match ctx.host.set_health(&vip, server, down, flush) {
-            Ok(()) => eprintln!(
-                "vecplane: health: {vip} server {server}: {state} re-applied (the load balancer \
+            Ok(()) => tracing::info!(
+                "health: {vip} server {server}: {state} re-applied (the load balancer \
                  had it otherwise)"
             ),
             Err(e) => {
-                eprintln!("vecplane: health: {vip} server {server}: cannot re-apply {state}: {e}")
+                tracing::warn!("health: {vip} server {server}: cannot re-apply {state}: {e}")
             }
         }
     }
@@ -544,9 +544,9 @@ fn record(ctx: &Shared, key: &Key, outcome: ProbeOutcome) {
     let result = ctx.host.set_health(&vip, server, t.down, flush);
     let flushed = if flush { ", flushed" } else { "" };
     match &result {
-        Ok(()) => eprintln!("vecplane: health: {vip} server {server} {}{flushed}", t.describe()),
-        Err(e) => eprintln!(
-            "vecplane: health: {vip} server {server} {}; the load balancer refused it (retried): {e}",
+        Ok(()) => tracing::info!("health: {vip} server {server} {}{flushed}", t.describe()),
+        Err(e) => tracing::warn!(
+            "health: {vip} server {server} {}; the load balancer refused it (retried): {e}",
             t.describe()
         ),
     }
