@@ -133,6 +133,60 @@ impl InterfaceOutput {
     }
 }
 
+impl InterfaceOutput {
+    /// Each packet's next node (`nexts`), visiting the output arc's features first when `ARC`;
+    /// whether they all go to one.
+    #[inline(always)]
+    fn classify<const ARC: bool>(
+        &mut self,
+        cx: &mut NodeContext<'_>,
+        frame: &[u32],
+        nexts: &mut [u16],
+    ) -> bool {
+        let ports = self.tx_nodes.len();
+        let first = cx.pool.meta(frame[0]).tx_port;
+        let mut same = true;
+        for (i, &b) in frame.iter().enumerate() {
+            let jumbo = cx.pool.is_jumbo(b);
+            let meta = cx.pool.meta_mut(b);
+            let p = meta.tx_port as usize;
+            same &= meta.tx_port == first;
+            // Output features enabled for the port: they see the packet as routed, and
+            // `interface-tx` makes it fit the port after them.
+            // (The snapshot is loaded per packet, a plain load on x86, because `fit` needs the
+            // node mutably; only when the arc has features.)
+            let features = if !ARC {
+                0
+            } else {
+                self.arc.as_ref().map_or(0, |a| {
+                    let mask = a.masks().get(p).copied().unwrap_or(0);
+                    if mask == 0 {
+                        0
+                    } else {
+                        a.cursor().next_for(mask)
+                    }
+                })
+            };
+            nexts[i] = if features != 0 {
+                same = false;
+                features
+            } else if p >= ports {
+                meta.error = cx.error_base + OutputError::UnknownPort.id();
+                NEXT_DROP
+            } else if self.tx_nodes[p].is_none() {
+                meta.error = cx.error_base + OutputError::NoTx.id();
+                NEXT_DROP
+            } else if meta.has_offload() || jumbo {
+                same = false;
+                self.fit(cx, i, b, p)
+            } else {
+                p as u16 + 1
+            };
+        }
+        same
+    }
+}
+
 impl Node for InterfaceOutput {
     fn name(&self) -> &str {
         self.name
@@ -163,42 +217,12 @@ impl Node for InterfaceOutput {
         if let Some(c) = self.capture.as_ref().filter(|c| c.is_armed()) {
             c.offer(cx.pool, frame, cx.worker, true, |m| m.tx_port);
         }
-        let ports = self.tx_nodes.len();
-        let first = cx.pool.meta(frame[0]).tx_port;
-        let mut same = true;
-        for (i, &b) in frame.iter().enumerate() {
-            let jumbo = cx.pool.is_jumbo(b);
-            let meta = cx.pool.meta_mut(b);
-            let p = meta.tx_port as usize;
-            same &= meta.tx_port == first;
-            // Output features enabled for the port: they see the packet as routed, and
-            // `interface-tx` makes it fit the port after them.
-            // (The snapshot is loaded per packet, a plain load on x86, because `fit` needs the
-            // node mutably; only when the arc has features.)
-            let features = self.arc.as_ref().map_or(0, |a| {
-                let mask = a.masks().get(p).copied().unwrap_or(0);
-                if mask == 0 {
-                    0
-                } else {
-                    a.cursor().next_for(mask)
-                }
-            });
-            nexts[i] = if features != 0 {
-                same = false;
-                features
-            } else if p >= ports {
-                meta.error = cx.error_base + OutputError::UnknownPort.id();
-                NEXT_DROP
-            } else if self.tx_nodes[p].is_none() {
-                meta.error = cx.error_base + OutputError::NoTx.id();
-                NEXT_DROP
-            } else if meta.has_offload() || jumbo {
-                same = false;
-                self.fit(cx, i, b, p)
-            } else {
-                p as u16 + 1
-            };
-        }
+        // The arc's test is compiled out of the loop when the arc has no features.
+        let same = if self.arc.is_some() {
+            self.classify::<true>(cx, frame, nexts)
+        } else {
+            self.classify::<false>(cx, frame, nexts)
+        };
         if same {
             Dispatch::AllTo(nexts[0])
         } else {
