@@ -2,8 +2,9 @@
 //! compare it with the running one, and apply what may change live — ports' own addresses
 //! (in a reload of their own), routes and static neighbours as one routing batch, then ports'
 //! MTUs, the live policies (poll modes, ICMP error rate, IPv4 options, neighbour timers,
-//! bridge aging), flow rules and the load balancer's `[lb]` (added, changed, or removed while
-//! no VIP exists) — or nothing: anything else that differs is refused with the key it is under
+//! bridge aging), flow rules, registered features' tables and what the ports' `features` keys
+//! enable, and the load balancer's `[lb]` (added, changed, or removed while no VIP exists) — or
+//! nothing: anything else that differs is refused with the key it is under
 //! and its line. It never restarts a port or a worker.
 
 use crate::config::Config;
