@@ -45,6 +45,26 @@ pub enum TransportProblem {
 }
 
 impl TransportProblem {
+    /// Every problem, in declaration order.
+    pub const ALL: [TransportProblem; 6] = [
+        TransportProblem::BadUdpLength,
+        TransportProblem::IcmpTooShort,
+        TransportProblem::FragmentTooLong,
+        TransportProblem::BadExtensionHeaders,
+        TransportProblem::HopByHopNotFirst,
+        TransportProblem::ZeroPayloadLength,
+    ];
+
+    /// Whether an IPv4 packet can have it (IPv4 has no extension headers and no jumbograms).
+    pub fn applies_to_ip4(self) -> bool {
+        matches!(
+            self,
+            TransportProblem::BadUdpLength
+                | TransportProblem::IcmpTooShort
+                | TransportProblem::FragmentTooLong
+        )
+    }
+
     /// The drop counter's name (the input nodes count each by it).
     pub fn name(self) -> &'static str {
         match self {
