@@ -383,7 +383,8 @@ fn an_api_other_hosts_reach_needs_allow_remote_and_is_warned_about() {
     dm.wait_ready();
     let logs = dm.logs();
     assert!(
-        logs.contains("warning: the API listens on 0.0.0.0:")
+        logs.contains("WARN")
+            && logs.contains("the API listens on 0.0.0.0:")
             && logs.contains("which other hosts can reach"),
         "{logs}"
     );
