@@ -16,7 +16,7 @@ use nodes::bridge::{BridgeConfig, BridgeDomainConfig, BridgePortConfig, BridgeSt
 use nodes::drop::ErrorDrop;
 use nodes::ethernet::{EthernetInput, PortL2, PortMode};
 use nodes::flow_switch::{
-    flow_switch_nodes, FlowMaintenance, FlowPortInfo, FlowSwitch as FlowSwitchNode, SwitchSetup,
+    flow_switch_nodes, FlowMaintenance, FlowSwitch as FlowSwitchNode, SwitchSetup,
 };
 use nodes::icmp::{Ip4IcmpError, Ip6IcmpError, RateLimiter};
 use nodes::ip4::{Ip4Input, Ip4Lookup, Ip4Options, Ip4Rewrite};
@@ -717,9 +717,9 @@ fn flow_switch_node(
     worker: usize,
     tsc_hz: u64,
 ) -> Result<(FlowSwitchNode, FlowMaintenance), BuildError> {
-    let mut ports = vec![None; spec.ports.len()];
+    let ports = crate::flows::flow_port_infos(spec.ports.len(), flows);
     let mut setups = Vec::new();
-    for (i, sw) in flows.iter().enumerate() {
+    for sw in flows {
         let policy = spec
             .bridges
             .iter()
@@ -727,16 +727,6 @@ fn flow_switch_node(
             .and_then(|b| b.flow.as_ref())
             .map(|f| f.cache)
             .unwrap_or_default();
-        for p in sw.ports() {
-            if let Some(slot) = ports.get_mut(p.port) {
-                *slot = Some(FlowPortInfo {
-                    switch: i as u16,
-                    ofport: p.ofport,
-                    emc: p.emc,
-                    megaflow: p.megaflow,
-                });
-            }
-        }
         setups.push(SwitchSetup {
             tables: sw.reader(),
             cache: crate::flows::cache_config(&policy),

@@ -11,7 +11,7 @@ use crate::punt::PuntHub;
 use crate::spec::DataplaneSpec;
 use channel::punt::PuntConfig;
 use graph::GraphBuilder;
-use nodes::flow_switch::{FlowPacketOut, FlowPortInfo, PacketOutBridge};
+use nodes::flow_switch::{FlowPacketOut, PacketOutBridge};
 use nodes::inject::{packet_out_batch, InjectRx};
 use std::sync::Arc;
 
@@ -69,24 +69,14 @@ impl Channels {
             return Ok(());
         }
         let batch = packet_out_batch();
-        let mut ports = vec![None; spec.ports.len()];
-        let mut bridges = Vec::new();
-        for (i, sw) in flows.iter().enumerate() {
-            for p in sw.ports() {
-                if let Some(slot) = ports.get_mut(p.port) {
-                    *slot = Some(FlowPortInfo {
-                        switch: i as u16,
-                        ofport: p.ofport,
-                        emc: p.emc,
-                        megaflow: p.megaflow,
-                    });
-                }
-            }
-            bridges.push(PacketOutBridge {
+        let ports = crate::flows::flow_port_infos(spec.ports.len(), flows);
+        let bridges = flows
+            .iter()
+            .map(|sw| PacketOutBridge {
                 members: sw.ports().iter().map(|p| p.port as u16).collect(),
                 shared: sw.worker_shared(worker).unwrap_or_default(),
-            });
-        }
+            })
+            .collect();
         b.add_node(Box::new(FlowPacketOut::new(
             bridges,
             &ports,

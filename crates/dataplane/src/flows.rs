@@ -83,6 +83,28 @@ pub fn initial_tables(
         .map_err(|e| (e.index, e.to_string()))
 }
 
+/// What each of `ports` ports is in the flow-mode bridges `flows` (its bridge by index, its
+/// OpenFlow port number and cache settings; None: in none of them).
+pub fn flow_port_infos(
+    ports: usize,
+    flows: &[Arc<FlowSwitch>],
+) -> Vec<Option<nodes::flow_switch::FlowPortInfo>> {
+    let mut out = vec![None; ports];
+    for (i, sw) in flows.iter().enumerate() {
+        for p in sw.ports() {
+            if let Some(slot) = out.get_mut(p.port) {
+                *slot = Some(nodes::flow_switch::FlowPortInfo {
+                    switch: i as u16,
+                    ofport: p.ofport,
+                    emc: p.emc,
+                    megaflow: p.megaflow,
+                });
+            }
+        }
+    }
+    out
+}
+
 /// The worker-side cache settings of a policy.
 pub fn cache_config(p: &FlowCachePolicy) -> CacheConfig {
     CacheConfig {
