@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each stage is announced with the time since the start, so a slow stage shows in the log.
+stage() { printf '== [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+
 need_apt=()
 for pkg in python3-scapy bird2 tcpdump dpdk-dev iproute2 iputils-ping ethtool iperf3 curl prometheus nftables openvswitch-switch openvswitch-switch-dpdk nginx-light wrk qemu-system-x86 busybox-static linux-image-amd64 xz-utils cpio file tshark nfdump; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
@@ -17,28 +20,29 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 
-echo "== cargo fmt"
+stage "cargo fmt"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+stage "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo test: every test binary, two at a time (scripts/run_tests.py), then the doc tests"
+stage "cargo test: every test binary, two at a time (scripts/run_tests.py), then the doc tests"
 python3 scripts/run_tests.py
 cargo test --workspace --doc
-echo "== concurrency: loom models of the epoch/publication protocol, the punt path's ring and bell, the IPFIX ring"
+stage "concurrency: loom models of the epoch/publication protocol, the punt path's ring and bell, the IPFIX ring"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-live --release --test loom
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-channel --release --test loom
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -q -p vecplane-ipfix --release --test loom
 if cargo +nightly --version >/dev/null 2>&1; then
-  echo "== concurrency: AddressSanitizer (nightly) on readers racing writers (live snapshots, IPv4/IPv6 FIBs)"
+  stage "concurrency: AddressSanitizer (nightly) on readers racing writers (live snapshots, IPv4/IPv6 FIBs)"
   RUSTFLAGS="-Zsanitizer=address" CARGO_TARGET_DIR=target/asan cargo +nightly test -q \
     --target x86_64-unknown-linux-gnu -p vecplane-live -p vecplane-fib -- racing readers_never stalled
 elif [ "${CI:-}" = "true" ]; then
   echo "no nightly toolchain: the AddressSanitizer run cannot run in CI" >&2
   exit 1
 fi
-echo "== fuzz (bounded)"
+stage "fuzz (bounded)"
 if cargo +nightly --version >/dev/null 2>&1; then
   scripts/fuzz.sh "${VECPLANE_FUZZ_SECONDS:-60}"
 else
   echo "no nightly toolchain: cargo-fuzz skipped (the stable proptest fuzz of the same graph ran in cargo test)"
 fi
+stage "all stages passed"
