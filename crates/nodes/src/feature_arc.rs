@@ -57,4 +57,13 @@ impl ArcStart {
     pub fn masks(&self) -> &[u32] {
         self.config.get().masks(self.cursor.arc())
     }
+
+    /// The enabled sets when some place has a feature of this arc enabled, else `None`: read
+    /// once per vector, so a start node whose arc's features are all off sends every packet to
+    /// the arc's end without looking up its place.
+    #[inline(always)]
+    pub fn enabled_masks(&self) -> Option<&[u32]> {
+        let masks = self.masks();
+        masks.iter().any(|&m| m != 0).then_some(masks)
+    }
 }

@@ -56,12 +56,14 @@ pub const ICMP_TIME_EXCEEDED: u8 = 11;
 pub const ICMP_UNREACHABLE: u8 = 3;
 
 /// Whether a header's checksum verifies; the option-less 20-byte header is summed as five
-/// 32-bit words (the common case), longer ones by the general routine.
+/// 32-bit words (the common case), longer ones by the general routine. The words are read in
+/// the machine's byte order: the ones' complement sum of byte-swapped words is the byte-swapped
+/// sum (RFC 1071 section 2), and a verifying header sums to 0xffff in either order.
 #[inline(always)]
 fn header_checksum_ok(h: &[u8]) -> bool {
     if let Some(w) = h.first_chunk::<20>() {
         if h.len() == 20 {
-            let word = |i: usize| u32::from_be_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]]) as u64;
+            let word = |i: usize| u32::from_ne_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]]) as u64;
             let acc = word(0) + word(4) + word(8) + word(12) + word(16);
             return checksum::fold(acc) == 0xffff;
         }
@@ -195,7 +197,10 @@ impl Node for Ip4Input {
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
         let drop_options = self.options.get() == Ip4Options::Drop;
-        let arc = self.arc.as_ref().map(|a| (a.cursor(), a.masks()));
+        let arc = self
+            .arc
+            .as_ref()
+            .and_then(|a| Some((a.cursor(), a.enabled_masks()?)));
         // Read once per vector: whether any port steers, and which.
         let steer = self
             .steer

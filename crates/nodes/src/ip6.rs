@@ -211,7 +211,10 @@ impl Node for Ip6Input {
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {
         let base = cx.error_base;
-        let arc = self.arc.as_ref().map(|a| (a.cursor(), a.masks()));
+        let arc = self
+            .arc
+            .as_ref()
+            .and_then(|a| Some((a.cursor(), a.enabled_masks()?)));
         // The steering node follows `Nd` when there is one and the arc's nodes (see
         // `next_nodes`).
         let steer_next = Ip6InputNext::Nd.id()

@@ -217,8 +217,13 @@ impl Node for InterfaceOutput {
         if let Some(c) = self.capture.as_ref().filter(|c| c.is_armed()) {
             c.offer(cx.pool, frame, cx.worker, true, |m| m.tx_port);
         }
-        // The arc's test is compiled out of the loop when the arc has no features.
-        let same = if self.arc.is_some() {
+        // The arc's test is compiled out of the loop when the arc has no features, or none
+        // enabled on any port.
+        let same = if self
+            .arc
+            .as_ref()
+            .is_some_and(|a| a.enabled_masks().is_some())
+        {
             self.classify::<true>(cx, frame, nexts)
         } else {
             self.classify::<false>(cx, frame, nexts)

@@ -102,9 +102,40 @@ struct Upper {
 
 /// Check the transport of an IPv4 packet whose header `ihl` bytes long and whose total length
 /// `total` were checked (`l3` holds at least `total` bytes).
-#[inline]
+///
+/// A whole datagram (no fragment offset, no more-fragments flag: nearly every packet) takes a
+/// short path of its own, in the caller's loop: a protocol test and, for UDP, one length read.
+#[inline(always)]
 pub fn ip4(l3: &[u8], ihl: usize, total: usize) -> Option<TransportProblem> {
     let frag = be16(l3, ip4::FRAG);
+    if frag & (ip4::OFFSET_MASK | ip4::MORE_FRAGMENTS) != 0 {
+        return ip4_fragment(l3, ihl, total, frag);
+    }
+    let payload = l3.get(ihl..total).unwrap_or_default();
+    match l3[ip4::PROTOCOL] {
+        proto::UDP if !udp_length_fits(payload) => Some(TransportProblem::BadUdpLength),
+        proto::ICMP if payload.len() < 8 => Some(TransportProblem::IcmpTooShort),
+        _ => None,
+    }
+}
+
+/// Whether a whole datagram's UDP header is there and its length is at least 8 and at most the
+/// bytes that follow the IP header.
+#[inline(always)]
+fn udp_length_fits(payload: &[u8]) -> bool {
+    match payload.first_chunk::<8>() {
+        Some(h) => {
+            let ulen = usize::from(u16::from_be_bytes([h[4], h[5]]));
+            ulen >= 8 && ulen <= payload.len()
+        }
+        None => false,
+    }
+}
+
+/// `ip4` for a fragment: the first carries the transport header (its UDP length counts the
+/// reassembled datagram), later ones none; none may end past 65,535 bytes.
+#[cold]
+fn ip4_fragment(l3: &[u8], ihl: usize, total: usize, frag: u16) -> Option<TransportProblem> {
     let offset = usize::from(frag & ip4::OFFSET_MASK) * 8;
     if offset + (total - ihl) > 65_535 {
         return Some(TransportProblem::FragmentTooLong);
@@ -120,7 +151,7 @@ pub fn ip4(l3: &[u8], ihl: usize, total: usize) -> Option<TransportProblem> {
 
 /// Check the transport of an IPv6 packet of `total` bytes (fixed header and payload, checked
 /// to be in `l3`).
-#[inline]
+#[inline(always)]
 pub fn ip6(l3: &[u8], total: usize) -> Option<TransportProblem> {
     let next = l3[ip6::NEXT_HEADER];
     if total == ip6::HEADER_LEN && next != ext::NO_NEXT {
@@ -128,13 +159,12 @@ pub fn ip6(l3: &[u8], total: usize) -> Option<TransportProblem> {
     }
     // The common case: TCP, UDP or ICMPv6 right after the fixed header.
     if !is_extension(next) {
-        let upper = Upper {
-            protocol: next,
-            at: ip6::HEADER_LEN,
-            later: false,
-            first: false,
+        let payload = l3.get(ip6::HEADER_LEN..total).unwrap_or_default();
+        return match next {
+            proto::UDP if !udp_length_fits(payload) => Some(TransportProblem::BadUdpLength),
+            proto::ICMP6 if payload.len() < 8 => Some(TransportProblem::IcmpTooShort),
+            _ => None,
         };
-        return upper_problem(l3, total, upper);
     }
     match walk6(l3, total) {
         Ok(upper) => upper_problem(l3, total, upper),
