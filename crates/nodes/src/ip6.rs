@@ -45,6 +45,11 @@ fn multicast_scope(a: u128) -> u8 {
 fn address_error(src: u128, dst: u128) -> Option<Ip6InputError> {
     use Ip6InputError as E;
     const LOOPBACK: u128 = 1;
+    // Both global unicast (2000::/3, RFC 4291 2.4), as nearly all forwarded traffic is: none of
+    // the cases below can hold (they all lie in ::/8, fe80::/10 or ff00::/8).
+    if src >> 125 == 1 && dst >> 125 == 1 {
+        return None;
+    }
     if is_multicast(src) {
         Some(E::MulticastSource) // RFC 4291 2.7
     } else if src == 0 {
