@@ -71,6 +71,36 @@ fn header_checksum_ok(h: &[u8]) -> bool {
     checksum::fold(checksum::sum(0, h)) == 0xffff
 }
 
+/// The common case in one test: a 20-byte header (no options) that verifies, a total length
+/// within the buffer, a unicast source and destination received as link-layer unicast, not a
+/// fragment, TTL above 1, and a transport header that passes `transport_checks`. Returns the
+/// total length; `None` sends the packet through the checks one by one, which name the reason.
+#[inline(always)]
+fn common_case(h: &[u8], flags: u16) -> Option<usize> {
+    let w = h.first_chunk::<20>()?;
+    let total = usize::from(u16::from_be_bytes([w[2], w[3]]));
+    let src = u32::from_be_bytes([w[12], w[13], w[14], w[15]]);
+    let dst = u32::from_be_bytes([w[16], w[17], w[18], w[19]]);
+    let frag = u16::from_be_bytes([w[6], w[7]]);
+    // `&`, not `&&`: every test is cheap and none can fail to read, so one branch decides.
+    let plain = (w[0] == 0x45)
+        & (total >= ip4::MIN_HEADER_LEN)
+        & (total <= h.len())
+        & (frag & (ip4::OFFSET_MASK | ip4::MORE_FRAGMENTS) == 0)
+        & (w[ip4::TTL] > 1)
+        & !bad_source(src)
+        & (dst >> 28 < 0xe)
+        & (flags & FLAG_L2_MULTICAST == 0);
+    if !plain || !header_checksum_ok(w) {
+        return None;
+    }
+    let payload = h.get(ip4::MIN_HEADER_LEN..total)?;
+    match transport_checks::whole_datagram(w[ip4::PROTOCOL], payload) {
+        None => Some(total),
+        Some(_) => None,
+    }
+}
+
 /// True for addresses never valid as a source: 0/8, 127/8, multicast, class E and broadcast.
 #[inline(always)]
 fn bad_source(a: u32) -> bool {
@@ -219,6 +249,14 @@ impl Node for Ip4Input {
                 let Some(h) = data.get(l3..) else {
                     break 'check fail(Ip4InputError::TooShort.id());
                 };
+                if let Some(total) = common_case(h, meta.flags) {
+                    meta.l4_offset = (l3 + ip4::MIN_HEADER_LEN) as u16;
+                    meta.length = (l3 + total) as u16;
+                    break 'check match arc {
+                        Some((cursor, masks)) => cursor.next(masks, usize::from(meta.rx_port)),
+                        None => Ip4InputNext::Lookup.id(),
+                    };
+                }
                 if h.len() < ip4::MIN_HEADER_LEN {
                     break 'check fail(Ip4InputError::TooShort.id());
                 }
@@ -315,3 +353,91 @@ pub use crate::lookup::Ip4Lookup;
 // ---------------------------------------------------------------------------------------------
 
 pub use crate::rewrite::Ip4Rewrite;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A 20-byte header from 198.18.0.1 to 198.18.1.1 with a good checksum, then `l4`.
+    fn packet(protocol: u8, ttl: u8, frag: u16, l4: &[u8]) -> Vec<u8> {
+        let total = (20 + l4.len()) as u16;
+        let mut p = vec![0x45, 0, 0, 0, 0, 1, 0, 0, ttl, protocol, 0, 0];
+        p[2..4].copy_from_slice(&total.to_be_bytes());
+        p[6..8].copy_from_slice(&frag.to_be_bytes());
+        p.extend_from_slice(&[198, 18, 0, 1, 198, 18, 1, 1]);
+        let sum = checksum::checksum(&p);
+        p[10..12].copy_from_slice(&sum.to_be_bytes());
+        p.extend_from_slice(l4);
+        p
+    }
+
+    /// The checks of `ip4-input` one by one, as its loop applies them when `common_case`
+    /// declines: the total length when a packet goes on to the lookup.
+    fn one_by_one(h: &[u8], flags: u16) -> Option<usize> {
+        if h.len() < ip4::MIN_HEADER_LEN || h[0] >> 4 != 4 {
+            return None;
+        }
+        let ihl = ((h[0] & 0x0f) as usize) * 4;
+        let total = be16(h, ip4::TOTAL_LEN) as usize;
+        let ok = ihl == ip4::MIN_HEADER_LEN
+            && ihl <= total
+            && total <= h.len()
+            && header_checksum_ok(&h[..ihl])
+            && !bad_source(be32(h, ip4::SRC))
+            && be32(h, ip4::DST) >> 28 < 0xe
+            && flags & FLAG_L2_MULTICAST == 0
+            && transport_checks::ip4(h, ihl, total).is_none()
+            && h[ip4::TTL] > 1;
+        ok.then_some(total)
+    }
+
+    #[test]
+    fn the_common_case_takes_plain_datagrams_and_declines_the_rest() {
+        let udp = [0, 53, 0, 53, 0, 12, 0, 0, 1, 2, 3, 4];
+        assert_eq!(common_case(&packet(17, 64, 0, &udp), 0), Some(32));
+        assert_eq!(common_case(&packet(17, 64, 0x4000, &udp), 0), Some(32)); // DF
+        assert_eq!(common_case(&packet(6, 64, 0, &[0; 20]), 0), Some(40));
+        assert_eq!(common_case(&packet(17, 1, 0, &udp), 0), None); // TTL
+        assert_eq!(common_case(&packet(17, 64, 0x2000, &udp), 0), None); // a fragment
+        assert_eq!(common_case(&packet(17, 64, 0, &udp[..6]), 0), None); // UDP header cut
+        assert_eq!(common_case(&packet(1, 64, 0, &[8, 0, 0, 0]), 0), None); // ICMP < 8
+        let l2 = FLAG_L2_MULTICAST;
+        assert_eq!(common_case(&packet(17, 64, 0, &udp), l2), None);
+        let mut bad = packet(17, 64, 0, &udp);
+        bad[10] ^= 1;
+        assert_eq!(common_case(&bad, 0), None);
+    }
+
+    proptest! {
+        /// Whatever the bytes, the common case accepts only what the checks one by one accept,
+        /// with the same length.
+        #[test]
+        fn the_common_case_never_accepts_what_the_checks_refuse(
+            protocol in prop::sample::select(vec![1u8, 6, 17, 58, 47]),
+            ttl in 0u8..4,
+            frag in prop::sample::select(vec![0u16, 0x4000, 0x2000, 0x0001, 0x1fff]),
+            l4 in prop::collection::vec(any::<u8>(), 0..24),
+            flips in prop::collection::vec((0usize..44, any::<u8>()), 0..3),
+            flags in prop::sample::select(vec![0u16, FLAG_L2_MULTICAST]),
+            pad in 0usize..4,
+        ) {
+            let mut p = packet(protocol, ttl, frag, &l4);
+            p.resize(p.len() + pad, 0);
+            for (at, x) in flips {
+                if let Some(b) = p.get_mut(at) {
+                    *b ^= x;
+                }
+            }
+            let fast = common_case(&p, flags);
+            if fast.is_some() {
+                prop_assert_eq!(fast, one_by_one(&p, flags));
+            }
+            // Nothing the one-by-one checks accept is left to them, bar options and fragments.
+            let fragment = be16(&p, ip4::FRAG) & (ip4::OFFSET_MASK | ip4::MORE_FRAGMENTS) != 0;
+            if one_by_one(&p, flags).is_some() && p[0] == 0x45 && !fragment {
+                prop_assert!(fast.is_some());
+            }
+        }
+    }
+}

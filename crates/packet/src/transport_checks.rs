@@ -111,12 +111,18 @@ pub fn ip4(l3: &[u8], ihl: usize, total: usize) -> Option<TransportProblem> {
     if frag & (ip4::OFFSET_MASK | ip4::MORE_FRAGMENTS) != 0 {
         return ip4_fragment(l3, ihl, total, frag);
     }
-    let payload = l3.get(ihl..total).unwrap_or_default();
-    match l3[ip4::PROTOCOL] {
-        proto::UDP if !udp_length_fits(payload) => Some(TransportProblem::BadUdpLength),
-        proto::ICMP if payload.len() < 8 => Some(TransportProblem::IcmpTooShort),
-        _ => None,
+    whole_datagram(l3[ip4::PROTOCOL], l3.get(ihl..total).unwrap_or_default())
+}
+
+/// Check the transport header of a whole (unfragmented) datagram: `protocol` is the IPv4
+/// protocol or the IPv6 upper-layer header, `payload` every byte after the IP header(s).
+#[inline(always)]
+pub fn whole_datagram(protocol: u8, payload: &[u8]) -> Option<TransportProblem> {
+    if protocol == proto::UDP {
+        return (!udp_length_fits(payload)).then_some(TransportProblem::BadUdpLength);
     }
+    let icmp = protocol == proto::ICMP || protocol == proto::ICMP6;
+    (icmp && payload.len() < 8).then_some(TransportProblem::IcmpTooShort)
 }
 
 /// Whether a whole datagram's UDP header is there and its length is at least 8 and at most the
@@ -159,12 +165,7 @@ pub fn ip6(l3: &[u8], total: usize) -> Option<TransportProblem> {
     }
     // The common case: TCP, UDP or ICMPv6 right after the fixed header.
     if !is_extension(next) {
-        let payload = l3.get(ip6::HEADER_LEN..total).unwrap_or_default();
-        return match next {
-            proto::UDP if !udp_length_fits(payload) => Some(TransportProblem::BadUdpLength),
-            proto::ICMP6 if payload.len() < 8 => Some(TransportProblem::IcmpTooShort),
-            _ => None,
-        };
+        return whole_datagram(next, l3.get(ip6::HEADER_LEN..total).unwrap_or_default());
     }
     match walk6(l3, total) {
         Ok(upper) => upper_problem(l3, total, upper),
