@@ -30,8 +30,10 @@
 //!   frames in software (counted in `AfPacketSocket::csum_not_ready`). Segmentation offload
 //!   (frames larger than the MTU) is not undone: turn `tso`/`gso` off on such senders.
 //! - Drops. `rx_drops` counts frames seen but not handed on (larger than a buffer, truncated by
-//!   the ring, or malformed ring data); frames the kernel dropped because the ring was full are in
-//!   `AfPacketSocket::kernel_stats` (a cold-path `getsockopt`). `tx_drops` counts packets that
+//!   the ring, or malformed ring data) and the frames the kernel dropped because the ring was
+//!   full: `AfPacketRx` folds `AfPacketSocket::kernel_stats` (a `getsockopt`) in every 10 ms of
+//!   polling, as the AF_XDP port folds its socket's, so `show interfaces` and the metrics count
+//!   what the worker could not keep up with. `tx_drops` counts packets that
 //!   found the transmit ring full, that sendmmsg did not take (no retry: one call per batch), or
 //!   that do not fit a ring frame or the interface MTU.
 //! - Where the time goes. Transmitting on veth runs the peer's receive path (and, for a local
@@ -686,6 +688,8 @@ impl AfPacketPort {
                 left: 0,
                 offset: 0,
                 stats: stats.clone(),
+                last_sample_tsc: 0,
+                kernel_drops: 0,
             },
             tx: AfPacketTx {
                 name: tx_node,
@@ -713,6 +717,9 @@ pub struct AfPacketRx {
     /// Offset in the block of the next packet's header.
     offset: usize,
     stats: Arc<PortStats>,
+    /// When the kernel's counters were last folded into `stats` (TSC), and its drop count then.
+    last_sample_tsc: u64,
+    kernel_drops: u64,
 }
 
 impl AfPacketRx {
@@ -724,6 +731,18 @@ impl AfPacketRx {
     /// The socket (for its counters and kernel statistics).
     pub fn socket(&self) -> &Arc<AfPacketSocket> {
         &self.sock
+    }
+
+    /// Fold the frames the kernel dropped for a full ring into the port's `rx_drops` (cold:
+    /// every 10 ms of polling).
+    #[cold]
+    fn sample_kernel_drops(&mut self) {
+        if let Ok(k) = self.sock.kernel_stats() {
+            self.stats
+                .rx_drops
+                .add(k.drops.wrapping_sub(self.kernel_drops));
+            self.kernel_drops = k.drops;
+        }
     }
 
     /// Hand the current block back to the kernel and move to the next.
@@ -890,6 +909,10 @@ impl InputNode for AfPacketRx {
             if self.left == 0 {
                 self.release_block();
             }
+        }
+        if cx.now_tsc.wrapping_sub(self.last_sample_tsc) >= (cx.tsc_hz / 100).max(1) {
+            self.last_sample_tsc = cx.now_tsc;
+            self.sample_kernel_drops();
         }
         if n > 0 {
             self.stats.rx_packets.add(n as u64);
