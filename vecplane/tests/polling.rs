@@ -55,6 +55,27 @@ fn config(t: &Topology, driver: &str, mode: &str, workers: usize) -> std::path::
     path
 }
 
+/// Until one ping from A to B is answered (at most 10 s): the neighbours on both sides are
+/// resolved (A's of R, vecplane's of B) before a ping that must lose nothing. A started worker
+/// takes a moment to answer its first ARP request, longer on a loaded machine, and the pings
+/// sent meanwhile are the kernel's and vecplane's unresolved queues' to drop.
+fn warm_up(t: &Topology) {
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < end {
+        let answered = t
+            .exec_timeout(
+                Host::A,
+                &["ping", "-n", "-q", "-c", "1", "-W", "1", "198.18.2.2"],
+                Duration::from_secs(5),
+            )
+            .is_ok_and(|o| o.status.success());
+        if answered {
+            return;
+        }
+    }
+}
+
+/// 100 pings A -> B at 10 ms, none lost (call `warm_up` first).
 fn ping_ok(t: &Topology) -> (bool, String) {
     let out = t
         .exec_timeout(
@@ -186,6 +207,7 @@ fn worker_figures(vp: &Vecplane) -> Vec<WorkerFigures> {
 /// Idle: every worker goes to sleep (its sleeps and time asleep grow over 2 s with no traffic);
 /// then a ping and a UDP burst without loss, which only a worker that woke can forward.
 fn idle_then_traffic(t: &Topology, vp: &Vecplane, what: &str, workers: usize) {
+    warm_up(t);
     let (ok, text) = ping_ok(t);
     assert!(ok, "{what}, before idling: {text}\n{}", vp.log());
     std::thread::sleep(Duration::from_millis(500));
@@ -237,6 +259,7 @@ fn idle_and_busy(driver: &str) {
     let vp = t
         .start_vecplane(Path::new(BIN), &config(&t, driver, "busy", 1))
         .expect("vecplane run starts");
+    warm_up(&t);
     let (ok, text) = ping_ok(&t);
     assert!(ok, "{driver} busy: {text}\n{}", vp.log());
     let busy = cpu_share(vp.pid(), Duration::from_secs(2));
@@ -301,6 +324,7 @@ fn reload_switches_the_poll_mode_of_a_running_worker() {
     let vp = t
         .start_vecplane(Path::new(BIN), &path)
         .expect("vecplane run starts");
+    warm_up(&t);
     let (ok, text) = ping_ok(&t);
     assert!(ok, "before: {text}\n{}", vp.log());
     let reload = |mode: &str| {
