@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{delete_leftovers, missing_prerequisite, ok, require_root, run};
+use common::{delete_leftovers, missing_prerequisite, ok, require_root, run, Sink};
 use graph::{Dispatch, GraphBuilder, GraphStats, Node, NodeContext, PortStats};
 use packet::{BufferPool, PoolConfig};
 use ports::{AfPacketConfig, AfPacketPort, PortError, TxMode};
@@ -446,22 +446,6 @@ fn udp_send(t: &Topology, count: u32, size: usize, ports: u32) {
         "-c",
         &script,
     ]);
-}
-
-/// Frees what it gets (the ring-drop test needs an rx and nothing after it).
-struct Sink;
-
-impl Node for Sink {
-    fn name(&self) -> &str {
-        "sink"
-    }
-    fn next_nodes(&self) -> Vec<String> {
-        Vec::new()
-    }
-    fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], _: &mut [u16]) -> Dispatch {
-        cx.pool.free_batch(frame);
-        Dispatch::Consumed
-    }
 }
 
 /// Frames the kernel drops because a port's receive ring is full are the port's `rx_drops`
