@@ -118,21 +118,29 @@ pub fn ip4(l3: &[u8], ihl: usize, total: usize) -> Option<TransportProblem> {
 /// protocol or the IPv6 upper-layer header, `payload` every byte after the IP header(s).
 #[inline(always)]
 pub fn whole_datagram(protocol: u8, payload: &[u8]) -> Option<TransportProblem> {
+    transport_header(protocol, payload, true)
+}
+
+/// The checks of a transport header `protocol` followed by `payload` (every byte after the IP
+/// header(s)); `whole` false for a first fragment, whose UDP length counts the reassembled
+/// datagram and so is held only to its floor of 8.
+#[inline(always)]
+fn transport_header(protocol: u8, payload: &[u8], whole: bool) -> Option<TransportProblem> {
     if protocol == proto::UDP {
-        return (!udp_length_fits(payload)).then_some(TransportProblem::BadUdpLength);
+        return (!udp_length_fits(payload, whole)).then_some(TransportProblem::BadUdpLength);
     }
     let icmp = protocol == proto::ICMP || protocol == proto::ICMP6;
     (icmp && payload.len() < 8).then_some(TransportProblem::IcmpTooShort)
 }
 
-/// Whether a whole datagram's UDP header is there and its length is at least 8 and at most the
-/// bytes that follow the IP header.
+/// Whether the UDP header is there and its length is at least 8 and, for a `whole` datagram,
+/// at most the bytes that follow the IP header.
 #[inline(always)]
-fn udp_length_fits(payload: &[u8]) -> bool {
+fn udp_length_fits(payload: &[u8], whole: bool) -> bool {
     match payload.first_chunk::<8>() {
         Some(h) => {
             let ulen = usize::from(u16::from_be_bytes([h[4], h[5]]));
-            ulen >= 8 && ulen <= payload.len()
+            ulen >= 8 && (!whole || ulen <= payload.len())
         }
         None => false,
     }
@@ -247,22 +255,8 @@ fn upper_problem(l3: &[u8], total: usize, u: Upper) -> Option<TransportProblem> 
     if u.later {
         return None;
     }
-    let payload = total - u.at;
-    match u.protocol {
-        proto::UDP => {
-            if payload < 8 {
-                return Some(TransportProblem::BadUdpLength);
-            }
-            let ulen = usize::from(be16(l3, u.at + 4));
-            // A first fragment's UDP length counts the whole datagram.
-            if ulen < 8 || (!u.first && ulen > payload) {
-                return Some(TransportProblem::BadUdpLength);
-            }
-            None
-        }
-        proto::ICMP | proto::ICMP6 if payload < 8 => Some(TransportProblem::IcmpTooShort),
-        _ => None,
-    }
+    let payload = l3.get(u.at..total).unwrap_or_default();
+    transport_header(u.protocol, payload, !u.first)
 }
 
 #[cfg(test)]
