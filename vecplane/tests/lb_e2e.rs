@@ -22,7 +22,7 @@ use netlab::{
     Driver, Encap, LbLab, LbMode, LbSpec, LoadResult, ServerInfo, Vecplane, Vip, WrkSpec,
 };
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Mutex;
@@ -535,6 +535,38 @@ fn answered(r: &LoadResult, range: std::ops::Range<usize>) -> BTreeMap<String, u
     m
 }
 
+/// Which servers answered requests `range` of a curl loop over a 5-tuple that is new to the
+/// load balancer: a request whose source port an earlier request to this VIP used (`used`, the
+/// earlier loops' ports, or an earlier request of this loop) may meet that flow still live, and
+/// vecplane rightly keeps it on its server. Adds this loop's ports to `used`; also returns how
+/// many answers it left out for a reused port.
+fn answered_on_new_tuples(
+    r: &LoadResult,
+    range: std::ops::Range<usize>,
+    used: &mut BTreeSet<u16>,
+) -> (BTreeMap<String, u64>, usize) {
+    let mut m = BTreeMap::new();
+    let mut reused = 0;
+    for (i, b) in r.bodies.iter().enumerate() {
+        let port = r.source_ports.get(i).copied().flatten();
+        let fresh = port.is_none_or(|p| used.insert(p));
+        if !range.contains(&i) {
+            continue;
+        }
+        match (b.split_whitespace().next(), fresh) {
+            (Some(name), true) => *m.entry(name.to_string()).or_insert(0) += 1,
+            (Some(_), false) => reused += 1,
+            (None, _) => {}
+        }
+    }
+    (m, reused)
+}
+
+/// The source ports of a curl loop's requests.
+fn source_ports(r: &LoadResult) -> impl Iterator<Item = u16> + '_ {
+    r.source_ports.iter().flatten().copied()
+}
+
 /// Drain, flush and add under load on one VIP (servers s0 s1 s2 in the config, s3 added).
 fn live_changes(b: &Bench, vip: &Vip) {
     let lab = &b.lab;
@@ -570,6 +602,7 @@ fn live_changes(b: &Bench, vip: &Vip) {
         "{what}: s2's kept connections stopped: {after:?}"
     );
     let r = lab.curl_loop(vip, 300).expect("curl");
+    let mut used: BTreeSet<u16> = source_ports(&r).collect();
     println!("{what}: after the drain: {:?}", r.counts(&s));
     all_complete(&format!("{what}: after the drain"), &r, 300);
     r.check_spread(&s[..2], SIGMAS)
@@ -587,6 +620,7 @@ fn live_changes(b: &Bench, vip: &Vip) {
     );
     let at = (marks[0].iter().sum::<u64>() - base) as usize;
     let later = answered(&r, at + 1..n as usize);
+    used.extend(source_ports(&r));
     println!(
         "{what}: flush s0 under curl: {} requests, errors {:?}, per server {:?}; from request \
          {} on {later:?}",
@@ -612,10 +646,10 @@ fn live_changes(b: &Bench, vip: &Vip) {
     );
     let at = (marks[0].iter().sum::<u64>() - base) as usize;
     let before = answered(&r, 0..200);
-    let later = answered(&r, at + 1..n as usize);
+    let (later, reused) = answered_on_new_tuples(&r, at + 1..n as usize, &mut used);
     println!(
         "{what}: add s3 under curl: {} requests, errors {:?}; before {before:?}, from request \
-         {} on {later:?}",
+         {} on over new 5-tuples {later:?} ({reused} left out: source port used before)",
         r.requests,
         r.errors,
         at + 1

@@ -86,6 +86,9 @@ pub struct LoadResult {
     pub p99_us: u64,
     /// Each answer's body line (curl loops only), in order.
     pub bodies: Vec<String>,
+    /// Each request's client source port as curl reported it, aligned with `bodies` (curl
+    /// loops only; `None` when curl reported none).
+    pub source_ports: Vec<Option<u16>>,
     /// The client's distinct TCP source ports among the answers with status 200, by server
     /// name (curl loops only). The kernel may give a later connection a port an earlier one
     /// used (the server closes first, so the client keeps no TIME_WAIT): that connection has
@@ -280,6 +283,7 @@ pub fn parse_curl(stdout: &str) -> Result<LoadResult> {
                 *r.errors.entry(format!("status-{code}")).or_default() += 1;
             }
             r.bodies.push(b);
+            r.source_ports.push(port);
         } else if !line.trim().is_empty() {
             body = Some(line.trim().to_string());
         }
@@ -471,6 +475,7 @@ mod tests {
         assert_eq!(r.errors.get("status-502"), Some(&1));
         assert_eq!(r.bodies[0], "s0 198.18.100.1 80");
         assert_eq!(r.bodies[2], "");
+        assert_eq!(r.source_ports, [Some(40000), None, None, None, Some(40000)]);
         assert!(parse_curl("vlb-curl 200").is_err());
     }
 
