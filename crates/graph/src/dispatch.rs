@@ -39,27 +39,30 @@ pub enum GraphError {
     /// Too many next nodes or errors.
     #[error("graph: {0}")]
     TooLarge(String),
+    /// An edit names a node it cannot change that way (see `GraphEdit`).
+    #[error("graph edit: {0}")]
+    Edit(String),
 }
 
-enum NodeImpl {
+pub(crate) enum NodeImpl {
     Input(Box<dyn InputNode>),
     Internal(Box<dyn Node>),
 }
 
 impl NodeImpl {
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         match self {
             NodeImpl::Input(n) => n.name().to_string(),
             NodeImpl::Internal(n) => n.name().to_string(),
         }
     }
-    fn next_nodes(&self) -> Vec<String> {
+    pub(crate) fn next_nodes(&self) -> Vec<String> {
         match self {
             NodeImpl::Input(n) => n.next_nodes(),
             NodeImpl::Internal(n) => n.next_nodes(),
         }
     }
-    fn error_reasons(&self) -> Vec<String> {
+    pub(crate) fn error_reasons(&self) -> Vec<String> {
         match self {
             NodeImpl::Input(n) => n.error_reasons(),
             NodeImpl::Internal(n) => n.error_reasons(),
@@ -144,6 +147,7 @@ impl GraphBuilder {
                 next_names,
                 error_base: error_base as u16,
                 emits: emits.is_some(),
+                retired: false,
             });
         }
         let order = topological_order(&slots);
@@ -169,6 +173,11 @@ impl GraphBuilder {
             pending,
             order,
             inputs,
+            held: Vec::new(),
+            draining: Vec::new(),
+            parked: Vec::new(),
+            retired: 0,
+            removed_error: None,
             stats,
             trace,
             cur: vec![0; VECTOR_SIZE].into_boxed_slice(),
@@ -186,7 +195,7 @@ impl GraphBuilder {
 /// Nodes in an order where, ignoring back edges, every node comes after the nodes feeding it:
 /// one pass then moves a vector from input to output; back edges (e.g. ICMP errors re-entering
 /// lookup) are picked up by the next pass.
-fn topological_order(slots: &[Slot]) -> Vec<u32> {
+pub(crate) fn topological_order(slots: &[Slot]) -> Vec<u32> {
     let n = slots.len();
     let mut state = vec![0u8; n]; // 0 new, 1 on stack, 2 done
     let mut post = Vec::with_capacity(n);
@@ -218,22 +227,24 @@ fn topological_order(slots: &[Slot]) -> Vec<u32> {
     post
 }
 
-struct Slot {
-    imp: NodeImpl,
-    next_ids: Vec<u32>,
-    next_names: Vec<String>,
-    error_base: u16,
+pub(crate) struct Slot {
+    pub(crate) imp: NodeImpl,
+    pub(crate) next_ids: Vec<u32>,
+    pub(crate) next_names: Vec<String>,
+    pub(crate) error_base: u16,
     /// The node has an `Emitter` to empty after each call.
-    emits: bool,
+    pub(crate) emits: bool,
+    /// An edit retired the node: a sentinel holds its slot (see `GraphEdit::retire`).
+    pub(crate) retired: bool,
 }
 
-struct Pending {
-    buf: Box<[u32]>,
-    len: usize,
+pub(crate) struct Pending {
+    pub(crate) buf: Box<[u32]>,
+    pub(crate) len: usize,
 }
 
 impl Pending {
-    fn new() -> Pending {
+    pub(crate) fn new() -> Pending {
         Pending {
             buf: vec![0; PENDING_CAPACITY].into_boxed_slice(),
             len: 0,
@@ -243,19 +254,30 @@ impl Pending {
 
 /// A built graph for one worker.
 pub struct Graph {
-    slots: Vec<Slot>,
-    pending: Vec<Pending>,
-    order: Vec<u32>,
-    inputs: Vec<u32>,
-    stats: Arc<GraphStats>,
-    trace: Arc<TraceControl>,
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) pending: Vec<Pending>,
+    pub(crate) order: Vec<u32>,
+    /// The inputs polled every round.
+    pub(crate) inputs: Vec<u32>,
+    /// Inputs an edit added but did not start yet (see `GraphEdit::hold_new_inputs`).
+    pub(crate) held: Vec<u32>,
+    /// Inputs polled after `inputs` until they come up empty (see `GraphEdit::drain`).
+    pub(crate) draining: Vec<crate::edit::Draining>,
+    /// Drained inputs, no longer polled, waiting to be retired.
+    pub(crate) parked: Vec<u32>,
+    /// Nodes retired so far (numbers their slots' new names).
+    pub(crate) retired: u32,
+    /// The graph's error id for packets sent to a retired node, once one was retired.
+    pub(crate) removed_error: Option<u16>,
+    pub(crate) stats: Arc<GraphStats>,
+    pub(crate) trace: Arc<TraceControl>,
     cur: Box<[u32]>,
     nexts: Box<[u16]>,
     /// What the running node emitted (capacity: the largest emitter in the graph).
-    emitted: Box<[Emitted]>,
+    pub(crate) emitted: Box<[Emitted]>,
     traced: Vec<u32>,
     trace_seq: u32,
-    tsc_hz: u64,
+    pub(crate) tsc_hz: u64,
     worker: usize,
 }
 
@@ -275,12 +297,22 @@ impl Graph {
         self.stats.node_names.iter().position(|n| n == name)
     }
 
-    /// True when every input is finished (a run of pcap files is over).
-    pub fn is_finished(&self) -> bool {
-        self.slots.iter().all(|s| match &s.imp {
-            NodeImpl::Input(n) => n.is_finished(),
-            NodeImpl::Internal(_) => true,
+    /// The inputs the worker polls: every round, and those still draining.
+    fn polled_inputs(&self) -> impl Iterator<Item = &dyn InputNode> {
+        let ids = self.inputs.iter().copied();
+        let ids = ids.chain(self.draining.iter().map(|d| d.id));
+        ids.filter_map(|id| match &self.slots[id as usize].imp {
+            NodeImpl::Input(n) => Some(&**n),
+            NodeImpl::Internal(_) => None,
         })
+    }
+
+    /// True when every input is finished (a run of pcap files is over); an input held for a
+    /// later start, or parked until it is retired, is not.
+    pub fn is_finished(&self) -> bool {
+        self.held.is_empty()
+            && self.parked.is_empty()
+            && self.polled_inputs().all(|n| n.is_finished())
     }
 
     /// The file descriptors of the inputs that have one (see `InputNode::wait_fd`).
@@ -292,11 +324,9 @@ impl Graph {
 
     /// `wait_fds` one by one, without allocating (an input's descriptor may come and go).
     pub fn each_wait_fd(&self, mut f: impl FnMut(std::os::fd::RawFd)) {
-        for s in &self.slots {
-            if let NodeImpl::Input(n) = &s.imp {
-                if let Some(fd) = n.wait_fd() {
-                    f(fd);
-                }
+        for n in self.polled_inputs() {
+            if let Some(fd) = n.wait_fd() {
+                f(fd);
             }
         }
     }
@@ -304,12 +334,8 @@ impl Graph {
     /// Whether every input agrees to sleep (see `InputNode::before_sleep`); when one does not,
     /// those that agreed are told the sleep is off.
     pub fn before_sleep(&self) -> bool {
-        let inputs = self.slots.iter().filter_map(|s| match &s.imp {
-            NodeImpl::Input(n) => Some(n),
-            NodeImpl::Internal(_) => None,
-        });
         let mut all = true;
-        for n in inputs {
+        for n in self.polled_inputs() {
             all &= n.before_sleep();
         }
         if !all {
@@ -320,22 +346,14 @@ impl Graph {
 
     /// Tell every input the worker woke up.
     pub fn after_sleep(&self) {
-        for s in &self.slots {
-            if let NodeImpl::Input(n) = &s.imp {
-                n.after_sleep();
-            }
+        for n in self.polled_inputs() {
+            n.after_sleep();
         }
     }
 
     /// The soonest timer of any input (see `InputNode::next_timer`), in TSC ticks.
     pub fn next_timer(&self) -> Option<u64> {
-        self.slots
-            .iter()
-            .filter_map(|s| match &s.imp {
-                NodeImpl::Input(n) => n.next_timer(),
-                NodeImpl::Internal(_) => None,
-            })
-            .min()
+        self.polled_inputs().filter_map(|n| n.next_timer()).min()
     }
 
     /// Tell every internal node the run is over (flushes output files).
@@ -361,10 +379,13 @@ impl Graph {
             }
             received += n;
         }
+        if !self.draining.is_empty() {
+            received += self.poll_draining(pool);
+        }
         received
     }
 
-    fn poll_input(&mut self, pool: &mut BufferPool, id: usize, t0: u64) -> usize {
+    pub(crate) fn poll_input(&mut self, pool: &mut BufferPool, id: usize, t0: u64) -> usize {
         let stats = &*self.stats;
         let slot = &mut self.slots[id];
         let NodeImpl::Input(node) = &mut slot.imp else {

@@ -66,6 +66,7 @@ pub mod arc;
 pub mod capture;
 pub mod counters;
 pub mod dispatch;
+pub mod edit;
 pub mod indices;
 pub mod node;
 pub mod trace;
@@ -73,6 +74,7 @@ pub mod trace;
 pub use capture::{CaptureControl, CapturedPacket};
 pub use counters::{Counter, DriverCounters, GraphStats, NodeStats, PortStats};
 pub use dispatch::{Graph, GraphBuilder, GraphError};
+pub use edit::{GraphEdit, InputState, NextArcs, RemovedNode};
 pub use node::{Dispatch, Emitted, Emitter, InputNode, Node, NodeContext, NEXT_CONSUMED};
 pub use trace::{TraceControl, TraceRecord};
 

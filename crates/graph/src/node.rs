@@ -156,6 +156,12 @@ pub trait Node: Send {
     fn emitter(&mut self) -> Option<&mut Emitter> {
         None
     }
+    /// A graph edit tells every internal node of an event (a port added or removed, see
+    /// `GraphEdit::with_event`), between two rounds, after the edit's nodes were appended; the
+    /// node may append next arcs to nodes that exist now (`arcs.add`). Cold path.
+    fn on_event(&mut self, event: &dyn std::any::Any, arcs: &mut crate::edit::NextArcs<'_>) {
+        let _ = (event, arcs);
+    }
     /// One line saying what this node did to a traced packet (cold path).
     fn trace(&self, pool: &BufferPool, buffer: u32) -> String {
         let m = pool.meta(buffer);
