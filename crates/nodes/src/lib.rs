@@ -28,6 +28,7 @@ pub mod offload;
 #[cfg(test)]
 mod offload_tests;
 pub mod output;
+pub mod port_event;
 pub mod probe_reply;
 pub mod rewrite;
 pub mod steer;
