@@ -358,6 +358,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
             running
                 .view()
                 .ports
+                .get()
                 .iter()
                 .map(|p| p.name.clone())
                 .collect(),
@@ -460,6 +461,7 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     // tx file) fails the run.
     let failures: Vec<String> = view
         .ports
+        .get()
         .iter()
         .filter_map(|p| p.failure().map(|f| format!("port `{}`: {f}", p.name)))
         .collect();

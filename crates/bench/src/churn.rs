@@ -191,6 +191,7 @@ fn batch_body(op: &str, routes: impl Iterator<Item = (u32, u8)>, via: Ipv4Addr) 
 /// Packets tx0 sent so far (every worker).
 fn tx_packets(view: &dataplane::RuntimeView) -> u64 {
     view.ports
+        .get()
         .get(1)
         .map_or(0, |p| p.stats.iter().map(|s| s.tx_packets.get()).sum())
 }
@@ -472,7 +473,7 @@ impl InProcessApi {
     pub fn new(view: &dataplane::RuntimeView) -> InProcessApi {
         InProcessApi {
             routing: view.routing.clone(),
-            ports: view.ports.iter().map(|p| p.name.clone()).collect(),
+            ports: view.ports.get().iter().map(|p| p.name.clone()).collect(),
         }
     }
 }

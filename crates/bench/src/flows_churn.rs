@@ -612,7 +612,7 @@ pub fn stability(args: &BenchArgs, c: &Common, k: u32) -> Result<Vec<Window>> {
                     );
                 }
                 let rx = || {
-                    view.ports.first().map_or(0, |p| {
+                    view.ports.get().first().map_or(0, |p| {
                         p.stats.iter().map(|s| s.rx_packets.get()).sum::<u64>()
                     })
                 };

@@ -118,7 +118,7 @@ struct Snapshot {
 
 fn snapshot(view: &RuntimeView, every_port: bool) -> Snapshot {
     let mut s = Snapshot::default();
-    for (i, p) in view.ports.iter().enumerate() {
+    for (i, p) in view.ports.get().iter().enumerate() {
         for st in &p.stats {
             if i == 0 || every_port {
                 s.rx += st.rx_packets.get();
@@ -133,11 +133,12 @@ fn snapshot(view: &RuntimeView, every_port: bool) -> Snapshot {
     if let Some(w) = view.workers.first() {
         s.nodes = w
             .graph
+            .get()
             .nodes
             .iter()
             .map(|n| (n.packets.get(), n.clocks.get(), n.busy_clocks.get()))
             .collect();
-        s.errors = w.graph.errors.iter().map(|c| c.get()).collect();
+        s.errors = w.graph.get().errors.iter().map(|c| c.get()).collect();
     }
     s.flow_cache = crate::flows::CacheSnapshot::take(view);
     s
@@ -220,12 +221,13 @@ fn progress(view: &RuntimeView, s: &RunSettings, phase: &AtomicU8, baseline: &At
     sys::pin_current_thread_to(&others);
     let tty = std::io::stderr().is_terminal();
     let ports = if s.rx_on_every_port {
-        view.ports.len()
+        view.ports.get().len()
     } else {
         1
     };
     let rx = || {
         view.ports
+            .get()
             .iter()
             .take(ports)
             .flat_map(|p| p.stats.iter())
@@ -359,7 +361,7 @@ fn figures(
     let mut node_ticks = 0u64;
     let mut busy_ticks = 0u64;
     if let Some(w) = view.workers.first() {
-        for (i, name) in w.graph.node_names.iter().enumerate() {
+        for (i, name) in w.graph.get().node_names.iter().enumerate() {
             let (Some(b), Some(a)) = (o.before.nodes.get(i), o.after.nodes.get(i)) else {
                 continue;
             };
@@ -378,7 +380,7 @@ fn figures(
     let mut drops = BTreeMap::new();
     let mut graph_drops = 0u64;
     if let Some(w) = view.workers.first() {
-        for (i, (node, reason)) in w.graph.error_names.iter().enumerate() {
+        for (i, (node, reason)) in w.graph.get().error_names.iter().enumerate() {
             let d = match (o.before.errors.get(i), o.after.errors.get(i)) {
                 (Some(b), Some(a)) => a.wrapping_sub(*b),
                 _ => 0,

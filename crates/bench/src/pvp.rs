@@ -363,6 +363,7 @@ fn sockets(scratch: &ScratchDir, tag: &str) -> [PathBuf; 2] {
 /// Packets received on every port so far.
 fn rx_total(view: &dataplane::RuntimeView) -> u64 {
     view.ports
+        .get()
         .iter()
         .flat_map(|p| p.stats.iter())
         .map(|s| s.rx_packets.get())

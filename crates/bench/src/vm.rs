@@ -129,6 +129,7 @@ impl VmSwitch {
         let ports: Vec<Value> = self
             .view
             .ports
+            .get()
             .iter()
             .map(|p| {
                 let sum = |f: &dyn Fn(&graph::PortStats) -> u64| -> u64 {

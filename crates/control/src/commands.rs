@@ -201,8 +201,14 @@ impl Control {
     }
 
     fn pcap_start(&self, r: &CaptureRequest) -> Result<(String, Value), CommandError> {
-        let Some(port) = self.view.ports.iter().position(|p| p.name == r.port) else {
-            let names: Vec<&str> = self.view.ports.iter().map(|p| p.name.as_str()).collect();
+        let Some(port) = self.view.ports.get().iter().position(|p| p.name == r.port) else {
+            let names: Vec<String> = self
+                .view
+                .ports
+                .get()
+                .iter()
+                .map(|p| p.name.clone())
+                .collect();
             return Err(CommandError(format!(
                 "no port is named `{}`; accepted: {}",
                 r.port,
@@ -334,7 +340,7 @@ impl Control {
             Command::TraceAdd { node, count } => self.trace_add(node, *count),
             Command::ClearTrace => {
                 for w in &self.view.workers {
-                    w.trace.clear();
+                    w.trace.get().clear();
                 }
                 Ok(cleared("trace", "trace records cleared, tracing stopped"))
             }
@@ -348,7 +354,7 @@ impl Control {
                 Ok(cleared("runtime", "runtime counters cleared"))
             }
             Command::ClearInterfaces => {
-                let snap: Vec<PortCounts> = self.view.ports.iter().map(port_counts).collect();
+                let snap: Vec<PortCounts> = self.view.ports.get().iter().map(port_counts).collect();
                 let mut b = self.baselines();
                 b.ports = snap;
                 b.ports_at = Instant::now();
@@ -383,7 +389,7 @@ impl Control {
         self.view
             .workers
             .iter()
-            .map(|w| worker_nodes(&w.graph))
+            .map(|w| worker_nodes(&w.graph.get()))
             .collect()
     }
 
@@ -399,7 +405,7 @@ impl Control {
         self.view
             .workers
             .iter()
-            .map(|w| worker_errors(&w.graph))
+            .map(|w| worker_errors(&w.graph.get()))
             .collect()
     }
 
@@ -516,7 +522,7 @@ impl Control {
         // The live addresses (reload and the API change them), read under one lock.
         let live_addrs: Vec<Vec<(std::net::IpAddr, u8)>> = {
             let routing = dataplane::build::lock(&self.view.routing);
-            (0..self.view.ports.len())
+            (0..self.view.ports.get().len())
                 .map(|i| {
                     routing
                         .port_addresses(i)
@@ -525,7 +531,7 @@ impl Control {
                 })
                 .collect()
         };
-        for (i, p) in self.view.ports.iter().enumerate() {
+        for (i, p) in self.view.ports.get().iter().enumerate() {
             let now = port_counts(p);
             let c = base.get(i).map(|b| now.minus(b)).unwrap_or(now);
             let mac = format_mac(&p.mac);
@@ -572,6 +578,7 @@ impl Control {
         let driver_lines: String = self
             .view
             .ports
+            .get()
             .iter()
             .filter_map(|p| {
                 let d = p.driver_counters.as_ref()?;
@@ -592,6 +599,7 @@ impl Control {
         let failures: String = self
             .view
             .ports
+            .get()
             .iter()
             .filter_map(|p| p.failure().map(|f| format!("{} stopped: {f}\n", p.name)))
             .collect();
@@ -654,8 +662,8 @@ impl Control {
     fn input_nodes(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();
         for w in &self.view.workers {
-            for (i, n) in w.graph.node_names.iter().enumerate() {
-                if w.graph.node_is_input.get(i).copied().unwrap_or(false) && !v.contains(n) {
+            for (i, n) in w.graph.get().node_names.iter().enumerate() {
+                if w.graph.get().node_is_input.get(i).copied().unwrap_or(false) && !v.contains(n) {
                     v.push(n.clone());
                 }
             }
@@ -666,13 +674,13 @@ impl Control {
     fn trace_add(&self, node: &str, count: u32) -> Result<(String, Value), CommandError> {
         let mut armed = 0;
         for w in &self.view.workers {
-            let g = &w.graph;
+            let g = w.graph.get();
             let id =
                 g.node_names.iter().enumerate().position(|(i, n)| {
                     n == node && g.node_is_input.get(i).copied().unwrap_or(false)
                 });
             if let Some(id) = id {
-                w.trace.arm(id, count);
+                w.trace.get().arm(id, count);
                 armed += 1;
             }
         }
@@ -699,6 +707,7 @@ impl Control {
     fn port_name(&self, port: u16) -> String {
         self.view
             .ports
+            .get()
             .get(port as usize)
             .map_or_else(|| format!("port {port}"), |p| p.name.clone())
     }
@@ -883,7 +892,7 @@ impl Control {
         let mut workers = Vec::new();
         let mut any = false;
         for w in &self.view.workers {
-            let records = w.trace.snapshot();
+            let records = w.trace.get().snapshot();
             // Group by packet number, in packet order, keeping each packet's step order.
             let mut numbers: Vec<u32> = records.iter().map(|r| r.packet).collect();
             numbers.sort_unstable();

@@ -77,7 +77,7 @@ pub fn render_with(
         "A port driver's own counters by name (vhost-user: guest_errors, rx_bad_frames, \
          tx_no_buffers, notifications, connections)",
     );
-    for p in &view.ports {
+    for p in view.ports.get().iter() {
         let c = port_counts(p);
         let l = labels(&[("port", &p.name), ("driver", &p.driver)]);
         rx_packets.get_or_create(&l).inc_by(c.rx_packets);
@@ -127,7 +127,7 @@ pub fn render_with(
         slept
             .get_or_create(&l)
             .inc_by(w.idle.slept_ns.get() as f64 / 1e9);
-        for n in worker_nodes(&w.graph) {
+        for n in worker_nodes(&w.graph.get()) {
             if n.calls == 0 && n.packets == 0 {
                 continue;
             }
@@ -140,7 +140,7 @@ pub fn render_with(
                 carried.get_or_create(&l).inc_by(n.carried_clocks);
             }
         }
-        for e in worker_errors(&w.graph) {
+        for e in worker_errors(&w.graph.get()) {
             let l = labels(&[
                 ("worker", &worker),
                 ("node", &e.node),

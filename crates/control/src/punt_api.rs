@@ -26,6 +26,7 @@ fn port_name(view: &RuntimeView, port: u16) -> Value {
         return Value::Null;
     }
     view.ports
+        .get()
         .get(usize::from(port))
         .map_or(Value::Null, |p| json!(p.name))
 }
@@ -267,10 +268,12 @@ pub fn inject(view: &RuntimeView, b: &InjectBody) -> Result<Value, ApiError> {
                 }
                 let port = view
                     .ports
+                    .get()
                     .iter()
                     .position(|p| &p.name == name)
                     .ok_or_else(|| {
-                        let names: Vec<&str> = view.ports.iter().map(|p| p.name.as_str()).collect();
+                        let names: Vec<String> =
+                            view.ports.get().iter().map(|p| p.name.clone()).collect();
                         ApiError::bad(
                             "port",
                             format!("no port is named `{name}`; accepted: {}", names.join(", ")),

@@ -219,6 +219,7 @@ pub(crate) fn sum_errors(
 pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
     let ports: Vec<Value> = view
         .ports
+        .get()
         .iter()
         .map(|p| {
             let c = port_counts(p);
@@ -238,7 +239,7 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
     let per_worker: Vec<Vec<NodeCounts>> = view
         .workers
         .iter()
-        .map(|w| worker_nodes(&w.graph))
+        .map(|w| worker_nodes(&w.graph.get()))
         .collect();
     let nodes: Vec<Value> = sum_nodes(&per_worker)
         .iter()
@@ -247,7 +248,7 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
     let errs: Vec<Vec<ErrorCount>> = view
         .workers
         .iter()
-        .map(|w| worker_errors(&w.graph))
+        .map(|w| worker_errors(&w.graph.get()))
         .collect();
     let errors = sum_errors(&errs, None);
     let drops_total: u64 = errors.iter().map(|e| e.count).sum();
@@ -255,7 +256,14 @@ pub fn final_stats_json(view: &RuntimeView, spec: &DataplaneSpec) -> Value {
     let emitted_total: u64 = view
         .workers
         .iter()
-        .flat_map(|w| w.graph.nodes.iter().map(|n| n.emitted.get()))
+        .map(|w| {
+            w.graph
+                .get()
+                .nodes
+                .iter()
+                .map(|n| n.emitted.get())
+                .sum::<u64>()
+        })
         .sum();
     json!({
         "neighbours": neighbour_totals(view),

@@ -76,8 +76,8 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         .map(|i| WorkerView {
             index: i,
             cpu: Some(i + 1),
-            graph: graph_stats(),
-            trace: Arc::new(TraceControl::new(NODES.len())),
+            graph: dataplane::view::Published::new(graph_stats()),
+            trace: dataplane::view::Published::new(Arc::new(TraceControl::new(NODES.len()))),
             poll: Arc::new(dataplane::idle::PollSetting::new(
                 dataplane::PollMode::Adaptive,
                 1000,
@@ -97,10 +97,10 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
     };
     RuntimeView {
         policies: dataplane::LivePolicies::new(spec),
-        ports: vec![
+        ports: dataplane::view::Published::new(Arc::new(vec![
             port("in0", [2, 0, 0, 0, 1, 1]),
             port("out0", [2, 0, 0, 0, 1, 2]),
-        ],
+        ])),
         workers: ws,
         pool_backing: "normal pages".to_string(),
         pool_buffers: 16384,
@@ -139,7 +139,7 @@ pub(crate) fn run_node(
     packets: u64,
     clocks: u64,
 ) {
-    let g = &v.workers[w].graph;
+    let g = v.workers[w].graph.get();
     let i = g.node_names.iter().position(|n| n == name).unwrap();
     let n = &g.nodes[i];
     n.calls.add(calls);
@@ -150,7 +150,7 @@ pub(crate) fn run_node(
 
 /// Add to error counter (node, reason) on worker `w`.
 pub(crate) fn count_error(v: &RuntimeView, w: usize, node: &str, reason: &str, n: u64) {
-    let g = &v.workers[w].graph;
+    let g = v.workers[w].graph.get();
     let i = g.error_id(node, reason).unwrap();
     g.errors[i].add(n);
 }

@@ -239,19 +239,27 @@ impl Rebalancer {
 
     /// Look every `rebalance_seconds` until `stop`; after a look that moved queues, the next
     /// interval is skipped (its loads straddle the move).
-    pub fn run(&self, graphs: &[Arc<GraphStats>], tsc_hz: u64, stop: &AtomicBool) {
+    /// The workers' counters are read anew at every look (a graph edited at run time has new
+    /// ones).
+    pub fn run(
+        &self,
+        slots: &[Arc<crate::view::Published<GraphStats>>],
+        tsc_hz: u64,
+        stop: &AtomicBool,
+    ) {
+        let graphs = || slots.iter().map(|s| s.get()).collect::<Vec<_>>();
         let interval = Duration::from_secs(u64::from(self.policy.rebalance_seconds));
-        let mut before = snapshot(graphs);
+        let mut before = snapshot(&graphs());
         let mut skip = false;
         while sleep_unless_stopped(interval, stop) {
-            let now = snapshot(graphs);
+            let now = snapshot(&graphs());
             if !skip {
                 let ticks = tsc_hz.saturating_mul(u64::from(self.policy.rebalance_seconds));
                 skip = !self.look(&before, &now, ticks).is_empty();
             } else {
                 skip = false;
             }
-            before = if skip { snapshot(graphs) } else { now };
+            before = if skip { snapshot(&graphs()) } else { now };
         }
     }
 }

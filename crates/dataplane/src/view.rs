@@ -5,11 +5,35 @@ use graph::{GraphStats, PortStats, TraceControl};
 use packet::headers::Mac;
 use std::sync::Arc;
 
+/// A value a worker or the control side replaces now and then (a port added at run time grows
+/// a worker's counters and the port list), read by the control side: `get` returns the current
+/// one. Readers lock only to clone an `Arc`; the fast path never reads it.
+#[derive(Debug)]
+pub struct Published<T>(std::sync::Mutex<Arc<T>>);
+
+impl<T> Published<T> {
+    /// A slot holding `value`.
+    pub fn new(value: Arc<T>) -> Arc<Published<T>> {
+        Arc::new(Published(std::sync::Mutex::new(value)))
+    }
+
+    /// The current value.
+    pub fn get(&self) -> Arc<T> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replace the value.
+    pub fn set(&self, value: Arc<T>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = value;
+    }
+}
+
 /// Everything `show` commands read.
 #[derive(Clone, Debug)]
 pub struct RuntimeView {
-    /// Ports in port-id order.
-    pub ports: Vec<PortView>,
+    /// Ports in port-id order (replaced when a port is added or removed at run time; a removed
+    /// port's id keeps an entry with driver `removed` until the id is reused).
+    pub ports: Arc<Published<Vec<PortView>>>,
     /// Workers in worker order.
     pub workers: Vec<WorkerView>,
     /// What backs the buffer pool ("2 MiB hugepages" or "normal pages").
@@ -143,10 +167,10 @@ pub struct WorkerView {
     pub index: usize,
     /// CPU it is pinned to.
     pub cpu: Option<usize>,
-    /// Its graph's counters.
-    pub graph: Arc<GraphStats>,
-    /// Its trace switches and records.
-    pub trace: Arc<TraceControl>,
+    /// Its graph's counters (replaced, values kept, when its graph is edited at run time).
+    pub graph: Arc<Published<GraphStats>>,
+    /// Its trace switches and records (replaced with its counters).
+    pub trace: Arc<Published<TraceControl>>,
     /// `busy` or `adaptive`, and the longest sleep: read and changed live.
     pub poll: Arc<crate::idle::PollSetting>,
     /// Its sleeps (adaptive polling).

@@ -99,15 +99,15 @@ impl Dataplane {
             }
         }
         let view = RuntimeView {
-            ports,
+            ports: crate::view::Published::new(Arc::new(ports)),
             workers: workers
                 .iter()
                 .enumerate()
                 .map(|(index, (w, cpu))| WorkerView {
                     index,
                     cpu: *cpu,
-                    graph: w.graph.stats(),
-                    trace: w.graph.trace_control(),
+                    graph: crate::view::Published::new(w.graph.stats()),
+                    trace: crate::view::Published::new(w.graph.trace_control()),
                     poll: w.poll.clone(),
                     idle: w.idle.clone(),
                 })

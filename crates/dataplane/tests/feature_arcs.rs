@@ -176,7 +176,7 @@ fn a_packet_visits_only_the_features_enabled_for_its_port() {
     assert_eq!((got(0, 0), got(0, 2)), (5_000, 0), "second: port a only");
     assert_eq!((got(1, 0), got(1, 2)), (0, 5_000), "first: port c only");
     assert_eq!(got(2, 1), 10_000, "tx: everything leaving port b");
-    assert_eq!(dp.view().ports[1].stats[0].tx_packets.get(), 10_000);
+    assert_eq!(dp.view().ports.get()[1].stats[0].tx_packets.get(), 10_000);
 }
 
 #[test]
@@ -211,7 +211,11 @@ fn features_change_while_packets_flow_and_none_is_lost() {
     let rounds = toggler.join().expect("toggler");
     assert!(rounds > 0);
     let v = dp.view();
-    let tx: u64 = v.ports[1].stats.iter().map(|s| s.tx_packets.get()).sum();
-    let drops: u64 = v.workers.iter().map(|w| w.graph.total_drops()).sum();
+    let tx: u64 = v.ports.get()[1]
+        .stats
+        .iter()
+        .map(|s| s.tx_packets.get())
+        .sum();
+    let drops: u64 = v.workers.iter().map(|w| w.graph.get().total_drops()).sum();
     assert_eq!((tx, drops), (2 * packets, 0), "every packet forwarded");
 }

@@ -92,7 +92,7 @@ fn node_packets(dp: &Dataplane, node: &str) -> u64 {
         .workers
         .iter()
         .filter_map(|w| {
-            let g = &w.graph;
+            let g = w.graph.get();
             let i = g.node_names.iter().position(|n| n == node)?;
             Some(g.nodes[i].packets.get())
         })
@@ -105,8 +105,8 @@ fn dropped(dp: &Dataplane, node: &str, reason: &str) -> u64 {
         .workers
         .iter()
         .filter_map(|w| {
-            let id = w.graph.error_id(node, reason)?;
-            Some(w.graph.errors[id].get())
+            let id = w.graph.get().error_id(node, reason)?;
+            Some(w.graph.get().errors[id].get())
         })
         .sum()
 }
@@ -114,6 +114,7 @@ fn dropped(dp: &Dataplane, node: &str, reason: &str) -> u64 {
 fn tx(dp: &Dataplane) -> u64 {
     dp.view()
         .ports
+        .get()
         .iter()
         .flat_map(|p| &p.stats)
         .map(|s| s.tx_packets.get())

@@ -180,7 +180,7 @@ fn dropped(dp: &Dataplane, node: &str, reason: &str) -> u64 {
     dp.view()
         .workers
         .iter()
-        .filter_map(|w| Some(w.graph.errors[w.graph.error_id(node, reason)?].get()))
+        .filter_map(|w| Some(w.graph.get().errors[w.graph.get().error_id(node, reason)?].get()))
         .sum()
 }
 
@@ -229,7 +229,7 @@ fn the_well_formed_twins_leave_on_every_path() {
         .view()
         .workers
         .iter()
-        .map(|w| w.graph.total_drops())
+        .map(|w| w.graph.get().total_drops())
         .sum();
     assert_eq!((sent, drops), (n, 0), "every well-formed frame leaves");
 }

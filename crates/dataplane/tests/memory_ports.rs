@@ -17,19 +17,18 @@ fn memory_port(name: &str, mac: [u8; 6], gen: Option<(IpAddr, Vec<IpAddr>, u64)>
 
 fn totals(dp: &Dataplane) -> (u64, u64, u64) {
     let v = dp.view();
-    let rx: u64 = v
-        .ports
+    let ports = v.ports.get();
+    let rx: u64 = ports
         .iter()
         .flat_map(|p| &p.stats)
         .map(|s| s.rx_packets.get())
         .sum();
-    let tx: u64 = v
-        .ports
+    let tx: u64 = ports
         .iter()
         .flat_map(|p| &p.stats)
         .map(|s| s.tx_packets.get())
         .sum();
-    let drops: u64 = v.workers.iter().map(|w| w.graph.total_drops()).sum();
+    let drops: u64 = v.workers.iter().map(|w| w.graph.get().total_drops()).sum();
     (rx, tx, drops)
 }
 
@@ -120,8 +119,8 @@ fn ip4_and_ip6_routes_forward_and_unrouted_packets_are_counted() {
         "half the v4 flows have no route, all v6 flows do"
     );
     assert_eq!(drops, 5_000);
-    let g = &dp.view().workers[0].graph;
+    let g = dp.view().workers[0].graph.get();
     let id = g.error_id("ip4-lookup", "no-route").expect("reason");
     assert_eq!(g.errors[id].get(), 5_000);
-    assert_eq!(dp.view().ports[1].stats[0].tx_packets.get(), 15_000);
+    assert_eq!(dp.view().ports.get()[1].stats[0].tx_packets.get(), 15_000);
 }

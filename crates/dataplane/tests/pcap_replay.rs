@@ -197,7 +197,7 @@ fn stage(config: &str, inputs: &[&str], tag: &str) -> (TempDir, PathBuf) {
 fn stats_of(dp: &Dataplane) -> RunStats {
     let v = dp.view();
     let mut s = RunStats::default();
-    for p in &v.ports {
+    for p in v.ports.get().iter() {
         let sum = |f: &dyn Fn(&graph::PortStats) -> u64| p.stats.iter().map(|s| f(s)).sum::<u64>();
         s.ports.insert(
             p.name.clone(),
@@ -210,11 +210,17 @@ fn stats_of(dp: &Dataplane) -> RunStats {
         );
     }
     for w in &v.workers {
-        for ((node, reason), c) in w.graph.error_names.iter().zip(&w.graph.errors) {
+        for ((node, reason), c) in w.graph.get().error_names.iter().zip(&w.graph.get().errors) {
             *s.errors.entry((node.clone(), reason.clone())).or_default() += c.get();
         }
         // Bridge flood copies (none in these configs) are made by the graph too.
-        s.originated += w.graph.nodes.iter().map(|n| n.emitted.get()).sum::<u64>();
+        s.originated += w
+            .graph
+            .get()
+            .nodes
+            .iter()
+            .map(|n| n.emitted.get())
+            .sum::<u64>();
     }
     s.drops_total = s.errors.values().sum();
     // The neighbour counters as the worker published them when it stopped.

@@ -129,7 +129,7 @@ fn a_probe_reaches_its_leased_server_wrapped_and_the_reply_reaches_the_socket() 
     socket
         .set_read_timeout(Some(Duration::from_millis(200)))
         .expect("timeout");
-    let stats = dp.view().ports[0].stats.clone();
+    let stats = dp.view().ports.get()[0].stats.clone();
     let running = dp.start();
     let mut got = None;
     // The reply is replayed from its pcap whatever is sent: wait for it and for a probe to

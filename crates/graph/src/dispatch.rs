@@ -100,6 +100,11 @@ impl GraphBuilder {
         self
     }
 
+    /// The nodes added so far (for `GraphEdit::from_builder`).
+    pub(crate) fn into_nodes(self) -> Vec<NodeImpl> {
+        self.nodes
+    }
+
     /// Resolve names, order the nodes and allocate frames and counters.
     pub fn build(self, worker: usize, tsc_hz: u64) -> Result<Graph, GraphError> {
         let names: Vec<String> = self.nodes.iter().map(NodeImpl::name).collect();

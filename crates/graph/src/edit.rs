@@ -90,6 +90,15 @@ impl GraphEdit {
     pub fn node_names(&self) -> Vec<String> {
         self.nodes.iter().map(NodeImpl::name).collect()
     }
+
+    /// An edit adding the nodes of `b` (code that builds a graph, such as a port's driver,
+    /// builds an edit the same way).
+    pub fn from_builder(b: crate::dispatch::GraphBuilder) -> GraphEdit {
+        GraphEdit {
+            nodes: b.into_nodes(),
+            ..GraphEdit::default()
+        }
+    }
 }
 
 /// A node an edit took out of the graph, handed back to the caller (dropping it closes what it

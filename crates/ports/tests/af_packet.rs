@@ -819,7 +819,12 @@ fn start_dataplane(ns: &str, spec: dataplane::DataplaneSpec) -> Running {
     .join()
     .expect("thread")
     .unwrap_or_else(|e| panic!("data plane: {e}"));
-    assert!(running.view().ports.iter().all(|p| p.driver == "af-packet"));
+    assert!(running
+        .view()
+        .ports
+        .get()
+        .iter()
+        .all(|p| p.driver == "af-packet"));
     Running(Some(running))
 }
 
@@ -879,7 +884,11 @@ fn dataplane_cross_connects_af_packet_ports() {
     let v = running.0.as_ref().expect("running").view().clone();
     drop(running);
     assert!(out.contains(" 0% packet loss"), "{out}");
-    let tx_b: u64 = v.ports[1].stats.iter().map(|s| s.tx_packets.get()).sum();
+    let tx_b: u64 = v.ports.get()[1]
+        .stats
+        .iter()
+        .map(|s| s.tx_packets.get())
+        .sum();
     assert!(tx_b >= 10, "port b sent {tx_b}");
 }
 
@@ -983,6 +992,7 @@ fn dataplane_routes_ipv4_between_af_packet_ports() {
     assert!(out.contains("ttl=63"), "{out}");
     let sent: u64 = v
         .ports
+        .get()
         .iter()
         .flat_map(|p| &p.stats)
         .map(|s| s.tx_packets.get())

@@ -58,7 +58,7 @@ impl ApiState {
     pub fn new(control: Arc<Control>) -> ApiState {
         let view = control.view().clone();
         ApiState {
-            ports: view.ports.iter().map(|p| p.name.clone()).collect(),
+            ports: view.ports.get().iter().map(|p| p.name.clone()).collect(),
             view,
             control,
             reload: None,

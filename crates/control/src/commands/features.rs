@@ -25,12 +25,13 @@ pub(super) fn show(view: &RuntimeView) -> (String, Value) {
         }
         let mut listed = Vec::new();
         for (pos, (name, node)) in arc.features.iter().enumerate() {
-            let on: Vec<&str> = view
+            let on: Vec<String> = view
                 .ports
+                .get()
                 .iter()
                 .enumerate()
                 .filter(|(p, _)| masks.get(*p).is_some_and(|m| m & (1 << pos) != 0))
-                .map(|(_, port)| port.name.as_str())
+                .map(|(_, port)| port.name.clone())
                 .collect();
             let where_ = if on.is_empty() {
                 "not enabled".to_string()
@@ -96,6 +97,7 @@ pub fn apply(
     for c in changes {
         let port = view
             .ports
+            .get()
             .iter()
             .position(|p| p.name == c.port)
             .ok_or_else(|| {
@@ -103,6 +105,7 @@ pub fn apply(
                     "no port `{}` (ports: {})",
                     c.port,
                     view.ports
+                        .get()
                         .iter()
                         .map(|p| p.name.as_str())
                         .collect::<Vec<_>>()

@@ -234,7 +234,7 @@ fn show_rxq_weighs_each_receive_queue_by_what_its_packets_cost() {
     let v = c.view().clone();
     run_node(&v, 0, "in0-rx", 100, 10, 2560, 256_000);
     run_node(&v, 0, "out0-rx", 100, 5, 1000, 10_000);
-    let g = &v.workers[0].graph;
+    let g = v.workers[0].graph.get();
     let carried = |name: &str, n: u64| {
         let i = g.node_names.iter().position(|x| x == name).expect("node");
         g.nodes[i].carried_clocks.add(n);
@@ -368,7 +368,7 @@ fn clear_runtime_subtracts_a_baseline() {
     );
     assert_eq!(d["total"][0]["packets"], 7);
     // The data plane's counters are untouched.
-    assert_eq!(v.workers[0].graph.nodes[0].packets.get(), 2567);
+    assert_eq!(v.workers[0].graph.get().nodes[0].packets.get(), 2567);
     assert_eq!(data(&c, "clear runtime"), json!({"cleared": "runtime"}));
 }
 
@@ -390,8 +390,10 @@ impl graph::DriverCounters for FakeDriver {
 
 #[test]
 fn a_drivers_own_counters_show_in_text_json_and_metrics() {
-    let mut v = view(1);
-    v.ports[0].driver_counters = Some(Arc::new(FakeDriver));
+    let v = view(1);
+    let mut ports = (*v.ports.get()).clone();
+    ports[0].driver_counters = Some(Arc::new(FakeDriver));
+    v.ports.set(Arc::new(ports));
     let c = Control::new(v.clone(), Arc::new(spec()));
     let t = text(&c, "show interfaces");
     assert!(
@@ -415,11 +417,11 @@ fn a_drivers_own_counters_show_in_text_json_and_metrics() {
 fn show_interfaces_text_and_json() {
     let c = control(1);
     let v = c.view().clone();
-    let s = &v.ports[0].stats[0];
+    let s = &v.ports.get()[0].stats[0];
     s.rx_packets.add(10);
     s.rx_bytes.add(640);
     s.rx_drops.add(1);
-    let o = &v.ports[1].stats[0];
+    let o = &v.ports.get()[1].stats[0];
     o.tx_packets.add(9);
     o.tx_bytes.add(576);
     o.tx_drops.add(2);
@@ -444,7 +446,7 @@ fn show_interfaces_text_and_json() {
                "driver_counters": null, "driver_state": null})
     );
     // A port that stopped early says why, in both forms.
-    v.ports[0].stats[0].fail("in.pcap: record 3: too large".into());
+    v.ports.get()[0].stats[0].fail("in.pcap: record 3: too large".into());
     let t = text(&c, "show interfaces");
     assert!(
         t.ends_with("in0 stopped: in.pcap: record 3: too large\n"),
@@ -461,8 +463,8 @@ fn show_interfaces_text_and_json() {
 fn interfaces_sum_workers_and_clear() {
     let c = control(2);
     let v = c.view().clone();
-    v.ports[0].stats[0].rx_packets.add(10);
-    v.ports[0].stats[1].rx_packets.add(5);
+    v.ports.get()[0].stats[0].rx_packets.add(10);
+    v.ports.get()[0].stats[1].rx_packets.add(5);
     assert_eq!(
         data(&c, "show interfaces")["interfaces"][0]["rx_packets"],
         15
@@ -472,12 +474,12 @@ fn interfaces_sum_workers_and_clear() {
         data(&c, "show interfaces")["interfaces"][0]["rx_packets"],
         0
     );
-    v.ports[0].stats[1].rx_packets.add(4);
+    v.ports.get()[0].stats[1].rx_packets.add(4);
     assert_eq!(
         data(&c, "show interfaces")["interfaces"][0]["rx_packets"],
         4
     );
-    assert_eq!(v.ports[0].stats[0].rx_packets.get(), 10);
+    assert_eq!(v.ports.get()[0].stats[0].rx_packets.get(), 10);
 }
 
 // --- show errors -----------------------------------------------------------------------------
@@ -699,15 +701,15 @@ fn trace_add_arms_input_nodes_only() {
         e,
         "`trace add ip4-lookup 5`: `ip4-lookup` is not an input node; accepted: in0-rx, out0-rx"
     );
-    assert!(!v.workers[0].trace.active.load(Ordering::Acquire));
+    assert!(!v.workers[0].trace.get().active.load(Ordering::Acquire));
     let t = text(&c, "trace add in0-rx 10");
     assert_eq!(
         t,
         "tracing the next 10 packets received by in0-rx (on 2 workers)\n"
     );
     for w in &v.workers {
-        assert_eq!(w.trace.budget[0].load(Ordering::Relaxed), 10);
-        assert!(w.trace.active.load(Ordering::Acquire));
+        assert_eq!(w.trace.get().budget[0].load(Ordering::Relaxed), 10);
+        assert!(w.trace.get().active.load(Ordering::Acquire));
     }
     assert_eq!(
         data(&c, "trace add out0-rx 1"),
@@ -730,7 +732,8 @@ fn show_trace_groups_records_per_packet() {
     let v = c.view().clone();
     assert!(text(&c, "show trace").starts_with("No packets traced."));
     {
-        let mut r = v.workers[0].trace.records.lock().unwrap();
+        let trace = v.workers[0].trace.get();
+        let mut r = trace.records.lock().unwrap();
         r.push(record(1, "in0-rx", "60 bytes", "ethernet-input"));
         r.push(record(2, "in0-rx", "60 bytes", "ethernet-input"));
         r.push(record(1, "ethernet-input", "ipv4", "ip4-input"));
@@ -763,8 +766,11 @@ fn show_trace_groups_records_per_packet() {
         text(&c, "clear trace"),
         "trace records cleared, tracing stopped\n"
     );
-    assert!(v.workers[0].trace.snapshot().is_empty());
-    assert_eq!(v.workers[0].trace.budget[0].load(Ordering::Relaxed), 0);
+    assert!(v.workers[0].trace.get().snapshot().is_empty());
+    assert_eq!(
+        v.workers[0].trace.get().budget[0].load(Ordering::Relaxed),
+        0
+    );
     assert!(text(&c, "show trace").starts_with("No packets traced."));
 }
 
@@ -778,8 +784,8 @@ fn final_stats_json_shape() {
     run_node(&v, 1, "in0-rx", 10, 1, 100, 1000);
     count_error(&v, 0, "ip4-lookup", "no-route", 4);
     count_error(&v, 1, "ip4-input", "ttl-expired", 1);
-    v.ports[0].stats[1].rx_packets.add(400);
-    v.ports[0].stats[1].rx_bytes.add(25600);
+    v.ports.get()[0].stats[1].rx_packets.add(400);
+    v.ports.get()[0].stats[1].rx_bytes.add(25600);
     let j = crate::final_stats_json(&v, &s);
     assert_eq!(
         j["ports"][0],

@@ -7,7 +7,7 @@ use crate::testutil::{run_node, view};
 fn counters_carry_labels_and_values() {
     let v = view(2);
     run_node(&v, 1, "ip4-input", 3, 3, 700, 9000);
-    if let Some(p) = v.ports.first() {
+    if let Some(p) = v.ports.get().first() {
         p.stats[0].rx_packets.add(5);
         p.stats[1].rx_packets.add(7);
     }
@@ -26,7 +26,7 @@ fn counters_carry_labels_and_values() {
     );
     // Input nodes also say what their packets cost in the whole graph.
     run_node(&v, 0, "in0-rx", 2, 2, 300, 3000);
-    let g = &v.workers[0].graph;
+    let g = v.workers[0].graph.get();
     if let Some(i) = g.node_names.iter().position(|n| n == "in0-rx") {
         g.nodes[i].carried_clocks.add(45_000);
     }
