@@ -1,12 +1,15 @@
 //! `ethernet-input`: reads the Ethernet II header and up to two 802.1Q/802.1ad tags, and sends
 //! the frame to its port's function (cross-connect, bridge) or by ethertype to IPv4, IPv6 or ARP.
-//! It records offsets and the VLAN in metadata; it never changes packet bytes.
+//! It records offsets and the VLAN in metadata; it never changes packet bytes. A port added at
+//! run time (`PortEvent`) routes (`PortMode::L3`) from the next round.
 
 use crate::names;
-use graph::{CaptureControl, Dispatch, Node, NodeContext};
+use crate::port_event::PortEvent;
+use graph::{CaptureControl, Dispatch, NextArcs, Node, NodeContext};
 use packet::headers::{be16, eth, format_mac, Mac};
 use packet::meta::{FLAG_IP6, FLAG_L2_MULTICAST};
 use packet::BufferPool;
+use std::any::Any;
 use std::sync::Arc;
 
 /// What a port does with what it receives.
@@ -145,6 +148,29 @@ impl Node for EthernetInput {
 
     fn error_reasons(&self) -> Vec<String> {
         EthernetError::names()
+    }
+
+    /// A port added routes: `PortL2 { mac, L3 }` at its id. Ids skipped on the way (never
+    /// given; should not happen) get a MAC of zeros, so they take no unicast frame. A removed
+    /// port keeps its entry: frames it received before its removal and still in flight (the
+    /// port's drain lets them through) are processed as before, and a port that takes the id
+    /// again overwrites it. No next arc changes (a port added at run time is never in a bridge,
+    /// cross-connect or flow switch).
+    fn on_event(&mut self, event: &dyn Any, _: &mut NextArcs<'_>) {
+        if let Some(PortEvent::Added(a)) = event.downcast_ref::<PortEvent>() {
+            let p = usize::from(a.id);
+            if p >= self.ports.len() {
+                let gap = PortL2 {
+                    mac: [0; 6],
+                    mode: PortMode::L3,
+                };
+                self.ports.resize(p + 1, gap);
+            }
+            self.ports[p] = PortL2 {
+                mac: a.mac,
+                mode: PortMode::L3,
+            };
+        }
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {

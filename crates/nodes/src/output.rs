@@ -4,11 +4,15 @@
 //! jumbo buffer) is made fit in software first (`offload`). It changes no other packet's bytes.
 //! It starts the `output` feature arc: a packet whose transmit port has output features
 //! enabled visits them first and reaches its port through `interface-tx`, a second instance of
-//! this node without the arc.
+//! this node without the arc. Ports come and go at run time (`PortEvent`): a new port's
+//! transmit node gets a next arc appended after every existing one; a removed port's packets
+//! drop as `port-has-no-tx`. It never removes or renumbers a next arc.
 
 use crate::names;
 use crate::offload::{Fate, OffloadDrop, PortCaps, Replace, SoftwareOffload};
-use graph::{CaptureControl, Dispatch, Emitter, Node, NodeContext, NEXT_CONSUMED};
+use crate::port_event::PortEvent;
+use graph::{CaptureControl, Dispatch, Emitter, NextArcs, Node, NodeContext, NEXT_CONSUMED};
+use std::any::Any;
 use std::sync::Arc;
 
 /// The `interface-output` node.
@@ -19,6 +23,10 @@ pub struct InterfaceOutput {
     arc: Option<crate::feature_arc::ArcStart>,
     /// Transmit node name per port id (None: the port cannot send).
     tx_nodes: Vec<Option<String>>,
+    /// Next index of each port's transmit node (index = port id; `NEXT_DROP`: the port has
+    /// none). `p + 1` for the ports of the build; a port added later gets an appended arc.
+    /// As long as `tx_nodes` and `caps`.
+    port_next: Vec<u16>,
     capture: Option<Arc<CaptureControl>>,
     /// What each port takes as it is (index = port id; missing: nothing).
     caps: Vec<PortCaps>,
@@ -33,11 +41,20 @@ const EMIT_CAPACITY: usize = 2048;
 impl InterfaceOutput {
     /// A node for ports whose transmit nodes are `tx_nodes` (index = port id).
     pub fn new(tx_nodes: Vec<Option<String>>) -> InterfaceOutput {
+        let port_next = tx_nodes
+            .iter()
+            .enumerate()
+            .map(|(p, tx)| match tx {
+                Some(_) => p as u16 + 1,
+                None => NEXT_DROP,
+            })
+            .collect();
         InterfaceOutput {
             name: names::INTERFACE_OUTPUT,
             arc: None,
             caps: vec![PortCaps::default(); tx_nodes.len()],
             tx_nodes,
+            port_next,
             capture: None,
             offload: SoftwareOffload::new(),
             emitter: Emitter::new(EMIT_CAPACITY),
@@ -70,6 +87,8 @@ impl InterfaceOutput {
         arcs: &graph::arc::Arcs,
         config: live::Reader<graph::arc::ArcConfig>,
     ) -> InterfaceOutput {
+        // The feature nodes follow `error-drop` and the ports' transmit nodes of the build
+        // (`next_nodes`); arcs to ports added later come after them.
         let base = self.tx_nodes.len() as u16 + 1;
         // The arc's end is never this node's next: a packet with nothing enabled goes to its
         // port directly, and one with features never reaches the end from here.
@@ -84,7 +103,7 @@ impl InterfaceOutput {
     }
 }
 
-/// Next index 0 is `error-drop`; port `p`'s transmit node is next index `p + 1`.
+/// Next index 0 is `error-drop`; port `p`'s transmit node is next index `port_next[p]`.
 const NEXT_DROP: u16 = 0;
 graph::node_indices! {
     /// `interface-output` drop reasons.
@@ -105,12 +124,11 @@ graph::node_indices! {
 }
 
 impl InterfaceOutput {
-    /// Make packet `i` (buffer `b`) fit port `p`: its next index (`NEXT_CONSUMED` when
-    /// replaced by emitted packets).
+    /// Make packet `i` (buffer `b`) fit port `p`, whose transmit node is next index `next`:
+    /// its next index (`NEXT_CONSUMED` when replaced by emitted packets).
     #[cold]
-    fn fit(&mut self, cx: &mut NodeContext<'_>, i: usize, b: u32, p: usize) -> u16 {
-        let next = p as u16 + 1;
-        let caps = self.caps[p];
+    fn fit(&mut self, cx: &mut NodeContext<'_>, i: usize, b: u32, p: usize, next: u16) -> u16 {
+        let caps = self.caps.get(p).copied().unwrap_or_default();
         let to = Replace {
             emitter: &mut self.emitter,
             after: i,
@@ -143,7 +161,6 @@ impl InterfaceOutput {
         frame: &[u32],
         nexts: &mut [u16],
     ) -> bool {
-        let ports = self.tx_nodes.len();
         let first = cx.pool.meta(frame[0]).tx_port;
         let mut same = true;
         for (i, &b) in frame.iter().enumerate() {
@@ -167,20 +184,25 @@ impl InterfaceOutput {
                     }
                 })
             };
+            // One load says both whether the port is known and where it sends.
+            let port_next = self.port_next.get(p).copied();
             nexts[i] = if features != 0 {
                 same = false;
                 features
-            } else if p >= ports {
-                meta.error = cx.error_base + OutputError::UnknownPort.id();
-                NEXT_DROP
-            } else if self.tx_nodes[p].is_none() {
-                meta.error = cx.error_base + OutputError::NoTx.id();
-                NEXT_DROP
-            } else if meta.has_offload() || jumbo {
-                same = false;
-                self.fit(cx, i, b, p)
+            } else if let Some(next) = port_next.filter(|&n| n != NEXT_DROP) {
+                if meta.has_offload() || jumbo {
+                    same = false;
+                    self.fit(cx, i, b, p, next)
+                } else {
+                    next
+                }
             } else {
-                p as u16 + 1
+                let reason = match port_next {
+                    None => OutputError::UnknownPort,
+                    Some(_) => OutputError::NoTx,
+                };
+                meta.error = cx.error_base + reason.id();
+                NEXT_DROP
             };
         }
         same
@@ -193,7 +215,8 @@ impl Node for InterfaceOutput {
     }
 
     /// Next 0 is `error-drop`; next `p + 1` is port `p`'s transmit node; then the output
-    /// arc's feature nodes.
+    /// arc's feature nodes. The arcs of the build: arcs `on_event` appended later are not
+    /// listed (the graph keeps their names).
     fn next_nodes(&self) -> Vec<String> {
         std::iter::once(names::ERROR_DROP.to_string())
             .chain(
@@ -211,6 +234,38 @@ impl Node for InterfaceOutput {
 
     fn emitter(&mut self) -> Option<&mut Emitter> {
         Some(&mut self.emitter)
+    }
+
+    /// A port added: its transmit node gets a next arc (appended, or the one it has) and the
+    /// port takes what it says; a gap of ids before it is ports without a transmit node. A
+    /// port removed: its packets drop as `port-has-no-tx`; its arc stays (never renumbered).
+    fn on_event(&mut self, event: &dyn Any, arcs: &mut NextArcs<'_>) {
+        match event.downcast_ref::<PortEvent>() {
+            Some(PortEvent::Added(a)) => {
+                let p = usize::from(a.id);
+                if p >= self.port_next.len() {
+                    self.tx_nodes.resize(p + 1, None);
+                    self.caps.resize(p + 1, PortCaps::default());
+                    self.port_next.resize(p + 1, NEXT_DROP);
+                }
+                self.tx_nodes[p].clone_from(&a.tx);
+                self.caps[p] = a.caps;
+                self.port_next[p] =
+                    a.tx.as_deref()
+                        .and_then(|tx| arcs.add(tx))
+                        .unwrap_or(NEXT_DROP);
+            }
+            Some(PortEvent::Removed(id)) => {
+                let p = usize::from(*id);
+                if let (Some(tx), Some(next)) =
+                    (self.tx_nodes.get_mut(p), self.port_next.get_mut(p))
+                {
+                    *tx = None;
+                    *next = NEXT_DROP;
+                }
+            }
+            None => {}
+        }
     }
 
     fn process(&mut self, cx: &mut NodeContext<'_>, frame: &[u32], nexts: &mut [u16]) -> Dispatch {

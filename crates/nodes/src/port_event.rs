@@ -28,3 +28,7 @@ pub struct AddedPort {
     /// What it takes as it is.
     pub caps: PortCaps,
 }
+
+#[cfg(test)]
+#[path = "port_event_tests.rs"]
+mod tests;

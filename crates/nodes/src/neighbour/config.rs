@@ -145,6 +145,17 @@ impl PortAddresses {
         }
     }
 
+    /// Make room for ports `0..len`: ports past the list get no address (the control thread,
+    /// before it adds a port at run time). Never shrinks; the generation moves only when the
+    /// list grows.
+    pub fn ensure_len(&self, len: usize) {
+        let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        if list.len() < len {
+            list.resize_with(len, OwnAddresses::default);
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+    }
+
     /// Moves on every change.
     #[inline(always)]
     pub fn generation(&self) -> u64 {

@@ -46,7 +46,7 @@ pub(super) struct Core {
     pub(super) news_len: usize,
     /// Queued packets freed outside a node's frame and not yet counted as `neighbour-tx`
     /// errors, by `TX_ERRORS` index.
-    pub(super) unreported: [u64; 3],
+    pub(super) unreported: [u64; TxError::COUNT as usize],
     /// True while news from other workers is merged.
     pub(super) merging: bool,
     /// Receive timestamp of the last packet queued for resolution: the timestamp of the
@@ -345,6 +345,22 @@ pub(super) fn resolve_packet<A: Family>(
     }
     core.stats.queued += 1;
     Ok(())
+}
+
+/// Delete every entry of `t` on `port`, pinned ones too, freeing the packets queued on them
+/// (counted as `port-removed`).
+pub(super) fn remove_port_entries<A: Family>(
+    t: &mut Table<A>,
+    core: &mut Core,
+    pool: &mut BufferPool,
+    port: u16,
+) {
+    for s in 0..t.entries().len() {
+        if t.entries().get(s).is_some_and(|e| e.live && e.port == port) {
+            let q = t.remove(s as u16);
+            core.drop_queue(pool, q, TxError::PortRemoved as usize);
+        }
+    }
 }
 
 /// Age up to `count` entries of `t` from its sweep cursor.

@@ -40,6 +40,9 @@
 //!   mailbox drops the news, and the next request repairs it) and merged by their `neighbour-tx`
 //!   as an update of entries they already have (so a reply that reached worker 1 releases the
 //!   packets worker 0 queued).
+//! * **Ports at run time.** `set_port` adds a port (or gives a removed port's id to a new one);
+//!   `remove_port` deletes every entry on a port, frees what waited on them, and leaves the
+//!   port without an address, so it answers and sources nothing.
 //!
 //! # Layout
 //! `config` (what the tables are built from, live timers), `ports` (a port's addresses),
@@ -288,6 +291,8 @@ graph::node_indices! {
         OutboxFull = "outbox-full",
         /// Counted as `flushed-at-stop`.
         FlushedAtStop = "flushed-at-stop",
+        /// Counted as `port-removed` (queued on a port removed at run time).
+        PortRemoved = "port-removed",
     }
 }
 

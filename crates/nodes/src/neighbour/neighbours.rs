@@ -1,5 +1,6 @@
 //! `Neighbours`: one worker's two tables and their core, the API the lookup, rewrite and
-//! neighbour nodes call (lookup, adjacency, pin, ARP/ND input, maintenance, publication).
+//! neighbour nodes call (lookup, adjacency, pin, ARP/ND input, maintenance, publication), and
+//! the worker calls between two rounds when a port is added or removed at run time.
 
 use super::*;
 
@@ -63,7 +64,7 @@ impl Neighbours {
                 share_news: false,
                 news: vec![News::default(); MAILBOX_CAPACITY].into_boxed_slice(),
                 news_len: 0,
-                unreported: [0; 3],
+                unreported: [0; TxError::COUNT as usize],
                 last_timestamp_ns: 0,
                 merging: false,
             },
@@ -103,7 +104,13 @@ impl Neighbours {
             return;
         };
         *seen = generation;
+        // The list may be longer than the ports (ids this worker is not told of yet) or
+        // shorter (ports added by `set_port` before it grew): each side's extra are left be.
         for (info, (ip4, ip6)) in self.core.ports.iter_mut().zip(list) {
+            if info.removed {
+                // Removed or never given: no address until `set_port` gives the id again.
+                continue;
+            }
             let rebuilt = PortInfo::new(
                 &NeighbourPort {
                     mac: info.mac,
@@ -134,6 +141,7 @@ impl Neighbours {
             return;
         }
         *seen = generation;
+        // `mtus.get` is 0 for a port past the list: such a port keeps its MTU.
         for (p, info) in self.core.ports.iter_mut().enumerate() {
             let mtu = mtus.get(p);
             if mtu == 0 || info.mtu == mtu {
@@ -173,6 +181,47 @@ impl Neighbours {
             self.core.ticks.reachable = hz.saturating_mul(u64::from(reachable));
             self.core.ticks.gc = hz.saturating_mul(u64::from(gc));
         }
+    }
+
+    // --- Ports added and removed at run time ----------------------------------------------------
+
+    /// Port `port` is `p` from now on: a port added at run time, or a new port taking a removed
+    /// port's id. Its MAC, MTU and own addresses answer ARP/ND and source requests; ids skipped
+    /// on the way stand for ports with no address. The live lists, when given
+    /// (`set_port_addresses`, `set_port_mtus`), stay the authority: they are applied again at
+    /// the next maintenance, over `p` for whatever they hold for `port`. Cold path: the worker
+    /// calls it between two rounds.
+    pub fn set_port(&mut self, port: u16, p: &NeighbourPort) {
+        let i = usize::from(port);
+        if i >= self.core.ports.len() {
+            self.core.ports.resize_with(i + 1, PortInfo::absent);
+        }
+        self.core.ports[i] = PortInfo::new(p, self.link_local);
+        if let Some((_, seen)) = &mut self.addrs {
+            *seen = u64::MAX;
+        }
+        if let Some((_, seen)) = &mut self.mtus {
+            *seen = u64::MAX;
+        }
+    }
+
+    /// Port `port` is removed: free every packet queued for resolution on it (counted as
+    /// `neighbour-tx` `port-removed`, like other packets freed between frames), delete every
+    /// IPv4 and IPv6 entry on it, pinned ones included (an adjacency id of one is stale from
+    /// now on), and leave the port with no address, so it answers no ARP or ND and sources no
+    /// request, whatever the live address list says, until `set_port` gives the id again.
+    /// Returns the packets freed. Packets already in the outbox are sent on as they are (the
+    /// port's transmit side drops them). Cold path: the worker calls it between two rounds.
+    pub fn remove_port(&mut self, port: u16, pool: &mut BufferPool) -> usize {
+        let before = self.core.stats.queue_drops;
+        remove_port_entries(&mut self.v4, &mut self.core, pool, port);
+        remove_port_entries(&mut self.v6, &mut self.core, pool, port);
+        if let Some(info) = self.core.ports.get_mut(usize::from(port)) {
+            info.ip4.clear();
+            info.ip6.clear();
+            info.removed = true;
+        }
+        (self.core.stats.queue_drops - before) as usize
     }
 
     // --- For ip4-lookup / ip6-lookup and the rewrite nodes -------------------------------------
@@ -353,7 +402,7 @@ impl Neighbours {
 
     /// Packets freed outside a node's frame since the last call, by `TX_ERRORS` index (counted
     /// by `neighbour-tx`; the worker counts what `flush` freed at stop itself).
-    pub fn take_unreported(&mut self) -> [u64; 3] {
+    pub fn take_unreported(&mut self) -> [u64; TxError::COUNT as usize] {
         std::mem::take(&mut self.core.unreported)
     }
 

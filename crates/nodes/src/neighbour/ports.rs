@@ -1,5 +1,7 @@
 //! A port as the neighbour code uses it (`PortInfo`): its MAC, MTU, own addresses and link-local
 //! address, and which own address answers or sources a request. Plain data; no packets.
+//! A removed port (or an id never given) keeps a `PortInfo` with no address: it answers
+//! nothing and sources nothing.
 
 use super::*;
 
@@ -10,6 +12,8 @@ pub(super) struct PortInfo {
     pub(super) mtu: u16,
     pub(super) ip4: Vec<(u32, u32)>,
     pub(super) ip6: Vec<(u128, u128)>,
+    /// The port was removed (or its id was never given): live address changes pass it by.
+    pub(super) removed: bool,
 }
 
 impl PortInfo {
@@ -46,6 +50,18 @@ impl PortInfo {
                 .map(|(a, l)| (u32::from(*a), mask4(*l)))
                 .collect(),
             ip6,
+            removed: false,
+        }
+    }
+
+    /// What stands for a port id that was never given: no MAC, no MTU, no address.
+    pub(super) fn absent() -> PortInfo {
+        PortInfo {
+            mac: [0; 6],
+            mtu: 0,
+            ip4: Vec::new(),
+            ip6: Vec::new(),
+            removed: true,
         }
     }
 

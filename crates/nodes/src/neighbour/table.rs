@@ -184,7 +184,7 @@ pub(super) fn adjacency<A: Family>(
 }
 
 pub(super) fn pin<A: Family>(t: &mut Table<A>, core: &Core, port: u16, ip: A) -> Option<u32> {
-    let p = core.ports.get(port as usize)?;
+    let p = core.ports.get(port as usize).filter(|p| !p.removed)?;
     let s = match t.find(port, ip) {
         Some(s) => s,
         None => t.insert(port, ip, Adjacency::new(port, p.mtu, [0; 6], p.mac), 0)?,

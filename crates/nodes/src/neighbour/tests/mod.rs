@@ -14,6 +14,7 @@ mod aging;
 mod arp;
 mod nd;
 mod resolution;
+mod runtime_ports;
 mod table;
 
 pub(super) const HZ: u64 = 1_000_000_000;
@@ -30,6 +31,7 @@ pub(super) const BASE_ARP: u16 = 1;
 pub(super) const BASE_R4: u16 = 20;
 pub(super) const BASE_ND: u16 = 40;
 pub(super) const BASE_R6: u16 = 60;
+pub(super) const BASE_TX: u16 = 80;
 
 pub(super) fn v4(a: &str) -> Ipv4Addr {
     a.parse().expect("v4")
@@ -225,6 +227,7 @@ impl Bench {
             (BASE_R4, IP4_ARP, RESOLVE_ERRORS),
             (BASE_ND, IP6_ND, ND_ERRORS),
             (BASE_R6, IP6_DISCOVER, RESOLVE_ERRORS),
+            (BASE_TX, NEIGHBOUR_TX, TX_ERRORS),
         ] {
             for (i, r) in reasons.iter().enumerate() {
                 names[base as usize + i] = (node.to_string(), r.to_string());
@@ -384,7 +387,7 @@ impl Bench {
             now_tsc: self.now,
             tsc_hz: HZ,
             worker: 0,
-            error_base: 0,
+            error_base: BASE_TX,
             errors: &self.errors,
             error_names: &self.names,
         };
