@@ -96,6 +96,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
         driver_counters: None,
     };
     RuntimeView {
+        port_control: None,
         policies: dataplane::LivePolicies::new(spec),
         ports: dataplane::view::Published::new(Arc::new(vec![
             port("in0", [2, 0, 0, 0, 1, 1]),

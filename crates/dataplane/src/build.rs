@@ -91,6 +91,12 @@ pub struct BuiltWorker {
     pub neighbours: NeighbourHandle,
     /// Its bridge's counters and MAC table snapshot, when it has bridge domains.
     pub bridge: Option<Arc<BridgeStats>>,
+    /// Jobs the control side hands it while it runs (graph edits).
+    pub mailbox: Arc<crate::mailbox::Mailbox>,
+    /// Its graph's counters as the control side reads them (republished after an edit).
+    pub published_stats: Arc<crate::view::Published<graph::GraphStats>>,
+    /// Its trace control as the control side reads it (republished after an edit).
+    pub published_trace: Arc<crate::view::Published<graph::TraceControl>>,
 }
 
 /// What the workers of one data plane share: the packet capture, the software-RSS rings and
@@ -279,7 +285,8 @@ impl BuiltWorker {
                 stats: stats.clone(),
                 all_stats: &all_stats,
                 graph: &mut b,
-                pool: &pool,
+                pool: Some(&pool),
+                jumbo_capacity: pool.jumbo_capacity(),
                 shared,
                 umem: &mut umem,
             };
@@ -326,6 +333,9 @@ impl BuiltWorker {
         }
         let graph = b.build(index, tsc_hz)?;
         Ok(BuiltWorker {
+            published_stats: crate::view::Published::new(graph.stats()),
+            published_trace: crate::view::Published::new(graph.trace_control()),
+            mailbox: Arc::default(),
             pool,
             graph,
             ports: views,

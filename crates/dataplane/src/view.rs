@@ -66,6 +66,8 @@ pub struct RuntimeView {
     pub features: Arc<crate::features::FeatureArcs>,
     /// The punt and inject channels between the workers and the control plane.
     pub channels: Arc<crate::channels::Channels>,
+    /// Adds and removes ports while the workers run (None: not a running data plane).
+    pub port_control: Option<Arc<crate::ports_live::PortControl>>,
 }
 
 /// The settings of a running data plane that the control plane changes live (reload): atomics
@@ -116,8 +118,11 @@ impl LivePolicies {
             bridge_age_seconds: Arc::new(std::sync::atomic::AtomicU32::new(
                 spec.bridge.age_seconds,
             )),
+            // Room for the ports added at run time.
             port_mtus: Arc::new(nodes::neighbour::PortMtus::new(
-                &spec.ports.iter().map(|p| p.mtu).collect::<Vec<_>>(),
+                &(0..crate::ports_live::MAX_PORTS.max(spec.ports.len()))
+                    .map(|i| spec.ports.get(i).map_or(0, |p| p.mtu))
+                    .collect::<Vec<_>>(),
             )),
             port_addrs: Arc::new(nodes::neighbour::PortAddresses::new(
                 spec.ports

@@ -71,7 +71,9 @@ impl Dataplane {
         features: Vec<Arc<dyn crate::features::WorkerFeature>>,
     ) -> Result<Dataplane, BuildError> {
         let mut workers = Vec::new();
-        let shared = crate::build::WorkersShared::with_features(spec, tsc_hz, features)?;
+        let shared = Arc::new(crate::build::WorkersShared::with_features(
+            spec, tsc_hz, features,
+        )?);
         for index in 0..spec.workers.max(1) {
             let w = BuiltWorker::with_shared(spec, index, tsc_hz, &shared)?;
             workers.push((w, spec.cpu_of(index)));
@@ -98,16 +100,33 @@ impl Dataplane {
                 all.stats.extend(mine.stats.iter().cloned());
             }
         }
+        let ports = crate::view::Published::new(Arc::new(ports));
+        let port_control = Arc::new(crate::ports_live::PortControl::new(
+            spec,
+            shared.clone(),
+            workers
+                .iter()
+                .map(|(w, _)| {
+                    (
+                        w.mailbox.clone(),
+                        w.doorbell.clone(),
+                        w.pool.jumbo_capacity(),
+                    )
+                })
+                .collect(),
+            ports.clone(),
+        ));
         let view = RuntimeView {
-            ports: crate::view::Published::new(Arc::new(ports)),
+            ports,
+            port_control: Some(port_control),
             workers: workers
                 .iter()
                 .enumerate()
                 .map(|(index, (w, cpu))| WorkerView {
                     index,
                     cpu: *cpu,
-                    graph: crate::view::Published::new(w.graph.stats()),
-                    trace: crate::view::Published::new(w.graph.trace_control()),
+                    graph: w.published_stats.clone(),
+                    trace: w.published_trace.clone(),
                     poll: w.poll.clone(),
                     idle: w.idle.clone(),
                 })
@@ -284,6 +303,19 @@ fn run_worker(
             if setting.generation() != generation {
                 // The control plane changed the poll mode (reload): a new wait set.
                 generation = setting.generation();
+                idler = idler_of(&w.graph);
+            }
+            if w.mailbox.has_jobs() {
+                let mut parts = crate::mailbox::WorkerParts {
+                    graph: &mut w.graph,
+                    pool: &mut w.pool,
+                    neighbours: &w.neighbours,
+                };
+                w.mailbox.run(&mut parts);
+                // An edit replaces the counters and trace control: publish them anew.
+                w.published_stats.set(w.graph.stats());
+                w.published_trace.set(w.graph.trace_control());
+                // The graph may have new inputs (descriptors to wait on) and counters.
                 idler = idler_of(&w.graph);
             }
         }

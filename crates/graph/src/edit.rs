@@ -91,6 +91,14 @@ impl GraphEdit {
         self.nodes.iter().map(NodeImpl::name).collect()
     }
 
+    /// The names of the nodes the edit adds, each with whether it is an input.
+    pub fn node_kinds(&self) -> Vec<(String, bool)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.name(), matches!(n, NodeImpl::Input(_))))
+            .collect()
+    }
+
     /// An edit adding the nodes of `b` (code that builds a graph, such as a port's driver,
     /// builds an edit the same way).
     pub fn from_builder(b: crate::dispatch::GraphBuilder) -> GraphEdit {

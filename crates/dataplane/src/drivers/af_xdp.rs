@@ -60,7 +60,13 @@ impl<'a> Driver<'a> for AfXdp<'a> {
         let umem = match cx.umem.as_ref() {
             Some(u) => u.clone(),
             None => {
-                let u = Umem::new(cx.pool).map_err(|e| cx.error(e.to_string()))?;
+                let pool = cx.pool.ok_or_else(|| {
+                    cx.error(
+                        "an AF_XDP port cannot be added to a running data plane yet; \
+                         accepted at run time: af-packet, memory",
+                    )
+                })?;
+                let u = Umem::new(pool).map_err(|e| cx.error(e.to_string()))?;
                 *cx.umem = Some(u.clone());
                 u
             }

@@ -36,7 +36,11 @@ pub(crate) struct PortContext<'a> {
     /// Every port's counters on this worker (index = port id).
     pub(crate) all_stats: &'a [Arc<PortStats>],
     pub(crate) graph: &'a mut GraphBuilder,
-    pub(crate) pool: &'a BufferPool,
+    /// The worker's pool, when the worker is being built (None: a port added to a running
+    /// worker, whose pool its thread owns).
+    pub(crate) pool: Option<&'a BufferPool>,
+    /// Jumbo buffers in the worker's pool.
+    pub(crate) jumbo_capacity: usize,
     pub(crate) shared: &'a WorkersShared,
     /// The pool registered as UMEM, once per worker, by its first AF_XDP port.
     pub(crate) umem: &'a mut Option<Umem>,

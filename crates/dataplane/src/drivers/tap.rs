@@ -23,7 +23,7 @@ pub(super) struct Tap<'a> {
 
 impl<'a> Driver<'a> for Tap<'a> {
     fn build(&self, cx: &mut PortContext<'_>) -> Result<BuiltPort, BuildError> {
-        if self.offloads && cx.worker == 0 && cx.pool.jumbo_capacity() == 0 {
+        if self.offloads && cx.worker == 0 && cx.jumbo_capacity == 0 {
             return Err(cx.error(
                 "a tap port with offloads needs jumbo buffers, and the worker's pool has none",
             ));

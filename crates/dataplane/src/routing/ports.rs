@@ -119,6 +119,37 @@ impl Routing {
         })
     }
 
+    /// Make port `port` known, without addresses (no route leads to it yet): a port added at
+    /// run time, at the next id or at a removed port's (whose addresses were taken away).
+    pub fn add_port(
+        &mut self,
+        port: usize,
+        mac: packet::headers::Mac,
+        mtu: u16,
+    ) -> Result<(), RoutingError> {
+        let info = super::PortInfo {
+            mac,
+            mtu,
+            addrs: Vec::new(),
+        };
+        let len = self.ports.len();
+        match self.ports.get_mut(port) {
+            Some(p) if p.addrs.is_empty() => *p = info,
+            Some(_) => {
+                return Err(RoutingError(format!(
+                    "port {port} still has addresses; it was not removed"
+                )))
+            }
+            None if port == len => self.ports.push(info),
+            None => {
+                return Err(RoutingError(format!(
+                    "port {port} is not the next id ({len})"
+                )))
+            }
+        }
+        Ok(())
+    }
+
     /// Each port's own addresses now.
     pub fn port_addresses(&self, port: usize) -> Option<&[(IpAddr, u8)]> {
         self.ports.get(port).map(|p| p.addrs.as_slice())
