@@ -54,7 +54,9 @@ pub struct CtlArgs {
     /// 198.18.2.2`, `neighbour add 198.18.2.2 02:00:00:00:02:02 out0`, `policy set poll-mode
     /// busy`, `batch changes.json`, `reload`, `lb vip 198.18.1.1/32 protocol tcp port 80 encap
     /// l3dsr dscp 23`, `lb-file lb.conf`, `show lb vips verbose`, `lb which tcp 198.19.0.7
-    /// 40000 198.18.1.1 80`, `punt show`, `punt capture --count 10 --file punts.pcap`,
+    /// 40000 198.18.1.1 80`, `interface add name=p1 driver=af-packet interface=veth1
+    /// mac=02:00:00:00:03:01 ip4=198.18.3.1/24`, `interface del p1`, `punt show`, `punt capture
+    /// --count 10 --file punts.pcap`,
     /// `inject port out0 FRAME.pcap`, `inject bridge br0 1 HEX [ACTIONS]`; `help` lists the
     /// show/clear/trace/pcap commands.
     #[arg(required = true, value_name = "WORDS")]
@@ -218,6 +220,7 @@ pub fn main(args: CtlArgs) -> anyhow::Result<ExitCode> {
         first,
         "route" | "neighbour" | "neighbor" | "batch" | "reload" | "policy" | "policies"
     ) || FLOW_COMMANDS.contains(&first)
+        || (first == "interface" && args.words.len() > 2)
         || lb_change
     {
         return rest(&ep, &args, args.bundle, args.strict);
@@ -370,6 +373,12 @@ fn rest(ep: &Endpoint, args: &CtlArgs, bundle: bool, strict: bool) -> anyhow::Re
         ["neighbour" | "neighbor", "del" | "delete", ip] => {
             ("DELETE", format!("/v1/neighbours/{ip}"), None)
         }
+        ["interface", "add", keys @ ..] => (
+            "POST",
+            "/v1/interfaces".to_string(),
+            body(port_table(keys)?),
+        ),
+        ["interface", "del" | "delete", name] => ("DELETE", format!("/v1/interfaces/{name}"), None),
         ["policy" | "policies", "show"] | ["policies"] => ("GET", "/v1/policies".to_string(), None),
         ["policy" | "policies", "set", key, values @ ..] if !values.is_empty() => {
             let one = |v: &str| v.parse::<i64>().map_or_else(|_| json!(v), |n| json!(n));
@@ -446,6 +455,39 @@ fn rest(ep: &Endpoint, args: &CtlArgs, bundle: bool, strict: bool) -> anyhow::Re
         route_line(&v)
     };
     print(&out)
+}
+
+/// `KEY=VALUE` words as a `[[port]]` table in JSON: `ip4`, `ip6` and `destinations` may repeat
+/// (a list), numbers and `true`/`false` are typed, everything else is a string.
+fn port_table(words: &[&str]) -> anyhow::Result<Value> {
+    const LISTS: &[&str] = &["ip4", "ip6", "destinations"];
+    let mut t = serde_json::Map::new();
+    for w in words {
+        let Some((k, v)) = w.split_once('=') else {
+            bail!(
+                "`{w}`: accepted: KEY=VALUE words with the keys of a [[port]] table, e.g. \
+                 name=p1 driver=af-packet interface=veth1 mac=02:00:00:00:00:01 \
+                 ip4=198.18.3.1/24"
+            );
+        };
+        let value = match v {
+            "true" => json!(true),
+            "false" => json!(false),
+            _ if k != "name" && k != "interface" => {
+                v.parse::<i64>().map_or_else(|_| json!(v), |n| json!(n))
+            }
+            _ => json!(v),
+        };
+        if LISTS.contains(&k) {
+            let list = t.entry(k).or_insert_with(|| json!([]));
+            if let Some(a) = list.as_array_mut() {
+                a.push(value);
+            }
+        } else if t.insert(k.to_string(), value).is_some() {
+            bail!("`{k}` is given twice; only {} may repeat", LISTS.join(", "));
+        }
+    }
+    Ok(Value::Object(t))
 }
 
 fn route_line(r: &Value) -> String {

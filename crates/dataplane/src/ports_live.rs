@@ -420,6 +420,8 @@ impl PortControl {
         live.nodes[usize::from(id)] = None;
         let mut list = (*self.ports.get()).clone();
         if let Some(v) = list.get_mut(usize::from(id)) {
+            // A name no request can give (it has a space): lookups by name skip the id.
+            v.name = format!("{name} (removed)");
             v.driver = "removed".to_string();
             v.detail.clear();
         }
@@ -535,6 +537,14 @@ fn live_id(live: &Live, name: &str) -> Result<u16, PortChangeError> {
     }
 }
 
+/// Whether two own addresses' subnets overlap (same family, equal under the shorter length).
+fn overlap(a: (IpAddr, u8), b: (IpAddr, u8)) -> bool {
+    let ((v6a, x), (v6b, y)) = (crate::routing::to_u128(a.0), crate::routing::to_u128(b.0));
+    let bits = if v6a { 128 } else { 32 };
+    let len = a.1.min(b.1);
+    v6a == v6b && crate::routing::mask(x, len, bits) == crate::routing::mask(y, len, bits)
+}
+
 /// The kernel interface a driver binds, if any.
 fn interface(d: &PortDriver) -> Option<&str> {
     match d {
@@ -575,14 +585,14 @@ fn check_addable(live: &Live, port: &PortSpec) -> Result<(), PortChangeError> {
                 ));
             }
         }
-        if let Some(a) = own_addresses(p)
-            .iter()
-            .find(|a| mine.iter().any(|m| m.0 == a.0))
-        {
-            return refuse(format!(
-                "port `{}`: address {} is port `{}`'s already",
-                port.name, a.0, p.name
-            ));
+        for &(a, al) in &own_addresses(p) {
+            if let Some(&(m, ml)) = mine.iter().find(|&&(m, ml)| overlap((m, ml), (a, al))) {
+                return refuse(format!(
+                    "port `{}`: {m}/{ml} overlaps {a}/{al} of port `{}`; accepted: a subnet \
+                     no other port has",
+                    port.name, p.name
+                ));
+            }
         }
     }
     Ok(())

@@ -11,6 +11,7 @@
 mod bgp;
 pub mod error;
 mod flows;
+mod interfaces;
 mod lb;
 pub mod openapi;
 mod punt;
@@ -45,8 +46,6 @@ pub struct ApiState {
     pub control: Arc<Control>,
     /// The running data plane's view (counters, routing).
     pub view: RuntimeView,
-    /// Port names, by port id.
-    pub ports: Vec<String>,
     /// How to reload the config, when the daemon has a config file.
     pub reload: Option<Arc<ReloadFn>>,
     /// What the API's admission refused or cut (`serve`), for `GET /metrics`.
@@ -54,11 +53,21 @@ pub struct ApiState {
 }
 
 impl ApiState {
+    /// Port names by port id, as they are now (ports come and go at run time; a removed
+    /// port's id holds `NAME (removed)`, which no request can name).
+    pub fn ports(&self) -> Vec<String> {
+        self.view
+            .ports
+            .get()
+            .iter()
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
     /// State for `control`'s data plane, without reload.
     pub fn new(control: Arc<Control>) -> ApiState {
         let view = control.view().clone();
         ApiState {
-            ports: view.ports.get().iter().map(|p| p.name.clone()).collect(),
             view,
             control,
             reload: None,
@@ -78,10 +87,13 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/rxq", get(r::get_rxq))
         .route("/v1/features", get(r::get_features).post(r::post_features))
         .route("/v1/features/{name}", get(r::get_feature))
-        .route("/v1/interfaces", get(r::get_interfaces))
+        .route(
+            "/v1/interfaces",
+            get(r::get_interfaces).post(interfaces::post_interface),
+        )
         .route(
             "/v1/interfaces/{name}",
-            axum::routing::patch(r::patch_interface),
+            axum::routing::patch(r::patch_interface).delete(interfaces::delete_interface),
         )
         .route("/v1/errors", get(r::get_errors))
         .route("/v1/neighbour-tables", get(r::get_neighbour_tables))

@@ -262,6 +262,22 @@ pub const ENDPOINTS: &[Endpoint] = &[
         Some("Interface"),
     ),
     ep(
+        "post",
+        "/v1/interfaces",
+        "Add a port while the data plane runs (the keys of a [[port]] table; af-packet and memory \
+         ports today); 201 with its index, 409 when refused",
+        &[],
+        Some("NewInterface"),
+    ),
+    ep(
+        "delete",
+        "/v1/interfaces/{name}",
+        "Remove a port while the data plane runs: routes through it must go first; its inputs \
+         are drained, then its nodes retired; 409 when refused",
+        &[],
+        None,
+    ),
+    ep(
         "get",
         "/v1/policies",
         "The settings that change live (poll modes, ICMP errors, IPv4 options, neighbour and bridge timers)",
@@ -510,6 +526,19 @@ fn schemas() -> Value {
                 "mtu": {"type": "integer", "minimum": 68, "maximum": 9000},
                 "ip4": {"type": "array", "items": {"type": "string", "example": "198.18.2.1/24"}},
                 "ip6": {"type": "array", "items": {"type": "string", "example": "2001:db8:2::1/64"}}
+            }
+        },
+        "NewInterface": {
+            "type": "object", "required": ["name", "driver"],
+            "description": "The keys of a config file's [[port]] table",
+            "properties": {
+                "name": {"type": "string", "example": "p1"},
+                "driver": {"type": "string", "enum": ["af-packet", "memory"]},
+                "interface": {"type": "string", "example": "veth1"},
+                "mac": {"type": "string", "example": "02:00:00:00:03:01"},
+                "mtu": {"type": "integer", "minimum": 68, "maximum": 9000},
+                "ip4": {"type": "array", "items": {"type": "string", "example": "198.18.3.1/24"}},
+                "ip6": {"type": "array", "items": {"type": "string", "example": "2001:db8:3::1/64"}}
             }
         },
         "AddFlows": {

@@ -573,7 +573,9 @@ pub(crate) async fn delete_route(
 /// `GET /v1/neighbours`: the static neighbours.
 pub(crate) async fn get_neighbours(State(s): Shared, q: Params) -> Response {
     match params(q, &[]) {
-        Ok(_) => axum::Json(routes_api::list_neighbours(&s.view.routing, &s.ports)).into_response(),
+        Ok(_) => {
+            axum::Json(routes_api::list_neighbours(&s.view.routing, &s.ports())).into_response()
+        }
         Err(e) => e.into_response(),
     }
 }
@@ -584,7 +586,8 @@ pub(crate) async fn post_neighbour(State(s): Shared, q: Params, b: Body) -> Resp
         params(q, &[])?;
         let n: NeighbourBody = body(b)?;
         Ok(vec![Change::AddNeighbour(routes_api::neighbour_of(
-            &n, &s.ports,
+            &n,
+            &s.ports(),
         )?)])
     };
     match run() {
@@ -598,7 +601,7 @@ pub(crate) async fn get_neighbour(State(s): Shared, Path(ip): Path<String>, q: P
     if let Err(e) = params(q, &[]) {
         return e.into_response();
     }
-    match routes_api::get_neighbour(&s.view.routing, &ip, &s.ports) {
+    match routes_api::get_neighbour(&s.view.routing, &ip, &s.ports()) {
         Ok(v) => axum::Json(v).into_response(),
         Err(e) => ApiError::from(e).into_response(),
     }
@@ -634,7 +637,8 @@ pub(crate) async fn put_neighbour(
             port: Some(u.port),
         };
         Ok(vec![Change::ReplaceNeighbour(routes_api::neighbour_of(
-            &n, &s.ports,
+            &n,
+            &s.ports(),
         )?)])
     };
     match run() {
@@ -677,7 +681,7 @@ pub(crate) async fn post_batch(State(s): Shared, q: Params, b: Body) -> Response
             }
         };
         let batch: BatchBody = body(b)?;
-        Ok((routes_api::changes_of(&batch, &s.ports)?, wait))
+        Ok((routes_api::changes_of(&batch, &s.ports())?, wait))
     };
     match run() {
         Ok((c, wait)) => apply(s, c, wait, StatusCode::OK).await,
@@ -875,7 +879,8 @@ fn patched_addresses(
     if patch.ip4.is_none() && patch.ip6.is_none() {
         return Ok(None);
     }
-    let port_name = s.ports.get(port).map(String::as_str).unwrap_or("?");
+    let names = s.ports();
+    let port_name = names.get(port).map(String::as_str).unwrap_or("?");
     let current = routing.port_addresses(port).unwrap_or_default().to_vec();
     let mut v4: Vec<(std::net::Ipv4Addr, u8)> = Vec::new();
     let mut v6: Vec<(std::net::Ipv6Addr, u8)> = Vec::new();
@@ -912,7 +917,7 @@ fn patched_addresses(
             if let Some(problem) = crate::config::repeated_address(text, ip, &earlier, port_name) {
                 return Err(ApiError::bad(&f, problem));
             }
-            for (other, addrs) in (0..s.ports.len())
+            for (other, addrs) in (0..names.len())
                 .filter(|&o| o != port)
                 .filter_map(|o| routing.port_addresses(o).map(|a| (o, a)))
             {
@@ -926,7 +931,7 @@ fn patched_addresses(
                             format!(
                                 "`{text}` overlaps {b}/{bl} of port `{}`; accepted: a subnet \
                                  no other port has",
-                                s.ports.get(other).map(String::as_str).unwrap_or("?")
+                                names.get(other).map(String::as_str).unwrap_or("?")
                             ),
                         ));
                     }
@@ -970,10 +975,11 @@ pub(crate) async fn patch_interface(
     let run = move || -> Result<Value, ApiError> {
         params(q, &[])?;
         let patch: InterfacePatch = body(b)?;
-        let Some(port) = s.ports.iter().position(|p| *p == name) else {
+        let names = s.ports();
+        let Some(port) = names.iter().position(|p| *p == name) else {
             return Err(ApiError::not_found(format!(
                 "there is no port `{name}`; accepted: {}",
-                s.ports.join(", ")
+                names.join(", ")
             )));
         };
         // Everything is checked before anything changes.

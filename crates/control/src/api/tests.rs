@@ -67,11 +67,16 @@ fn config_refusal(from: &str, to: &str) -> String {
 
 /// `PATCH /v1/interfaces/{port}` with `body` on the fake view: status and error message.
 fn patch_interface(port: &str, body: &str) -> (StatusCode, serde_json::Value) {
+    request("PATCH", &format!("/v1/interfaces/{port}"), body)
+}
+
+/// `method path` with `body` on the fake view (no port control): status and answer.
+fn request(method: &str, path: &str, body: &str) -> (StatusCode, serde_json::Value) {
     let control = Arc::new(Control::new(view(1), Arc::new(spec())));
     let r = router(Arc::new(ApiState::new(control)));
     let req = axum::http::Request::builder()
-        .method("PATCH")
-        .uri(format!("/v1/interfaces/{port}"))
+        .method(method)
+        .uri(path)
         .header("content-type", "application/json")
         .body(axum::body::Body::from(body.to_string()))
         .expect("request");
@@ -117,4 +122,35 @@ fn patch_interfaces_refuses_what_the_config_refuses_with_the_same_message() {
     // A list that keeps the neighbour's subnet is applied.
     let (status, body) = patch_interface("in0", r#"{"ip4": ["198.18.1.1/24", "198.18.5.1/24"]}"#);
     assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+#[test]
+fn post_interfaces_checks_the_port_as_the_config_does_before_anything_else() {
+    let post = |body: &str| request("POST", "/v1/interfaces", body);
+    let (status, v) = post("[1]");
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(v.to_string().contains("keys of a [[port]] table"), "{v}");
+    let (status, v) =
+        post(r#"{"name": "p1", "driver": "af-packet", "interface": "v1", "bridge": "br0"}"#);
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["field"], "bridge", "{v}");
+    let (status, v) = post(r#"{"name": "p1", "driver": "warp", "mac": "02:00:00:00:03:01"}"#);
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        v.to_string().contains("`warp` is not a driver; accepted:"),
+        "{v}"
+    );
+    assert_eq!(v["error"]["field"], "driver", "{v}");
+    let (status, v) =
+        post(r#"{"name": "p1", "driver": "af-packet", "interface": "v1", "mac": "nope"}"#);
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["field"], "mac", "{v}");
+    // A valid port, on a view that cannot change its ports (not a running data plane).
+    let (status, v) = post(
+        r#"{"name": "p1", "driver": "af-packet", "interface": "v1", "mac": "02:00:00:00:03:01", "ip4": ["198.18.3.1/24"]}"#,
+    );
+    assert_eq!(status, StatusCode::CONFLICT, "{v}");
+    assert!(v.to_string().contains("cannot change its ports"), "{v}");
+    let (status, _) = request("DELETE", "/v1/interfaces/in0", "");
+    assert_eq!(status, StatusCode::CONFLICT);
 }

@@ -1,0 +1,351 @@
+//! Ports added and removed while traffic flows, end to end (root; A - R - B over veths with
+//! `vecplane run` in R, and a third veth from R to B): during a bounded 10 s UDP flood from B
+//! to an address of A through ports Rb and Ra (`vecplane gen tx`, 100,000 packets at
+//! 10,000/s), port Rc is added on the third veth, routed to, sent 300 pings from A's kernel
+//! through and removed again, six times, alternately through the API and `vecplane ctl`.
+//! Nothing of the flood may be lost (an nftables counter in A) and vecplane shows no drop on
+//! its path; every round's pings arrive in B through Rc (a counter in B); Ra and Rb keep their
+//! ids. (The pings come from A's kernel, not a second generator: `gen tx` attaches XDP to its
+//! interface, which would take A's share of the flood.) Addresses are 198.18.0.0/15 only; the
+//! namespaces (with the third veth and B's nftables table) are deleted also when the test fails.
+
+use netlab::{addr, Addressing, Host, Mode, Topology};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+
+/// The flood's destination, an address of A reached through Ra.
+const FLOOD_TARGET: &str = "198.19.5.1";
+/// An address of B reached only through Rc while it exists.
+const RC_TARGET: &str = "198.19.6.1";
+const RC_ROUTE: &str = "198.19.6.0/24";
+const MAC_RC: &str = "02:00:00:00:03:01";
+const MAC_BC: &str = "02:00:00:00:03:02";
+
+fn prerequisites() -> bool {
+    testenv::can_run(netlab::missing_prerequisite(&["ip", "nft", "ping"]))
+}
+
+fn config(t: &Topology) -> std::path::PathBuf {
+    let n = t.names();
+    let text = format!(
+        "[dataplane]\nbuffers = 8192\n\n\
+         [[port]]\nname = \"Ra\"\ndriver = \"af-packet\"\ninterface = \"{ra}\"\n\
+         mac = \"{mac_ra}\"\nip4 = [\"198.18.1.1/24\"]\n\n\
+         [[port]]\nname = \"Rb\"\ndriver = \"af-packet\"\ninterface = \"{rb}\"\n\
+         mac = \"{mac_rb}\"\nip4 = [\"198.18.2.1/24\"]\n\n\
+         [[neighbour]]\nip = \"{a4}\"\nmac = \"{mac_a}\"\nport = \"Ra\"\n\n\
+         [[neighbour]]\nip = \"198.18.2.2\"\nmac = \"{mac_b}\"\nport = \"Rb\"\n\n\
+         [[route]]\nprefix = \"198.19.5.0/24\"\nvia = \"{a4}\"\n",
+        ra = n.ra,
+        rb = n.rb,
+        mac_ra = addr::MAC_RA,
+        mac_rb = addr::MAC_RB,
+        a4 = addr::A4,
+        mac_a = addr::MAC_A0,
+        mac_b = addr::MAC_B0,
+    );
+    let path = t.path("live-ports.toml");
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn call(ep: &control::Endpoint, method: &str, path: &str, body: Option<Value>) -> Value {
+    let reply = control::http(ep, method, path, body.map(|b| b.to_string().into_bytes()))
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+    assert!(
+        (200..300).contains(&reply.status),
+        "{method} {path}: {} {}",
+        reply.status,
+        reply.error_message()
+    );
+    reply.json()
+}
+
+fn drops(vp: &netlab::Vecplane, nodes: &[&str]) -> u64 {
+    let data = vp
+        .request("show errors", true)
+        .expect("show errors")
+        .data
+        .unwrap_or(Value::Null);
+    data["errors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| nodes.iter().any(|n| e["node"] == *n))
+        .filter_map(|e| e["count"].as_u64())
+        .sum()
+}
+
+/// What the nftables rule for `daddr` in `host` counted.
+fn counted(t: &Topology, host: Host, daddr: &str) -> u64 {
+    let out = t
+        .exec_ok(host, &["nft", "list", "chain", "inet", "vplp", "in"])
+        .expect("nft list");
+    out.lines()
+        .find(|l| l.contains(daddr))
+        .and_then(|l| l.split("packets ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `vecplane gen tx` from B (to R's Rb): `count` UDP packets to `dst` at `rate`/s; its summary.
+fn gen_tx(t: &Topology, dst: &str, count: u64, rate: u64) -> Value {
+    let b0 = &t.names().b0;
+    let seconds = (count / rate + 10).to_string();
+    let out = t
+        .exec_timeout(
+            Host::B,
+            &[
+                BIN,
+                "gen",
+                "tx",
+                "--interface",
+                b0,
+                "--dst-mac",
+                addr::MAC_RB,
+                "--src-mac",
+                addr::MAC_B0,
+                "--src-ip",
+                "198.18.2.2",
+                "--dst-ip",
+                dst,
+                "--flows",
+                "64",
+                "--rate",
+                &rate.to_string(),
+                "--count",
+                &count.to_string(),
+                "--seconds",
+                &seconds,
+                "--json",
+                "--no-progress",
+            ],
+            Duration::from_secs(count / rate + 30),
+        )
+        .expect("vecplane gen tx runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    serde_json::from_str::<Value>(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "gen tx summary ({e}): {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// Wait (bounded) until `host` counted `want` packets for `daddr`; what it counted.
+fn wait_counted(t: &Topology, host: Host, daddr: &str, want: u64) -> u64 {
+    let t0 = Instant::now();
+    // A bound against a hang, not a speed: a loaded machine may take a while to deliver.
+    while counted(t, host, daddr) < want && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    counted(t, host, daddr)
+}
+
+/// The third veth: `rc` in R (vecplane's port Rc), `bc` in B with 198.18.3.2/24 and the target.
+fn third_link(t: &Topology) -> String {
+    let n = t.names();
+    let (rc, bc) = (format!("{}Rc", n.prefix), format!("{}Bc", n.prefix));
+    t.exec_ok(
+        Host::R,
+        &[
+            "ip", "link", "add", &rc, "address", MAC_RC, "type", "veth", "peer", "name", &bc,
+            "address", MAC_BC, "netns", &n.ns_b,
+        ],
+    )
+    .expect("third veth");
+    t.exec_ok(Host::R, &["ip", "link", "set", &rc, "up"])
+        .expect("rc up");
+    for args in [
+        vec!["ip", "addr", "add", "198.18.3.2/24", "dev", &bc],
+        vec!["ip", "addr", "add", "198.19.6.1/32", "dev", &bc],
+        vec!["ip", "link", "set", &bc, "up"],
+    ] {
+        t.exec_ok(Host::B, &args).expect("B's third interface");
+    }
+    rc
+}
+
+#[test]
+fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
+    if !prerequisites() {
+        return;
+    }
+    let t =
+        Topology::build_with_prefix("vplp", Mode::Dataplane(Addressing::Routed)).expect("topology");
+    let a0 = t.names().a0.clone();
+    t.exec_ok(
+        Host::A,
+        &[
+            "ip",
+            "addr",
+            "add",
+            &format!("{FLOOD_TARGET}/32"),
+            "dev",
+            &a0,
+        ],
+    )
+    .expect("A's flood address");
+    let rc = third_link(&t);
+    // A counts (and drops) the flood before its stack sees it; B counts what reaches its
+    // address behind Rc.
+    let flood_rule = format!("ip daddr {FLOOD_TARGET} meta l4proto udp counter drop");
+    let ping_rule = format!("ip daddr {RC_TARGET} counter");
+    for (host, rule) in [(Host::A, flood_rule), (Host::B, ping_rule)] {
+        for rule in [
+            "add table inet vplp".to_string(),
+            "add chain inet vplp in { type filter hook prerouting priority -300 ; }".to_string(),
+            format!("add rule inet vplp in {rule}"),
+        ] {
+            t.exec_ok(host, &["nft", &rule])
+                .unwrap_or_else(|e| panic!("nft {rule}: {e:#}"));
+        }
+    }
+    let vp = t
+        .start_vecplane(Path::new(BIN), &config(&t))
+        .expect("vecplane run starts");
+    let socket = vp.socket().to_string_lossy().into_owned();
+    let ep = control::Endpoint::Unix(vp.socket().to_path_buf());
+    let ping = t
+        .exec_timeout(
+            Host::B,
+            &[
+                "ping",
+                "-n",
+                "-q",
+                "-c",
+                "3",
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+                FLOOD_TARGET,
+            ],
+            Duration::from_secs(15),
+        )
+        .expect("ping runs");
+    assert!(ping.status.success(), "{}", vp.log());
+    let path_nodes = [
+        "ip4-input",
+        "ip4-lookup",
+        "ip4-rewrite",
+        "interface-output",
+        "Ra-tx",
+    ];
+    let drops_before = drops(&vp, &path_nodes);
+    let ids_before = call(&ep, "GET", "/v1/interfaces", None);
+
+    const PACKETS: u64 = 100_000;
+    const ROUNDS: u64 = 6;
+    let pings = "300";
+    let (summary, per_round) = std::thread::scope(|s| {
+        let flood = s.spawn(|| gen_tx(&t, FLOOD_TARGET, PACKETS, 10_000));
+        std::thread::sleep(Duration::from_millis(500));
+        let mut per_round = Vec::new();
+        for round in 0..ROUNDS {
+            let by_api = round % 2 == 0;
+            if by_api {
+                let added = call(
+                    &ep,
+                    "POST",
+                    "/v1/interfaces",
+                    Some(json!({"name": "Rc", "driver": "af-packet", "interface": rc,
+                        "mac": MAC_RC, "ip4": ["198.18.3.1/24"]})),
+                );
+                assert_eq!(added["name"], "Rc", "{added}");
+            } else {
+                let out = std::process::Command::new(BIN)
+                    .args(["ctl", "--socket", &socket, "interface", "add", "name=Rc"])
+                    .args(["driver=af-packet", &format!("interface={rc}")])
+                    .args([&format!("mac={MAC_RC}"), "ip4=198.18.3.1/24"])
+                    .output()
+                    .expect("vecplane ctl runs");
+                assert!(out.status.success(), "{out:?}");
+            }
+            call(
+                &ep,
+                "PUT",
+                &format!("/v1/routes/{RC_ROUTE}"),
+                Some(json!({"via": ["198.18.3.2"]})),
+            );
+            // Resolve B's address on Rc (ARP) before the burst; the answer may come back
+            // any way.
+            let _ = t.exec_timeout(
+                Host::A,
+                &[
+                    "ping", "-n", "-q", "-c", "2", "-i", "0.2", "-W", "1", RC_TARGET,
+                ],
+                Duration::from_secs(10),
+            );
+            let before = counted(&t, Host::B, RC_TARGET);
+            let out = t
+                .exec_timeout(
+                    Host::A,
+                    &[
+                        "ping", "-n", "-q", "-c", pings, "-i", "0.001", "-W", "1", RC_TARGET,
+                    ],
+                    Duration::from_secs(20),
+                )
+                .expect("ping runs");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            let sent: u64 = text
+                .split(" packets transmitted")
+                .next()
+                .and_then(|l| l.rsplit(['\n', ' ']).next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("ping's summary: {text}"));
+            let got = wait_counted(&t, Host::B, RC_TARGET, before + sent) - before;
+            per_round.push((sent, got));
+            call(&ep, "DELETE", &format!("/v1/routes/{RC_ROUTE}"), None);
+            if by_api {
+                call(&ep, "DELETE", "/v1/interfaces/Rc", None);
+            } else {
+                let out = std::process::Command::new(BIN)
+                    .args(["ctl", "--socket", &socket, "interface", "del", "Rc"])
+                    .output()
+                    .expect("vecplane ctl runs");
+                assert!(out.status.success(), "{out:?}");
+            }
+        }
+        (flood.join().expect("flood thread"), per_round)
+    });
+    for (round, (sent, got)) in per_round.iter().enumerate() {
+        assert!(*sent > 0, "round {round}: nothing sent through Rc");
+        assert_eq!(got, sent, "round {round}: B got {got} of {sent} through Rc");
+    }
+    let sent = summary["sent"].as_u64().unwrap_or(0);
+    assert!(sent >= PACKETS / 2, "the generator sent too few: {summary}");
+    let received = wait_counted(&t, Host::A, FLOOD_TARGET, sent);
+    let errors = || {
+        ["show errors", "show interfaces"]
+            .map(|c| {
+                vp.request(c, false)
+                    .map(|r| r.text.unwrap_or_default())
+                    .unwrap_or_default()
+            })
+            .join("\n")
+    };
+    assert_eq!(
+        received,
+        sent,
+        "A received {received} of {sent} flood packets while ports came and went\n{}\n{}",
+        errors(),
+        vp.log()
+    );
+    assert_eq!(drops(&vp, &path_nodes), drops_before, "{}", errors());
+    // Ra and Rb kept their ids; Rc is gone.
+    let now = call(&ep, "GET", "/v1/interfaces", None);
+    for (i, name) in ["Ra", "Rb"].iter().enumerate() {
+        assert_eq!(now["interfaces"][i]["name"], *name, "{now}");
+        assert_eq!(ids_before["interfaces"][i]["name"], *name, "{ids_before}");
+    }
+    let listed = now.to_string();
+    assert!(!listed.contains("\"Rc\""), "{now}");
+    let gone = control::http(&ep, "DELETE", "/v1/interfaces/Rc", None).expect("DELETE");
+    assert_eq!(gone.status, 404, "{}", gone.error_message());
+    vp.stop().expect("vecplane stops cleanly");
+}
