@@ -9,6 +9,10 @@
 //! interface, which would take A's share of the flood.) Addresses are 198.18.0.0/15 only; the
 //! namespaces (with the third veth and B's nftables table) are deleted also when the test fails.
 
+#[path = "support/live.rs"]
+mod live;
+
+use live::{call, drops};
 use netlab::{addr, Addressing, Host, Mode, Topology};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -50,33 +54,6 @@ fn config(t: &Topology) -> std::path::PathBuf {
     let path = t.path("live-ports.toml");
     std::fs::write(&path, text).expect("write config");
     path
-}
-
-fn call(ep: &control::Endpoint, method: &str, path: &str, body: Option<Value>) -> Value {
-    let reply = control::http(ep, method, path, body.map(|b| b.to_string().into_bytes()))
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
-    assert!(
-        (200..300).contains(&reply.status),
-        "{method} {path}: {} {}",
-        reply.status,
-        reply.error_message()
-    );
-    reply.json()
-}
-
-fn drops(vp: &netlab::Vecplane, nodes: &[&str]) -> u64 {
-    let data = vp
-        .request("show errors", true)
-        .expect("show errors")
-        .data
-        .unwrap_or(Value::Null);
-    data["errors"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| nodes.iter().any(|n| e["node"] == *n))
-        .filter_map(|e| e["count"].as_u64())
-        .sum()
 }
 
 /// What the nftables rule for `daddr` in `host` counted.

@@ -228,7 +228,7 @@ impl PortControl {
         });
         if let Some(e) = acks.iter().find_map(|a| a.as_ref().err()) {
             let e = e.clone();
-            self.retire(id, &nodes, &acks);
+            let _ = self.retire(id, &nodes, &acks);
             live.removed[usize::from(id)] = Some(Instant::now());
             return refuse(format!("port `{name}`: {e}"));
         }
@@ -333,30 +333,6 @@ impl PortControl {
         Ok(out)
     }
 
-    /// Retire port `id`'s nodes on the workers whose answer in `applied` was Ok.
-    fn retire(&self, id: u16, nodes: &PortNodes, applied: &[Ack]) {
-        let _ = self.on_every_worker(|w| {
-            let ok = applied.get(w).is_some_and(Result::is_ok);
-            let mut edit = GraphEdit::new();
-            if ok {
-                for (n, _) in &nodes[w] {
-                    edit.retire(n);
-                }
-                edit.with_event(Arc::new(PortEvent::Removed(id)));
-            }
-            Box::new(move |parts| {
-                if !ok {
-                    return Ok(0);
-                }
-                parts
-                    .graph
-                    .apply(edit, parts.pool)
-                    .map_err(|e| e.to_string())?;
-                Ok(parts.neighbours.with(|n| n.remove_port(id, parts.pool)) as u64)
-            })
-        });
-    }
-
     /// Remove the port named `name`: no route leads to it any more, its inputs are drained
     /// (what they held is forwarded), then its nodes are retired on every worker.
     pub fn remove(&self, name: &str) -> Result<RemovedPort, PortChangeError> {
@@ -414,7 +390,7 @@ impl PortControl {
         }
         // R5: retire its nodes; the workers free what waited for neighbour resolution.
         let ok: Vec<Ack> = (0..self.workers.len()).map(|_| Ok(0)).collect();
-        let freed = self.retire_counting(id, &nodes, &ok)?;
+        let freed = self.retire(id, &nodes, &ok)?;
         // R6: the id rests, then may be given again.
         live.removed[usize::from(id)] = Some(Instant::now());
         live.nodes[usize::from(id)] = None;
@@ -432,13 +408,10 @@ impl PortControl {
         })
     }
 
-    /// `retire`, returning the packets the workers freed (an error when one did not answer).
-    fn retire_counting(
-        &self,
-        id: u16,
-        nodes: &PortNodes,
-        applied: &[Ack],
-    ) -> Result<u64, PortChangeError> {
+    /// Retire port `id`'s nodes on the workers whose answer in `applied` was Ok (every worker
+    /// learns of the removal); returns the packets the workers freed (an error when one did
+    /// not answer).
+    fn retire(&self, id: u16, nodes: &PortNodes, applied: &[Ack]) -> Result<u64, PortChangeError> {
         let acks = self.on_every_worker(|w| {
             let mut edit = GraphEdit::new();
             let ok = applied.get(w).is_some_and(Result::is_ok);
