@@ -572,8 +572,13 @@ fn check_addable(live: &Live, port: &PortSpec) -> Result<(), PortChangeError> {
 }
 
 /// The nodes a port of the start has on each worker, for the drivers whose nodes are known:
-/// `<name>-rx` (an input) and `<name>-tx`.
+/// `<name>-rx` (an input; a memory port only when it generates) and `<name>-tx`.
 fn start_nodes(port: &PortSpec, workers: usize) -> Result<PortNodes, PortChangeError> {
+    let rx = match &port.driver {
+        PortDriver::AfPacket { .. } => true,
+        PortDriver::Memory(m) => m.generate,
+        _ => false,
+    };
     if !matches!(
         port.driver,
         PortDriver::AfPacket { .. } | PortDriver::Memory(_)
@@ -584,10 +589,10 @@ fn start_nodes(port: &PortSpec, workers: usize) -> Result<PortNodes, PortChangeE
             port.name
         ));
     }
-    let nodes = vec![
-        (format!("{}-rx", port.name), true),
-        (format!("{}-tx", port.name), false),
-    ];
+    let mut nodes = vec![(format!("{}-tx", port.name), false)];
+    if rx {
+        nodes.insert(0, (format!("{}-rx", port.name), true));
+    }
     Ok(vec![nodes; workers])
 }
 

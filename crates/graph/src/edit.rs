@@ -67,7 +67,8 @@ impl GraphEdit {
     }
 
     /// Poll the input `name` after the others until a poll comes up empty (or for
-    /// `DRAIN_MILLIS` at most), then park it and set `done`.
+    /// `DRAIN_MILLIS` at most), then park it and set `done`; a held input (never polled) is
+    /// parked at once.
     pub fn drain(&mut self, name: &str, done: Arc<AtomicBool>) -> &mut Self {
         self.drain.push((name.to_string(), done));
         self
@@ -240,6 +241,13 @@ impl Graph {
         let deadline_tsc = crate::rdtsc().wrapping_add(self.tsc_hz / 1000 * DRAIN_MILLIS);
         for (name, done) in drain {
             if let Some(id) = self.id_of_live(&name) {
+                if self.held.contains(&id) {
+                    // Never polled: nothing to drain.
+                    self.held.retain(|&i| i != id);
+                    self.parked.push(id);
+                    done.store(true, Ordering::Release);
+                    continue;
+                }
                 self.inputs.retain(|&i| i != id);
                 self.draining.push(Draining {
                     id,
@@ -345,12 +353,12 @@ impl Graph {
             }
         }
         for (name, _) in &edit.drain {
-            let polled = live
+            let drainable = live
                 .get(name.as_str())
-                .is_some_and(|id| self.inputs.contains(id));
-            if !polled || retiring.contains(name.as_str()) {
+                .is_some_and(|id| self.inputs.contains(id) || self.held.contains(id));
+            if !drainable || retiring.contains(name.as_str()) {
                 return Err(edit_error(format!(
-                    "cannot drain `{name}`: not an input polled every round"
+                    "cannot drain `{name}`: not an input polled every round or held"
                 )));
             }
         }

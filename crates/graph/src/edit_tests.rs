@@ -222,6 +222,10 @@ fn a_refused_edit_changes_nothing() {
     e.drain("steer", Arc::default());
     bad.push((e, "cannot drain `steer`"));
     let mut e = GraphEdit::new();
+    e.add_input(source("s3", "steer", 1, 1))
+        .drain("s3", Arc::default());
+    bad.push((e, "cannot drain `s3`"));
+    let mut e = GraphEdit::new();
     e.retire("steer").add_input(source("s2", "steer", 1, 1));
     bad.push((e, "sends to `steer`"));
     for (e, want) in bad {
@@ -313,6 +317,20 @@ fn held_inputs_start_when_activated() {
         .activate("now");
     g.apply(e, &mut pool).expect("added and activated");
     run_out(&mut g, &mut pool);
+    assert_eq!(sink.load(Ordering::Relaxed), 48);
+    // A held input is drained at once (it was never polled), then retired.
+    let mut e = GraphEdit::new();
+    e.add_input(source("never", "steer", 8, 8))
+        .hold_new_inputs();
+    g.apply(e, &mut pool).expect("added");
+    let done = Arc::new(AtomicBool::new(false));
+    let mut e = GraphEdit::new();
+    e.drain("never", done.clone());
+    g.apply(e, &mut pool).expect("drained");
+    assert!(done.load(Ordering::Acquire));
+    let mut e = GraphEdit::new();
+    e.retire("never");
+    g.apply(e, &mut pool).expect("retired");
     assert_eq!(sink.load(Ordering::Relaxed), 48);
     assert_consistent(&g);
 }

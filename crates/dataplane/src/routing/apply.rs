@@ -152,6 +152,11 @@ impl Routing {
         let mut host_adds: Vec<(bool, u128)> = Vec::new();
         let mut touched4: Vec<(u128, u8)> = Vec::new();
         let mut touched6: Vec<(u128, u8)> = Vec::new();
+        // Gateways of deleted static neighbours, resolved dynamically from now on: repointed
+        // only once the FIB is written, so a route this batch deletes never sends its packets
+        // to resolution meanwhile (it did: a flood through a route deleted together with its
+        // neighbour lost about a hundred packets to ip4-arp/queue-full).
+        let mut unpinned_gateways: Vec<(bool, u128, u16)> = Vec::new();
         for (ip, p) in &plan.neighbours {
             let (v6, addr) = to_u128(*ip);
             let fam_book = if v6 {
@@ -194,7 +199,7 @@ impl Routing {
                     };
                     retired_adjacencies.push((v6, n.adjacency));
                     if let Some(port) = net.connected_port(addr) {
-                        book.reach_gateway(addr, (port, None));
+                        unpinned_gateways.push((v6, addr, port));
                     }
                     let key = (addr, net.bits);
                     if let Some(id) = system.get_mut(&key).and_then(|s| s.neighbour.take()) {
@@ -241,6 +246,18 @@ impl Routing {
         self.v6.book.publish();
         write_fib(&mut self.v4, touched4);
         write_fib(&mut self.v6, touched6);
+        if !unpinned_gateways.is_empty() {
+            for (v6, addr, port) in unpinned_gateways {
+                let book = if v6 {
+                    &mut self.v6.book
+                } else {
+                    &mut self.v4.book
+                };
+                book.reach_gateway(addr, (port, None));
+            }
+            self.v4.book.publish();
+            self.v6.book.publish();
+        }
         let epoch = self.domain.advance();
         for (v6, id) in released {
             let book = if v6 {
