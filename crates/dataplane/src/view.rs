@@ -32,7 +32,8 @@ impl<T> Published<T> {
 #[derive(Clone, Debug)]
 pub struct RuntimeView {
     /// Ports in port-id order (replaced when a port is added or removed at run time; a removed
-    /// port's id keeps an entry with driver `removed` until the id is reused).
+    /// port's id keeps an entry named `NAME (removed)` with driver `removed`, its counters
+    /// frozen, until the id is given again).
     pub ports: Arc<Published<Vec<PortView>>>,
     /// Workers in worker order.
     pub workers: Vec<WorkerView>,
