@@ -165,6 +165,21 @@ impl PortControl {
         acks
     }
 
+    /// Have every worker apply the edit `make(worker)` gives; the first refusal.
+    fn edit_every_worker(&self, mut make: impl FnMut(usize) -> GraphEdit) -> Result<(), String> {
+        let acks = self.on_every_worker(|w| {
+            let edit = make(w);
+            Box::new(move |parts| {
+                parts
+                    .graph
+                    .apply(edit, parts.pool)
+                    .map(|_| 0)
+                    .map_err(|e| e.to_string())
+            })
+        });
+        acks.into_iter().try_for_each(|a| a.map(|_| ()))
+    }
+
     /// Add `port` (its addresses, MAC and MTU as the config would give them, already checked
     /// as a `[[port]]` table) to the running data plane; returns its id.
     pub fn add(&self, port: PortSpec) -> Result<u16, PortChangeError> {
@@ -253,22 +268,14 @@ impl PortControl {
             .policies
             .port_addrs
             .set(usize::from(id), (port.ip4.clone(), port.ip6.clone()));
-        let acks = self.on_every_worker(|w| {
+        self.edit_every_worker(|w| {
             let mut edit = GraphEdit::new();
             for (n, _) in nodes[w].iter().filter(|(_, input)| *input) {
                 edit.activate(n);
             }
-            Box::new(move |parts| {
-                parts
-                    .graph
-                    .apply(edit, parts.pool)
-                    .map(|_| 0)
-                    .map_err(|e| e.to_string())
-            })
-        });
-        if let Some(e) = acks.iter().find_map(|a| a.as_ref().err()) {
-            return refuse(format!("port `{name}` added but not started: {e}"));
-        }
+            edit
+        })
+        .map_err(|e| PortChangeError(format!("port `{name}` added but not started: {e}")))?;
         Ok(id)
     }
 
@@ -364,23 +371,15 @@ impl PortControl {
             .map(|_| Arc::default())
             .collect();
         let mut k = 0;
-        let acks = self.on_every_worker(|w| {
+        self.edit_every_worker(|w| {
             let mut edit = GraphEdit::new();
             for (n, _) in nodes[w].iter().filter(|(_, input)| *input) {
                 edit.drain(n, flags[k].clone());
                 k += 1;
             }
-            Box::new(move |parts| {
-                parts
-                    .graph
-                    .apply(edit, parts.pool)
-                    .map(|_| 0)
-                    .map_err(|e| e.to_string())
-            })
-        });
-        if let Some(e) = acks.iter().find_map(|a| a.as_ref().err()) {
-            return refuse(format!("port `{name}`: draining its inputs: {e}"));
-        }
+            edit
+        })
+        .map_err(|e| PortChangeError(format!("port `{name}`: draining its inputs: {e}")))?;
         let deadline = Instant::now() + WORKER_TIMEOUT;
         while !flags.iter().all(|f| f.load(Ordering::Acquire)) && Instant::now() < deadline {
             for h in &self.workers {
