@@ -249,14 +249,20 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
                 &format!("/v1/routes/{RC_ROUTE}"),
                 Some(json!({"via": ["198.18.3.2"]})),
             );
-            // Resolve B's address on Rc (ARP) before the burst; the answer may come back
-            // any way.
-            let _ = t.exec_timeout(
-                Host::A,
-                &[
-                    "ping", "-n", "-q", "-c", "2", "-i", "0.2", "-W", "1", RC_TARGET,
-                ],
-                Duration::from_secs(10),
+            // B's address on Rc is resolved (ARP) before the burst: one ping answered (the
+            // answer comes back through Rb and Ra) says so. A bound against a hang: ten tries.
+            let resolved = (0..10).any(|_| {
+                t.exec_timeout(
+                    Host::A,
+                    &["ping", "-n", "-q", "-c", "1", "-W", "1", RC_TARGET],
+                    Duration::from_secs(10),
+                )
+                .is_ok_and(|o| o.status.success())
+            });
+            assert!(
+                resolved,
+                "round {round}: no ping answered through Rc\n{}",
+                vp.log()
             );
             let before = counted(&t, Host::B, RC_TARGET);
             let out = t
