@@ -251,6 +251,17 @@ impl PortControl {
         // A5: publish the port, then its addresses (routes lead to it only now, when every
         // worker can send on it), then start its inputs.
         let mut list = (*self.ports.get()).clone();
+        // Ids an add that failed took (and rests) stay lined up: the list is by id.
+        while list.len() < usize::from(id) {
+            list.push(PortView {
+                name: format!("(port {} unused)", list.len()),
+                driver: "removed".to_string(),
+                detail: String::new(),
+                mac: [0; 6],
+                stats: Vec::new(),
+                driver_counters: None,
+            });
+        }
         if usize::from(id) < list.len() {
             list[usize::from(id)] = view;
         } else {

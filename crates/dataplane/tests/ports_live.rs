@@ -173,6 +173,15 @@ fn ports_come_and_go_while_a_flood_runs_and_no_packet_is_lost() {
         e.to_string().contains("overlaps 198.18.2.1/24 of port `b`"),
         "{e}"
     );
+    // A port whose driver cannot open takes nothing: the next port's id and view line up.
+    let mut bad = sink("bad");
+    bad.ip4.clear();
+    bad.driver = PortDriver::AfPacket {
+        interface: "vpno-such-if0".into(),
+        fanout: None,
+    };
+    let e = pc.add(bad).expect_err("no such interface");
+    assert!(e.to_string().contains("bad"), "{e}");
     let e = pc.remove("nope").expect_err("no such port");
     assert!(e.to_string().contains("ports: a, b, d"), "{e}");
     let e = pc.remove("b").expect_err("b's gateway");
