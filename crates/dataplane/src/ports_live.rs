@@ -2,9 +2,10 @@
 //! plans it: the port's nodes are built on the control thread by its unchanged driver and handed
 //! to every worker as a graph edit (its inputs held), the shared tables learn the port, and only
 //! then do its addresses (the routes that lead to it) and its inputs go live. A removal takes the
-//! routes away first, drains the port's inputs, then retires its nodes. It owns the live port
-//! list and the order of those steps; it never touches packets, and other ports' traffic only
-//! waits between two rounds of each worker while an edit is applied.
+//! routes away first, drains the port's inputs, then retires its nodes, which come back to the
+//! control thread to be dropped (closing a socket may wait for the kernel). It owns the live
+//! port list and the order of those steps; it never touches packets, and other ports' traffic
+//! only waits between two rounds of each worker while an edit is applied.
 
 use crate::build::{lock, BuildError, WorkersShared};
 use crate::idle::Doorbell;
@@ -422,6 +423,9 @@ impl PortControl {
     /// learns of the removal); returns the packets the workers freed (an error when one did
     /// not answer).
     fn retire(&self, id: u16, nodes: &PortNodes, applied: &[Ack]) -> Result<u64, PortChangeError> {
+        // The retired nodes come back here to be dropped: closing a socket may wait for an RCU
+        // grace period (AF_PACKET's release does), which must not stall a worker.
+        let graveyard: Arc<Mutex<Vec<graph::RemovedNode>>> = Arc::default();
         let acks = self.on_every_worker(|w| {
             let mut edit = GraphEdit::new();
             let ok = applied.get(w).is_some_and(Result::is_ok);
@@ -429,14 +433,22 @@ impl PortControl {
                 edit.retire(n);
             }
             edit.with_event(Arc::new(PortEvent::Removed(id)));
+            let graveyard = graveyard.clone();
             Box::new(move |parts| {
-                parts
+                let gone = parts
                     .graph
                     .apply(edit, parts.pool)
                     .map_err(|e| e.to_string())?;
+                graveyard
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .extend(gone);
                 Ok(parts.neighbours.with(|n| n.remove_port(id, parts.pool)) as u64)
             })
         });
+        drop(std::mem::take(
+            &mut *graveyard.lock().unwrap_or_else(|p| p.into_inner()),
+        ));
         let mut freed = 0;
         for a in acks {
             freed += a.map_err(PortChangeError)?;
