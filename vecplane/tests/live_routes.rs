@@ -26,28 +26,15 @@ fn prerequisites() -> bool {
 }
 
 fn config(t: &Topology) -> std::path::PathBuf {
-    let n = t.names();
-    let text = format!(
-        "[dataplane]\nbuffers = 8192\n\n\
-         [[port]]\nname = \"Ra\"\ndriver = \"af-packet\"\ninterface = \"{ra}\"\n\
-         mac = \"{mac_ra}\"\nip4 = [\"198.18.1.1/24\"]\n\n\
-         [[port]]\nname = \"Rb\"\ndriver = \"af-packet\"\ninterface = \"{rb}\"\n\
-         mac = \"{mac_rb}\"\nip4 = [\"198.18.2.1/24\"]\n\n\
-         [[neighbour]]\nip = \"{a4}\"\nmac = \"{mac_a}\"\nport = \"Ra\"\n\n\
-         [[neighbour]]\nip = \"198.18.2.2\"\nmac = \"{mac_b}\"\nport = \"Rb\"\n\n\
-         [[neighbour]]\nip = \"198.18.2.3\"\nmac = \"{mac_b}\"\nport = \"Rb\"\n\n\
-         [[route]]\nprefix = \"{ROUTE}\"\nvia = \"198.18.2.2\"\n",
-        ra = n.ra,
-        rb = n.rb,
-        mac_ra = addr::MAC_RA,
-        mac_rb = addr::MAC_RB,
-        a4 = addr::A4,
-        mac_a = addr::MAC_A0,
-        mac_b = addr::MAC_B0,
-    );
-    let path = t.path("live-routes.toml");
-    std::fs::write(&path, text).expect("write config");
-    path
+    let mac_b = addr::MAC_B0;
+    live::config(
+        t,
+        "live-routes.toml",
+        &format!(
+            "[[neighbour]]\nip = \"198.18.2.3\"\nmac = \"{mac_b}\"\nport = \"Rb\"\n\n\
+             [[route]]\nprefix = \"{ROUTE}\"\nvia = \"198.18.2.2\"\n"
+        ),
+    )
 }
 
 #[test]
