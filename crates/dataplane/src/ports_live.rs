@@ -269,7 +269,7 @@ impl PortControl {
             list.push(view);
         }
         self.ports.set(Arc::new(list));
-        let addrs = own_addresses(&port);
+        let addrs = port.own_addresses().collect();
         let routed = lock(&self.shared.routing).set_port_addresses(&[(usize::from(id), addrs)]);
         if let Err(e) = routed {
             drop(live);
@@ -466,15 +466,6 @@ struct BuiltNodes {
     detail: String,
 }
 
-/// The port's addresses as the routing tables take them.
-fn own_addresses(p: &PortSpec) -> Vec<(IpAddr, u8)> {
-    p.ip4
-        .iter()
-        .map(|(a, l)| (IpAddr::V4(*a), *l))
-        .chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
-        .collect()
-}
-
 /// Put `port` at `id` (a new id at the end, or a removed port's).
 fn set_slot(live: &mut Live, id: u16, port: PortSpec) {
     let i = usize::from(id);
@@ -564,7 +555,7 @@ fn check_addable(live: &Live, port: &PortSpec) -> Result<(), PortChangeError> {
             port.name
         ));
     }
-    let mine = own_addresses(port);
+    let mine: Vec<(IpAddr, u8)> = port.own_addresses().collect();
     for (i, p) in live.spec.ports.iter().enumerate() {
         if live.removed[i].is_some() {
             continue;
@@ -580,7 +571,7 @@ fn check_addable(live: &Live, port: &PortSpec) -> Result<(), PortChangeError> {
                 ));
             }
         }
-        for &(a, al) in &own_addresses(p) {
+        for (a, al) in p.own_addresses() {
             if let Some(&(m, ml)) = mine.iter().find(|&&(m, ml)| overlap((m, ml), (a, al))) {
                 return refuse(format!(
                     "port `{}`: {m}/{ml} overlaps {a}/{al} of port `{}`; accepted: a subnet \

@@ -384,6 +384,14 @@ pub struct PortSpec {
     pub driver: PortDriver,
 }
 
+impl PortSpec {
+    /// Its own addresses of both families, IPv4 first, with their prefix lengths.
+    pub fn own_addresses(&self) -> impl Iterator<Item = (IpAddr, u8)> + '_ {
+        let v4 = self.ip4.iter().map(|(a, l)| (IpAddr::V4(*a), *l));
+        v4.chain(self.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
+    }
+}
+
 /// How a port moves packets.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PortDriver {

@@ -121,10 +121,7 @@ impl Ctx<'_> {
         let connected: Vec<(IpAddr, u8)> = port_specs
             .iter()
             .flatten()
-            .flat_map(|p| {
-                let v4 = p.ip4.iter().map(|(a, l)| (IpAddr::V4(*a), *l));
-                v4.chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
-            })
+            .flat_map(|p| p.own_addresses())
             .collect();
         let mut seen_prefixes: HashMap<(IpAddr, u8), usize> = HashMap::new();
         for (i, node) in routes.iter().enumerate() {

@@ -316,15 +316,7 @@ impl Routing {
             .ports
             .iter()
             .enumerate()
-            .map(|(id, p)| {
-                let all = p
-                    .ip4
-                    .iter()
-                    .map(|(a, l)| (IpAddr::V4(*a), *l))
-                    .chain(p.ip6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
-                    .collect();
-                (id, all)
-            })
+            .map(|(id, p)| (id, p.own_addresses().collect()))
             .collect();
         r.set_port_addresses(&addrs)?;
         let mut changes: Vec<Change> =
