@@ -12,11 +12,11 @@
 #[path = "support/live.rs"]
 mod live;
 
-use live::{call, drops};
+use live::{call, drops, flood};
 use netlab::{addr, Addressing, Host, Mode, Topology};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
 
@@ -39,73 +39,6 @@ fn config(t: &Topology) -> std::path::PathBuf {
         "live-ports.toml",
         &format!("[[route]]\nprefix = \"198.19.5.0/24\"\nvia = \"{a4}\"\n"),
     )
-}
-
-/// What the nftables rule for `daddr` in `host` counted.
-fn counted(t: &Topology, host: Host, daddr: &str) -> u64 {
-    let out = t
-        .exec_ok(host, &["nft", "list", "chain", "inet", "vplp", "in"])
-        .expect("nft list");
-    out.lines()
-        .find(|l| l.contains(daddr))
-        .and_then(|l| l.split("packets ").nth(1))
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
-/// `vecplane gen tx` from B (to R's Rb): `count` UDP packets to `dst` at `rate`/s; its summary.
-fn gen_tx(t: &Topology, dst: &str, count: u64, rate: u64) -> Value {
-    let b0 = &t.names().b0;
-    let seconds = (count / rate + 10).to_string();
-    let out = t
-        .exec_timeout(
-            Host::B,
-            &[
-                BIN,
-                "gen",
-                "tx",
-                "--interface",
-                b0,
-                "--dst-mac",
-                addr::MAC_RB,
-                "--src-mac",
-                addr::MAC_B0,
-                "--src-ip",
-                "198.18.2.2",
-                "--dst-ip",
-                dst,
-                "--flows",
-                "64",
-                "--rate",
-                &rate.to_string(),
-                "--count",
-                &count.to_string(),
-                "--seconds",
-                &seconds,
-                "--json",
-                "--no-progress",
-            ],
-            Duration::from_secs(count / rate + 30),
-        )
-        .expect("vecplane gen tx runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    serde_json::from_str::<Value>(text.trim()).unwrap_or_else(|e| {
-        panic!(
-            "gen tx summary ({e}): {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    })
-}
-
-/// Wait (bounded) until `host` counted `want` packets for `daddr`; what it counted.
-fn wait_counted(t: &Topology, host: Host, daddr: &str, want: u64) -> u64 {
-    let t0 = Instant::now();
-    // A bound against a hang, not a speed: a loaded machine may take a while to deliver.
-    while counted(t, host, daddr) < want && t0.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    counted(t, host, daddr)
 }
 
 /// The third veth: `rc` in R (vecplane's port Rc), `bc` in B with 198.18.3.2/24 and the target.
@@ -205,7 +138,7 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
     const ROUNDS: u64 = 6;
     let pings = "300";
     let (summary, per_round) = std::thread::scope(|s| {
-        let flood = s.spawn(|| gen_tx(&t, FLOOD_TARGET, PACKETS, 10_000));
+        let flood = s.spawn(|| flood(&t, Host::B, FLOOD_TARGET, PACKETS, 10_000));
         std::thread::sleep(Duration::from_millis(500));
         let mut per_round = Vec::new();
         for round in 0..ROUNDS {
@@ -249,7 +182,7 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
                 "round {round}: no ping answered through Rc\n{}",
                 vp.log()
             );
-            let before = counted(&t, Host::B, RC_TARGET);
+            let before = live::counted(&t, Host::B, "vplp", RC_TARGET);
             let out = t
                 .exec_timeout(
                     Host::A,
@@ -266,7 +199,7 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
                 .and_then(|l| l.rsplit(['\n', ' ']).next())
                 .and_then(|n| n.parse().ok())
                 .unwrap_or_else(|| panic!("ping's summary: {text}"));
-            let got = wait_counted(&t, Host::B, RC_TARGET, before + sent) - before;
+            let got = live::wait_counted(&t, Host::B, "vplp", RC_TARGET, before + sent) - before;
             per_round.push((sent, got));
             call(&ep, "DELETE", &format!("/v1/routes/{RC_ROUTE}"), None);
             if by_api {
@@ -287,7 +220,7 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
     }
     let sent = summary["sent"].as_u64().unwrap_or(0);
     assert!(sent >= PACKETS / 2, "the generator sent too few: {summary}");
-    let received = wait_counted(&t, Host::A, FLOOD_TARGET, sent);
+    let received = live::wait_counted(&t, Host::A, "vplp", FLOOD_TARGET, sent);
     let errors = || {
         ["show errors", "show interfaces"]
             .map(|c| {

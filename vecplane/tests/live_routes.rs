@@ -9,9 +9,9 @@
 #[path = "support/live.rs"]
 mod live;
 
-use live::{call, drops};
+use live::{call, drops, flood};
 use netlab::{addr, Addressing, Host, Mode, Topology};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -91,43 +91,7 @@ fn route_changes_during_a_udp_flood_lose_nothing() {
 
     const PACKETS: u64 = 100_000;
     let (summary, changes, flips) = std::thread::scope(|s| {
-        let flood = s.spawn(|| {
-            let a0 = t.names().a0.clone();
-            let out = t
-                .exec_timeout(
-                    Host::A,
-                    &[
-                        BIN,
-                        "gen",
-                        "tx",
-                        "--interface",
-                        &a0,
-                        "--dst-mac",
-                        addr::MAC_RA,
-                        "--src-mac",
-                        addr::MAC_A0,
-                        "--src-ip",
-                        "198.18.1.2",
-                        "--dst-ip",
-                        TARGET,
-                        "--flows",
-                        "64",
-                        "--rate",
-                        "10000",
-                        "--count",
-                        &PACKETS.to_string(),
-                        "--seconds",
-                        "20",
-                        "--json",
-                        "--no-progress",
-                    ],
-                    Duration::from_secs(40),
-                )
-                .expect("vecplane gen tx runs");
-            let text = String::from_utf8_lossy(&out.stdout).into_owned();
-            serde_json::from_str::<Value>(text.trim())
-                .unwrap_or_else(|e| panic!("gen tx summary ({e}): {text}"))
-        });
+        let flood = s.spawn(|| flood(&t, Host::A, TARGET, PACKETS, 10_000));
         // Give the flood a second to start, then churn for about eight seconds.
         std::thread::sleep(Duration::from_secs(1));
         let start = Instant::now();
@@ -175,23 +139,7 @@ fn route_changes_during_a_udp_flood_lose_nothing() {
     // vecplane received must all arrive. Half the flood is plenty for the changes to land
     // among packets; how much more depends on the machine's load, not on vecplane.
     assert!(sent >= PACKETS / 2, "the generator sent too few: {summary}");
-    // What B counted (the last packets may still be on their way for a moment).
-    let counted = || -> u64 {
-        let out = t
-            .exec_ok(Host::B, &["nft", "list", "chain", "inet", "vplr", "in"])
-            .expect("nft list");
-        out.split("packets ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
-    let t0 = Instant::now();
-    // A bound against a hang, not a speed: a loaded machine may take a while to deliver.
-    while counted() < sent && t0.elapsed() < Duration::from_secs(15) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let received = counted();
+    let received = live::wait_counted(&t, Host::B, "vplr", TARGET, sent);
     assert_eq!(
         received,
         sent,

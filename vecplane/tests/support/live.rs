@@ -1,9 +1,13 @@
 //! What the live-change end-to-end tests share (`live_routes`, `live_ports`): the config of
-//! vecplane in R of an A - R - B topology, an API call that must succeed, and vecplane's drop
-//! count on a set of nodes.
+//! vecplane in R of an A - R - B topology, a bounded UDP flood from A or B, what an nftables
+//! counter there saw, an API call that must succeed, and vecplane's drop count on a set of
+//! nodes.
 
-use netlab::{addr, Topology};
+use netlab::{addr, Host, Topology};
 use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
 
 /// Write `file` in the topology's directory: ports Ra and Rb (af-packet on R's veths,
 /// 198.18.1.1/24 and 198.18.2.1/24), A and B (198.18.2.2) as static neighbours, then `extra`
@@ -59,4 +63,76 @@ pub fn drops(vp: &netlab::Vecplane, nodes: &[&str]) -> u64 {
         .filter(|e| nodes.iter().any(|n| e["node"] == *n))
         .filter_map(|e| e["count"].as_u64())
         .sum()
+}
+
+/// `vecplane gen tx` from A (to R's Ra) or B (to R's Rb): `count` UDP packets over 64 flows to
+/// `dst` at `rate` a second; its JSON summary.
+pub fn flood(t: &Topology, from: Host, dst: &str, count: u64, rate: u64) -> Value {
+    let n = t.names();
+    let (dev, dst_mac, src_mac, src_ip) = match from {
+        Host::B => (&n.b0, addr::MAC_RB, addr::MAC_B0, "198.18.2.2"),
+        _ => (&n.a0, addr::MAC_RA, addr::MAC_A0, "198.18.1.2"),
+    };
+    let seconds = (count / rate + 10).to_string();
+    let (rate, count) = (rate.to_string(), count.to_string());
+    let args = [
+        BIN,
+        "gen",
+        "tx",
+        "--interface",
+        dev,
+        "--dst-mac",
+        dst_mac,
+        "--src-mac",
+        src_mac,
+        "--src-ip",
+        src_ip,
+        "--dst-ip",
+        dst,
+        "--flows",
+        "64",
+        "--rate",
+        &rate,
+        "--count",
+        &count,
+        "--seconds",
+        &seconds,
+        "--json",
+        "--no-progress",
+    ];
+    let limit = Duration::from_secs(seconds.parse::<u64>().unwrap_or(20) + 20);
+    let out = t
+        .exec_timeout(from, &args, limit)
+        .expect("vecplane gen tx runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    serde_json::from_str::<Value>(text.trim()).unwrap_or_else(|e| {
+        panic!(
+            "gen tx summary ({e}): {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+/// What the rule for `daddr` in chain `in` of nftables table `inet TABLE` in `host` counted.
+pub fn counted(t: &Topology, host: Host, table: &str, daddr: &str) -> u64 {
+    let out = t
+        .exec_ok(host, &["nft", "list", "chain", "inet", table, "in"])
+        .expect("nft list");
+    out.lines()
+        .find(|l| l.contains(daddr))
+        .and_then(|l| l.split("packets ").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Wait until `counted` reaches `want` (the last packets may still be on their way), 15 s at
+/// most: a bound against a hang, not a speed (a loaded machine may take a while to deliver).
+/// What it counted.
+pub fn wait_counted(t: &Topology, host: Host, table: &str, daddr: &str, want: u64) -> u64 {
+    let t0 = Instant::now();
+    while counted(t, host, table, daddr) < want && t0.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    counted(t, host, table, daddr)
 }
