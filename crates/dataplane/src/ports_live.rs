@@ -71,6 +71,17 @@ struct Live {
     nodes: Vec<Option<PortNodes>>,
 }
 
+impl Live {
+    /// The ports in use (not removed), with their ids.
+    fn in_use(&self) -> impl Iterator<Item = (u16, &PortSpec)> + '_ {
+        let removed = &self.removed;
+        let ports = self.spec.ports.iter().enumerate();
+        ports
+            .filter(move |(i, _)| removed[*i].is_none())
+            .map(|(i, p)| (i as u16, p))
+    }
+}
+
 /// Adds and removes ports while the workers run; one change at a time.
 pub struct PortControl {
     live: Mutex<Live>,
@@ -124,13 +135,7 @@ impl PortControl {
     /// The ports in use now, by id.
     pub fn ports(&self) -> Vec<(u16, PortSpec)> {
         let live = self.lock();
-        live.spec
-            .ports
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| live.removed[*i].is_none())
-            .map(|(i, p)| (i as u16, p.clone()))
-            .collect()
+        live.in_use().map(|(i, p)| (i, p.clone())).collect()
     }
 
     /// Post `job(worker index)` to every worker, wake them, and wait for every answer.
@@ -498,23 +503,10 @@ fn free_id(live: &Live) -> Result<u16, PortChangeError> {
 
 /// The id of the port in use named `name`.
 fn live_id(live: &Live, name: &str) -> Result<u16, PortChangeError> {
-    let found = live
-        .spec
-        .ports
-        .iter()
-        .enumerate()
-        .position(|(i, p)| p.name == name && live.removed[i].is_none());
-    match found {
-        Some(i) => Ok(i as u16),
+    match live.in_use().find(|(_, p)| p.name == name) {
+        Some((i, _)) => Ok(i),
         None => {
-            let names: Vec<&str> = live
-                .spec
-                .ports
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| live.removed[*i].is_none())
-                .map(|(_, p)| p.name.as_str())
-                .collect();
+            let names: Vec<&str> = live.in_use().map(|(_, p)| p.name.as_str()).collect();
             refuse(format!(
                 "no port is named `{name}`; ports: {}",
                 names.join(", ")
@@ -556,10 +548,7 @@ fn check_addable(live: &Live, port: &PortSpec) -> Result<(), PortChangeError> {
         ));
     }
     let mine: Vec<(IpAddr, u8)> = port.own_addresses().collect();
-    for (i, p) in live.spec.ports.iter().enumerate() {
-        if live.removed[i].is_some() {
-            continue;
-        }
+    for (_, p) in live.in_use() {
         if p.name == port.name {
             return refuse(format!("a port is named `{}` already", port.name));
         }

@@ -98,12 +98,11 @@ pub(super) async fn post_interface(s: Shared, q: Params, b: Body) -> Response {
             let pc = s.view.port_control.clone().ok_or_else(|| {
                 conflict("this data plane cannot change its ports while it runs".into())
             })?;
-            let (name, driver) = (port.name.clone(), port.driver.clone());
+            let name = port.name.clone();
             let id = pc.add(port).map_err(|e| conflict(e.0))?;
-            let driver = match driver {
-                dataplane::PortDriver::AfPacket { .. } => "af-packet",
-                _ => "memory",
-            };
+            // The driver as `show interfaces` names it.
+            let ports = s.view.ports.get();
+            let driver = ports.get(usize::from(id)).map_or("", |p| p.driver.as_str());
             Ok((
                 StatusCode::CREATED,
                 json!({"index": id, "name": name, "driver": driver}),
@@ -121,14 +120,12 @@ pub(super) async fn delete_interface(s: Shared, Path(name): Path<String>, q: Par
             let pc = s.view.port_control.clone().ok_or_else(|| {
                 conflict("this data plane cannot change its ports while it runs".into())
             })?;
-            if !pc.ports().iter().any(|(_, p)| p.name == name) {
+            let ports = pc.ports();
+            if !ports.iter().any(|(_, p)| p.name == name) {
+                let names: Vec<&str> = ports.iter().map(|(_, p)| p.name.as_str()).collect();
                 return Err(ApiError::not_found(format!(
                     "there is no port `{name}`; accepted: {}",
-                    pc.ports()
-                        .iter()
-                        .map(|(_, p)| p.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    names.join(", ")
                 )));
             }
             let r = pc.remove(&name).map_err(|e| conflict(e.0))?;
