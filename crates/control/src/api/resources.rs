@@ -922,10 +922,7 @@ fn patched_addresses(
                 .filter_map(|o| routing.port_addresses(o).map(|a| (o, a)))
             {
                 for &(b, bl) in addrs {
-                    let l = len.min(bl);
-                    if b.is_ipv6() == ip.is_ipv6()
-                        && crate::config::mask(b, l) == crate::config::mask(ip, l)
-                    {
+                    if crate::config::contains(b, len.min(bl), ip) {
                         return Err(ApiError::bad(
                             &f,
                             format!(
