@@ -301,8 +301,13 @@ pub fn format_dp_actions(sw: &FlowSwitch, actions: &DpActions) -> String {
                 format!("set({})", ofctl::format_match(&m))
             }
             DpAction::PushVlan { tpid, tci } => {
+                let tpid = if tpid == flow::TPID_AS_RECEIVED {
+                    "as-received".to_string()
+                } else {
+                    format!("{tpid:#06x}")
+                };
                 format!(
-                    "push_vlan(vid={},pcp={},tpid={tpid:#06x})",
+                    "push_vlan(vid={},pcp={},tpid={tpid})",
                     tci & 0xfff,
                     tci >> 13
                 )

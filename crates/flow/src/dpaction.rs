@@ -18,6 +18,12 @@ pub const INLINE_DP_ACTIONS: usize = 8;
 /// made once when the translation needs it (a miss, never a hit) and shared by every copy.
 pub const MAX_DP_ACTIONS: usize = 4096;
 
+/// `PushVlan`'s `tpid` for "the TPID of the outer tag the packet arrived with" (0x8100 when it
+/// arrived untagged). A translation knows a packet's tag but not its TPID (the key has none), so
+/// re-tagging the packet's own tag (`mod_vlan_vid` on an 802.1ad frame) keeps 0x88a8 as Open
+/// vSwitch does, and one megaflow serves 802.1Q and 802.1ad frames alike.
+pub const TPID_AS_RECEIVED: u16 = 0;
+
 /// One datapath action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum DpAction {
@@ -39,7 +45,7 @@ pub enum DpAction {
     },
     /// Push an 802.1Q tag with this TPID and TCI (CFI bit clear).
     PushVlan {
-        /// 0x8100 or 0x88a8.
+        /// 0x8100, 0x88a8 or [`TPID_AS_RECEIVED`].
         tpid: u16,
         /// Priority and VLAN id.
         tci: u16,

@@ -4,7 +4,7 @@
 //! to a header the packet does not have is an `ExecError` to count, never a panic; it never
 //! allocates and never decides where a packet goes (outputs are the caller's).
 
-use crate::dpaction::DpAction;
+use crate::dpaction::{DpAction, TPID_AS_RECEIVED};
 use crate::extract::{Parsed, L3, L4, NO_OFFSET};
 use crate::key::{Field, VLAN_CFI};
 use packet::checksum::{update16, update32};
@@ -443,12 +443,18 @@ fn shift_offsets(p: &mut Parsed, grow: bool) {
 }
 
 /// Push an outer 802.1Q/802.1ad tag: the MAC addresses move 4 bytes into the headroom.
+/// `TPID_AS_RECEIVED` takes the TPID of the tag the packet arrived with (0x8100 if none).
 pub fn push_vlan(
     f: &mut SlotFrame<'_>,
     p: &mut Parsed,
     tpid: u16,
     tci: u16,
 ) -> Result<(), ExecError> {
+    let tpid = match (tpid, p.received_tpid) {
+        (TPID_AS_RECEIVED, 0) => 0x8100,
+        (TPID_AS_RECEIVED, received) => received,
+        (tpid, _) => tpid,
+    };
     if tpid != 0x8100 && tpid != 0x88a8 {
         return Err(ExecError::BadTpid(tpid));
     }

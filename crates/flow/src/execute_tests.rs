@@ -408,6 +408,37 @@ fn slot_with(frame: &[u8], headroom: usize) -> (Vec<u8>, usize, usize) {
     (slot, headroom, frame.len())
 }
 
+/// `TPID_AS_RECEIVED` re-tags with the TPID the frame arrived with, whatever was pushed or
+/// popped since; an untagged frame gets 0x8100.
+#[test]
+fn push_as_received_keeps_the_arrival_tpid() {
+    let ip = ip4(17, 0, 0, &[], &udp(53, 33333));
+    for (arrived, want) in [
+        (None, 0x8100u16),
+        (Some(0x8100u16), 0x8100),
+        (Some(0x88a8), 0x88a8),
+    ] {
+        let frame = match arrived {
+            Some(tpid) => tagged(tpid, 0x2000 | 10, 0x0800, &ip),
+            None => eth(0x0800, &ip),
+        };
+        let (mut slot, start, len) = slot_with(&frame, 8);
+        let mut f = SlotFrame {
+            slot: &mut slot,
+            start,
+            len,
+        };
+        let (_, mut p) = extract(f.bytes_mut(), 3, None);
+        if arrived.is_some() {
+            pop_vlan(&mut f, &mut p).expect("pop");
+        }
+        push_vlan(&mut f, &mut p, TPID_AS_RECEIVED, 3).expect("push");
+        let b = f.bytes_mut();
+        assert_eq!(u16::from_be_bytes([b[12], b[13]]), want, "{arrived:?}");
+        assert_eq!(u16::from_be_bytes([b[14], b[15]]), 3, "{arrived:?}");
+    }
+}
+
 #[test]
 fn push_and_pop_vlan() {
     for (name, frame) in frames() {
@@ -433,7 +464,11 @@ fn push_and_pop_vlan() {
             let mut want = k;
             want.set(F::VlanTci, 0x3000 | 99);
             assert_eq!(k2, want, "{name}");
-            assert_eq!(p2, p, "{name}");
+            let pushed = Parsed {
+                received_tpid: 0x8100,
+                ..p
+            };
+            assert_eq!(p2, pushed, "{name}");
         }
         // A set after the push lands in the right place.
         let r = set_field(f.bytes_mut(), &p, F::NwTtl, 9, !0);

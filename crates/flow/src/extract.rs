@@ -181,6 +181,8 @@ pub struct Parsed {
     pub frag: u8,
     /// An outer VLAN tag is at byte 12.
     pub vlan: bool,
+    /// TPID of the outer tag the packet arrived with (0: none); pushes and pops leave it.
+    pub received_tpid: u16,
     /// IPv6 with a routing header whose segments-left is not zero (the L4 pseudo-header then
     /// uses the final destination, not `ipv6_dst`).
     pub ipv6_routing: bool,
@@ -198,6 +200,7 @@ impl Parsed {
         l4: L4::None,
         frag: 0,
         vlan: false,
+        received_tpid: 0,
         ipv6_routing: false,
         malformed: None,
     };
@@ -418,6 +421,7 @@ pub fn extract_ip4_l4(frame: &[u8], in_port: u16, p: &mut Parsed) -> Option<Ip4W
         },
         frag: 0,
         vlan: false,
+        received_tpid: 0,
         ipv6_routing: false,
         malformed: None,
     };
@@ -498,11 +502,13 @@ fn extract_fields(
     let mut tci = 0u16;
     let mut dl_type = be16(at2(frame, 12));
     if dl_type == 0x8100 || dl_type == 0x88a8 {
+        let tpid = dl_type;
         if frame.len() >= 18 {
             tci = be16(at2(frame, 14)) | VLAN_CFI;
             dl_type = be16(at2(frame, 16));
             off = 16;
             p.vlan = true;
+            p.received_tpid = tpid;
         } else {
             p.malformed = Some(Malformed::VlanTruncated);
         }

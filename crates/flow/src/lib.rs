@@ -62,7 +62,7 @@ pub mod tables;
 mod testutil;
 pub mod xlate;
 
-pub use dpaction::{DpAction, DpActions};
+pub use dpaction::{DpAction, DpActions, TPID_AS_RECEIVED};
 pub use extract::{extract, extract_into, Malformed, Parsed, Tunnel};
 pub use key::{Field, FlowKey, Stage, KEY_WORDS};
 pub use rule::{Action, Bucket, Group, GroupKind, Match, PortRef, Rule};

@@ -11,7 +11,7 @@
 //! (every packet starts with them zero); ICMP type/code only their 8 bits; the CFI bit whenever
 //! any VLAN bit; no port bits for later fragments.
 
-use crate::dpaction::{DpAction, DpActions};
+use crate::dpaction::{DpAction, DpActions, TPID_AS_RECEIVED};
 use crate::key::{Field, FlowKey, FRAG_ANY, FRAG_LATER, VLAN_CFI};
 use crate::rule::{Action, Bucket, ControllerAction, GroupKind, PortRef, PuntReason, RuleId};
 use crate::tables::{FlowTables, FragHandling, RuleEntry};
@@ -183,9 +183,10 @@ struct Ctx<'a, L: Lookup> {
     flow: FlowKey,
     /// What the datapath actions emitted so far make of the packet.
     base: FlowKey,
-    /// TPID of the tag the working copy has when it differs from the packet's.
+    /// TPID of the working copy's tag (`TPID_AS_RECEIVED`: the packet's own, whatever it is).
     tpid: u16,
-    /// TPID of the packet's outer tag when an action pushed it (0: the packet's own).
+    /// TPID of the packet's outer tag as the emitted actions leave it (`TPID_AS_RECEIVED`: the
+    /// tag it arrived with).
     base_tpid: u16,
     wc: FlowKey,
     actions: DpActions,
@@ -259,8 +260,8 @@ fn start_with<'a, L: Lookup>(
         lookup,
         flow: *key,
         base: *key,
-        tpid: 0x8100,
-        base_tpid: 0,
+        tpid: TPID_AS_RECEIVED,
+        base_tpid: TPID_AS_RECEIVED,
         wc: FlowKey::ZERO,
         actions: DpActions::DROP,
         hits: RuleHits::default(),
@@ -460,6 +461,8 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                     self.vlan_touched = true;
                     self.wc.set_masked(Field::VlanPresent, 1, 1);
                     self.flow.set(Field::VlanTci, 0);
+                    // A tag a later `mod_vlan_vid` makes is 802.1Q, as in Open vSwitch.
+                    self.tpid = 0x8100;
                 }
                 Action::Resubmit { port, table } => {
                     let t = table.unwrap_or(self.table);
@@ -544,9 +547,9 @@ impl<'a, L: Lookup> Ctx<'a, L> {
             self.wc.unwildcard(Field::VlanTci);
         }
         let (b, f) = (self.base.get(Field::VlanTci), self.flow.get(Field::VlanTci));
-        // A tag pushed with one TPID where the packet has one pushed with another (a group's
-        // earlier bucket) is pushed again, although its TCI is the same.
-        let other_tpid = f != 0 && self.base_tpid != 0 && self.base_tpid != self.tpid;
+        // A tag with another TPID than the packet's (a group's earlier bucket pushed one, or
+        // `pop_vlan,push_vlan` with the same TCI) is pushed again, although its TCI is the same.
+        let other_tpid = f != 0 && b != 0 && self.base_tpid != self.tpid;
         if b != f || other_tpid {
             // Whether the packet had a tag decides between push and pop+push.
             self.wc.set(Field::VlanPresent, 1);
@@ -559,10 +562,8 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                     tpid: self.tpid,
                     tci: (f as u16) & !VLAN_CFI,
                 });
-                self.base_tpid = self.tpid;
-            } else {
-                self.base_tpid = 0;
             }
+            self.base_tpid = self.tpid;
             self.base.set(Field::VlanTci, f);
         }
         if SET_L3L4
@@ -701,7 +702,7 @@ impl<'a, L: Lookup> Ctx<'a, L> {
                 // packet after the group is the packet before it.
                 self.emit(DpAction::PopVlan);
                 self.base.set(Field::VlanTci, inner);
-                self.base_tpid = 0;
+                self.base_tpid = TPID_AS_RECEIVED;
             }
         }
     }

@@ -340,18 +340,59 @@ fn vlan_push_pop_and_modify() {
         ],
     )]);
     let tr = modv.translate(&tagged);
+    // The packet's own tag keeps its TPID (802.1Q or 802.1ad: the key does not say).
     assert_eq!(
         tr.actions,
         acts(&[
             DpAction::PopVlan,
             DpAction::PushVlan {
-                tpid: 0x8100,
+                tpid: TPID_AS_RECEIVED,
                 tci: 9 | (3 << 13)
             },
             DpAction::Output(12)
         ])
     );
     assert_eq!(tr.mask.get(VlanTci), 0xffff);
+}
+
+/// A tag made after `pop_vlan` is 802.1Q (`mod_vlan_vid`) or what `push_vlan` says, even with
+/// the TCI the packet's own tag had: only the packet's own tag keeps its TPID.
+#[test]
+fn a_tag_made_after_pop_vlan_has_its_own_tpid() {
+    let mut tagged = ip4_key(1, 6, 1, 2, 3, 4);
+    tagged.set(VlanTci, 0x1000 | 5);
+    let vid = |v| Action::SetField {
+        field: VlanVid,
+        value: v,
+        mask: 0xfff,
+    };
+    let out = Action::Output(PortRef::Number(2));
+    let cases = [
+        (vec![Action::PopVlan, vid(7), out.clone()], 0x8100, 7),
+        (
+            vec![
+                Action::PopVlan,
+                Action::PushVlan(0x8100),
+                vid(5),
+                out.clone(),
+            ],
+            0x8100,
+            5,
+        ),
+        (vec![vid(7), out.clone()], TPID_AS_RECEIVED, 7),
+    ];
+    for (actions, tpid, tci) in cases {
+        let tr = tables(&[rule0(Match::ANY, actions.clone())]).translate(&tagged);
+        assert_eq!(
+            tr.actions,
+            acts(&[
+                DpAction::PopVlan,
+                DpAction::PushVlan { tpid, tci },
+                DpAction::Output(12)
+            ]),
+            "{actions:?}"
+        );
+    }
 }
 
 #[test]

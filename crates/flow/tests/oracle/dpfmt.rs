@@ -10,7 +10,7 @@
 //! what it is given). The formatter does the same from the input key and the megaflow mask.
 
 use flow::key::VLAN_CFI;
-use flow::{DpAction, Field, FlowKey};
+use flow::{DpAction, Field, FlowKey, TPID_AS_RECEIVED};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 fn mac(v: u128) -> String {
@@ -218,7 +218,8 @@ pub fn format_dp_actions(
         match *a {
             DpAction::Set { field, value, mask } => cur.set_masked(field, value, mask),
             DpAction::PushVlan { tpid: t, tci } => {
-                tpid = t;
+                // The oracle's packets are 802.1Q-tagged or untagged: their own TPID is 0x8100.
+                tpid = if t == TPID_AS_RECEIVED { 0x8100 } else { t };
                 cur.set(Field::VlanTci, u128::from(tci | VLAN_CFI));
             }
             DpAction::PopVlan => cur.set(Field::VlanTci, 0),
