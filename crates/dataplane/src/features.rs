@@ -144,6 +144,29 @@ impl FeatureArcs {
         Ok(changed)
     }
 
+    /// Disable every feature enabled at `port` (a removed port: a later port given its id
+    /// starts with nothing), as one version; how many were enabled.
+    pub fn disable_port(&self, port: usize) -> Result<usize, ArcError> {
+        let current = self.current();
+        let changes: Vec<ArcChange> = self
+            .layout
+            .arcs()
+            .iter()
+            .flat_map(|a| a.features.iter().map(move |(f, _)| (a.name.as_str(), f)))
+            .filter(|(arc, f)| current.is_enabled(&self.layout, arc, f, port))
+            .map(|(arc, f)| ArcChange {
+                arc: arc.to_string(),
+                feature: f.clone(),
+                port,
+                enable: false,
+            })
+            .collect();
+        if changes.is_empty() {
+            return Ok(0);
+        }
+        self.apply(&changes)
+    }
+
     /// Whether `apply(changes)` would be accepted now (nothing is published).
     pub fn check(&self, changes: &[ArcChange]) -> Result<(), ArcError> {
         let publisher = self.lock();

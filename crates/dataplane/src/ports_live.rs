@@ -357,6 +357,18 @@ impl PortControl {
         Ok(out)
     }
 
+    /// Whether `remove(name)` would be refused for the port's driver or for what it is part
+    /// of (a bridge, a cross-connect, a static neighbour, the load balancer's NAT); the routes
+    /// through it are the routing tables' to check. Nothing changes.
+    pub fn check_removal(&self, name: &str) -> Result<(), PortChangeError> {
+        let live = self.lock();
+        let id = live_id(&live, name)?;
+        if live.nodes[usize::from(id)].is_none() {
+            start_nodes(&live.spec.ports[usize::from(id)], self.workers.len())?;
+        }
+        check_removable(&live, id, &self.shared)
+    }
+
     /// Remove the port named `name`: no route leads to it any more, its inputs are drained
     /// (what they held is forwarded), then its nodes are retired on every worker.
     pub fn remove(&self, name: &str) -> Result<RemovedPort, PortChangeError> {
@@ -407,7 +419,10 @@ impl PortControl {
         // R5: retire its nodes; the workers free what waited for neighbour resolution.
         let ok: Vec<Ack> = (0..self.workers.len()).map(|_| Ok(0)).collect();
         let freed = self.retire(id, &nodes, &ok)?;
-        // R6: the id rests, then may be given again.
+        // R6: the id rests, then may be given again, with no feature enabled.
+        if let Err(e) = self.shared.features.disable_port(usize::from(id)) {
+            tracing::warn!("port `{name}` removed: its features: {e}");
+        }
         live.removed[usize::from(id)] = Some(Instant::now());
         live.nodes[usize::from(id)] = None;
         let mut list = (*self.ports.get()).clone();

@@ -177,6 +177,13 @@ fn a_packet_visits_only_the_features_enabled_for_its_port() {
     assert_eq!((got(1, 0), got(1, 2)), (0, 5_000), "first: port c only");
     assert_eq!(got(2, 1), 10_000, "tx: everything leaving port b");
     assert_eq!(dp.view().ports.get()[1].stats[0].tx_packets.get(), 10_000);
+    // A removed port's features go with it; the other ports keep theirs.
+    assert_eq!(features.disable_port(0).expect("disable"), 1);
+    assert_eq!(features.disable_port(0).expect("again"), 0);
+    let now = features.current();
+    let on = |arc: &str, f: &str, port: usize| now.is_enabled(features.layout(), arc, f, port);
+    assert!(!on("ip4-unicast", "second", 0));
+    assert!(on("ip4-unicast", "first", 2) && on("output", "tx", 1));
 }
 
 #[test]
