@@ -343,27 +343,29 @@ pub fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let control = Arc::new(control);
-    let reloader = Arc::new(
-        Reloader::new(
-            &args.config,
-            reload_base,
-            running.view().routing.clone(),
-            running.view().policies(),
-        )
-        .with_flows(running.view().flows.clone())
-        .with_lb(running.view().lb.clone())
-        .with_features(features.clone())
-        .with_port_features(
-            running.view().features.clone(),
-            running
-                .view()
-                .ports
-                .get()
-                .iter()
-                .map(|p| p.name.clone())
-                .collect(),
-        ),
+    let reloader = Reloader::new(
+        &args.config,
+        reload_base,
+        running.view().routing.clone(),
+        running.view().policies(),
+    )
+    .with_flows(running.view().flows.clone())
+    .with_lb(running.view().lb.clone())
+    .with_features(features.clone())
+    .with_port_features(
+        running.view().features.clone(),
+        running
+            .view()
+            .ports
+            .get()
+            .iter()
+            .map(|p| p.name.clone())
+            .collect(),
     );
+    let reloader = Arc::new(match running.view().port_control.clone() {
+        Some(pc) => reloader.with_port_control(pc),
+        None => reloader,
+    });
     let mut state = ApiState::new(control);
     let r = reloader.clone();
     state.reload = Some(Arc::new(move || {

@@ -2,7 +2,8 @@
 //! `vecplane run` in R, and a third veth from R to B): during a bounded 10 s UDP flood from B
 //! to an address of A through ports Rb and Ra (`vecplane gen tx`, 100,000 packets at
 //! 10,000/s), port Rc is added on the third veth, routed to, sent 300 pings from A's kernel
-//! through and removed again, six times, alternately through the API and `vecplane ctl`.
+//! through and removed again, six times, in turn through the API, `vecplane ctl` and a reload
+//! of the config file with and without Rc's `[[port]]` table.
 //! Nothing of the flood may be lost (an nftables counter in A) and vecplane shows no drop on
 //! its path; every round's pings arrive in B through Rc (a counter in B); Ra and Rb keep their
 //! ids. (The pings come from A's kernel, not a second generator: `gen tx` attaches XDP to its
@@ -32,13 +33,22 @@ fn prerequisites() -> bool {
     testenv::can_run(netlab::missing_prerequisite(&["ip", "nft", "ping"]))
 }
 
-fn config(t: &Topology) -> std::path::PathBuf {
+/// The config, with `extra` at its end.
+fn config(t: &Topology, extra: &str) -> std::path::PathBuf {
     let a4 = addr::A4;
     live::config(
         t,
         "live-ports.toml",
-        &format!("[[route]]\nprefix = \"198.19.5.0/24\"\nvia = \"{a4}\"\n"),
+        &format!("[[route]]\nprefix = \"198.19.5.0/24\"\nvia = \"{a4}\"\n\n{extra}"),
     )
+}
+
+/// How a round adds and removes Rc.
+#[derive(Clone, Copy, Debug)]
+enum Via {
+    Api,
+    Ctl,
+    Reload,
 }
 
 /// The third veth: `rc` in R (vecplane's port Rc), `bc` in B with 198.18.3.2/24 and the target.
@@ -101,10 +111,20 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
         }
     }
     let vp = t
-        .start_vecplane(Path::new(BIN), &config(&t))
+        .start_vecplane(Path::new(BIN), &config(&t, ""))
         .expect("vecplane run starts");
     let socket = vp.socket().to_string_lossy().into_owned();
     let ep = control::Endpoint::Unix(vp.socket().to_path_buf());
+    let rc_table = format!(
+        "[[port]]\nname = \"Rc\"\ndriver = \"af-packet\"\ninterface = \"{rc}\"\n\
+         mac = \"{MAC_RC}\"\nip4 = [\"198.18.3.1/24\"]\n"
+    );
+    let reload = |extra: &str| {
+        config(&t, extra);
+        let r = call(&ep, "POST", "/v1/reload", None);
+        assert_eq!(r["port_errors"], json!([]), "{r}");
+        r
+    };
     let ping = t
         .exec_timeout(
             Host::B,
@@ -142,8 +162,8 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
         std::thread::sleep(Duration::from_millis(500));
         let mut per_round = Vec::new();
         for round in 0..ROUNDS {
-            let by_api = round % 2 == 0;
-            if by_api {
+            let via = [Via::Api, Via::Ctl, Via::Reload][round as usize % 3];
+            if let Via::Api = via {
                 let added = call(
                     &ep,
                     "POST",
@@ -152,6 +172,9 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
                         "mac": MAC_RC, "ip4": ["198.18.3.1/24"]})),
                 );
                 assert_eq!(added["name"], "Rc", "{added}");
+            } else if let Via::Reload = via {
+                let r = reload(&rc_table);
+                assert_eq!(r["ports_added"], json!(["Rc"]), "{r}");
             } else {
                 let out = std::process::Command::new(BIN)
                     .args(["ctl", "--socket", &socket, "interface", "add", "name=Rc"])
@@ -202,8 +225,11 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
             let got = live::wait_counted(&t, Host::B, "vplp", RC_TARGET, before + sent) - before;
             per_round.push((sent, got));
             call(&ep, "DELETE", &format!("/v1/routes/{RC_ROUTE}"), None);
-            if by_api {
+            if let Via::Api = via {
                 call(&ep, "DELETE", "/v1/interfaces/Rc", None);
+            } else if let Via::Reload = via {
+                let r = reload("");
+                assert_eq!(r["ports_removed"], json!(["Rc"]), "{r}");
             } else {
                 let out = std::process::Command::new(BIN)
                     .args(["ctl", "--socket", &socket, "interface", "del", "Rc"])

@@ -1,6 +1,7 @@
 //! Config reload (`POST /v1/reload`, `vecplane ctl reload`, SIGHUP): re-read the config file,
-//! compare it with the running one, and apply what may change live — ports' own addresses
-//! (in a reload of their own), routes and static neighbours as one routing batch, then ports'
+//! compare it with the running one, and apply what may change live — ports added and removed
+//! (matched by name) and ports' own addresses (in a reload of their own), routes and static
+//! neighbours as one routing batch, then ports'
 //! MTUs, the live policies (poll modes, ICMP error rate, IPv4 options, neighbour timers,
 //! bridge aging), flow rules, registered features' tables and what the ports' `features` keys
 //! enable, and the load balancer's `[lb]` (added, changed, or removed while no VIP exists) — or
@@ -8,8 +9,10 @@
 //! and its line. It never restarts a port or a worker.
 
 use crate::config::Config;
+use dataplane::ports_live::PortControl;
 use dataplane::routing::{Change, Route, Routing};
 use dataplane::{LivePolicies, RouteSpec, RouteTarget};
+use ports::{id_of, LivePorts, PortPlan};
 use serde_json::{json, Value};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -60,6 +63,8 @@ pub struct Reloader {
     features: Vec<Arc<dyn crate::registry::RunningFeature>>,
     /// Where the ports' `features` are enabled, and the ports' names by id.
     arcs: Option<(Arc<dataplane::features::FeatureArcs>, Vec<String>)>,
+    /// Adds and removes ports; the ports that run, by id (None: the ports of the start).
+    ports: Option<Arc<PortControl>>,
 }
 
 fn as_route<A: Copy + Into<IpAddr>>(r: &RouteSpec<A>) -> Route {
@@ -125,7 +130,14 @@ impl Reloader {
             lb: None,
             features: Vec::new(),
             arcs: None,
+            ports: None,
         }
+    }
+
+    /// Also add and remove the ports the file adds and removes, through `ports`.
+    pub fn with_port_control(mut self, ports: Arc<PortControl>) -> Reloader {
+        self.ports = Some(ports);
+        self
     }
 
     /// Also make the load balancer's configuration equal the file's `[lb]` when it changes,
@@ -167,10 +179,10 @@ impl Reloader {
     fn plan_port_features(
         &self,
         file: &str,
-        running: &Config,
-        config: &Config,
+        (running, config): (&Config, &Config),
+        live: &LivePorts,
     ) -> Result<Vec<dataplane::features::ArcChange>, ReloadError> {
-        let Some((arcs, ports)) = &self.arcs else {
+        let Some((arcs, _)) = &self.arcs else {
             return Ok(Vec::new());
         };
         let refused = |message: String| ReloadError::Refused {
@@ -189,10 +201,13 @@ impl Reloader {
             .map(|f| (f, true));
         let mut changes = Vec::new();
         for (f, enable) in removed.chain(added) {
-            let port = ports
-                .iter()
-                .position(|p| *p == f.port)
-                .ok_or_else(|| refused(format!("[[port]] features: no port `{}`", f.port)))?;
+            let Some(port) = id_of(live, &f.port) else {
+                if !enable {
+                    // The port is gone (the API removed it): so are its features.
+                    continue;
+                }
+                return Err(refused(format!("[[port]] features: no port `{}`", f.port)));
+            };
             changes.push(dataplane::features::ArcChange {
                 arc: f.arc.clone(),
                 feature: f.feature.clone(),
@@ -257,108 +272,21 @@ impl Reloader {
         Ok(changed)
     }
 
-    /// Re-read the file and apply the difference as one version, or nothing.
-    pub fn reload(&self) -> Result<Value, ReloadError> {
-        let file = self.path.display().to_string();
-        let config = Config::load(&self.path)
-            .and_then(|c| c.check_files().map(|()| c))
-            .map_err(|e| ReloadError::Invalid(e.to_string()))?;
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        let diff =
-            crate::config::live_diff(&running, &config).map_err(|n| ReloadError::NotLive {
-                what: n.to_string(),
-            })?;
-        let features = self.plan_features(&file, &running, &config)?;
-        let port_features = self.plan_port_features(&file, &running, &config)?;
-        // The LB part is checked first against the running LB (the API may have changed it):
-        // a refusal there applies nothing at all. A change of the health checks (`[lb]` probe
-        // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
-        // take effect at a restart.
-        let lb_plan = match (&diff.lb, &self.lb) {
-            (Some(change), Some(lb)) => {
-                Some(plan_lb(lb, change).map_err(|e| ReloadError::Refused {
-                    file: file.clone(),
-                    message: format!("[lb]: {}", e.reason()),
-                })?)
-            }
-            _ => None,
-        };
-        let mut routing = dataplane::build::lock(&self.routing);
-        // Deletions of what the API already removed are left out.
-        let changes: Vec<Change> = changes_of(&diff)
-            .into_iter()
-            .filter(|c| match c {
-                Change::DeleteRoute { prefix, len } => routing.route(*prefix, *len).is_some(),
-                Change::DeleteNeighbour(ip) => routing.neighbour(*ip).is_some(),
-                _ => true,
-            })
-            .collect();
-        // Ports' own addresses: alone, so that routes never point at a prefix that is not
-        // there yet or any more (make before break: add the new prefix, move the routes, drop
-        // the old one, each in its own reload).
-        if !diff.addrs.is_empty() {
-            if !changes.is_empty() {
-                return Err(ReloadError::NotLive {
-                    what: format!(
-                        "{file}: ports' ip4/ip6 and routes or static neighbours changed together; \
-                         accepted: change the addresses in one reload and the routes in another \
-                         (add the new prefix, move the routes, then drop the old prefix)"
-                    ),
-                });
-            }
-            let list: Vec<(usize, Vec<(IpAddr, u8)>)> = diff
-                .addrs
-                .iter()
-                .map(|(p, (v4, v6))| {
-                    let all = v4
-                        .iter()
-                        .map(|(a, l)| (IpAddr::V4(*a), *l))
-                        .chain(v6.iter().map(|(a, l)| (IpAddr::V6(*a), *l)))
-                        .collect();
-                    (*p, all)
-                })
-                .collect();
-            routing
-                .set_port_addresses(&list)
-                .map_err(|e| ReloadError::Refused {
-                    file: file.clone(),
-                    message: e.0,
-                })?;
-            for (p, addrs) in &diff.addrs {
-                self.policies.port_addrs.set(*p, addrs.clone());
-            }
-        }
-        let version = if changes.is_empty() {
-            routing.version()
-        } else {
-            routing
-                .apply(&changes)
-                .map_err(|e| ReloadError::Refused {
-                    file: file.clone(),
-                    message: e.to_string(),
-                })?
-                .version
-        };
-        // Ports' MTUs: static neighbours' adjacencies first, then the workers' entries. This
-        // cannot fail: the ports are the same (live_diff refuses any other port change) and the
-        // neighbours it republishes were accepted before.
-        let mut version = version;
-        for &(port, mtu) in &diff.mtus {
-            match routing.set_port_mtu(port, mtu) {
-                Ok(a) => version = a.version,
-                Err(e) => tracing::warn!("reload: mtu of port {port}: {}", e.0),
-            }
-            self.policies.port_mtus.set(port, mtu);
-        }
-        drop(routing);
-        // The routing batch is in: the policies cannot fail.
-        let mut policies: Vec<&str> = Vec::new();
-        if !diff.addrs.is_empty() {
-            policies.push("addresses");
-        }
-        if !diff.mtus.is_empty() {
-            policies.push("mtu");
-        }
+    /// The tables of `diff` and the plans checked before: flow bridges' rules and groups,
+    /// registered features' tables, the ports' features, the load balancer. Names what changed
+    /// in `changed`; returns the load balancer's version when it changed.
+    #[allow(clippy::type_complexity)]
+    fn apply_tables(
+        &self,
+        diff: &crate::config::LiveDiff,
+        (features, port_features): (
+            &[(Arc<dyn crate::registry::RunningFeature>, toml::Value)],
+            &[dataplane::features::ArcChange],
+        ),
+        lb_plan: &Option<(Vec<lb::model::LbCommand>, bool)>,
+        changed: &mut Vec<&'static str>,
+    ) -> Option<u64> {
+        let mut lb_version = None;
         // Flow bridges' rules and groups: each bridge's tables replaced as one change (the file
         // was checked against the same ports when it was parsed, so this does not fail).
         for (name, groups, rules) in &diff.flows {
@@ -378,62 +306,197 @@ impl Reloader {
             }
         }
         if !diff.flows.is_empty() {
-            policies.push("flows");
+            changed.push("flows");
         }
         // Registered features (checked above).
-        for (r, table) in &features {
+        for (r, table) in features {
             match r.reload(table) {
-                Ok(_) => policies.push(r.name()),
+                Ok(_) => changed.push(r.name()),
                 Err(e) => tracing::warn!("reload: [{}]: {e}", r.name()),
             }
         }
         // The ports' features (checked above), published as one version of the arcs.
         if let (Some((arcs, _)), false) = (&self.arcs, port_features.is_empty()) {
-            match arcs.apply(&port_features) {
-                Ok(_) => policies.push("port-features"),
+            match arcs.apply(port_features) {
+                Ok(_) => changed.push("port-features"),
                 Err(e) => tracing::warn!("reload: [[port]] features: {e}"),
             }
         }
         // The LB: its difference as one change (checked above).
-        let mut lb_version = None;
-        if let (Some((cmds, configured)), Some(lb)) = (&lb_plan, &self.lb) {
+        if let (Some((cmds, configured)), Some(lb)) = (lb_plan, &self.lb) {
             match lb.apply(cmds) {
                 Ok(v) => lb_version = Some(v),
                 Err(e) => tracing::warn!("reload: [lb]: {e}"),
             }
             lb.set_configured(*configured);
-            policies.push("lb");
+            changed.push("lb");
         }
+        lb_version
+    }
+
+    /// The live settings of `diff` (poll modes, neighbour timers, bridge aging, ICMP errors,
+    /// IPv4 options): they cannot fail. Names what changed in `changed`.
+    fn apply_settings(&self, diff: &crate::config::LiveDiff, changed: &mut Vec<&str>) {
         if let Some(p) = &diff.poll {
             for (w, setting) in self.policies.poll.iter().enumerate() {
                 setting.set(p.mode_of(w), p.sleep_max_us);
             }
-            policies.push("poll-mode");
+            changed.push("poll-mode");
         }
         if let Some(n) = &diff.neighbour {
             self.policies
                 .neighbour
                 .set(n.reachable_seconds, n.gc_seconds);
-            policies.push("neighbour-timers");
+            changed.push("neighbour-timers");
         }
         if let Some(b) = &diff.bridge {
             self.policies
                 .bridge_age_seconds
                 .store(b.age_seconds, std::sync::atomic::Ordering::Relaxed);
-            policies.push("bridge-age-seconds");
+            changed.push("bridge-age-seconds");
         }
         if let Some(ip) = &diff.ip {
             let rate = (ip.icmp_errors_per_second, ip.icmp_errors_burst);
             if self.policies.icmp.get() != rate {
                 self.policies.icmp.set(rate.0, rate.1);
-                policies.push("icmp-errors");
+                changed.push("icmp-errors");
             }
             let options = dataplane::build::ip4_options(ip.ip4_options);
             if self.policies.ip4_options.get() != options {
                 self.policies.ip4_options.set(options);
-                policies.push("ip4-options");
+                changed.push("ip4-options");
             }
         }
+    }
+
+    /// The routing changes of `diff` against the tables as they are: deletions of what the API
+    /// already removed are left out, and static neighbours' ports are the running ids of the
+    /// ports the file names.
+    fn routing_changes(
+        &self,
+        file: &str,
+        (diff, config): (&crate::config::LiveDiff, &Config),
+        live: &LivePorts,
+        routing: &Routing,
+    ) -> Result<Vec<Change>, ReloadError> {
+        let mut changes = Vec::new();
+        for c in changes_of(diff) {
+            match c {
+                Change::DeleteRoute { prefix, len } if routing.route(prefix, len).is_none() => {}
+                Change::DeleteNeighbour(ip) if routing.neighbour(ip).is_none() => {}
+                Change::ReplaceNeighbour(mut n) => {
+                    let name = config
+                        .spec
+                        .ports
+                        .get(n.port)
+                        .map_or("", |p| p.name.as_str());
+                    n.port = id_of(live, name).ok_or_else(|| ReloadError::Refused {
+                        file: file.to_string(),
+                        message: format!(
+                            "a static neighbour's port `{name}` does not run (the API removed \
+                             it); accepted: a port that runs"
+                        ),
+                    })?;
+                    changes.push(Change::ReplaceNeighbour(n));
+                }
+                c => changes.push(c),
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Re-read the file and apply the difference as one version, or nothing.
+    pub fn reload(&self) -> Result<Value, ReloadError> {
+        let file = self.path.display().to_string();
+        let config = Config::load(&self.path)
+            .and_then(|c| c.check_files().map(|()| c))
+            .map_err(|e| ReloadError::Invalid(e.to_string()))?;
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let diff =
+            crate::config::live_diff(&running, &config).map_err(|n| ReloadError::NotLive {
+                what: n.to_string(),
+            })?;
+        let live = self.live_ports(&running);
+        let features = self.plan_features(&file, &running, &config)?;
+        let port_features = self.plan_port_features(&file, (&running, &config), &live)?;
+        // The LB part is checked first against the running LB (the API may have changed it):
+        // a refusal there applies nothing at all. A change of the health checks (`[lb]` probe
+        // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
+        // take effect at a restart.
+        let lb_plan = match (&diff.lb, &self.lb) {
+            (Some(change), Some(lb)) => {
+                Some(plan_lb(lb, change).map_err(|e| ReloadError::Refused {
+                    file: file.clone(),
+                    message: format!("[lb]: {}", e.reason()),
+                })?)
+            }
+            _ => None,
+        };
+        let mut routing = dataplane::build::lock(&self.routing);
+        let changes = self.routing_changes(&file, (&diff, &config), &live, &routing)?;
+        // Ports added and removed and ports' own addresses: alone, so that routes never point
+        // at a prefix that is not there yet or any more (make before break: add the port or
+        // the new prefix, move the routes, drop the old prefix or port, each in its own reload).
+        let ports_change = !(diff.ports_added.is_empty()
+            && diff.ports_removed.is_empty()
+            && diff.addrs.is_empty());
+        let mut version = routing.version();
+        let mut port_plan = PortPlan::default();
+        let mut port_errors = Vec::new();
+        if ports_change {
+            if !changes.is_empty() {
+                return Err(ReloadError::NotLive {
+                    what: format!(
+                        "{file}: ports or their ip4/ip6 and routes or static neighbours changed \
+                         together; accepted: change the ports in one reload and the routes in \
+                         another (add the port or prefix, move the routes, then drop the old \
+                         prefix or port)"
+                    ),
+                });
+            }
+            // Adding and removing a port, and checking that it can go, take the routing
+            // tables' lock.
+            drop(routing);
+            port_plan = self.plan_ports(&file, &diff, &live)?;
+            port_errors = self.apply_ports(&file, &port_plan)?;
+        } else if !changes.is_empty() {
+            version = routing
+                .apply(&changes)
+                .map_err(|e| ReloadError::Refused {
+                    file: file.clone(),
+                    message: e.to_string(),
+                })?
+                .version;
+            drop(routing);
+        } else {
+            drop(routing);
+        }
+        let mut routing = dataplane::build::lock(&self.routing);
+        // Ports' MTUs: static neighbours' adjacencies first, then the workers' entries. This
+        // cannot fail: the ports run (a port the API removed is left out) and the neighbours it
+        // republishes were accepted before.
+        for (name, mtu) in &diff.mtus {
+            let Some(port) = id_of(&live, name) else {
+                continue;
+            };
+            if let Err(e) = routing.set_port_mtu(port, *mtu) {
+                tracing::warn!("reload: mtu of port `{name}`: {}", e.0);
+            }
+            self.policies.port_mtus.set(port, *mtu);
+        }
+        version = version.max(routing.version());
+        drop(routing);
+        // The routing batch is in: the policies cannot fail.
+        let mut policies: Vec<&str> = Vec::new();
+        if !diff.addrs.is_empty() {
+            policies.push("addresses");
+        }
+        if !diff.mtus.is_empty() {
+            policies.push("mtu");
+        }
+        let lb_version =
+            self.apply_tables(&diff, (&features, &port_features), &lb_plan, &mut policies);
+        self.apply_settings(&diff, &mut policies);
         let counts = |f: fn(&Change) -> bool| changes.iter().filter(|c| f(c)).count();
         let answer = json!({
             "file": file,
@@ -444,6 +507,9 @@ impl Reloader {
             "neighbours_set": counts(|c| matches!(c, Change::ReplaceNeighbour(_))),
             "neighbours_deleted": counts(|c| matches!(c, Change::DeleteNeighbour(_))),
             "policies_changed": policies,
+            "ports_added": port_plan.added.iter().map(|p| &p.name).collect::<Vec<_>>(),
+            "ports_removed": port_plan.removed.iter().map(|(_, n)| n).collect::<Vec<_>>(),
+            "port_errors": port_errors,
             "lb_commands": lb_plan.as_ref().map_or(0, |p| p.0.len()),
             "lb_version": lb_version,
         });
@@ -468,5 +534,6 @@ fn plan_lb(
     }
 }
 
+mod ports;
 #[cfg(test)]
 mod tests;

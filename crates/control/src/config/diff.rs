@@ -41,7 +41,9 @@ impl<A> RouteChanges<A> {
     }
 }
 
-/// The changes of the static neighbours, by address.
+/// The changes of the static neighbours, by address. A neighbour's `port` is an index into the
+/// ports of the config it comes from (the new one for `added` and `changed`); ports are
+/// compared by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NeighbourChanges {
     /// Addresses only the new config has.
@@ -77,10 +79,15 @@ pub struct LiveDiff {
     pub bridge: Option<BridgePolicy>,
     /// Poll modes and the adaptive sleep bound.
     pub poll: Option<PollPolicy>,
-    /// Ports whose `mtu` changed: (port index, new MTU).
-    pub mtus: Vec<(usize, u16)>,
-    /// Ports whose own addresses changed: (port index, all new IPv4 and IPv6 addresses).
-    pub addrs: Vec<(usize, nodes::neighbour::OwnAddresses)>,
+    /// Ports only the new config has (by name), in its order: added while running.
+    pub ports_added: Vec<PortSpec>,
+    /// Names of the ports only the old config has: removed while running.
+    pub ports_removed: Vec<String>,
+    /// Ports in both whose `mtu` changed: (port name, new MTU).
+    pub mtus: Vec<(String, u16)>,
+    /// Ports in both whose own addresses changed: (port name, all new IPv4 and IPv6
+    /// addresses).
+    pub addrs: Vec<(String, nodes::neighbour::OwnAddresses)>,
     /// Flow-mode bridges whose rules or groups changed: (bridge name, all new groups, all new
     /// rules), each replacing the bridge's tables as one change.
     pub flows: Vec<(String, Vec<flow::Group>, Vec<flow::Rule>)>,
@@ -109,6 +116,8 @@ impl LiveDiff {
             && self.neighbour.is_none()
             && self.bridge.is_none()
             && self.poll.is_none()
+            && self.ports_added.is_empty()
+            && self.ports_removed.is_empty()
             && self.mtus.is_empty()
             && self.addrs.is_empty()
             && self.flows.is_empty()
@@ -140,7 +149,8 @@ const LIVE: &str = "changes that need a restart of vecplane; live: routes (and t
                     [[neighbour]], icmp-errors-per-second, icmp-errors-burst, \
                     neighbour-reachable-seconds, neighbour-gc-seconds, bridge-age-seconds, \
                     poll-mode, poll-sleep-max-us, [lb] and its contents but its health checks \
-                    and probe sources";
+                    and probe sources, ports' ip4, ip6 and mtu, ports added or removed (driver \
+                    af-packet or memory, in no bridge or cross-connect)";
 
 /// Compare two validated configs: what a reload from `old` to `new` changes, or why it cannot
 /// be applied while running (then nothing of it may be applied).
@@ -217,7 +227,14 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
         refusals.value(dp, key, &a, &b);
     }
     refusals.ports(&o.ports, ports);
-    refusals.list("[[xconnect]]", "xconnect", &o.xconnects, xconnects);
+    // Ports are matched by name: a port added or removed before another moves its index.
+    let names = PortNames::new(&o.ports, ports);
+    refusals.list(
+        "[[xconnect]]",
+        "xconnect",
+        &names.xconnects(&o.xconnects, true),
+        &names.xconnects(xconnects, false),
+    );
     // A flow bridge's rules and groups change live; anything else about a bridge does not.
     let without_rules = |bs: &[dataplane::BridgeSpec]| -> Vec<dataplane::BridgeSpec> {
         bs.iter()
@@ -234,8 +251,8 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
     refusals.list(
         "[[bridge]]",
         "bridge",
-        &without_rules(&o.bridges),
-        &without_rules(bridges),
+        &names.bridges(&without_rules(&o.bridges), true),
+        &names.bridges(&without_rules(bridges), false),
     );
     // The LB's VIPs, servers and settings change live, and `[lb]` may come or go (the `lb`
     // node is in every graph). Health checks run in a thread started with vecplane (with
@@ -287,18 +304,26 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
     Ok(LiveDiff {
         routes4: route_changes(&o.routes4, routes4),
         routes6: route_changes(&o.routes6, routes6),
-        neighbours: neighbour_changes(&o.neighbours, neighbours),
+        neighbours: names.neighbour_changes(&o.neighbours, neighbours),
         ip: (live_ip != o.ip).then_some(live_ip),
         neighbour: (live_neighbour != o.neighbour).then_some(live_neighbour),
         bridge: (live_bridge != o.bridge).then_some(live_bridge),
         poll: (*poll != o.poll).then(|| poll.clone()),
-        addrs: o
+        ports_added: ports
+            .iter()
+            .filter(|p| !o.ports.iter().any(|q| q.name == p.name))
+            .cloned()
+            .collect(),
+        ports_removed: o
             .ports
             .iter()
-            .zip(ports)
-            .enumerate()
-            .filter(|(_, (a, b))| a.ip4 != b.ip4 || a.ip6 != b.ip6)
-            .map(|(i, (_, b))| (i, (b.ip4.clone(), b.ip6.clone())))
+            .filter(|p| !ports.iter().any(|q| q.name == p.name))
+            .map(|p| p.name.clone())
+            .collect(),
+        addrs: names
+            .kept(&o.ports, ports)
+            .filter(|(a, b)| a.ip4 != b.ip4 || a.ip6 != b.ip6)
+            .map(|(_, b)| (b.name.clone(), (b.ip4.clone(), b.ip6.clone())))
             .collect(),
         flows: o
             .bridges
@@ -319,13 +344,10 @@ pub fn live_diff(old: &Config, new: &Config) -> Result<LiveDiff, NotLive> {
             (Some(_), None) => Some(LbChange::Remove),
             _ => None,
         },
-        mtus: o
-            .ports
-            .iter()
-            .zip(ports)
-            .enumerate()
-            .filter(|(_, (a, b))| a.mtu != b.mtu)
-            .map(|(i, (_, b))| (i, b.mtu))
+        mtus: names
+            .kept(&o.ports, ports)
+            .filter(|(a, b)| a.mtu != b.mtu)
+            .map(|(_, b)| (b.name.clone(), b.mtu))
             .collect(),
     })
 }
@@ -365,24 +387,42 @@ impl Refusals<'_> {
         }
     }
 
-    /// Ports are compared by position (a port's id is its index).
+    /// Ports are matched by name. One in both keeps its MAC and driver settings; one added or
+    /// removed has a driver a running data plane can add and remove, and an added one enables
+    /// no `features` yet.
     fn ports(&mut self, old: &[PortSpec], new: &[PortSpec]) {
-        for (i, (o, n)) in old.iter().zip(new).enumerate() {
+        for (i, n) in new.iter().enumerate() {
             let section = format!("[[port]] #{}", i + 1);
-            if o.name != n.name {
-                self.refuse(
-                    &section,
-                    Some("name"),
-                    format!(
-                        "port {} was `{}` and is now `{}` (ports are numbered in file order)",
-                        i + 1,
-                        o.name,
-                        n.name
-                    ),
-                );
-                continue;
-            }
             let port = |what: &str| format!("port `{}`: {what}", n.name);
+            let Some(o) = old.iter().find(|o| o.name == n.name) else {
+                if !live_driver(&n.driver) {
+                    let key = if matches!(n.driver, PortDriver::Pcap { .. }) {
+                        "rx"
+                    } else {
+                        "driver"
+                    };
+                    self.refuse(
+                        &section,
+                        Some(key),
+                        port(&format!(
+                            "is added, and its driver cannot be added while running \
+                             (accepted then: {})",
+                            dataplane::ports_live::LIVE_DRIVERS
+                        )),
+                    );
+                }
+                if self.new.port_features.iter().any(|f| f.port == n.name) {
+                    self.refuse(
+                        &section,
+                        Some("features"),
+                        port(
+                            "is added with `features`: a port added while running has none \
+                             yet (add the port, restart to enable them)",
+                        ),
+                    );
+                }
+                continue;
+            };
             if o.mac != n.mac {
                 self.refuse(&section, Some("mac"), port("its mac changed"));
             }
@@ -391,18 +431,21 @@ impl Refusals<'_> {
                 self.refuse(&section, Some(key), port(&format!("its `{key}` changed")));
             }
         }
-        for (i, n) in new.iter().enumerate().skip(old.len()) {
-            let section = format!("[[port]] #{}", i + 1);
-            self.refuse(&section, None, format!("port `{}` is added", n.name));
-        }
-        for o in old.iter().skip(new.len()) {
-            self.issues.push(Issue {
-                file: self.new.label.clone(),
-                line: 0,
-                section: String::new(),
-                field: None,
-                message: format!("port `{}` is removed; not applied: {LIVE}", o.name),
-            });
+        for o in old.iter().filter(|o| !new.iter().any(|n| n.name == o.name)) {
+            if !live_driver(&o.driver) {
+                self.issues.push(Issue {
+                    file: self.new.label.clone(),
+                    line: 0,
+                    section: String::new(),
+                    field: None,
+                    message: format!(
+                        "port `{}` is removed, and its driver cannot be removed while running \
+                         (accepted then: {}); not applied: {LIVE}",
+                        o.name,
+                        dataplane::ports_live::LIVE_DRIVERS
+                    ),
+                });
+            }
         }
     }
 
@@ -569,22 +612,103 @@ fn route_changes<A: Copy + Eq + Hash>(
     out
 }
 
-/// Static neighbours added, removed and changed, by address.
-fn neighbour_changes(old: &[NeighbourSpec], new: &[NeighbourSpec]) -> NeighbourChanges {
-    let mut out = NeighbourChanges::default();
-    let index: HashMap<IpAddr, &NeighbourSpec> = old.iter().map(|n| (n.ip, n)).collect();
-    for n in new {
-        match index.get(&n.ip) {
-            Some(o) if *o != n => out.changed.push(n.clone()),
-            Some(_) => {}
-            None => out.added.push(n.clone()),
+/// Whether a port with this driver can be added to and removed from a running data plane.
+fn live_driver(d: &PortDriver) -> bool {
+    matches!(d, PortDriver::AfPacket { .. } | PortDriver::Memory(_))
+}
+
+/// The ports of two configs numbered by name: the old ports keep their indices, and a port
+/// only the new config has gets the next one. References to ports (neighbours, cross-connects,
+/// bridge members) compare equal in this numbering when they name the same port, although a
+/// port added or removed before it moved its index.
+struct PortNames {
+    /// By new index: the port's number here.
+    new: Vec<usize>,
+}
+
+impl PortNames {
+    fn new(old: &[PortSpec], new: &[PortSpec]) -> PortNames {
+        let mut next = old.len();
+        let numbers = new
+            .iter()
+            .map(|n| {
+                old.iter()
+                    .position(|o| o.name == n.name)
+                    .unwrap_or_else(|| {
+                        next += 1;
+                        next - 1
+                    })
+            })
+            .collect();
+        PortNames { new: numbers }
+    }
+
+    /// Port `i` of the old (`old`) or new config, numbered.
+    fn number(&self, i: usize, old: bool) -> usize {
+        if old {
+            i
+        } else {
+            self.new.get(i).copied().unwrap_or(usize::MAX)
         }
     }
-    let now: HashMap<IpAddr, ()> = new.iter().map(|n| (n.ip, ())).collect();
-    out.removed = old
-        .iter()
-        .filter(|o| !now.contains_key(&o.ip))
-        .cloned()
-        .collect();
-    out
+
+    /// The ports in both configs: (old, new).
+    fn kept<'a>(
+        &self,
+        old: &'a [PortSpec],
+        new: &'a [PortSpec],
+    ) -> impl Iterator<Item = (&'a PortSpec, &'a PortSpec)> + 'a {
+        old.iter()
+            .filter_map(move |o| new.iter().find(|n| n.name == o.name).map(|n| (o, n)))
+    }
+
+    fn xconnects(&self, xs: &[dataplane::XconnectSpec], old: bool) -> Vec<dataplane::XconnectSpec> {
+        xs.iter()
+            .map(|x| dataplane::XconnectSpec {
+                from: self.number(x.from, old),
+                to: self.number(x.to, old),
+                dst_mac: x.dst_mac,
+            })
+            .collect()
+    }
+
+    fn bridges(&self, bs: &[dataplane::BridgeSpec], old: bool) -> Vec<dataplane::BridgeSpec> {
+        bs.iter()
+            .cloned()
+            .map(|mut b| {
+                for m in &mut b.ports {
+                    m.port = self.number(m.port, old);
+                }
+                if let Some(f) = &mut b.flow {
+                    for m in &mut f.ports {
+                        m.port = self.number(m.port, old);
+                    }
+                }
+                b
+            })
+            .collect()
+    }
+
+    /// Static neighbours added, removed and changed, by address (`added` and `changed` with
+    /// their ports as the new config numbers them, `removed` as the old one does).
+    fn neighbour_changes(&self, old: &[NeighbourSpec], new: &[NeighbourSpec]) -> NeighbourChanges {
+        let mut out = NeighbourChanges::default();
+        let index: HashMap<IpAddr, &NeighbourSpec> = old.iter().map(|n| (n.ip, n)).collect();
+        for n in new {
+            match index.get(&n.ip) {
+                Some(o) if o.mac != n.mac || o.port != self.number(n.port, false) => {
+                    out.changed.push(n.clone())
+                }
+                Some(_) => {}
+                None => out.added.push(n.clone()),
+            }
+        }
+        let now: HashMap<IpAddr, ()> = new.iter().map(|n| (n.ip, ())).collect();
+        out.removed = old
+            .iter()
+            .filter(|o| !now.contains_key(&o.ip))
+            .cloned()
+            .collect();
+        out
+    }
 }

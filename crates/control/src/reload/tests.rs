@@ -114,6 +114,37 @@ fn a_bad_line_or_a_non_live_change_applies_nothing() {
     assert_eq!(dataplane::build::lock(&routing).version(), 0);
 }
 
+/// A port added with routes in the same reload is refused (make before break), and so is
+/// any port change where no port control runs (tools, tests); nothing is applied.
+#[test]
+fn ports_change_alone_and_only_where_they_can() {
+    let d = TempDir::new();
+    let p = write(&d, "", "");
+    let (reloader, routing) = start(&p);
+    let port = "\n[[port]]\nname = \"m0\"\ndriver = \"memory\"\nmac = \"02:00:00:00:03:01\"\n\
+                generate = false\nip4 = [\"198.18.3.1/24\"]\n";
+    write(
+        &d,
+        &format!("{port}{}", route("198.19.5.0/24", "198.18.3.2")),
+        "",
+    );
+    let e = reloader.reload().expect_err("ports and routes together");
+    assert!(
+        matches!(e, ReloadError::NotLive { .. })
+            && e.to_string()
+                .contains("change the ports in one reload and the routes in another"),
+        "{e}"
+    );
+    write(&d, port, "");
+    let e = reloader.reload().expect_err("no port control");
+    assert!(
+        e.to_string()
+            .contains("this data plane cannot change its ports while it runs"),
+        "{e}"
+    );
+    assert_eq!(dataplane::build::lock(&routing).version(), 0);
+}
+
 #[test]
 fn policies_change_live_and_only_with_the_rest() {
     let d = TempDir::new();

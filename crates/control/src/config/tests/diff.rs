@@ -190,7 +190,7 @@ fn ports_that_need_a_restart() {
     // A port's own addresses are live (all of the port's addresses are given).
     let d = diff(BASE, &BASE.replace("198.18.3.1/24", "198.18.3.1/25"));
     assert_eq!(d.addrs.len(), 1);
-    assert_eq!(d.addrs[0].0, 1);
+    assert_eq!(d.addrs[0].0, "out0");
     assert_eq!(
         d.addrs[0].1 .0,
         vec![("198.18.3.1".parse::<Ipv4Addr>().expect("ip"), 25)]
@@ -208,23 +208,41 @@ fn ports_that_need_a_restart() {
         BASE,
         &BASE.replace("rx = \"in.pcap\"\n", "rx = \"in.pcap\"\nmtu = 9000\n"),
     );
-    assert_eq!(d.mtus, vec![(0, 9000)]);
+    assert_eq!(d.mtus, vec![("in0".to_string(), 9000)]);
     assert!(!d.is_empty());
     let added = with(
         "\n[[port]]\nname = \"x\"\ndriver = \"memory\"\nmac = \"02:00:00:00:01:09\"\n\
          generate = false\n",
     );
-    let e = refused(BASE, &added);
-    assert_eq!(e.0.len(), 1, "{e}");
+    // A memory or af-packet port comes and goes live; a pcap port does not.
+    let d = diff(BASE, &added);
+    assert_eq!(d.ports_added.len(), 1, "{d:?}");
+    assert_eq!(d.ports_added[0].name, "x");
+    assert!(!d.is_empty());
+    assert_eq!(diff(&added, BASE).ports_removed, vec!["x".to_string()]);
+    let pcap = with(
+        "\n[[port]]\nname = \"x\"\ndriver = \"pcap\"\nmac = \"02:00:00:00:01:09\"\n\
+         rx = \"x.pcap\"\n",
+    );
+    one_refusal(
+        BASE,
+        &pcap,
+        B + 6,
+        Some("rx"),
+        "[[port]] #3 field `rx`: port `x`: is added, and its driver cannot be added while \
+         running (accepted then: af-packet, memory)",
+    );
+    let e = refused(
+        BASE,
+        &BASE
+            .replace("name = \"in0\"", "name = \"in1\"")
+            .replace("port = \"in0\"", "port = \"in1\""),
+    );
     assert!(
-        e.0[0]
-            .to_string()
-            .contains("[[port]] #3: port `x` is added"),
+        e.to_string()
+            .contains("port `in0` is removed, and its driver cannot be removed"),
         "{e}"
     );
-    assert_eq!(e.0[0].line, B + 2, "{e}");
-    let e = refused(&added, BASE);
-    assert!(e.0[0].to_string().contains("port `x` is removed"), "{e}");
     let kernel = |driver: &str| {
         format!("[[port]]\nname = \"k\"\ndriver = \"{driver}\"\nmac = \"02:00:00:00:01:01\"\n")
     };
@@ -261,6 +279,55 @@ fn ports_that_need_a_restart() {
         6,
         Some("socket-group"),
         "its `socket-group` changed",
+    );
+}
+
+/// Ports are matched by name: removing the first port moves the others' indices, and their
+/// neighbours, cross-connect, addresses and MTUs are still the same.
+#[test]
+fn ports_are_matched_by_name_not_position() {
+    let port = |name: &str, mac: u8, ip: u8| {
+        format!(
+            "[[port]]\nname = \"{name}\"\ndriver = \"memory\"\nmac = \"02:00:00:00:01:{mac:02x}\"\n\
+             generate = false\nip4 = [\"198.18.{ip}.1/24\"]\n\n"
+        )
+    };
+    let rest = "[[xconnect]]\nfrom = \"m1\"\nto = \"m2\"\n\n\
+                [[neighbour]]\nip = \"198.18.3.2\"\nmac = \"02:00:00:00:03:02\"\nport = \"m2\"\n";
+    let three = format!(
+        "{}{}{}{rest}",
+        port("m0", 0, 1),
+        port("m1", 1, 2),
+        port("m2", 2, 3)
+    );
+    let two = format!("{}{}{rest}", port("m1", 1, 2), port("m2", 2, 3));
+    let d = diff(&three, &two);
+    assert_eq!(d.ports_removed, vec!["m0".to_string()]);
+    assert!(d.ports_added.is_empty() && d.neighbours.is_empty(), "{d:?}");
+    assert!(d.addrs.is_empty() && d.mtus.is_empty(), "{d:?}");
+    let d = diff(&two, &three);
+    assert_eq!(d.ports_added.len(), 1);
+    assert!(
+        d.ports_removed.is_empty() && d.neighbours.is_empty(),
+        "{d:?}"
+    );
+    // The same port moved in the file changes nothing.
+    let moved = format!(
+        "{}{}{}{rest}",
+        port("m2", 2, 3),
+        port("m0", 0, 1),
+        port("m1", 1, 2)
+    );
+    assert!(diff(&three, &moved).is_empty());
+    // A changed neighbour is given with its port's index in the new file.
+    let d = diff(
+        &three,
+        &moved.replace("02:00:00:00:03:02", "02:00:00:00:03:09"),
+    );
+    assert_eq!(d.neighbours.changed.len(), 1, "{d:?}");
+    assert_eq!(
+        d.neighbours.changed[0].port, 0,
+        "m2 is the new file's first port"
     );
 }
 
