@@ -3,7 +3,8 @@
 //! to an address of A through ports Rb and Ra (`vecplane gen tx`, 100,000 packets at
 //! 10,000/s), port Rc is added on the third veth, routed to, sent 300 pings from A's kernel
 //! through and removed again, six times, in turn through the API, `vecplane ctl` and a reload
-//! of the config file with and without Rc's `[[port]]` table.
+//! of the config file with and without Rc's `[[port]]` table (which enables IPFIX on Rc's
+//! output: it meters the pings, and a later Rc given the same id meters nothing).
 //! Nothing of the flood may be lost (an nftables counter in A) and vecplane shows no drop on
 //! its path; every round's pings arrive in B through Rc (a counter in B); Ra and Rb keep their
 //! ids. (The pings come from A's kernel, not a second generator: `gen tx` attaches XDP to its
@@ -39,7 +40,10 @@ fn config(t: &Topology, extra: &str) -> std::path::PathBuf {
     live::config(
         t,
         "live-ports.toml",
-        &format!("[[route]]\nprefix = \"198.19.5.0/24\"\nvia = \"{a4}\"\n\n{extra}"),
+        &format!(
+            "[ipfix]\ncollectors = [\"127.0.0.1:4739\"]\n\n\
+             [[route]]\nprefix = \"198.19.5.0/24\"\nvia = \"{a4}\"\n\n{extra}"
+        ),
     )
 }
 
@@ -117,8 +121,18 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
     let ep = control::Endpoint::Unix(vp.socket().to_path_buf());
     let rc_table = format!(
         "[[port]]\nname = \"Rc\"\ndriver = \"af-packet\"\ninterface = \"{rc}\"\n\
-         mac = \"{MAC_RC}\"\nip4 = [\"198.18.3.1/24\"]\n"
+         mac = \"{MAC_RC}\"\nip4 = [\"198.18.3.1/24\"]\nfeatures = {{ output = [\"ipfix\"] }}\n"
     );
+    // Packets IPFIX metered (only Rc's output has it, when a reload added Rc).
+    let metered = || -> u64 {
+        let v = vp.request("show ipfix", true).expect("show ipfix").data;
+        v.unwrap_or_default()["stats"]["workers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|w| w["packets"].as_u64())
+            .sum()
+    };
     let reload = |extra: &str| {
         config(&t, extra);
         let r = call(&ep, "POST", "/v1/reload", None);
@@ -206,6 +220,14 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
                 vp.log()
             );
             let before = live::counted(&t, Host::B, "vplp", RC_TARGET);
+            let metered_before = metered();
+            let listed = call(&ep, "GET", "/v1/interfaces", None);
+            let rc_id = listed["interfaces"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["name"] == "Rc")
+                .and_then(|p| p["index"].as_u64());
             let out = t
                 .exec_timeout(
                     Host::A,
@@ -223,7 +245,7 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
                 .and_then(|n| n.parse().ok())
                 .unwrap_or_else(|| panic!("ping's summary: {text}"));
             let got = live::wait_counted(&t, Host::B, "vplp", RC_TARGET, before + sent) - before;
-            per_round.push((sent, got));
+            per_round.push((sent, got, metered() - metered_before, via, rc_id));
             call(&ep, "DELETE", &format!("/v1/routes/{RC_ROUTE}"), None);
             if let Via::Api = via {
                 call(&ep, "DELETE", "/v1/interfaces/Rc", None);
@@ -240,9 +262,21 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
         }
         (flood.join().expect("flood thread"), per_round)
     });
-    for (round, (sent, got)) in per_round.iter().enumerate() {
+    eprintln!(
+        "Rc's id by round: {:?}",
+        per_round.iter().map(|r| (r.3, r.4)).collect::<Vec<_>>()
+    );
+    for (round, (sent, got, metered, via, _)) in per_round.iter().enumerate() {
         assert!(*sent > 0, "round {round}: nothing sent through Rc");
         assert_eq!(got, sent, "round {round}: B got {got} of {sent} through Rc");
+        if let Via::Reload = via {
+            assert!(
+                metered >= sent,
+                "round {round}: IPFIX metered {metered} of {sent}"
+            );
+        } else {
+            assert_eq!(*metered, 0, "round {round} ({via:?}): Rc has no features");
+        }
     }
     let sent = summary["sent"].as_u64().unwrap_or(0);
     assert!(sent >= PACKETS / 2, "the generator sent too few: {summary}");
@@ -274,5 +308,22 @@ fn ports_added_and_removed_during_a_udp_flood_lose_nothing() {
     assert!(!listed.contains("\"Rc\""), "{now}");
     let gone = control::http(&ep, "DELETE", "/v1/interfaces/Rc", None).expect("DELETE");
     assert_eq!(gone.status, 404, "{}", gone.error_message());
+    // A port the API adds takes features by the features API, as a port of the start does.
+    call(
+        &ep,
+        "POST",
+        "/v1/interfaces",
+        Some(
+            json!({"name": "Rc", "driver": "af-packet", "interface": rc, "mac": MAC_RC,
+            "ip4": ["198.18.3.1/24"]}),
+        ),
+    );
+    let change = json!({"changes": [{"port": "Rc", "feature": "ipfix", "arc": "output"}]});
+    let r = call(&ep, "POST", "/v1/features", Some(change));
+    assert_eq!(r["changed"], 1, "{r}");
+    let shown = vp.request("show features", true).expect("show features");
+    let shown = shown.data.unwrap_or_default().to_string();
+    assert!(shown.contains("\"enabled_on\":[\"Rc\"]"), "{shown}");
+    call(&ep, "DELETE", "/v1/interfaces/Rc", None);
     vp.stop().expect("vecplane stops cleanly");
 }

@@ -9,6 +9,7 @@
 //! and its line. It never restarts a port or a worker.
 
 use crate::config::Config;
+use dataplane::features::ArcChange;
 use dataplane::ports_live::PortControl;
 use dataplane::routing::{Change, Route, Routing};
 use dataplane::{LivePolicies, RouteSpec, RouteTarget};
@@ -175,15 +176,16 @@ impl Reloader {
 
     /// What the ports' `features` add and remove, as changes of the arcs, checked against
     /// what is enabled now (a feature the API enabled meanwhile is no refusal; nothing is
-    /// applied). Empty when nothing differs.
+    /// applied), and the features of the ports the reload adds (`adding`), whose ids are
+    /// known once they are added. Empty when nothing differs.
     fn plan_port_features(
         &self,
         file: &str,
         (running, config): (&Config, &Config),
-        live: &LivePorts,
-    ) -> Result<Vec<dataplane::features::ArcChange>, ReloadError> {
+        (live, adding): (&LivePorts, &[dataplane::PortSpec]),
+    ) -> Result<(Vec<ArcChange>, Vec<crate::config::PortFeature>), ReloadError> {
         let Some((arcs, _)) = &self.arcs else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         };
         let refused = |message: String| ReloadError::Refused {
             file: file.to_string(),
@@ -200,24 +202,33 @@ impl Reloader {
             .filter(|f| !running.port_features.contains(f))
             .map(|f| (f, true));
         let mut changes = Vec::new();
+        let mut on_added = Vec::new();
         for (f, enable) in removed.chain(added) {
+            let change = |port| ArcChange {
+                arc: f.arc.clone(),
+                feature: f.feature.clone(),
+                port,
+                enable,
+            };
             let Some(port) = id_of(live, &f.port) else {
+                if enable && adding.iter().any(|p| p.name == f.port) {
+                    // Its arc and feature are checked at place 0 (any place would do).
+                    arcs.check(&[change(0)])
+                        .map_err(|e| refused(format!("[[port]] features: {e}")))?;
+                    on_added.push(f.clone());
+                    continue;
+                }
                 if !enable {
                     // The port is gone (the API removed it): so are its features.
                     continue;
                 }
                 return Err(refused(format!("[[port]] features: no port `{}`", f.port)));
             };
-            changes.push(dataplane::features::ArcChange {
-                arc: f.arc.clone(),
-                feature: f.feature.clone(),
-                port,
-                enable,
-            });
+            changes.push(change(port));
         }
         arcs.check(&changes)
             .map_err(|e| refused(format!("[[port]] features: {e}")))?;
-        Ok(changes)
+        Ok((changes, on_added))
     }
 
     /// The registered features' tables that changed, each checked by its running feature
@@ -281,7 +292,7 @@ impl Reloader {
         diff: &crate::config::LiveDiff,
         (features, port_features): (
             &[(Arc<dyn crate::registry::RunningFeature>, toml::Value)],
-            &[dataplane::features::ArcChange],
+            &[ArcChange],
         ),
         lb_plan: &Option<(Vec<lb::model::LbCommand>, bool)>,
         changed: &mut Vec<&'static str>,
@@ -418,7 +429,8 @@ impl Reloader {
             })?;
         let live = self.live_ports(&running);
         let features = self.plan_features(&file, &running, &config)?;
-        let port_features = self.plan_port_features(&file, (&running, &config), &live)?;
+        let (mut port_features, features_of_added) =
+            self.plan_port_features(&file, (&running, &config), (&live, &diff.ports_added))?;
         // The LB part is checked first against the running LB (the API may have changed it):
         // a refusal there applies nothing at all. A change of the health checks (`[lb]` probe
         // sources and `[[lb.health-check]]`) or of `[bgp]` was refused by `live_diff`: they
@@ -459,6 +471,16 @@ impl Reloader {
             drop(routing);
             port_plan = self.plan_ports(&file, &diff, &live)?;
             port_errors = self.apply_ports(&file, &port_plan)?;
+            // The added ports' features, now that they have ids.
+            let now = self.live_ports(&config);
+            port_features.extend(features_of_added.iter().filter_map(|f| {
+                Some(ArcChange {
+                    arc: f.arc.clone(),
+                    feature: f.feature.clone(),
+                    port: id_of(&now, &f.port)?,
+                    enable: true,
+                })
+            }));
         } else if !changes.is_empty() {
             version = routing
                 .apply(&changes)

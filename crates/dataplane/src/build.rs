@@ -151,7 +151,9 @@ impl WorkersShared {
         let doorbells: Vec<Arc<Doorbell>> =
             (0..workers).map(|_| Arc::new(Doorbell::new())).collect();
         let flows = flow_switches(spec, &domain, &doorbells, tsc_hz)?;
-        let features = crate::features::FeatureArcs::new(features, spec.ports.len(), &domain)
+        // Every id a port may be given at run time has its place on the arcs.
+        let places = spec.ports.len().max(crate::ports_live::MAX_PORTS);
+        let features = crate::features::FeatureArcs::new(features, places, &domain)
             .map_err(|e| BuildError::Routing(format!("feature arcs: {e}")))?;
         let routing = Arc::new(Mutex::new(
             Routing::new(spec, domain.clone()).map_err(|e| BuildError::Routing(e.0))?,

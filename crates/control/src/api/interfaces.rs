@@ -10,8 +10,8 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-/// The keys a runtime port may not have yet (they name things the running data plane fixed at
-/// start: bridges, flow bridges, features).
+/// The keys a runtime port may not have yet (they name bridges and flow bridges, which the
+/// running data plane fixed at start).
 const NOT_AT_RUN_TIME: &[&str] = &[
     "bridge",
     "access-vlan",
@@ -20,7 +20,6 @@ const NOT_AT_RUN_TIME: &[&str] = &[
     "ofport",
     "emc",
     "megaflow",
-    "features",
 ];
 
 fn answer(r: Result<(StatusCode, Value), ApiError>) -> Response {
@@ -44,12 +43,19 @@ pub(crate) fn port_of_json(v: &Value) -> Result<dataplane::PortSpec, ApiError> {
              \"ip4\": [\"198.18.3.1/24\"]}",
         ));
     };
+    if obj.contains_key("features") {
+        return Err(ApiError::bad(
+            "features",
+            "`features` is not taken here; add the port, then enable its features with POST \
+             /v1/features (or `vecplane ctl set interface feature PORT FEATURE arc ARC`)",
+        ));
+    }
     if let Some(k) = obj.keys().find(|k| NOT_AT_RUN_TIME.contains(&k.as_str())) {
         return Err(ApiError::bad(
             k,
             format!(
-                "`{k}` cannot be given to a port added at run time yet (bridges, flow bridges \
-                 and features are fixed at start); add the port in the config file and restart"
+                "`{k}` cannot be given to a port added at run time yet (bridges and flow \
+                 bridges are fixed at start); add the port in the config file and restart"
             ),
         ));
     }

@@ -134,6 +134,12 @@ fn post_interfaces_checks_the_port_as_the_config_does_before_anything_else() {
         post(r#"{"name": "p1", "driver": "af-packet", "interface": "v1", "bridge": "br0"}"#);
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(v["error"]["field"], "bridge", "{v}");
+    let (status, v) = post(
+        r#"{"name": "p1", "driver": "af-packet", "interface": "v1", "features": {"output": ["ipfix"]}}"#,
+    );
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(v["error"]["field"], "features", "{v}");
+    assert!(v.to_string().contains("POST /v1/features"), "{v}");
     let (status, v) = post(r#"{"name": "p1", "driver": "warp", "mac": "02:00:00:00:03:01"}"#);
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(

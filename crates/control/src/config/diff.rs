@@ -388,8 +388,7 @@ impl Refusals<'_> {
     }
 
     /// Ports are matched by name. One in both keeps its MAC and driver settings; one added or
-    /// removed has a driver a running data plane can add and remove, and an added one enables
-    /// no `features` yet.
+    /// removed has a driver a running data plane can add and remove.
     fn ports(&mut self, old: &[PortSpec], new: &[PortSpec]) {
         for (i, n) in new.iter().enumerate() {
             let section = format!("[[port]] #{}", i + 1);
@@ -409,16 +408,6 @@ impl Refusals<'_> {
                              (accepted then: {})",
                             dataplane::ports_live::LIVE_DRIVERS
                         )),
-                    );
-                }
-                if self.new.port_features.iter().any(|f| f.port == n.name) {
-                    self.refuse(
-                        &section,
-                        Some("features"),
-                        port(
-                            "is added with `features`: a port added while running has none \
-                             yet (add the port, restart to enable them)",
-                        ),
                     );
                 }
                 continue;
