@@ -1,13 +1,46 @@
-//! What the live-change end-to-end tests share (`live_routes`, `live_ports`): the config of
-//! vecplane in R of an A - R - B topology, a bounded UDP flood from A or B, what an nftables
-//! counter there saw, an API call that must succeed, and vecplane's drop count on a set of
-//! nodes.
+//! What the live-change end-to-end tests share (`live_routes`, `live_ports`,
+//! `live_port_features`): the config of vecplane in R of an A - R - B topology, a third veth
+//! from R to B, a bounded UDP flood from A or B, what an nftables counter there saw, an API call
+//! that must succeed, and vecplane's drop count on a set of nodes.
+
+// Each test uses some of it.
+#![allow(dead_code)]
 
 use netlab::{addr, Host, Topology};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vecplane");
+
+/// The MAC of R's end of the third veth (`third_link`), vecplane's port Rc.
+pub const MAC_RC: &str = "02:00:00:00:03:01";
+/// The MAC of B's end of the third veth.
+pub const MAC_BC: &str = "02:00:00:00:03:02";
+
+/// The third veth: its end in R (returned; vecplane's port Rc goes on it) and its end in B with
+/// 198.18.3.2/24 and `target` (an address only reached through Rc).
+pub fn third_link(t: &Topology, target: &str) -> String {
+    let n = t.names();
+    let (rc, bc) = (format!("{}Rc", n.prefix), format!("{}Bc", n.prefix));
+    t.exec_ok(
+        Host::R,
+        &[
+            "ip", "link", "add", &rc, "address", MAC_RC, "type", "veth", "peer", "name", &bc,
+            "address", MAC_BC, "netns", &n.ns_b,
+        ],
+    )
+    .expect("third veth");
+    t.exec_ok(Host::R, &["ip", "link", "set", &rc, "up"])
+        .expect("rc up");
+    for args in [
+        vec!["ip", "addr", "add", "198.18.3.2/24", "dev", &bc],
+        vec!["ip", "addr", "add", target, "dev", &bc],
+        vec!["ip", "link", "set", &bc, "up"],
+    ] {
+        t.exec_ok(Host::B, &args).expect("B's third interface");
+    }
+    rc
+}
 
 /// Write `file` in the topology's directory: ports Ra and Rb (af-packet on R's veths,
 /// 198.18.1.1/24 and 198.18.2.1/24), A and B (198.18.2.2) as static neighbours, then `extra`
