@@ -33,7 +33,18 @@ const WORKER_TIMEOUT: Duration = Duration::from_secs(2);
 const ID_QUARANTINE: Duration = Duration::from_secs(1);
 
 /// The drivers a port added or removed at run time may have today.
-pub const LIVE_DRIVERS: &str = "af-packet, memory";
+pub const LIVE_DRIVERS: &str = "af-packet, memory, tap (with one worker)";
+
+/// Whether a port with this driver can be added to and removed from a running data plane
+/// (a TAP only with one worker: with more, worker 0 spreads its flows over handoff rings and
+/// `rss-dispatch`, which a running data plane does not create yet).
+pub fn live_driver(d: &PortDriver, workers: usize) -> bool {
+    match d {
+        PortDriver::AfPacket { .. } | PortDriver::Memory(_) => true,
+        PortDriver::Tap { .. } => workers <= 1,
+        _ => false,
+    }
+}
 
 /// Why a port was not added or removed; nothing changed.
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +235,7 @@ impl PortControl {
             detail: built[0].detail.clone(),
             mac: port.mac,
             stats: built.iter().map(|b| b.stats.clone()).collect(),
-            driver_counters: None,
+            driver_counters: built.iter().find_map(|b| b.counters.clone()),
         };
         // A4: every worker appends the nodes (inputs held) and learns the port.
         let mut edits: Vec<Option<GraphEdit>> = built.into_iter().map(|b| Some(b.edit)).collect();
@@ -352,6 +363,7 @@ impl PortControl {
                 stats,
                 driver: built.driver,
                 detail: built.detail,
+                counters: built.counters,
             });
         }
         Ok(out)
@@ -431,6 +443,8 @@ impl PortControl {
             v.name = format!("{name} (removed)");
             v.driver = "removed".to_string();
             v.detail.clear();
+            // Its driver's counters may hold the device (a TAP's descriptor) open.
+            v.driver_counters = None;
         }
         self.ports.set(Arc::new(list));
         Ok(RemovedPort {
@@ -484,6 +498,7 @@ struct BuiltNodes {
     stats: Arc<PortStats>,
     driver: &'static str,
     detail: String,
+    counters: Option<Arc<dyn graph::DriverCounters>>,
 }
 
 /// Put `port` at `id` (a new id at the end, or a removed port's).
@@ -552,10 +567,7 @@ fn interface(d: &PortDriver) -> Option<&str> {
 /// Refuse a port whose driver cannot be added yet, whose name or interface another port has,
 /// or one of whose addresses another port owns.
 fn check_addable(live: &Live, port: &PortSpec) -> Result<(), PortChangeError> {
-    if !matches!(
-        port.driver,
-        PortDriver::AfPacket { .. } | PortDriver::Memory(_)
-    ) {
+    if !live_driver(&port.driver, live.spec.workers) {
         return refuse(format!(
             "port `{}`: its driver cannot be added to a running data plane yet; accepted at \
              run time: {LIVE_DRIVERS}",
@@ -592,14 +604,11 @@ fn check_addable(live: &Live, port: &PortSpec) -> Result<(), PortChangeError> {
 /// `<name>-rx` (an input; a memory port only when it generates) and `<name>-tx`.
 fn start_nodes(port: &PortSpec, workers: usize) -> Result<PortNodes, PortChangeError> {
     let rx = match &port.driver {
-        PortDriver::AfPacket { .. } => true,
+        PortDriver::AfPacket { .. } | PortDriver::Tap { .. } => true,
         PortDriver::Memory(m) => m.generate,
         _ => false,
     };
-    if !matches!(
-        port.driver,
-        PortDriver::AfPacket { .. } | PortDriver::Memory(_)
-    ) {
+    if !live_driver(&port.driver, workers) {
         return refuse(format!(
             "port `{}`: its driver cannot be removed from a running data plane yet; accepted \
              at run time: {LIVE_DRIVERS}",

@@ -4,6 +4,7 @@
 //! naming its line in the new file. It compares only; it never applies anything.
 
 use super::{Config, Issue};
+use dataplane::ports_live::live_driver;
 use dataplane::{
     BridgePolicy, DataplaneSpec, IpPolicy, NeighbourPolicy, NeighbourSpec, PollPolicy, PortDriver,
     PortSpec, RouteSpec,
@@ -149,8 +150,8 @@ const LIVE: &str = "changes that need a restart of vecplane; live: routes (and t
                     [[neighbour]], icmp-errors-per-second, icmp-errors-burst, \
                     neighbour-reachable-seconds, neighbour-gc-seconds, bridge-age-seconds, \
                     poll-mode, poll-sleep-max-us, [lb] and its contents but its health checks \
-                    and probe sources, ports' ip4, ip6 and mtu, ports added or removed (driver \
-                    af-packet or memory, in no bridge or cross-connect)";
+                    and probe sources, ports' ip4, ip6 and mtu, ports added or removed (af-packet, \
+                    memory, tap with one worker; in no bridge or cross-connect)";
 
 /// Compare two validated configs: what a reload from `old` to `new` changes, or why it cannot
 /// be applied while running (then nothing of it may be applied).
@@ -394,7 +395,7 @@ impl Refusals<'_> {
             let section = format!("[[port]] #{}", i + 1);
             let port = |what: &str| format!("port `{}`: {what}", n.name);
             let Some(o) = old.iter().find(|o| o.name == n.name) else {
-                if !live_driver(&n.driver) {
+                if !live_driver(&n.driver, self.new.spec.workers) {
                     let key = if matches!(n.driver, PortDriver::Pcap { .. }) {
                         "rx"
                     } else {
@@ -421,7 +422,7 @@ impl Refusals<'_> {
             }
         }
         for o in old.iter().filter(|o| !new.iter().any(|n| n.name == o.name)) {
-            if !live_driver(&o.driver) {
+            if !live_driver(&o.driver, self.new.spec.workers) {
                 self.issues.push(Issue {
                     file: self.new.label.clone(),
                     line: 0,
@@ -599,11 +600,6 @@ fn route_changes<A: Copy + Eq + Hash>(
         .map(|(r, _)| r.clone())
         .collect();
     out
-}
-
-/// Whether a port with this driver can be added to and removed from a running data plane.
-fn live_driver(d: &PortDriver) -> bool {
-    matches!(d, PortDriver::AfPacket { .. } | PortDriver::Memory(_))
 }
 
 /// The ports of two configs numbered by name: the old ports keep their indices, and a port
