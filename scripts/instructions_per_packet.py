@@ -85,7 +85,11 @@ def inline_chains(binary, addrs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--node", required=True, help="the node's type path, e.g. lb::LbNode")
+    ap.add_argument(
+        "--node",
+        required=True,
+        help="the node's type path in crate nodes, e.g. lb::LbNode, or a whole function name",
+    )
     ap.add_argument("--root", default=os.getcwd(), help="workspace root (default: here)")
     ap.add_argument("--top", type=int, default=40, help="source lines to list")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- the bench command")
@@ -94,8 +98,12 @@ def main():
     if not cmd:
         ap.error("give the bench command after --")
     binary = cmd[0]
-    # A node's `process` is `<nodes::..::Type as graph::node::Node>::process`.
-    toggle = f"<nodes::{a.node} as graph::node::Node>::process"
+    # A node's `process` is `<nodes::..::Type as graph::node::Node>::process`; a node of another
+    # crate is named whole, e.g. `--node '<ipfix::node::IpfixNode<A> as graph::node::Node>::process'`.
+    if a.node.startswith("<"):
+        toggle = a.node
+    else:
+        toggle = f"<nodes::{a.node} as graph::node::Node>::process"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         run = subprocess.run(

@@ -245,11 +245,21 @@ impl PortControl {
             ip4: Vec::new(),
             ip6: Vec::new(),
         };
+        // An edit a worker refuses comes back here to be dropped, as retired nodes do.
+        let refused: Arc<Mutex<Vec<GraphEdit>>> = Arc::default();
         let acks = self.on_every_worker(|w| {
             let edit = edits[w].take();
             let neighbour = neighbour.clone();
+            let refused = refused.clone();
             Box::new(move |parts| {
                 let edit = edit.ok_or("no edit")?;
+                if let Err(e) = parts.graph.check_edit(&edit) {
+                    refused
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(edit);
+                    return Err(e.to_string());
+                }
                 parts
                     .graph
                     .apply(edit, parts.pool)
@@ -258,6 +268,9 @@ impl PortControl {
                 Ok(0)
             })
         });
+        drop(std::mem::take(
+            &mut *refused.lock().unwrap_or_else(|p| p.into_inner()),
+        ));
         if let Some(e) = acks.iter().find_map(|a| a.as_ref().err()) {
             let e = e.clone();
             let _ = self.retire(id, &nodes, &acks);

@@ -266,6 +266,12 @@ impl Graph {
         self.live_names().get(name).copied()
     }
 
+    /// Whether `apply(edit)` would be refused (nothing changes): a caller that must not drop
+    /// the edit's nodes here (closing a socket may wait for the kernel) checks first.
+    pub fn check_edit(&self, edit: &GraphEdit) -> Result<(), GraphError> {
+        self.check(edit).map(|_| ())
+    }
+
     /// Everything `apply` would refuse, before anything changes.
     fn check(&self, edit: &GraphEdit) -> Result<Plan, GraphError> {
         let live_names = self.live_names();
