@@ -9,6 +9,8 @@
 #[macro_use]
 #[path = "support/root.rs"]
 mod root;
+#[path = "support/live.rs"]
+mod live;
 
 use netlab::{Addressing, Host, Mode, Topology};
 use serde_json::{json, Value};
@@ -53,16 +55,6 @@ fn api(vp: &netlab::Vecplane, method: &str, path: &str, body: Option<Value>) -> 
         String::from_utf8_lossy(&r.body)
     );
     r.json()
-}
-
-fn metered(vp: &netlab::Vecplane) -> u64 {
-    let v = vp.request("show ipfix", true).expect("show ipfix").data;
-    v.unwrap_or(Value::Null)["stats"]["workers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| w["packets"].as_u64())
-        .sum()
 }
 
 /// Drops on the flood's path (IPv4 forwarding, the IPFIX nodes, output): the kernel's own
@@ -217,7 +209,7 @@ fn a_feature_toggled_by_api_and_reload_under_a_flood_loses_no_packet() {
         (receiver.join().expect("receiver"), toggles)
     });
     let (distinct, total) = got;
-    let metered = metered(&vp);
+    let metered = live::ipfix_metered(&vp);
     let drops = graph_drops(&vp) - drops_before;
     let interfaces = vp
         .request("show interfaces", false)

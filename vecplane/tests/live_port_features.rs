@@ -9,7 +9,7 @@
 #[path = "support/live.rs"]
 mod live;
 
-use live::{call, third_link, MAC_RC};
+use live::{call, ipfix_metered as metered, third_link, MAC_RC};
 use netlab::{Addressing, Host, Mode, Topology};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -34,17 +34,6 @@ fn config(t: &Topology, extra: &str) -> std::path::PathBuf {
         "live-port-features.toml",
         &format!("[ipfix]\ncollectors = [\"127.0.0.1:4739\"]\n\n{extra}"),
     )
-}
-
-/// Packets IPFIX metered, all workers.
-fn metered(vp: &netlab::Vecplane) -> u64 {
-    let v = vp.request("show ipfix", true).expect("show ipfix").data;
-    v.unwrap_or_default()["stats"]["workers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| w["packets"].as_u64())
-        .sum()
 }
 
 /// The ports IPFIX is enabled on, on the output arc (`show features`).

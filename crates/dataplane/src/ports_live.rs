@@ -254,10 +254,7 @@ impl PortControl {
             Box::new(move |parts| {
                 let edit = edit.ok_or("no edit")?;
                 if let Err(e) = parts.graph.check_edit(&edit) {
-                    refused
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(edit);
+                    refused.lock().unwrap_or_else(|p| p.into_inner()).push(edit);
                     return Err(e.to_string());
                 }
                 parts

@@ -1,7 +1,7 @@
 //! What the live-change end-to-end tests share (`live_routes`, `live_ports`,
 //! `live_port_features`): the config of vecplane in R of an A - R - B topology, a third veth
 //! from R to B, a bounded UDP flood from A or B, what an nftables counter there saw, an API call
-//! that must succeed, and vecplane's drop count on a set of nodes.
+//! that must succeed, vecplane's drop count on a set of nodes, and what IPFIX metered.
 
 // Each test uses some of it.
 #![allow(dead_code)]
@@ -168,4 +168,15 @@ pub fn wait_counted(t: &Topology, host: Host, table: &str, daddr: &str, want: u6
         std::thread::sleep(Duration::from_millis(50));
     }
     counted(t, host, table, daddr)
+}
+
+/// Packets IPFIX metered, all workers (`show ipfix`).
+pub fn ipfix_metered(vp: &netlab::Vecplane) -> u64 {
+    let v = vp.request("show ipfix", true).expect("show ipfix").data;
+    v.unwrap_or_default()["stats"]["workers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w["packets"].as_u64())
+        .sum()
 }
