@@ -29,7 +29,7 @@ enum Cmd {
     /// Measure the real graph on memory ports (Mpps, Gbit/s, cycles/packet per node).
     Bench(bench::BenchArgs),
     /// How many cores for a traffic (rate, frame mix, hit ratio, new flows), from the bench profile.
-    Plan(bench::plan::PlanArgs),
+    Plan(planner::PlanArgs),
     /// Build namespaces A - R - B with vecplane routing in R, send real traffic, show the counters
     /// (--fleet: three load balancers behind BGP/ECMP under HTTP load; --vms: two QEMU guests on
     /// vhost-user ports).
@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         Cmd::Run(args) => ("run", run::main(args)),
         Cmd::Ctl(args) => ("ctl", ctl::main(args)),
         Cmd::Bench(args) => ("bench", bench::run(&args).map(|()| ExitCode::SUCCESS)),
-        Cmd::Plan(args) => ("plan", bench::plan::run(&args).map(|()| ExitCode::SUCCESS)),
+        Cmd::Plan(args) => ("plan", planner::run(&args).map(|()| ExitCode::SUCCESS)),
         Cmd::Demo(args) => ("demo", demo::main(args)),
         Cmd::Gen(args) => ("gen", trafficgen::run(&args).map(|()| ExitCode::SUCCESS)),
     };

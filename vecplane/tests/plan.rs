@@ -1,10 +1,10 @@
 //! End-to-end tests of `vecplane plan`: help, the text and JSON answers for a profile written
-//! by `bench::profile::record` (as the bench writes it), errors for bad input naming the flag,
+//! by `planner::profile::record` (as the bench writes it), errors for bad input naming the flag,
 //! contradictions, the built-in profile on a host without one (saying so), and a missing
 //! `--profile` file naming the bench command that makes one.
 //! No data plane, no root; each test uses its own temp dir.
 
-use bench::profile::{self, Cost, CostPath, HostFacts, Protocol};
+use planner::profile::{self, Cost, CostPath, HostFacts, Protocol};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -686,7 +686,7 @@ fn record_costs(args: &BenchArgs, summaries: &[FlowsSummary]) -> Result<()> {
         .iter()
         .filter_map(|s| {
             cost_path(s).map(|p| {
-                crate::profile::Cost::from_summary(&s.summary, p, crate::profile::Protocol::Ipv4)
+                crate::profile::cost_from_summary(&s.summary, p, crate::profile::Protocol::Ipv4)
             })
         })
         .collect();

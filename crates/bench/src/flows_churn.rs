@@ -194,11 +194,11 @@ impl Costs {
         ]
     }
 
-    /// The planner's pps per core (`plan::model::pps_per_core`) at `hit_ratio` with a share
+    /// The planner's pps per core (`planner::model::pps_per_core`) at `hit_ratio` with a share
     /// `emc_share` of the hits answered by the EMC.
     pub fn predict_pps(&self, frame_size: usize, hit_ratio: f64, emc_share: f64) -> Result<f64> {
-        let traffic = crate::plan::Traffic {
-            mix: crate::plan::input::FrameMix {
+        let traffic = planner::Traffic {
+            mix: planner::input::FrameMix {
                 name: frame_size.to_string(),
                 frames: vec![(frame_size, 1.0)],
             },
@@ -206,7 +206,7 @@ impl Costs {
             vxlan: None,
             emc_share,
         };
-        crate::plan::pps_per_core(&self.profile(frame_size), &traffic, hit_ratio)
+        planner::pps_per_core(&self.profile(frame_size), &traffic, hit_ratio)
             .map_err(|e| anyhow!("the planner: {e}"))
     }
 }

@@ -12,7 +12,6 @@ pub mod flows;
 pub mod flows_churn;
 pub mod lb;
 pub mod measure;
-pub mod plan;
 pub mod poll;
 pub mod profile;
 pub mod pvp;

@@ -17,9 +17,7 @@ pub fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Bytes of preamble, start-of-frame delimiter and inter-frame gap around every frame on the
-/// wire (line rate counts them).
-pub const WIRE_OVERHEAD: usize = 20;
+pub use planner::input::WIRE_OVERHEAD;
 
 /// Below this share of its CPU, a run is flagged as disturbed (by other tasks, or by the kernel's
 /// real-time throttling: see `cpu_share_warning`).

@@ -67,8 +67,7 @@ impl Scenario {
 /// Frame sizes of `--sweep` (64 is replaced by the scenario's minimum when larger).
 pub const SWEEP_SIZES: [usize; 8] = [64, 128, 256, 512, 768, 1024, 1280, 1518];
 
-/// Largest frame a memory port can generate.
-pub const MAX_FRAME_SIZE: usize = 9000;
+pub use planner::input::MAX_FRAME_SIZE;
 
 /// MAC of port rx0.
 pub const RX0_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];

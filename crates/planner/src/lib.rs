@@ -5,16 +5,19 @@
 //! the built-in one (the project's reference host), with a note on stderr saying so and how to
 //! measure this host.
 
+#![deny(missing_docs)]
+
 pub mod input;
 pub mod model;
+pub mod profile;
 mod render;
 
 pub use model::{packet_cost, pps_per_core, Traffic, Vxlan};
 
-use crate::profile::{self, Protocol};
 use anyhow::{Context, Result};
 use input::{FrameMix, Rate};
 use model::{FlowInputs, Workload};
+use profile::Protocol;
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -1,7 +1,7 @@
 //! The planner's arithmetic on a made-up profile whose answers are worked out by hand.
 
 use super::*;
-use crate::plan::input::{parse_frame_mix, FrameMix};
+use crate::input::{parse_frame_mix, FrameMix};
 use crate::profile::{Cost, HostFacts};
 
 /// 2 GHz TSC. IPv4: EMC hit 100 (64 B) to 150 (1518 B), megaflow hit 200 to 300, miss 2000

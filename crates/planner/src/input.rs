@@ -2,9 +2,15 @@
 //! mixes (IMIX, one size, sizes with weights), ratios and counts. Pure parsing; every error says
 //! what was wrong and what is accepted (clap adds which flag), and nothing here panics on input.
 
-use crate::report::WIRE_OVERHEAD;
-use crate::scenario::MAX_FRAME_SIZE;
 use serde::Serialize;
+
+/// Bytes of preamble, start-of-frame delimiter and inter-frame gap around every frame on the
+/// wire (line rate counts them; so do the bench's bit rates).
+pub const WIRE_OVERHEAD: usize = 20;
+
+/// Largest frame a memory port can generate, so the largest the bench measures: a frame mix
+/// goes no higher.
+pub const MAX_FRAME_SIZE: usize = 9000;
 
 /// Smallest Ethernet frame with FCS.
 pub const MIN_FRAME_SIZE: usize = 64;
