@@ -12,6 +12,7 @@
 
 pub mod direct;
 pub mod error;
+mod lent;
 pub mod port;
 pub mod program;
 pub mod socket;

@@ -7,6 +7,7 @@
 //! construction, never block and never copy packet bytes.
 
 use crate::error::AfXdpError;
+use crate::lent::{Lent, LentReturn};
 use crate::program::{StaleProgram, XdpMode};
 use crate::socket::{self, AfXdpConfig, SocketCore};
 use crate::sys::ring::{ConsRing, ProdRing, RingWatch};
@@ -134,6 +135,8 @@ impl AfXdpPort {
             core,
         } = self.sock;
         let tx_watch = tx.watch();
+        let ret = Arc::new(LentReturn::new(self.umem.clone()));
+        let buffers = self.umem.buffers();
         let scratch_rx = vec![0u32; fill.size() as usize].into_boxed_slice();
         let scratch_tx = vec![0u32; comp.size().min(4096) as usize].into_boxed_slice();
         let rx_node = AfXdpRx {
@@ -149,7 +152,9 @@ impl AfXdpPort {
             last_sample_tsc: 0,
             kernel_rx_drops: 0,
             kernel_tx_invalid: 0,
+            lent: Lent::new(buffers),
             core: core.clone(),
+            ret: ret.clone(),
         };
         let tx_node = AfXdpTx {
             tx,
@@ -160,7 +165,9 @@ impl AfXdpPort {
             stats: self.stats,
             scratch: scratch_tx,
             filtered: vec![0u32; VECTOR_SIZE].into_boxed_slice(),
+            lent: Lent::new(buffers),
             core,
+            ret,
         };
         (rx_node, tx_node)
     }
@@ -255,7 +262,17 @@ pub struct AfXdpRx {
     last_sample_tsc: u64,
     kernel_rx_drops: u64,
     kernel_tx_invalid: u64,
+    /// Buffers on the fill ring or received and not yet read.
+    lent: Lent,
     core: Arc<SocketCore>,
+    // Last: dropped after the socket closes.
+    ret: Arc<LentReturn>,
+}
+
+impl Drop for AfXdpRx {
+    fn drop(&mut self) {
+        self.ret.deposit(&mut self.lent);
+    }
 }
 
 /// Drop reasons of `AfXdpRx` (its error ids, in order).
@@ -279,6 +296,9 @@ impl AfXdpRx {
         let put = self.fill.produce(got as u32, |i| {
             pool_ref.slot_offset(scratch[i as usize]) as u64
         }) as usize;
+        for &b in self.scratch.iter().take(put) {
+            self.lent.set(b);
+        }
         if put < got {
             pool.free_batch(&self.scratch[put..got]);
         }
@@ -363,11 +383,13 @@ impl InputNode for AfXdpRx {
             let pool = &mut *cx.pool;
             let stride = self.umem.stride();
             let port = self.port_id;
+            let lent = &mut self.lent;
             self.rx
                 .consume(max, |d| match pool.index_of_offset(umem_offset(d.addr)) {
                     Some((b, off))
                         if d.len > 0 && d.options == 0 && off + d.len as usize <= stride =>
                     {
+                        lent.clear(b);
                         *pool.meta_mut(b) = BufferMeta {
                             data_offset: off as u16,
                             length: d.len as u16,
@@ -379,6 +401,7 @@ impl InputNode for AfXdpRx {
                         bytes += d.len as u64;
                     }
                     Some((b, _)) => {
+                        lent.clear(b);
                         pool.free(b);
                         bad += 1;
                     }
@@ -435,7 +458,17 @@ pub struct AfXdpTx {
     stats: Arc<PortStats>,
     scratch: Box<[u32]>,
     filtered: Box<[u32]>,
+    /// Buffers on the transmit ring, sent or not, until their completion.
+    lent: Lent,
     core: Arc<SocketCore>,
+    // Last: dropped after the socket closes.
+    ret: Arc<LentReturn>,
+}
+
+impl Drop for AfXdpTx {
+    fn drop(&mut self) {
+        self.ret.deposit(&mut self.lent);
+    }
 }
 
 impl AfXdpTx {
@@ -453,9 +486,11 @@ impl AfXdpTx {
             let mut k = 0;
             let cap = self.scratch.len() as u32;
             let scratch = &mut self.scratch;
+            let lent = &mut self.lent;
             let pool_ref = &*pool;
             let n = self.comp.consume(cap, |addr| {
                 if let Some((b, _)) = pool_ref.index_of_offset(umem_offset(addr)) {
+                    lent.clear(b);
                     scratch[k] = b;
                     k += 1;
                 }
@@ -492,7 +527,7 @@ impl AfXdpTx {
 
     #[inline]
     fn push(&mut self, pool: &BufferPool, frame: &[u32], bytes: &mut u64) -> usize {
-        self.tx.produce(frame.len() as u32, |i| {
+        let sent = self.tx.produce(frame.len() as u32, |i| {
             let b = frame[i as usize];
             let m = pool.meta(b);
             *bytes += m.length as u64;
@@ -501,7 +536,11 @@ impl AfXdpTx {
                 len: m.length as u32,
                 options: 0,
             }
-        }) as usize
+        }) as usize;
+        for &b in frame.iter().take(sent) {
+            self.lent.set(b);
+        }
+        sent
     }
 }
 

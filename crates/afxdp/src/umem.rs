@@ -16,6 +16,7 @@ use crate::sys::xsk::{UmemReg, XDP_UMEM_UNALIGNED_CHUNK_FLAG};
 use packet::pool::Backing;
 use packet::BufferPool;
 use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Bytes the kernel keeps in front of every received frame (XDP_PACKET_HEADROOM).
@@ -43,6 +44,10 @@ struct UmemInner {
     /// Sockets bound with this UMEM registered or shared; a live one is what the next socket
     /// shares (XDP_SHARED_UMEM needs a bound socket's descriptor).
     owners: Mutex<Vec<Weak<OwnedFd>>>,
+    /// Buffers closed sockets had lent to the kernel, for the pool's worker to take back.
+    returned: Mutex<Vec<u32>>,
+    /// `returned` is not empty (read without the lock between rounds).
+    has_returned: AtomicBool,
 }
 
 impl Umem {
@@ -90,6 +95,8 @@ impl Umem {
                 kernel_headroom,
                 unaligned: !stride.is_power_of_two(),
                 owners: Mutex::new(Vec::new()),
+                returned: Mutex::new(Vec::new()),
+                has_returned: AtomicBool::new(false),
             }),
         })
     }
@@ -149,6 +156,46 @@ impl Umem {
     pub(crate) fn add_socket(&self, fd: &Arc<OwnedFd>) {
         let mut owners = self.inner.owners.lock().unwrap_or_else(|p| p.into_inner());
         owners.push(Arc::downgrade(fd));
+    }
+}
+
+impl Umem {
+    /// Buffers a closed socket had lent to the kernel (any thread).
+    pub(crate) fn give_back(&self, buffers: Vec<u32>) {
+        if buffers.is_empty() {
+            return;
+        }
+        let mut r = self
+            .inner
+            .returned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        r.extend(buffers);
+        self.inner.has_returned.store(true, Ordering::Release);
+    }
+
+    /// Hand the buffers closed sockets gave back to `free` (the pool's worker, between rounds:
+    /// one relaxed load when there are none); how many.
+    pub fn take_returned(&self, free: impl FnOnce(&[u32])) -> usize {
+        if !self.inner.has_returned.load(Ordering::Acquire) {
+            return 0;
+        }
+        let list = {
+            let mut r = self
+                .inner
+                .returned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            self.inner.has_returned.store(false, Ordering::Release);
+            std::mem::take(&mut *r)
+        };
+        free(&list);
+        list.len()
+    }
+
+    /// Buffers in the pool (bits of a lent set).
+    pub(crate) fn buffers(&self) -> usize {
+        self.inner.buffers
     }
 }
 

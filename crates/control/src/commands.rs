@@ -484,10 +484,12 @@ impl Control {
                 .unwrap_or_else(|| "not pinned".into());
             let (sleeps, slept_ns) = idle.get(w.index).copied().unwrap_or((0, 0));
             text.push_str(&format!(
-                "Worker {} ({cpu}, {} polling: {sleeps} sleeps, {:.3} s asleep):\n",
+                "Worker {} ({cpu}, {} polling: {sleeps} sleeps, {:.3} s asleep; {} buffers \
+                 free):\n",
                 w.index,
                 mode(w),
-                slept_ns as f64 / 1e9
+                slept_ns as f64 / 1e9,
+                w.pool_free.load(std::sync::atomic::Ordering::Relaxed)
             ));
             text.push_str(&table(nodes));
         }
@@ -505,6 +507,7 @@ impl Control {
                 "poll_mode": mode(w),
                 "sleeps": idle.get(w.index).map_or(0, |i| i.0),
                 "slept_seconds": idle.get(w.index).map_or(0.0, |i| i.1 as f64 / 1e9),
+                "pool_free": w.pool_free.load(std::sync::atomic::Ordering::Relaxed),
                 "nodes": nodes.iter().filter(keep).map(|n| n.json(true)).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
             "total": total.iter().filter(keep).map(|n| n.json(true)).collect::<Vec<_>>(),

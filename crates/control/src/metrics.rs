@@ -153,6 +153,16 @@ pub fn render_with(
     let pool = gauge_family(&mut reg, "pool_buffers", "Buffers in each worker's pool");
     pool.get_or_create(&labels(&[("backing", &view.pool_backing)]))
         .set(gauge(view.pool_buffers));
+    let free = gauge_family(
+        &mut reg,
+        "pool_free_buffers",
+        "Free buffers in each worker's pool, as the worker last counted them",
+    );
+    for w in &view.workers {
+        let n = w.pool_free.load(std::sync::atomic::Ordering::Relaxed);
+        free.get_or_create(&labels(&[("worker", &w.index.to_string())]))
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
     let tsc = gauge_family(
         &mut reg,
         "tsc_hz",

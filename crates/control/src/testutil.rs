@@ -83,6 +83,7 @@ pub(crate) fn view_with(workers: usize, spec: &DataplaneSpec) -> RuntimeView {
                 1000,
             )),
             idle: Arc::new(dataplane::idle::IdleStats::default()),
+            pool_free: Arc::default(),
         })
         .collect();
     let port = |name: &str, mac: [u8; 6]| PortView {

@@ -93,6 +93,14 @@ pub struct BuiltWorker {
     pub bridge: Option<Arc<BridgeStats>>,
     /// Jobs the control side hands it while it runs (graph edits).
     pub mailbox: Arc<crate::mailbox::Mailbox>,
+    /// Its pool as AF_XDP packet memory (None: the pool's slots cannot be AF_XDP chunks, and
+    /// `umem_error` says why): shared by every AF_XDP socket of the worker, those of ports
+    /// added at run time too; it takes back what closed sockets had lent the kernel.
+    pub umem: Option<Umem>,
+    /// Why the pool is no UMEM, when it is not.
+    pub umem_error: Option<String>,
+    /// Free buffers in its pool, as the worker last counted them.
+    pub pool_free: Arc<std::sync::atomic::AtomicU64>,
     /// Its graph's counters as the control side reads them (republished after an edit).
     pub published_stats: Arc<crate::view::Published<graph::GraphStats>>,
     /// Its trace control as the control side reads it (republished after an edit).
@@ -270,8 +278,12 @@ impl BuiltWorker {
         let mut views = Vec::new();
         let mut tx_nodes = Vec::new();
         let mut caps = Vec::new();
-        // The pool registered as UMEM, once, by the first AF_XDP port.
-        let mut umem: Option<Umem> = None;
+        // The pool as a UMEM (registered with the kernel by the first AF_XDP socket, at start
+        // or later).
+        let (mut umem, umem_error) = match Umem::new(&pool) {
+            Ok(u) => (Some(u), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
         // Whether this worker takes part in software RSS (rss-dispatch, handoff-rx).
         let mut needs_rss_nodes = false;
         let all_stats: Vec<Arc<PortStats>> = spec.ports.iter().map(|_| Arc::default()).collect();
@@ -335,6 +347,9 @@ impl BuiltWorker {
         }
         let graph = b.build(index, tsc_hz)?;
         Ok(BuiltWorker {
+            pool_free: Arc::new(std::sync::atomic::AtomicU64::new(pool.available() as u64)),
+            umem,
+            umem_error,
             published_stats: crate::view::Published::new(graph.stats()),
             published_trace: crate::view::Published::new(graph.trace_control()),
             mailbox: Arc::default(),

@@ -33,14 +33,16 @@ const WORKER_TIMEOUT: Duration = Duration::from_secs(2);
 const ID_QUARANTINE: Duration = Duration::from_secs(1);
 
 /// The drivers a port added or removed at run time may have today.
-pub const LIVE_DRIVERS: &str = "af-packet, memory, tap (with one worker)";
+pub const LIVE_DRIVERS: &str =
+    "af-packet, memory, af-xdp (with as many queues as workers or more), tap (with one worker)";
 
 /// Whether a port with this driver can be added to and removed from a running data plane
 /// (a TAP only with one worker: with more, worker 0 spreads its flows over handoff rings and
-/// `rss-dispatch`, which a running data plane does not create yet).
+/// `rss-dispatch`, which a running data plane does not create yet; for the same reason an
+/// AF_XDP port with fewer queues than workers is refused when its nodes are built).
 pub fn live_driver(d: &PortDriver, workers: usize) -> bool {
     match d {
-        PortDriver::AfPacket { .. } | PortDriver::Memory(_) => true,
+        PortDriver::AfPacket { .. } | PortDriver::Memory(_) | PortDriver::AfXdp { .. } => true,
         PortDriver::Tap { .. } => workers <= 1,
         _ => false,
     }
@@ -65,10 +67,15 @@ pub struct RemovedPort {
 }
 
 /// One worker as port changes reach it.
-struct WorkerHandle {
-    mailbox: Arc<Mailbox>,
-    doorbell: Arc<Doorbell>,
-    jumbo_capacity: usize,
+pub(crate) struct WorkerLink {
+    /// Where it takes jobs between rounds.
+    pub(crate) mailbox: Arc<Mailbox>,
+    /// Rung to wake it.
+    pub(crate) doorbell: Arc<Doorbell>,
+    /// Jumbo buffers in its pool.
+    pub(crate) jumbo_capacity: usize,
+    /// Its pool as AF_XDP packet memory, or why it cannot be.
+    pub(crate) umem: Result<afxdp::Umem, String>,
 }
 
 /// The nodes a port has on each worker: (name, is an input).
@@ -97,7 +104,7 @@ impl Live {
 pub struct PortControl {
     live: Mutex<Live>,
     shared: Arc<WorkersShared>,
-    workers: Vec<WorkerHandle>,
+    workers: Vec<WorkerLink>,
     ports: Arc<Published<Vec<PortView>>>,
 }
 
@@ -113,11 +120,11 @@ impl std::fmt::Debug for PortControl {
 type Ack = Result<u64, String>;
 
 impl PortControl {
-    /// For the workers built from `spec` (mailboxes, doorbells and jumbo capacity by worker).
+    /// For the workers built from `spec`.
     pub(crate) fn new(
         spec: &DataplaneSpec,
         shared: Arc<WorkersShared>,
-        workers: Vec<(Arc<Mailbox>, Arc<Doorbell>, usize)>,
+        workers: Vec<WorkerLink>,
         ports: Arc<Published<Vec<PortView>>>,
     ) -> PortControl {
         PortControl {
@@ -127,14 +134,7 @@ impl PortControl {
                 nodes: vec![None; spec.ports.len()],
             }),
             shared,
-            workers: workers
-                .into_iter()
-                .map(|(mailbox, doorbell, jumbo_capacity)| WorkerHandle {
-                    mailbox,
-                    doorbell,
-                    jumbo_capacity,
-                })
-                .collect(),
+            workers,
             ports,
         }
     }
@@ -334,7 +334,15 @@ impl PortControl {
                 })
                 .collect();
             let mut b = GraphBuilder::new();
-            let mut umem = None;
+            let mut umem = match (&port.driver, &h.umem) {
+                (PortDriver::AfXdp { .. }, Err(why)) => {
+                    return Err(BuildError::Port {
+                        port: port.name.clone(),
+                        reason: format!("worker {w}'s pool cannot be AF_XDP memory: {why}"),
+                    })
+                }
+                (_, u) => u.as_ref().ok().cloned(),
+            };
             let mut cx = crate::drivers::PortContext {
                 spec,
                 port,
@@ -625,11 +633,51 @@ fn start_nodes(port: &PortSpec, workers: usize) -> Result<PortNodes, PortChangeE
             port.name
         ));
     }
+    if let PortDriver::AfXdp {
+        interface, queues, ..
+    } = &port.driver
+    {
+        return af_xdp_start_nodes(&port.name, interface, *queues, workers);
+    }
     let mut nodes = vec![(format!("{}-tx", port.name), false)];
     if rx {
         nodes.insert(0, (format!("{}-rx", port.name), true));
     }
     Ok(vec![nodes; workers])
+}
+
+/// An AF_XDP port's nodes on each worker, as its driver names them: a receive node per queue
+/// the worker owns (`<name>-rx`, or `<name>-rx<queue>` with several queues) and `<name>-tx`.
+fn af_xdp_start_nodes(
+    name: &str,
+    interface: &str,
+    queues: u32,
+    workers: usize,
+) -> Result<PortNodes, PortChangeError> {
+    let queues = match queues {
+        0 => crate::drivers::af_xdp_queues(interface)
+            .map_err(|e| PortChangeError(format!("port `{name}`: {e}")))?,
+        q => q,
+    } as usize;
+    if queues < workers {
+        return refuse(format!(
+            "port `{name}`: its {queues} queue(s) are spread over {workers} workers (software \
+             RSS), which a running data plane cannot take apart yet"
+        ));
+    }
+    Ok((0..workers)
+        .map(|w| {
+            let mut nodes: Vec<(String, bool)> = (w..queues)
+                .step_by(workers)
+                .map(|q| match queues {
+                    1 => (format!("{name}-rx"), true),
+                    _ => (format!("{name}-rx{q}"), true),
+                })
+                .collect();
+            nodes.push((format!("{name}-tx"), false));
+            nodes
+        })
+        .collect())
 }
 
 /// Refuse removing a port that a bridge, cross-connect, static neighbour or the load

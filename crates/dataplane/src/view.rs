@@ -181,4 +181,7 @@ pub struct WorkerView {
     pub poll: Arc<crate::idle::PollSetting>,
     /// Its sleeps (adaptive polling).
     pub idle: Arc<crate::idle::IdleStats>,
+    /// Free buffers in its pool, as it last counted them (every few rounds and after each
+    /// sleep): what ports, queues and rings hold is the rest.
+    pub pool_free: Arc<std::sync::atomic::AtomicU64>,
 }

@@ -106,12 +106,15 @@ impl Dataplane {
             shared.clone(),
             workers
                 .iter()
-                .map(|(w, _)| {
-                    (
-                        w.mailbox.clone(),
-                        w.doorbell.clone(),
-                        w.pool.jumbo_capacity(),
-                    )
+                .map(|(w, _)| crate::ports_live::WorkerLink {
+                    mailbox: w.mailbox.clone(),
+                    doorbell: w.doorbell.clone(),
+                    jumbo_capacity: w.pool.jumbo_capacity(),
+                    umem: w.umem.clone().ok_or_else(|| {
+                        w.umem_error
+                            .clone()
+                            .unwrap_or_else(|| "no UMEM".to_string())
+                    }),
                 })
                 .collect(),
             ports.clone(),
@@ -129,6 +132,7 @@ impl Dataplane {
                     trace: w.published_trace.clone(),
                     poll: w.poll.clone(),
                     idle: w.idle.clone(),
+                    pool_free: w.pool_free.clone(),
                 })
                 .collect(),
             pool_backing: first.pool.backing().to_string(),
@@ -305,6 +309,12 @@ fn run_worker(
                 generation = setting.generation();
                 idler = idler_of(&w.graph);
             }
+            if let Some(u) = &w.umem {
+                // What removed AF_XDP ports had lent the kernel.
+                u.take_returned(|lent| w.pool.free_batch(lent));
+            }
+            w.pool_free
+                .store(w.pool.available() as u64, Ordering::Relaxed);
             if w.mailbox.has_jobs() {
                 let mut parts = crate::mailbox::WorkerParts {
                     graph: &mut w.graph,

@@ -154,18 +154,25 @@ fn ports_come_and_go_while_a_flood_runs_and_no_packet_is_lost() {
     dup.ip4.clear();
     let e = pc.add(dup).expect_err("a second b");
     assert!(e.to_string().contains("a port is named `b` already"), "{e}");
+    let mut pcap = sink("x");
+    pcap.driver = PortDriver::Pcap {
+        rx: None,
+        tx: Some("/nonexistent/x.pcap".into()),
+    };
+    let e = pc.add(pcap).expect_err("pcap");
+    assert!(
+        e.to_string()
+            .contains("accepted at run time: af-packet, memory, af-xdp"),
+        "{e}"
+    );
     let mut xdp = sink("x");
     xdp.driver = PortDriver::AfXdp {
         interface: "nope".into(),
         queues: 1,
         mode: Default::default(),
     };
-    let e = pc.add(xdp).expect_err("af-xdp");
-    assert!(
-        e.to_string()
-            .contains("accepted at run time: af-packet, memory"),
-        "{e}"
-    );
+    let e = pc.add(xdp).expect_err("af-xdp on no interface");
+    assert!(e.to_string().contains("no such interface"), "{e}");
     let mut clash = sink("y");
     clash.ip4 = vec![(ip4("198.18.2.1"), 24)];
     let e = pc.add(clash).expect_err("b's address");

@@ -210,9 +210,14 @@ fn show_runtime_counts_sleeps_since_the_last_clear() {
     let idle = c.view().workers[0].idle.clone();
     idle.sleeps.add(3);
     idle.slept_ns.add(2_500_000_000);
+    c.view().workers[0]
+        .pool_free
+        .store(8000, std::sync::atomic::Ordering::Relaxed);
     let t = text(&c, "show runtime");
     assert!(
-        t.contains("Worker 0 (cpu 1, adaptive polling: 3 sleeps, 2.500 s asleep):"),
+        t.contains(
+            "Worker 0 (cpu 1, adaptive polling: 3 sleeps, 2.500 s asleep; 8000 buffers free):"
+        ),
         "{t}"
     );
     let d = data(&c, "show runtime");
@@ -285,7 +290,7 @@ fn show_runtime_table_hides_idle_nodes() {
     assert!(lines[0].contains("s since start") && lines[0].contains("since last clear"));
     assert_eq!(
         lines[1],
-        "Worker 0 (cpu 1, adaptive polling: 0 sleeps, 0.000 s asleep):"
+        "Worker 0 (cpu 1, adaptive polling: 0 sleeps, 0.000 s asleep; 0 buffers free):"
     );
     assert_eq!(
         lines[2],

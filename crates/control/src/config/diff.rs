@@ -151,7 +151,7 @@ const LIVE: &str = "changes that need a restart of vecplane; live: routes (and t
                     neighbour-reachable-seconds, neighbour-gc-seconds, bridge-age-seconds, \
                     poll-mode, poll-sleep-max-us, [lb] and its contents but its health checks \
                     and probe sources, ports' ip4, ip6 and mtu, ports added or removed (af-packet, \
-                    memory, tap with one worker; in no bridge or cross-connect)";
+                    memory, af-xdp, tap with one worker; in no bridge or cross-connect)";
 
 /// Compare two validated configs: what a reload from `old` to `new` changes, or why it cannot
 /// be applied while running (then nothing of it may be applied).

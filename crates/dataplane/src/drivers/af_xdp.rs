@@ -18,7 +18,7 @@ pub(super) struct AfXdp<'a> {
 }
 
 /// Receive queues of kernel interface `name` (1..=64).
-fn rx_queues(name: &str) -> Result<u32, String> {
+pub(crate) fn rx_queues(name: &str) -> Result<u32, String> {
     let dir = format!("/sys/class/net/{name}/queues");
     let entries = std::fs::read_dir(&dir).map_err(|e| format!("cannot read {dir}: {e}"))?;
     let n = entries
@@ -60,12 +60,10 @@ impl<'a> Driver<'a> for AfXdp<'a> {
         let umem = match cx.umem.as_ref() {
             Some(u) => u.clone(),
             None => {
-                let pool = cx.pool.ok_or_else(|| {
-                    cx.error(
-                        "an AF_XDP port cannot be added to a running data plane yet; \
-                         accepted at run time: af-packet, memory",
-                    )
-                })?;
+                // A running worker's UMEM is made with the worker (PortControl passes it).
+                let pool = cx
+                    .pool
+                    .ok_or_else(|| cx.error("the worker's pool cannot be AF_XDP memory"))?;
                 let u = Umem::new(pool).map_err(|e| cx.error(e.to_string()))?;
                 *cx.umem = Some(u.clone());
                 u

@@ -73,6 +73,12 @@ pub(crate) struct BuiltPort {
     pub(crate) caps: PortCaps,
 }
 
+/// Receive queues of kernel interface `name` (1..=64), as an AF_XDP port with `queues = 0`
+/// opens them.
+pub(crate) fn af_xdp_queues(name: &str) -> Result<u32, String> {
+    af_xdp::rx_queues(name)
+}
+
 /// A port that worker 0 owns (TAP, vhost-user), on another worker: what this worker sends on
 /// it is handed to worker 0, by a handoff node in place of the transmit node.
 pub(crate) fn sent_by_worker0(

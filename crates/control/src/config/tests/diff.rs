@@ -230,7 +230,8 @@ fn ports_that_need_a_restart() {
         B + 6,
         Some("rx"),
         "[[port]] #3 field `rx`: port `x`: is added, and its driver cannot be added while \
-         running (accepted then: af-packet, memory, tap (with one worker))",
+         running (accepted then: af-packet, memory, af-xdp (with as many queues as workers \
+         or more), tap (with one worker))",
     );
     let e = refused(
         BASE,
