@@ -2,7 +2,7 @@
 //! `vecplane run` in R): twice, once by the API and once by a reload, port Rt is added as a TAP
 //! device vecplane creates in R, the device is moved into A and addressed there, and A pings an
 //! address of B that only the TAP leads to (A -> Rt -> Rb -> B and back); removing the port
-//! deletes the device. Addresses are 198.18.0.0/15 only; the namespaces go also on failure (and
+//! deletes the device. A reload whose second new port cannot open takes the TAP back. Addresses are 198.18.0.0/15 only; the namespaces go also on failure (and
 //! the device with vecplane).
 
 #[path = "support/live.rs"]
@@ -90,6 +90,16 @@ fn a_has(t: &Topology, tap: &str) -> bool {
     }
 }
 
+/// Whether R has the TAP (where vecplane creates it).
+fn r_has(t: &Topology, tap: &str) -> bool {
+    t.exec_timeout(
+        Host::R,
+        &["ip", "link", "show", tap],
+        Duration::from_secs(5),
+    )
+    .is_ok_and(|o| o.status.success())
+}
+
 #[test]
 fn a_tap_port_comes_and_goes_by_api_and_by_reload() {
     if !prerequisites() {
@@ -123,6 +133,31 @@ fn a_tap_port_comes_and_goes_by_api_and_by_reload() {
     ping_through_the_tap(&t, &tap, &vp);
     call(&ep, "DELETE", "/v1/interfaces/Rt", None);
     assert!(!a_has(&t, &tap), "the TAP outlived its port");
+
+    // A reload whose second new port cannot open takes the first back: nothing applied.
+    config(
+        &t,
+        &format!(
+            "[[port]]\nname = \"Rt\"\ndriver = \"tap\"\ninterface = \"{tap}\"\n\
+             mac = \"{MAC_RT}\"\nip4 = [\"198.18.4.1/24\"]\n\n\
+             [[port]]\nname = \"Rz\"\ndriver = \"af-packet\"\ninterface = \"{}z\"\n\
+             mac = \"02:00:00:00:05:01\"\nip4 = [\"198.18.5.1/24\"]\n",
+            n.prefix
+        ),
+    );
+    let r = control::http(&ep, "POST", "/v1/reload", None).expect("reload");
+    assert_eq!(r.status, 409, "{}", r.error_message());
+    assert!(
+        r.error_message().contains("port `Rz`"),
+        "{}",
+        r.error_message()
+    );
+    let listed = call(&ep, "GET", "/v1/interfaces", None).to_string();
+    assert!(!listed.contains("\"Rt\""), "{listed}");
+    assert!(
+        !a_has(&t, &tap) && !r_has(&t, &tap),
+        "the TAP outlived the refusal"
+    );
 
     // By a reload.
     config(

@@ -64,7 +64,10 @@ impl Reloader {
             None if diff.ports_added.is_empty() && diff.ports_removed.is_empty() => None,
             None => {
                 return Err(ReloadError::NotLive {
-                    what: format!("{file}: ports are added or removed, and this data plane cannot change its ports while it runs"),
+                    what: format!(
+                        "{file}: ports are added or removed, and this data plane cannot change \
+                         its ports while it runs"
+                    ),
                 })
             }
         };
@@ -103,7 +106,7 @@ impl Reloader {
     /// Apply `plan`: add the ports (a refusal removes those added before it and applies
     /// nothing), give the addresses and take the removed ports' away as one routing change
     /// (a refusal likewise), then remove the ports. Returns what failed after the point of no
-    /// return (a worker that did not answer), which the answer lists.
+    /// return (a removal a worker did not answer), which the answer lists as `port_errors`.
     pub(super) fn apply_ports(
         &self,
         file: &str,
@@ -113,20 +116,29 @@ impl Reloader {
             file: file.to_string(),
             message,
         };
-        let mut errors = Vec::new();
-        let undo = |added: &[&str], errors: &mut Vec<String>| {
-            for name in added {
-                if let Some(Err(e)) = self.ports.as_ref().map(|pc| pc.remove(name)) {
-                    errors.push(format!("port `{name}` (taken back): {e}"));
-                }
+        // Take back the ports added before a refusal; a port that would not go is said.
+        let undo = |added: &[&str], why: String| {
+            let stuck: Vec<String> = added
+                .iter()
+                .filter_map(|name| match self.ports.as_ref().map(|pc| pc.remove(name)) {
+                    Some(Err(e)) => Some(format!("port `{name}` stays: {e}")),
+                    _ => None,
+                })
+                .collect();
+            if stuck.is_empty() {
+                refused(why)
+            } else {
+                refused(format!(
+                    "{why}; taking back what was added: {}",
+                    stuck.join("; ")
+                ))
             }
         };
         let mut added: Vec<&str> = Vec::new();
         for port in &plan.added {
             let Some(pc) = &self.ports else { break };
             if let Err(e) = pc.add(port.clone()) {
-                undo(&added, &mut errors);
-                return Err(refused(format!("port `{}`: {e}", port.name)));
+                return Err(undo(&added, format!("port `{}`: {e}", port.name)));
             }
             added.push(&port.name);
         }
@@ -159,13 +171,13 @@ impl Reloader {
                         why.join(", ")
                     )
                 };
-                undo(&added, &mut errors);
-                return Err(refused(format!("{}{hint}", e.0)));
+                return Err(undo(&added, format!("{}{hint}", e.0)));
             }
             for (p, addrs) in &plan.addrs {
                 self.policies.port_addrs.set(*p, addrs.clone());
             }
         }
+        let mut errors = Vec::new();
         for (_, name) in &plan.removed {
             if let Some(Err(e)) = self.ports.as_ref().map(|pc| pc.remove(name)) {
                 errors.push(format!("port `{name}`: {e}"));
