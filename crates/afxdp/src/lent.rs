@@ -4,7 +4,8 @@
 //! marked when the socket closes — on the fill ring, in a zero-copy driver's hardware ring, on
 //! the receive ring unread, on the transmit ring unsent — the kernel no longer uses once the
 //! last half is dropped: `LentReturn` then hands those buffers to the UMEM, where the worker
-//! that owns the pool takes them back (`Umem::take_returned`) between rounds. It owns the
+//! that owns the pool takes them back (`Umem::take_returned`) between rounds, once they have
+//! rested `RETURN_DELAY` (a zero-copy driver releases its ring in deferred work). It owns the
 //! bookkeeping; it never touches the pool (another thread may drop the nodes) and costs a bit
 //! operation per buffer on the fast path.
 

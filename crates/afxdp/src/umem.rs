@@ -18,6 +18,11 @@ use packet::BufferPool;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How long buffers a closed socket had lent rest before the pool has them again: a zero-copy
+/// driver lets go of its hardware ring in deferred work after the close (copy mode at once).
+pub const RETURN_DELAY: Duration = Duration::from_secs(1);
 
 /// Bytes the kernel keeps in front of every received frame (XDP_PACKET_HEADROOM).
 pub const XDP_PACKET_HEADROOM: usize = 256;
@@ -44,8 +49,9 @@ struct UmemInner {
     /// Sockets bound with this UMEM registered or shared; a live one is what the next socket
     /// shares (XDP_SHARED_UMEM needs a bound socket's descriptor).
     owners: Mutex<Vec<Weak<OwnedFd>>>,
-    /// Buffers closed sockets had lent to the kernel, for the pool's worker to take back.
-    returned: Mutex<Vec<u32>>,
+    /// Buffers closed sockets had lent to the kernel, with when, for the pool's worker to take
+    /// back once they have rested `RETURN_DELAY`.
+    returned: Mutex<Vec<(Instant, Vec<u32>)>>,
     /// `returned` is not empty (read without the lock between rounds).
     has_returned: AtomicBool,
 }
@@ -170,27 +176,38 @@ impl Umem {
             .returned
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        r.extend(buffers);
+        r.push((Instant::now(), buffers));
         self.inner.has_returned.store(true, Ordering::Release);
     }
 
-    /// Hand the buffers closed sockets gave back to `free` (the pool's worker, between rounds:
-    /// one relaxed load when there are none); how many.
-    pub fn take_returned(&self, free: impl FnOnce(&[u32])) -> usize {
+    /// Hand the buffers closed sockets gave back at least `RETURN_DELAY` ago to `free` (the
+    /// pool's worker, between rounds: one load when there are none); how many.
+    pub fn take_returned(&self, mut free: impl FnMut(&[u32])) -> usize {
         if !self.inner.has_returned.load(Ordering::Acquire) {
             return 0;
         }
-        let list = {
+        let rested: Vec<Vec<u32>> = {
             let mut r = self
                 .inner
                 .returned
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            self.inner.has_returned.store(false, Ordering::Release);
-            std::mem::take(&mut *r)
+            let (rested, resting): (Vec<_>, Vec<_>) = std::mem::take(&mut *r)
+                .into_iter()
+                .partition(|(at, _)| at.elapsed() >= RETURN_DELAY);
+            *r = resting;
+            self.inner
+                .has_returned
+                .store(!r.is_empty(), Ordering::Release);
+            rested.into_iter().map(|(_, list)| list).collect()
         };
-        free(&list);
-        list.len()
+        rested
+            .iter()
+            .map(|list| {
+                free(list);
+                list.len()
+            })
+            .sum()
     }
 
     /// Buffers in the pool (bits of a lent set).
@@ -247,6 +264,20 @@ mod tests {
         assert!(!u.is_unaligned());
         assert_eq!(u.registration().headroom, 128);
         assert_eq!(u.rx_data_offset(), 384);
+    }
+
+    #[test]
+    fn buffers_given_back_rest_before_the_pool_has_them() {
+        let u = Umem::new(&pool(128, 2048)).expect("umem");
+        assert_eq!(u.take_returned(|_| panic!("nothing given back")), 0);
+        u.give_back(vec![3, 9]);
+        u.give_back(Vec::new());
+        assert_eq!(u.take_returned(|_| panic!("still resting")), 0);
+        std::thread::sleep(RETURN_DELAY + Duration::from_millis(50));
+        let mut got = Vec::new();
+        assert_eq!(u.take_returned(|l| got.extend_from_slice(l)), 2);
+        assert_eq!(got, vec![3, 9]);
+        assert_eq!(u.take_returned(|_| panic!("taken once")), 0);
     }
 
     #[test]
