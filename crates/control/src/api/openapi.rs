@@ -264,8 +264,9 @@ pub const ENDPOINTS: &[Endpoint] = &[
     ep(
         "post",
         "/v1/interfaces",
-        "Add a port while the data plane runs (the keys of a [[port]] table; af-packet and memory \
-         ports today); 201 with its index, 409 when refused",
+        "Add a port while the data plane runs (the keys of a [[port]] table, without `features`: \
+         POST /v1/features enables them; af-packet, memory, af-xdp with as many queues as \
+         workers, tap with one worker); 201 with its index, 409 when refused",
         &[],
         Some("NewInterface"),
     ),
