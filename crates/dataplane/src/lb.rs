@@ -296,7 +296,8 @@ pub struct LbControl {
     counters: Vec<Arc<LbWorkerCounters>>,
     /// Each worker's flow tables, left here when the first VIP comes.
     slots: Vec<Arc<TableSlot>>,
-    ports: Vec<String>,
+    /// The data plane's port names by id ("" for an id no port has); taken after `inner`.
+    ports: Mutex<Vec<String>>,
     nat_inside: Arc<NatInside>,
     /// The ports whose replies `ip4-input` / `ip6-input` hand to `lb` (NAT inside ports).
     steer: Arc<PortSteer>,
@@ -347,9 +348,11 @@ impl LbControl {
     /// names in port-id order (for `lb set interface`).
     pub fn new(state: LbState, ports: Vec<String>, domain: &Domain) -> LbControl {
         let workers = domain.workers().max(1);
-        let nat_inside = Arc::new(NatInside::new(ports.len()));
+        // Every id a port may get at run time has its flags.
+        let places = ports.len().max(crate::ports_live::MAX_PORTS);
+        let nat_inside = Arc::new(NatInside::new(places));
         nat_inside.set_from(&state, &ports);
-        let steer = Arc::new(PortSteer::new(ports.len()));
+        let steer = Arc::new(PortSteer::new(places));
         install::set_steer(&steer, &state, &ports);
         LbControl {
             inner: Mutex::new(Inner {
@@ -364,7 +367,7 @@ impl LbControl {
                 .map(|_| Arc::new(LbWorkerCounters::new()))
                 .collect(),
             slots: (0..workers).map(|_| Arc::new(TableSlot::new())).collect(),
-            ports,
+            ports: Mutex::new(ports),
             nat_inside,
             steer,
             routing: None,
@@ -427,9 +430,28 @@ impl LbControl {
         self.configured() || self.lock().state.vips().next().is_some()
     }
 
-    /// The data plane's port names, in port-id order.
-    pub fn ports(&self) -> &[String] {
-        &self.ports
+    /// The data plane's port names, in port-id order ("" for an id no port has).
+    pub fn ports(&self) -> Vec<String> {
+        self.port_names().clone()
+    }
+
+    fn port_names(&self) -> MutexGuard<'_, Vec<String>> {
+        self.ports.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Port `id` is now named `name` (added while running), or no port (`None`: removed): the
+    /// NAT inside flags and the steering follow, and `lb set interface` takes the name.
+    pub fn set_port(&self, id: usize, name: Option<&str>) {
+        let g = self.lock();
+        let mut ports = self.port_names();
+        if ports.len() <= id {
+            ports.resize(id + 1, String::new());
+        }
+        if let Some(slot) = ports.get_mut(id) {
+            *slot = name.unwrap_or_default().to_string();
+        }
+        self.nat_inside.set_from(&g.state, &ports);
+        install::set_steer(&self.steer, &g.state, &ports);
     }
 
     /// A monotonic seconds clock for `tick` (seconds since this control was made).
@@ -500,14 +522,20 @@ impl LbControl {
     fn check_ports(&self, cmds: &[LbCommand]) -> Result<(), LbApplyError> {
         for (index, c) in cmds.iter().enumerate() {
             if let LbCommand::NatInterface { ports, .. } = c {
-                if let Some(bad) = ports.iter().find(|p| !self.ports.contains(p)) {
+                let names = self.port_names();
+                let named: Vec<&str> = names
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|n| !n.is_empty())
+                    .collect();
+                if let Some(bad) = ports.iter().find(|p| !named.contains(&p.as_str())) {
                     return Err(LbApplyError::UnknownPort {
                         index,
                         name: bad.clone(),
-                        accepted: if self.ports.is_empty() {
+                        accepted: if named.is_empty() {
                             "(no port)".into()
                         } else {
-                            self.ports.join(", ")
+                            named.join(", ")
                         },
                     });
                 }
@@ -545,8 +573,10 @@ impl LbControl {
         }
         drop(bases);
         g.publisher.publish(tables);
-        self.nat_inside.set_from(&next, &self.ports);
-        install::set_steer(&self.steer, &next, &self.ports);
+        let ports = self.port_names();
+        self.nat_inside.set_from(&next, &ports);
+        install::set_steer(&self.steer, &next, &ports);
+        drop(ports);
         let version = next.version();
         g.state = next;
         version

@@ -81,7 +81,8 @@ pub(super) fn set_steer(steer: &PortSteer, state: &LbState, ports: &[String]) {
         let inside = state.nat_inside(nat6);
         ports
             .iter()
-            .map(|p| has(nat6) && (inside.is_empty() || inside.contains(p)))
+            // "": an id no port has.
+            .map(|p| has(nat6) && !p.is_empty() && (inside.is_empty() || inside.contains(p)))
             .collect()
     };
     steer.set(&family(false), &family(true));

@@ -390,6 +390,40 @@ fn nat_vips_steer_their_inside_ports_and_only_their_family() {
     assert!(!s.any(false), "no NAT VIP: nothing steered");
 }
 
+/// A port added while running is one `lb set interface` names, and its replies are steered
+/// like the others'; once removed, its id is nobody's.
+#[test]
+fn ports_added_at_run_time_are_named_steered_and_forgotten() {
+    let c = control(1);
+    let s = c.steer();
+    let e = c
+        .apply(&cmds("lb set interface nat4 in late0"))
+        .expect_err("not yet a port");
+    assert!(e.to_string().contains("accepted: in0, out0"), "{e}");
+    c.apply(&cmds(
+        "lb vip 198.18.1.4/32 protocol tcp port 80 encap nat4 type clusterip target_port 8080\n",
+    ))
+    .expect("nat4 VIP");
+    c.set_port(5, Some("late0"));
+    assert!(
+        s.steers(5, false),
+        "no inside port named: every port, the new one too"
+    );
+    c.apply(&cmds("lb set interface nat4 in late0"))
+        .expect("the new port");
+    assert!(c.nat_inside().is_inside(5, false));
+    assert!(s.steers(5, false) && !s.steers(0, false));
+    c.apply(&cmds("lb set interface nat4 in late0 del"))
+        .expect("taken out");
+    c.set_port(5, None);
+    assert!(!c.nat_inside().is_inside(5, false) && !s.steers(5, false));
+    assert_eq!(c.ports(), vec!["in0", "out0", "", "", "", ""]);
+    let e = c
+        .apply(&cmds("lb set interface nat4 in late0"))
+        .expect_err("gone");
+    assert!(e.to_string().contains("accepted: in0, out0"), "{e}");
+}
+
 #[test]
 fn lb_removal_is_refused_while_vips_exist() {
     let c = control(2);

@@ -295,6 +295,9 @@ impl PortControl {
             list.push(view);
         }
         self.ports.set(Arc::new(list));
+        // The load balancer knows the name (NAT inside ports; with NAT VIPs and no inside
+        // port named, every port's replies are steered to it).
+        self.shared.lb.set_port(usize::from(id), Some(&name));
         let addrs = port.own_addresses().collect();
         let routed = lock(&self.shared.routing).set_port_addresses(&[(usize::from(id), addrs)]);
         if let Err(e) = routed {
@@ -449,10 +452,12 @@ impl PortControl {
         // R5: retire its nodes; the workers free what waited for neighbour resolution.
         let ok: Vec<Ack> = (0..self.workers.len()).map(|_| Ok(0)).collect();
         let freed = self.retire(id, &nodes, &ok)?;
-        // R6: the id rests, then may be given again, with no feature enabled.
+        // R6: the id rests, then may be given again, with no feature enabled and unknown to
+        // the load balancer.
         if let Err(e) = self.shared.features.disable_port(usize::from(id)) {
             tracing::warn!("port `{name}` removed: its features: {e}");
         }
+        self.shared.lb.set_port(usize::from(id), None);
         live.removed[usize::from(id)] = Some(Instant::now());
         live.nodes[usize::from(id)] = None;
         let mut list = (*self.ports.get()).clone();
