@@ -293,10 +293,12 @@ fn run_worker(
         }
         rounds += 1;
         // After a sleep (a round apart at most: each may have lasted `poll-sleep-max-us`),
-        // check at once rather than every CHECK_EVERY rounds.
+        // check at once rather than every CHECK_EVERY rounds; a job the control side posted
+        // (a port added or removed) is taken at the next round, one load per round: 64 rounds
+        // of a debug build on a loaded machine outlasted the control side's patience.
         let slept = idler.should_sleep(n)
             && idler.sleep(&w.graph, epoch.0.as_deref_mut(), stop, deadline) != Woken::NotSlept;
-        if slept || rounds.is_multiple_of(CHECK_EVERY) {
+        if slept || rounds.is_multiple_of(CHECK_EVERY) || w.mailbox.has_jobs() {
             stats.heartbeat.add(1);
             if stop.load(Ordering::Relaxed) {
                 break;
