@@ -6,7 +6,7 @@
 
 use crate::dpaction::{DpAction, TPID_AS_RECEIVED};
 use crate::extract::{Parsed, L3, L4, NO_OFFSET};
-use crate::key::{Field, VLAN_CFI};
+use crate::key::{Field, FRAG_LATER, VLAN_CFI};
 use packet::checksum::{update16, update32};
 use packet::meta::FLAG_CSUM_PARTIAL;
 use packet::BufferPool;
@@ -173,6 +173,36 @@ fn update_l4(frame: &mut [u8], p: &Parsed, update: impl Fn(u16) -> u16) {
     wr16(frame, l4 + at, new);
 }
 
+/// An IPv4 later fragment whose address changed: as Open vSwitch does (`packet_set_ipv4_addr`
+/// takes the fragment's payload for the transport header), the bytes where a TCP checksum
+/// (payload offset 16, 20 bytes or more) or a non-zero UDP checksum (offset 6, 8 bytes or
+/// more) would be get the same update. The receiver reassembles the first fragment's header,
+/// so this changes data; it is done only to switch frames as the peer does.
+#[inline(never)]
+fn later_fragment_l4(frame: &mut [u8], p: &Parsed, protocol: u8, update: impl Fn(u16) -> u16) {
+    let l4 = p.l4_offset as usize;
+    let (at, min) = match protocol {
+        6 => (16, 20),
+        17 => (6, 8),
+        _ => return,
+    };
+    if (p.l4_len as usize) < min || p.l4_offset == NO_OFFSET {
+        return;
+    }
+    let Some(c) = frame.get(l4 + at..l4 + at + 2) else {
+        return;
+    };
+    let old = rd16(c, 0);
+    if protocol == 17 && old == 0 {
+        return;
+    }
+    let mut new = update(old);
+    if protocol == 17 && new == 0 {
+        new = 0xffff;
+    }
+    wr16(frame, l4 + at, new);
+}
+
 /// True when the transport checksum covers a pseudo-header (then the sum is never +0).
 #[inline(always)]
 fn has_pseudo_header(p: &Parsed) -> bool {
@@ -253,12 +283,15 @@ pub fn set_field(
         Field::NwSrc | Field::NwDst if p.l3 == L3::Ipv4 => {
             let h = region(frame, p.l3_offset, 20, field, p)?;
             let at = if field == Field::NwSrc { 12 } else { 16 };
+            let protocol = h[9];
             let (old, new) = masked(h, at, 4, value, mask);
             let (old, new) = (old as u32, new as u32);
             let c = update32(rd16(h, 10), old, new);
             wr16(h, 10, c);
             if matches!(p.l4, L4::Tcp | L4::Udp) {
                 update_l4(frame, p, |c| update32(c, old, new));
+            } else if p.frag & FRAG_LATER != 0 {
+                later_fragment_l4(frame, p, protocol, |c| update32(c, old, new));
             }
             Ok(())
         }
